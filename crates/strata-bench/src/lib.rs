@@ -1,0 +1,1 @@
+//! The strata experiment runner.

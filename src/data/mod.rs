@@ -1,0 +1,1 @@
+//! Deterministic data and workload generators.

@@ -1,0 +1,223 @@
+//! SOSD key files: a little-endian `u64` count followed by that many keys,
+//! `u64` (or, in the `u32` variant, `u32`) little-endian.
+
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::Path;
+
+use crate::{Error, Result};
+
+/// Width of the keys in a SOSD file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KeyWidth {
+    /// Decide from the file size (8-byte keys when both would fit).
+    #[default]
+    Auto,
+    /// `u64` keys.
+    U64,
+    /// `u32` keys.
+    U32,
+}
+
+/// How to read a key file.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KeyFileOptions {
+    /// Key width.
+    pub width: KeyWidth,
+    /// Drop repeated keys instead of rejecting them (keys must still be
+    /// non-decreasing).
+    pub dedup: bool,
+}
+
+/// Reads and validates a SOSD key file: the size must match the count, and
+/// keys must be strictly increasing (or non-decreasing with `dedup`, which
+/// drops repeats). Errors name the first offending position and both keys.
+pub fn read_keys(path: &Path, opts: KeyFileOptions) -> Result<Vec<u64>> {
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+    let name = path.display().to_string();
+    if len < 8 {
+        return Err(Error::Truncated {
+            file: name,
+            expected: 8,
+            found: len,
+        });
+    }
+    let mut r = BufReader::with_capacity(1 << 20, file);
+    let mut head = [0u8; 8];
+    r.read_exact(&mut head).map_err(|e| Error::io(path, e))?;
+    let count = u64::from_le_bytes(head);
+    let body = len - 8;
+    let width = match opts.width {
+        KeyWidth::U64 => 8,
+        KeyWidth::U32 => 4,
+        KeyWidth::Auto => {
+            if count.checked_mul(8) == Some(body) {
+                8
+            } else if count.checked_mul(4) == Some(body) {
+                4
+            } else {
+                8
+            }
+        }
+    };
+    let expected = count
+        .checked_mul(width)
+        .and_then(|b| b.checked_add(8))
+        .unwrap_or(u64::MAX);
+    if expected != len {
+        return Err(Error::Truncated {
+            file: format!("{name} (header says {count} keys of {width} bytes)"),
+            expected,
+            found: len,
+        });
+    }
+    let count_usize =
+        usize::try_from(count).map_err(|_| Error::invalid("key count overflows usize"))?;
+    let mut keys = Vec::with_capacity(count_usize);
+    let mut buf = vec![0u8; (1 << 20) * width as usize];
+    let mut left = count_usize;
+    while left > 0 {
+        let take = left.min(1 << 20);
+        let chunk = buf
+            .get_mut(..take * width as usize)
+            .ok_or_else(|| Error::invalid("chunk"))?;
+        r.read_exact(chunk).map_err(|e| Error::io(path, e))?;
+        if width == 8 {
+            keys.extend(
+                chunk
+                    .chunks_exact(8)
+                    .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8]))),
+            );
+        } else {
+            keys.extend(
+                chunk
+                    .chunks_exact(4)
+                    .map(|c| u32::from_le_bytes(c.try_into().unwrap_or([0; 4])) as u64),
+            );
+        }
+        left -= take;
+    }
+    check_sorted(&mut keys, opts.dedup)?;
+    Ok(keys)
+}
+
+/// Checks that `keys` are strictly increasing; with `dedup`, non-decreasing
+/// keys are accepted and repeats removed in place.
+pub fn check_sorted(keys: &mut Vec<u64>, dedup: bool) -> Result<()> {
+    for (i, w) in keys.windows(2).enumerate() {
+        let (a, b) = match w {
+            [a, b] => (*a, *b),
+            _ => continue,
+        };
+        if b < a || (b == a && !dedup) {
+            return Err(Error::OutOfOrder {
+                position: i as u64 + 1,
+                previous: a,
+                got: b,
+            });
+        }
+    }
+    if dedup {
+        keys.dedup();
+    }
+    Ok(())
+}
+
+/// Writes keys as a SOSD `u64` file and syncs it.
+pub fn write_keys(path: &Path, keys: &[u64]) -> Result<()> {
+    let file = File::create(path).map_err(|e| Error::io(path, e))?;
+    let mut w = BufWriter::with_capacity(1 << 20, file);
+    w.write_all(&(keys.len() as u64).to_le_bytes())
+        .map_err(|e| Error::io(path, e))?;
+    for k in keys {
+        w.write_all(&k.to_le_bytes())
+            .map_err(|e| Error::io(path, e))?;
+    }
+    let file = w
+        .into_inner()
+        .map_err(|e| Error::io(path, e.into_error()))?;
+    file.sync_all().map_err(|e| Error::io(path, e))
+}
+
+/// Writes keys as a SOSD `u32` file (every key must fit in 32 bits).
+pub fn write_keys_u32(path: &Path, keys: &[u64]) -> Result<()> {
+    let file = File::create(path).map_err(|e| Error::io(path, e))?;
+    let mut w = BufWriter::new(file);
+    w.write_all(&(keys.len() as u64).to_le_bytes())
+        .map_err(|e| Error::io(path, e))?;
+    for (i, &k) in keys.iter().enumerate() {
+        let k32 = u32::try_from(k)
+            .map_err(|_| Error::invalid(format!("key {k} at position {i} does not fit in u32")))?;
+        w.write_all(&k32.to_le_bytes())
+            .map_err(|e| Error::io(path, e))?;
+    }
+    w.flush().map_err(|e| Error::io(path, e))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roundtrip_u64_and_u32() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("k");
+        let keys = vec![1, 5, 9, u64::MAX];
+        write_keys(&p, &keys).unwrap();
+        assert_eq!(read_keys(&p, KeyFileOptions::default()).unwrap(), keys);
+        let q = tmp.path().join("k32");
+        write_keys_u32(&q, &[3, 4, 70000]).unwrap();
+        assert_eq!(
+            read_keys(&q, KeyFileOptions::default()).unwrap(),
+            vec![3, 4, 70000]
+        );
+        assert!(write_keys_u32(&q, &[1 << 40]).is_err());
+    }
+
+    #[test]
+    fn unsorted_and_duplicates_name_the_position() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("k");
+        write_keys(&p, &[1, 2, 9, 4]).unwrap();
+        let e = read_keys(&p, KeyFileOptions::default()).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::OutOfOrder {
+                    position: 3,
+                    previous: 9,
+                    got: 4
+                }
+            ),
+            "{e}"
+        );
+        assert!(e.to_string().contains("position 3"));
+        write_keys(&p, &[1, 2, 2, 4]).unwrap();
+        let e = read_keys(&p, KeyFileOptions::default()).unwrap_err();
+        assert!(e.to_string().contains("duplicate"));
+        let k = read_keys(
+            &p,
+            KeyFileOptions {
+                dedup: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(k, vec![1, 2, 4]);
+    }
+
+    #[test]
+    fn truncated_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("k");
+        write_keys(&p, &[1, 2, 3, 4]).unwrap();
+        let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+        f.set_len(8 + 8 * 3 + 5).unwrap();
+        let e = read_keys(&p, KeyFileOptions::default()).unwrap_err();
+        assert!(matches!(e, Error::Truncated { .. }), "{e}");
+        std::fs::write(&p, [1u8, 2]).unwrap();
+        assert!(read_keys(&p, KeyFileOptions::default()).is_err());
+    }
+}

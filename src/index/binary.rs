@@ -1,0 +1,155 @@
+//! `binary`: no index at all. Binary search over the data run's pages on
+//! storage, about `log2(pages)` page reads per lookup.
+//!
+//! It is the floor every index must beat, and a check of the accounting: its
+//! page count per lookup is known in closed form.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::{
+    ApproxPos, BuildOptions, Index, IndexKind, IndexStats, Manifest, OpenOptions, Params, Record,
+    scan_data_run,
+};
+use crate::Result;
+use crate::format::{DataRun, PageRun};
+use crate::storage::{Directory, IoContext, IoStats};
+
+/// File name of the data run inside an index directory.
+pub const DATA_FILE: &str = "data.run";
+
+/// The `binary` kind.
+#[derive(Debug)]
+pub struct BinaryKind;
+
+impl IndexKind for BinaryKind {
+    fn name(&self) -> &'static str {
+        "binary"
+    }
+
+    fn summary(&self) -> &'static str {
+        "no index: binary search over the data pages on storage (log2 pages per lookup)"
+    }
+
+    fn build(
+        &self,
+        _params: &Params,
+        keys: &[u64],
+        dir: &dyn Directory,
+        opts: &BuildOptions,
+    ) -> Result<(Vec<String>, Value)> {
+        let f = dir.create(DATA_FILE)?;
+        let meta = DataRun::write_ranked(f, keys, opts.page_size)?;
+        Ok((vec![DATA_FILE.to_string()], json!({ "pages": meta.pages })))
+    }
+
+    fn open(
+        &self,
+        _m: &Manifest,
+        dir: Arc<dyn Directory>,
+        io: IoContext,
+        _opts: &OpenOptions,
+    ) -> Result<Box<dyn Index>> {
+        let run = DataRun::open(io.wrap(dir.open(DATA_FILE)?))?;
+        Ok(Box::new(BinaryIndex {
+            run,
+            stats: io.stats.clone(),
+            dir,
+        }))
+    }
+}
+
+/// Binary search over the pages of a data run.
+#[derive(Debug)]
+pub struct BinaryIndex {
+    run: DataRun,
+    stats: Arc<IoStats>,
+    dir: Arc<dyn Directory>,
+}
+
+impl BinaryIndex {
+    /// Finds the lower bound of `key`: returns its item index and the page
+    /// holding it (None if every key is smaller).
+    fn locate(&self, key: u64) -> Result<(u64, Option<PageRun>)> {
+        let meta = *self.run.meta();
+        // Invariant: the page holding the lower bound is in [lo, hi); `best`
+        // holds page `hi` when hi < pages (the last probe that moved hi).
+        let (mut lo, mut hi) = (0u64, meta.pages);
+        let mut best: Option<PageRun> = None;
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let page = self.run.read_page(mid)?;
+            let (plo, phi) = page.item_range();
+            let last = page.key(phi - 1).unwrap_or(u64::MAX);
+            if last < key {
+                lo = mid + 1;
+                continue;
+            }
+            let first = page.key(plo).unwrap_or(0);
+            if first <= key || mid == 0 {
+                let lb = page.lower_bound(key, plo, phi);
+                return Ok((lb, Some(page)));
+            }
+            hi = mid;
+            best = Some(page);
+        }
+        match best {
+            // Every key of page `lo - 1` is smaller and page `lo` starts above:
+            // the lower bound is the first record of page `lo`.
+            Some(page) if lo < meta.pages => Ok((page.item_range().0, Some(page))),
+            _ => Ok((meta.n, None)),
+        }
+    }
+}
+
+impl Index for BinaryIndex {
+    fn kind(&self) -> &str {
+        "binary"
+    }
+
+    fn len(&self) -> u64 {
+        self.run.len()
+    }
+
+    fn get(&self, key: u64) -> Result<Option<u64>> {
+        let (lb, page) = self.locate(key)?;
+        Ok(page
+            .and_then(|p| p.record(lb))
+            .filter(|r| r.0 == key)
+            .map(|r| r.1))
+    }
+
+    fn lower_bound(&self, key: u64) -> Result<Option<Record>> {
+        let (lb, page) = self.locate(key)?;
+        Ok(page.and_then(|p| p.record(lb)))
+    }
+
+    fn scan(&self, from: u64, count: usize, out: &mut Vec<Record>) -> Result<()> {
+        let (lb, page) = self.locate(from)?;
+        scan_data_run(&self.run, page, lb, count, out)
+    }
+
+    fn approx(&self, _key: u64) -> Result<Option<ApproxPos>> {
+        Ok(None)
+    }
+
+    fn stats(&self) -> Result<IndexStats> {
+        let mut st = IndexStats {
+            kind: "binary".into(),
+            n: self.run.len(),
+            memory_bytes: std::mem::size_of::<Self>() as u64,
+            disk_bytes: self.dir.total_bytes()?,
+            models: None,
+            height: Some(0),
+            ..Default::default()
+        };
+        st.extra
+            .insert("pages".into(), json!(self.run.meta().pages));
+        Ok(st)
+    }
+
+    fn io(&self) -> &Arc<IoStats> {
+        &self.stats
+    }
+}

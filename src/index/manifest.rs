@@ -1,0 +1,132 @@
+//! The manifest of an index directory: `strata-index.json`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::storage::Directory;
+use crate::{Error, Result};
+
+/// File name of the manifest inside an index directory.
+pub const MANIFEST_FILE: &str = "strata-index.json";
+/// The `magic` field every manifest carries.
+pub const MANIFEST_MAGIC: &str = "strata-index";
+/// Format version of manifests written by this build.
+pub const MANIFEST_VERSION: u32 = 1;
+
+/// What an index directory holds. Written last, atomically (temporary file,
+/// sync, rename, directory sync), so a directory with a manifest is complete.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Manifest {
+    /// Always [`MANIFEST_MAGIC`].
+    pub magic: String,
+    /// Manifest format version.
+    pub format_version: u32,
+    /// Index kind name.
+    pub kind: String,
+    /// Resolved build configuration of the kind.
+    pub config: Map<String, Value>,
+    /// Number of records.
+    pub n: u64,
+    /// Page size of the index's paged files.
+    pub page_size: usize,
+    /// Files of the index (besides the manifest).
+    pub files: Vec<String>,
+    /// Build time in seconds.
+    pub build_s: f64,
+    /// Kind-specific description (layers of a learned index, ...).
+    #[serde(default)]
+    pub description: Value,
+    /// Version of strata that wrote it.
+    pub strata_version: String,
+}
+
+impl Manifest {
+    /// A manifest for a freshly built index.
+    pub fn new(kind: &str, config: Map<String, Value>, n: u64, page_size: usize) -> Self {
+        Manifest {
+            magic: MANIFEST_MAGIC.to_string(),
+            format_version: MANIFEST_VERSION,
+            kind: kind.to_string(),
+            config,
+            n,
+            page_size,
+            files: Vec::new(),
+            build_s: 0.0,
+            description: Value::Null,
+            strata_version: env!("CARGO_PKG_VERSION").to_string(),
+        }
+    }
+
+    /// Writes the manifest atomically into `dir`.
+    pub fn store(&self, dir: &dyn Directory) -> Result<()> {
+        let text = serde_json::to_vec_pretty(self)
+            .map_err(|e| Error::invalid(format!("manifest encoding: {e}")))?;
+        let tmp = format!("{MANIFEST_FILE}.tmp");
+        let f = dir.create(&tmp)?;
+        f.write_at(0, &text)?;
+        f.sync()?;
+        dir.rename(&tmp, MANIFEST_FILE)?;
+        dir.sync_dir()
+    }
+
+    /// Reads and checks the manifest of `dir`.
+    pub fn load(dir: &dyn Directory) -> Result<Self> {
+        if !dir.exists(MANIFEST_FILE) {
+            return Err(Error::NotFound(format!(
+                "{} has no {MANIFEST_FILE}: not a strata index directory (or its build did not finish)",
+                dir.describe()
+            )));
+        }
+        let f = dir.open(MANIFEST_FILE)?;
+        let len = usize::try_from(f.len()?).map_err(|_| Error::invalid("manifest too large"))?;
+        let mut buf = vec![0u8; len];
+        f.read_at(0, &mut buf)?;
+        let file = format!("{}/{MANIFEST_FILE}", dir.describe());
+        let v: Value = serde_json::from_slice(&buf)
+            .map_err(|e| Error::corruption(&file, 0, format!("manifest is not valid JSON: {e}")))?;
+        let magic = v.get("magic").and_then(Value::as_str).unwrap_or("");
+        if magic != MANIFEST_MAGIC {
+            return Err(Error::corruption(
+                &file,
+                0,
+                format!("manifest magic is {magic:?}, expected {MANIFEST_MAGIC:?}"),
+            ));
+        }
+        let version = v.get("format_version").and_then(Value::as_u64).unwrap_or(0);
+        if version != MANIFEST_VERSION as u64 {
+            return Err(Error::UnsupportedVersion {
+                file,
+                found: version as u32,
+                supported: MANIFEST_VERSION,
+            });
+        }
+        serde_json::from_value(v)
+            .map_err(|e| Error::corruption(&file, 0, format!("manifest fields: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::MemDirectory;
+
+    #[test]
+    fn store_load_and_reject_bad() {
+        let dir = MemDirectory::new();
+        assert!(matches!(Manifest::load(&dir), Err(Error::NotFound(_))));
+        let mut m = Manifest::new("binary", Map::new(), 10, 4096);
+        m.files.push("data.run".into());
+        m.store(&dir).unwrap();
+        assert_eq!(Manifest::load(&dir).unwrap(), m);
+        let f = dir.create(MANIFEST_FILE).unwrap();
+        f.write_at(0, b"{\"magic\":\"strata-index\",\"format_version\":99}")
+            .unwrap();
+        assert!(matches!(
+            Manifest::load(&dir),
+            Err(Error::UnsupportedVersion { found: 99, .. })
+        ));
+        let f = dir.create(MANIFEST_FILE).unwrap();
+        f.write_at(0, b"not json").unwrap();
+        assert!(Manifest::load(&dir).unwrap_err().is_corruption());
+    }
+}

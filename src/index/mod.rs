@@ -1,0 +1,129 @@
+//! Index kinds behind one trait.
+//!
+//! Every index kind maps `u64` keys to `u64` values and answers point lookups,
+//! lower bounds and range scans through the [`Index`] trait; updatable kinds
+//! also take inserts and deletes. Kinds are built into an index *directory*
+//! (a [`Directory`] holding a manifest, `strata-index.json`, and the kind's
+//! files) and opened from it by name, so the CLI, the benchmark runner and the
+//! Python bindings treat every kind alike.
+
+pub mod binary;
+mod manifest;
+mod params;
+mod registry;
+mod scan;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+pub use manifest::{MANIFEST_FILE, MANIFEST_MAGIC, MANIFEST_VERSION, Manifest};
+pub use params::{IndexSpec, Params};
+pub use registry::{
+    BuildOptions, BuildReport, IndexKind, OpenOptions, Residency, build, build_in, kinds, open,
+    open_in,
+};
+pub use scan::{DataRunReader, Fetch, Located, scan_data_run};
+
+use crate::storage::IoStats;
+use crate::{Error, Result};
+
+/// A `(key, value)` pair.
+pub type Record = (u64, u64);
+
+/// An approximate position, as a learned model predicts it: if the key is
+/// present, its item index lies in `[lo, hi)`; its lower bound (the index of
+/// the first key `>=` it) lies in `[lo, hi]`. `pos` is the point prediction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ApproxPos {
+    /// Point prediction.
+    pub pos: u64,
+    /// First item index that may hold the key.
+    pub lo: u64,
+    /// One past the last item index that may hold the key.
+    pub hi: u64,
+}
+
+/// Sizes and shape of an index, measured from its structures.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct IndexStats {
+    /// Index kind name.
+    pub kind: String,
+    /// Number of records.
+    pub n: u64,
+    /// Bytes the index holds in RAM: models, pinned nodes, cached pages.
+    pub memory_bytes: u64,
+    /// Bytes of all its files on storage.
+    pub disk_bytes: u64,
+    /// Number of models/segments of a learned index (None for others).
+    pub models: Option<u64>,
+    /// Height: tree levels or index layers above the data (None if n/a).
+    pub height: Option<u32>,
+    /// Kind-specific figures (layer sizes, fill, ...).
+    pub extra: BTreeMap<String, serde_json::Value>,
+}
+
+/// An ordered `u64 -> u64` index.
+///
+/// Thread-safety: all methods take `&self`; implementations allow concurrent
+/// readers (and serialise writers internally where they support writes).
+/// Every read of storage is counted in [`Index::io`].
+pub trait Index: Send + Sync {
+    /// The kind name (`binary`, `btree`, `pgm`, ...).
+    fn kind(&self) -> &str;
+
+    /// Number of records.
+    fn len(&self) -> u64;
+
+    /// Whether the index holds no record.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The value of `key`, if present.
+    fn get(&self, key: u64) -> Result<Option<u64>>;
+
+    /// The first record whose key is `>= key`.
+    fn lower_bound(&self, key: u64) -> Result<Option<Record>>;
+
+    /// Appends to `out` up to `count` records with keys `>= from`, ascending.
+    fn scan(&self, from: u64, count: usize, out: &mut Vec<Record>) -> Result<()>;
+
+    /// The model's prediction for `key` (learned kinds only).
+    fn approx(&self, _key: u64) -> Result<Option<ApproxPos>> {
+        Ok(None)
+    }
+
+    /// Whether [`Index::insert`] and [`Index::delete`] are supported.
+    fn supports_updates(&self) -> bool {
+        false
+    }
+
+    /// Inserts or updates `key`; returns the previous value.
+    fn insert(&self, _key: u64, _value: u64) -> Result<Option<u64>> {
+        Err(Error::Unsupported(format!(
+            "index kind {} is static (no inserts)",
+            self.kind()
+        )))
+    }
+
+    /// Removes `key`; returns whether it was present.
+    fn delete(&self, _key: u64) -> Result<bool> {
+        Err(Error::Unsupported(format!(
+            "index kind {} is static (no deletes)",
+            self.kind()
+        )))
+    }
+
+    /// Makes all completed writes durable.
+    fn sync(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Sizes and shape.
+    fn stats(&self) -> Result<IndexStats>;
+
+    /// The I/O counters of every file of the index.
+    fn io(&self) -> &Arc<IoStats>;
+}

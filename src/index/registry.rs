@@ -1,0 +1,243 @@
+//! Building and opening index directories by kind name.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::{Index, IndexSpec, Manifest, Params};
+use crate::format::page::check_page_size;
+use crate::storage::{Directory, FsDirectory, IoContext, PageCache, StorageProfile};
+use crate::{Error, Result};
+
+/// Which parts of an index stay in memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Residency {
+    /// Index structures (models, inner nodes) are pinned in memory; only data
+    /// pages (leaves) are read from storage. Zhang's and Lan's "hybrid" setting.
+    #[default]
+    Index,
+    /// Nothing is pinned: every level is read from storage on each operation
+    /// (Lan §6.1, AirIndex's cold first query).
+    None,
+}
+
+impl std::str::FromStr for Residency {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "index" => Ok(Residency::Index),
+            "none" => Ok(Residency::None),
+            _ => Err(Error::invalid(format!(
+                "residency must be `index` or `none`, got {s:?}"
+            ))),
+        }
+    }
+}
+
+impl std::fmt::Display for Residency {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Residency::Index => "index",
+            Residency::None => "none",
+        })
+    }
+}
+
+/// How to open an index.
+#[derive(Debug, Clone, Default)]
+pub struct OpenOptions {
+    /// Read data files with `O_DIRECT` (cold reads that bypass the OS cache).
+    pub direct: bool,
+    /// What stays in memory.
+    pub resident: Residency,
+    /// Pages of an LRU buffer pool in front of storage (0 = none).
+    pub cache_pages: usize,
+    /// Profile whose modelled time is charged per read call.
+    pub profile: Option<StorageProfile>,
+}
+
+/// How to build an index.
+#[derive(Debug, Clone)]
+pub struct BuildOptions {
+    /// Page size of the paged files (4, 8 or 16 KiB; default 4 KiB).
+    pub page_size: usize,
+}
+
+impl Default for BuildOptions {
+    fn default() -> Self {
+        BuildOptions { page_size: 4096 }
+    }
+}
+
+/// What `strata build` prints: the fields fixed by `BENCHMARKS.md`.
+#[derive(Debug, Clone, Serialize)]
+pub struct BuildReport {
+    /// Kind name.
+    pub index: String,
+    /// Resolved configuration.
+    pub config: Map<String, Value>,
+    /// Number of keys.
+    pub n: u64,
+    /// Bytes held in memory when opened with `resident=index`.
+    pub memory_bytes: u64,
+    /// `8 * memory_bytes / n`.
+    pub bits_per_key: f64,
+    /// Bytes of all files.
+    pub disk_bytes: u64,
+    /// Wall-clock build time.
+    pub build_s: f64,
+    /// Keys per second of the build.
+    pub build_keys_per_s: f64,
+    /// Models/segments of a learned index.
+    pub models: Option<u64>,
+    /// Height (levels or layers above the data).
+    pub height: Option<u32>,
+}
+
+/// One index kind: how to build it into a directory and open it again.
+pub trait IndexKind: Send + Sync {
+    /// Kind name used in specs.
+    fn name(&self) -> &'static str;
+    /// One line for `--help` and docs.
+    fn summary(&self) -> &'static str;
+    /// Writes the kind's files for `keys` (strictly increasing; value = rank)
+    /// into `dir`. Returns the file names and a description for the manifest.
+    fn build(
+        &self,
+        params: &Params,
+        keys: &[u64],
+        dir: &dyn Directory,
+        opts: &BuildOptions,
+    ) -> Result<(Vec<String>, Value)>;
+    /// Opens a built index.
+    fn open(
+        &self,
+        manifest: &Manifest,
+        dir: Arc<dyn Directory>,
+        io: IoContext,
+        opts: &OpenOptions,
+    ) -> Result<Box<dyn Index>>;
+}
+
+/// Every index kind this build knows.
+pub fn kinds() -> Vec<&'static dyn IndexKind> {
+    vec![&super::binary::BinaryKind]
+}
+
+fn find(kind: &str) -> Result<&'static dyn IndexKind> {
+    kinds()
+        .into_iter()
+        .find(|k| k.name() == kind)
+        .ok_or_else(|| {
+            let names: Vec<&str> = kinds().iter().map(|k| k.name()).collect();
+            Error::invalid(format!(
+                "unknown index kind {kind:?}; known kinds: {}",
+                names.join(", ")
+            ))
+        })
+}
+
+/// Checks that keys are strictly increasing, naming the first offender.
+pub(crate) fn check_keys(keys: &[u64]) -> Result<()> {
+    for (i, w) in keys.windows(2).enumerate() {
+        if let [a, b] = w {
+            if b <= a {
+                return Err(Error::OutOfOrder {
+                    position: i as u64 + 1,
+                    previous: *a,
+                    got: *b,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Builds `spec` over `keys` into the directory at `path` (created if needed;
+/// an existing index there is replaced).
+pub fn build(
+    spec: &IndexSpec,
+    keys: &[u64],
+    path: &Path,
+    opts: &BuildOptions,
+) -> Result<BuildReport> {
+    let dir: Arc<dyn Directory> = Arc::new(FsDirectory::create_all(path)?);
+    build_in(spec, keys, dir, opts)
+}
+
+/// Builds `spec` over `keys` into `dir`.
+pub fn build_in(
+    spec: &IndexSpec,
+    keys: &[u64],
+    dir: Arc<dyn Directory>,
+    opts: &BuildOptions,
+) -> Result<BuildReport> {
+    let kind = find(&spec.kind)?;
+    check_page_size(opts.page_size)?;
+    check_keys(keys)?;
+    // A previous manifest would make a half-built directory look complete.
+    if dir.exists(super::MANIFEST_FILE) {
+        dir.remove(super::MANIFEST_FILE)?;
+        dir.sync_dir()?;
+    }
+    let params = spec.params.clone();
+    let t0 = Instant::now();
+    let (files, description) = kind.build(&params, keys, dir.as_ref(), opts)?;
+    params.finish(kind.name())?;
+    let build_s = t0.elapsed().as_secs_f64();
+    let mut m = Manifest::new(
+        kind.name(),
+        params.resolved(),
+        keys.len() as u64,
+        opts.page_size,
+    );
+    m.files = files;
+    m.build_s = build_s;
+    m.description = description;
+    m.store(dir.as_ref())?;
+    let idx = open_in(dir, &OpenOptions::default())?;
+    let st = idx.stats()?;
+    let n = keys.len() as u64;
+    Ok(BuildReport {
+        index: kind.name().to_string(),
+        config: m.config,
+        n,
+        memory_bytes: st.memory_bytes,
+        bits_per_key: if n > 0 {
+            8.0 * st.memory_bytes as f64 / n as f64
+        } else {
+            0.0
+        },
+        disk_bytes: st.disk_bytes,
+        build_s,
+        build_keys_per_s: if build_s > 0.0 {
+            n as f64 / build_s
+        } else {
+            0.0
+        },
+        models: st.models,
+        height: st.height,
+    })
+}
+
+/// Opens the index directory at `path`.
+pub fn open(path: &Path, opts: &OpenOptions) -> Result<Box<dyn Index>> {
+    let dir: Arc<dyn Directory> = Arc::new(FsDirectory::open(path)?.with_direct(opts.direct));
+    open_in(dir, opts)
+}
+
+/// Opens the index in `dir`.
+pub fn open_in(dir: Arc<dyn Directory>, opts: &OpenOptions) -> Result<Box<dyn Index>> {
+    let m = Manifest::load(dir.as_ref())?;
+    let kind = find(&m.kind)?;
+    let mut io = IoContext::with_profile(opts.profile.clone());
+    io.page_size = m.page_size;
+    if opts.cache_pages > 0 {
+        io.cache = Some(Arc::new(PageCache::new(opts.cache_pages, m.page_size)));
+    }
+    kind.open(&m, dir, io, opts)
+}

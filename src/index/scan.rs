@@ -1,0 +1,188 @@
+//! Reading records out of a data run: last-mile search and range scans,
+//! shared by every static index kind.
+
+use super::{ApproxPos, Record};
+use crate::format::{DataRun, PageRun};
+use crate::{Error, Result};
+
+/// How the pages of a predicted range are fetched (Zhang G1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fetch {
+    /// All pages of the predicted range in one read call.
+    #[default]
+    AllAtOnce,
+    /// Page after page from the start of the range until the key's page.
+    OneByOne,
+}
+
+impl std::str::FromStr for Fetch {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "all-at-once" | "all" => Ok(Fetch::AllAtOnce),
+            "one-by-one" | "one" => Ok(Fetch::OneByOne),
+            _ => Err(Error::invalid(format!(
+                "fetch must be all-at-once or one-by-one, got {s:?}"
+            ))),
+        }
+    }
+}
+
+/// Where a key's lower bound is, with the pages read to find it.
+#[derive(Debug)]
+pub struct Located {
+    /// Item index of the first key `>=` the query (`n` if none).
+    pub lb: u64,
+    /// The pages read last; they hold `lb` unless `lb` is at `hi` of the
+    /// predicted range and on the next page.
+    pub run: Option<PageRun>,
+}
+
+/// Last-mile search and scans over a [`DataRun`].
+#[derive(Debug, Clone)]
+pub struct DataRunReader {
+    run: DataRun,
+}
+
+impl DataRunReader {
+    /// Wraps an open data run.
+    pub fn new(run: DataRun) -> Self {
+        DataRunReader { run }
+    }
+
+    /// The data run.
+    pub fn run(&self) -> &DataRun {
+        &self.run
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> u64 {
+        self.run.len()
+    }
+
+    /// Whether the run is empty.
+    pub fn is_empty(&self) -> bool {
+        self.run.is_empty()
+    }
+
+    /// Finds the lower bound of `key` given a range that contains it:
+    /// `lb ∈ [approx.lo, approx.hi]`. Reads only pages overlapping
+    /// `[lo, hi)` (plus, with one-by-one, stops at the key's page).
+    pub fn locate(&self, key: u64, approx: ApproxPos, fetch: Fetch) -> Result<Located> {
+        let n = self.run.len();
+        let lo = approx.lo.min(n);
+        let hi = approx.hi.min(n).max(lo);
+        if lo == hi {
+            return Ok(Located { lb: lo, run: None });
+        }
+        let meta = *self.run.meta();
+        let first = meta.page_of(lo);
+        let last = meta.page_of(hi - 1);
+        match fetch {
+            Fetch::AllAtOnce => {
+                let run = self.run.read_pages(first, last + 1)?;
+                let lb = run.lower_bound(key, lo, hi);
+                Ok(Located { lb, run: Some(run) })
+            }
+            Fetch::OneByOne => {
+                let mut p = first;
+                loop {
+                    let run = self.run.read_page(p)?;
+                    let (_, page_hi) = run.item_range();
+                    let stop = hi.min(page_hi);
+                    let lb = run.lower_bound(key, lo, stop);
+                    if lb < stop || p == last {
+                        return Ok(Located { lb, run: Some(run) });
+                    }
+                    p += 1;
+                }
+            }
+        }
+    }
+
+    /// The record at item `i`, reusing `run` if it holds it.
+    pub fn record_at(&self, i: u64, run: Option<&PageRun>) -> Result<Option<Record>> {
+        if i >= self.run.len() {
+            return Ok(None);
+        }
+        if let Some(r) = run.and_then(|r| r.record(i)) {
+            return Ok(Some(r));
+        }
+        let page = self.run.read_page(self.run.meta().page_of(i))?;
+        Ok(page.record(i))
+    }
+
+    /// Point lookup with a predicted range.
+    pub fn get(&self, key: u64, approx: ApproxPos, fetch: Fetch) -> Result<Option<u64>> {
+        let loc = self.locate(key, approx, fetch)?;
+        Ok(loc
+            .run
+            .as_ref()
+            .and_then(|r| r.record(loc.lb))
+            .filter(|r| r.0 == key)
+            .map(|r| r.1))
+    }
+
+    /// Lower bound with a predicted range.
+    pub fn lower_bound(&self, key: u64, approx: ApproxPos, fetch: Fetch) -> Result<Option<Record>> {
+        let loc = self.locate(key, approx, fetch)?;
+        self.record_at(loc.lb, loc.run.as_ref())
+    }
+
+    /// Scan from a predicted range.
+    pub fn scan(
+        &self,
+        key: u64,
+        approx: ApproxPos,
+        fetch: Fetch,
+        count: usize,
+        out: &mut Vec<Record>,
+    ) -> Result<()> {
+        let loc = self.locate(key, approx, fetch)?;
+        scan_data_run(&self.run, loc.run, loc.lb, count, out)
+    }
+}
+
+/// Appends up to `count` records starting at item `start`, using the pages
+/// already read in `have` and reading the remaining pages in one call.
+pub fn scan_data_run(
+    run: &DataRun,
+    have: Option<PageRun>,
+    start: u64,
+    count: usize,
+    out: &mut Vec<Record>,
+) -> Result<()> {
+    let n = run.len();
+    let end = start.saturating_add(count as u64).min(n);
+    if start >= end {
+        return Ok(());
+    }
+    let mut i = start;
+    if let Some(r) = &have {
+        let (_, rhi) = r.item_range();
+        while i < end && i < rhi {
+            match r.record(i) {
+                Some(rec) => out.push(rec),
+                None => break,
+            }
+            i += 1;
+        }
+    }
+    if i < end {
+        let meta = run.meta();
+        let rest = run.read_pages(meta.page_of(i), meta.page_of(end - 1) + 1)?;
+        while i < end {
+            let rec = rest.record(i).ok_or_else(|| {
+                Error::corruption(
+                    run.storage().name(),
+                    meta.page_of(i) + 1,
+                    "record missing from page",
+                )
+            })?;
+            out.push(rec);
+            i += 1;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,22 @@
+//! strata: disk-resident learned indexes.
+//!
+//! A storage toolkit for ordered `u64 -> u64` indexes whose small models live
+//! in memory (or on slow storage) and whose data lives in checksummed pages on
+//! an SSD, a network file system or any [`storage::Storage`]. See
+//! `ARCHITECTURE.md` for the design: one layered-index engine, the updatable
+//! trees, the hybrid store, and the tools that measure them.
+//!
+//! Module map (arrows point down only):
+//! - [`storage`]: files, `O_DIRECT`, I/O accounting, storage profiles, page cache;
+//! - [`format`]: pages, checksums, data runs, SOSD key files;
+//! - [`data`]: deterministic data and workload generators;
+//! - [`index`]: index kinds behind one [`index::Index`] trait.
+
+pub mod data;
+pub mod error;
+pub mod format;
+pub mod index;
+pub mod model;
+pub mod storage;
+
+pub use error::{Error, Result};

@@ -1,0 +1,1 @@
+//! Pure algorithms on sorted keys (no I/O).

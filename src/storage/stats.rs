@@ -1,0 +1,132 @@
+//! I/O accounting: counters that stay on in production.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+use serde::{Deserialize, Serialize};
+
+use super::profile::StorageProfile;
+
+/// Counters of the I/O that passed through one or more storages.
+///
+/// All counters are relaxed atomics: cheap enough to stay on in production,
+/// shared by every file of an index through an `Arc<IoStats>`. Page counts are
+/// the number of distinct `page_size` pages a read touches, so they are
+/// deterministic for a given sequence of reads.
+#[derive(Debug, Default)]
+pub struct IoStats {
+    read_calls: AtomicU64,
+    pages_read: AtomicU64,
+    bytes_read: AtomicU64,
+    write_calls: AtomicU64,
+    bytes_written: AtomicU64,
+    syncs: AtomicU64,
+    modelled_read_ps: AtomicU64,
+}
+
+impl IoStats {
+    /// Fresh counters at zero.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Counts one read call of `bytes` bytes touching `pages` pages, charged
+    /// `modelled_ps` picoseconds of modelled device time.
+    pub fn record_read(&self, bytes: u64, pages: u64, modelled_ps: u64) {
+        self.read_calls.fetch_add(1, Relaxed);
+        self.bytes_read.fetch_add(bytes, Relaxed);
+        self.pages_read.fetch_add(pages, Relaxed);
+        self.modelled_read_ps.fetch_add(modelled_ps, Relaxed);
+    }
+
+    /// Counts one write call of `bytes` bytes.
+    pub fn record_write(&self, bytes: u64) {
+        self.write_calls.fetch_add(1, Relaxed);
+        self.bytes_written.fetch_add(bytes, Relaxed);
+    }
+
+    /// Counts one sync (fsync/fdatasync).
+    pub fn record_sync(&self) {
+        self.syncs.fetch_add(1, Relaxed);
+    }
+
+    /// A consistent-enough copy of the counters (each counter is read once).
+    pub fn snapshot(&self) -> IoSnapshot {
+        IoSnapshot {
+            read_calls: self.read_calls.load(Relaxed),
+            pages_read: self.pages_read.load(Relaxed),
+            bytes_read: self.bytes_read.load(Relaxed),
+            write_calls: self.write_calls.load(Relaxed),
+            bytes_written: self.bytes_written.load(Relaxed),
+            syncs: self.syncs.load(Relaxed),
+            modelled_read_ps: self.modelled_read_ps.load(Relaxed),
+        }
+    }
+
+    /// Sets every counter back to zero.
+    pub fn reset(&self) {
+        for c in [
+            &self.read_calls,
+            &self.pages_read,
+            &self.bytes_read,
+            &self.write_calls,
+            &self.bytes_written,
+            &self.syncs,
+            &self.modelled_read_ps,
+        ] {
+            c.store(0, Relaxed);
+        }
+    }
+}
+
+/// A plain copy of [`IoStats`]; subtract two snapshots to get the I/O of an
+/// interval.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IoSnapshot {
+    /// Number of read calls that reached the device layer.
+    pub read_calls: u64,
+    /// Number of distinct pages those reads touched.
+    pub pages_read: u64,
+    /// Bytes requested by those reads.
+    pub bytes_read: u64,
+    /// Number of write calls.
+    pub write_calls: u64,
+    /// Bytes written.
+    pub bytes_written: u64,
+    /// Number of syncs.
+    pub syncs: u64,
+    /// Modelled device time of the reads, charged by `SimulatedStorage` under
+    /// its profile, in picoseconds (so that summing many short reads does not
+    /// accumulate rounding error).
+    pub modelled_read_ps: u64,
+}
+
+impl IoSnapshot {
+    /// The counters of `self` minus those of `earlier` (saturating).
+    pub fn since(&self, earlier: &IoSnapshot) -> IoSnapshot {
+        IoSnapshot {
+            read_calls: self.read_calls.saturating_sub(earlier.read_calls),
+            pages_read: self.pages_read.saturating_sub(earlier.pages_read),
+            bytes_read: self.bytes_read.saturating_sub(earlier.bytes_read),
+            write_calls: self.write_calls.saturating_sub(earlier.write_calls),
+            bytes_written: self.bytes_written.saturating_sub(earlier.bytes_written),
+            syncs: self.syncs.saturating_sub(earlier.syncs),
+            modelled_read_ps: self
+                .modelled_read_ps
+                .saturating_sub(earlier.modelled_read_ps),
+        }
+    }
+
+    /// Modelled device time charged to these reads, in nanoseconds.
+    pub fn modelled_read_ns(&self) -> f64 {
+        self.modelled_read_ps as f64 / 1000.0
+    }
+
+    /// The modelled read time of these reads under another affine profile.
+    ///
+    /// Because `T(b) = latency + b / bandwidth` is affine, the sum over reads is
+    /// `calls * latency + bytes / bandwidth`, so any profile can be evaluated
+    /// after the fact from two counters.
+    pub fn modelled_ns_under(&self, profile: &StorageProfile) -> f64 {
+        self.read_calls as f64 * profile.latency_ns + self.bytes_read as f64 * profile.ns_per_byte()
+    }
+}
