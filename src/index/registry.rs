@@ -106,6 +106,8 @@ pub trait IndexKind: Send + Sync {
     fn summary(&self) -> &'static str;
     /// Writes the kind's files for `keys` (strictly increasing; value = rank)
     /// into `dir`. Returns the file names and a description for the manifest.
+    /// `opts.page_size` is already resolved (the `page` parameter of every
+    /// kind); the kind reads its own parameters from `params`.
     fn build(
         &self,
         params: &Params,
@@ -177,14 +179,17 @@ pub fn build_in(
     opts: &BuildOptions,
 ) -> Result<BuildReport> {
     let kind = find(&spec.kind)?;
-    check_page_size(opts.page_size)?;
+    let params = spec.params.clone();
+    // `page` is a parameter of every kind: the page size of its paged files.
+    let page_size = params.usize("page", opts.page_size)?;
+    check_page_size(page_size)?;
+    let opts = &BuildOptions { page_size };
     check_keys(keys)?;
     // A previous manifest would make a half-built directory look complete.
     if dir.exists(super::MANIFEST_FILE) {
         dir.remove(super::MANIFEST_FILE)?;
         dir.sync_dir()?;
     }
-    let params = spec.params.clone();
     let t0 = Instant::now();
     let (files, description) = kind.build(&params, keys, dir.as_ref(), opts)?;
     params.finish(kind.name())?;
