@@ -32,9 +32,13 @@ use crate::{Error, Result};
 /// A `(key, value)` pair.
 pub type Record = (u64, u64);
 
-/// An approximate position, as a learned model predicts it: if the key is
-/// present, its item index lies in `[lo, hi)`; its lower bound (the index of
-/// the first key `>=` it) lies in `[lo, hi]`. `pos` is the point prediction.
+/// An approximate position, as a learned model predicts it.
+///
+/// Contract: for a query key `x` over `n` sorted keys, the lower bound of `x`
+/// (the index of the first key `>= x`, or `n` if there is none) lies in
+/// `[lo, hi)`, with `lo < hi <= n + 1`. So a present key's position is in
+/// `[lo, hi)`, and reading items `[lo, min(hi, n))` always finds the answer.
+/// `pos` is the point prediction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct ApproxPos {
     /// Point prediction.
