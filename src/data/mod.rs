@@ -1,1 +1,16 @@
 //! Deterministic data and workload generators.
+//!
+//! Every generator is a pure function of its arguments and seed: the same
+//! call gives the same keys on every machine (PCG random numbers, no
+//! platform-dependent floating-point functions in the key path beyond IEEE
+//! arithmetic). Keys come back sorted and strictly increasing.
+//!
+//! The SOSD stand-ins (`fb-like`, `osm-like`, `wiki-like`, `books-like`) are
+//! described in `docs/datasets.md`, with how they are made and how their
+//! segment counts compare with the real data sets.
+
+mod dist;
+pub mod workload;
+
+pub use dist::{Dist, generate};
+pub use workload::{KeyChoice, Op, Workload, WorkloadPlan};

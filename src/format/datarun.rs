@@ -128,8 +128,7 @@ impl DataRunWriter {
     fn seal_page(&mut self) -> Result<()> {
         let start = self.batch_pages * self.page_size;
         let file_page = self.written_pages + self.batch_pages as u64 + 1;
-        let count = u16::try_from(self.in_page)
-            .map_err(|_| Error::invalid("page record count overflows"))?;
+        let count = u16::try_from(self.in_page).map_err(|_| Error::invalid("page record count overflows"))?;
         if let Some(page) = self.batch.get_mut(start..start + self.page_size) {
             page::seal(
                 page,
@@ -156,10 +155,7 @@ impl DataRunWriter {
         }
         let bytes = self.batch_pages * self.page_size;
         let off = (self.written_pages + 1) * self.page_size as u64;
-        let part = self
-            .batch
-            .get(..bytes)
-            .ok_or_else(|| Error::invalid("batch"))?;
+        let part = self.batch.get(..bytes).ok_or_else(|| Error::invalid("batch"))?;
         self.storage.write_at(off, part)?;
         self.written_pages += self.batch_pages as u64;
         self.batch_pages = 0;
@@ -231,11 +227,7 @@ pub struct DataRun {
 impl DataRun {
     /// Writes `keys` as a data run where each key's value is its position
     /// (rank) — SOSD's lookup task, so every answer can be checked.
-    pub fn write_ranked(
-        storage: Arc<dyn Storage>,
-        keys: &[u64],
-        page_size: usize,
-    ) -> Result<DataRunMeta> {
+    pub fn write_ranked(storage: Arc<dyn Storage>, keys: &[u64], page_size: usize) -> Result<DataRunMeta> {
         let mut w = DataRunWriter::new(storage, page_size)?;
         for (i, &k) in keys.iter().enumerate() {
             w.push(k, i as u64)?;
@@ -290,14 +282,9 @@ impl DataRun {
             first_key: field(32),
             last_key: field(40),
         };
-        if meta.per_page != records_per_page(page_size)
-            || meta.pages != meta.n.div_ceil(meta.per_page as u64)
+        if meta.per_page != records_per_page(page_size) || meta.pages != meta.n.div_ceil(meta.per_page as u64)
         {
-            return Err(Error::corruption(
-                &name,
-                0,
-                "header counts are inconsistent",
-            ));
+            return Err(Error::corruption(&name, 0, "header counts are inconsistent"));
         }
         if file_len < meta.file_len() {
             return Err(Error::Truncated {
@@ -386,11 +373,7 @@ impl DataRun {
             let (lo, hi) = run.item_range();
             for i in lo..hi {
                 let k = run.key(i).ok_or_else(|| {
-                    Error::corruption(
-                        self.storage.name(),
-                        run.file_page_of(i),
-                        "record out of page",
-                    )
+                    Error::corruption(self.storage.name(), run.file_page_of(i), "record out of page")
                 })?;
                 if let Some(p) = prev {
                     if k <= p {
@@ -576,9 +559,6 @@ mod tests {
         ));
         let g = dir.create("zero").unwrap();
         g.write_at(0, &[0u8; 4096]).unwrap();
-        assert!(matches!(
-            DataRun::open(g).unwrap_err(),
-            Error::BadMagic { .. }
-        ));
+        assert!(matches!(DataRun::open(g).unwrap_err(), Error::BadMagic { .. }));
     }
 }

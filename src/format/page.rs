@@ -106,8 +106,8 @@ pub fn seal(page: &mut [u8], page_no: u64, header: PageHeader) {
 /// Verifies the checksum of `page` (page number `page_no` of `file`) and
 /// decodes its header. A mismatch is [`Error::Corruption`].
 pub fn open(page: &[u8], page_no: u64, file: &str) -> Result<PageHeader> {
-    let stored = get_u32(page, 0)
-        .ok_or_else(|| Error::corruption(file, page_no, "page shorter than its header"))?;
+    let stored =
+        get_u32(page, 0).ok_or_else(|| Error::corruption(file, page_no, "page shorter than its header"))?;
     let actual = checksum(page_no, page);
     if stored != actual {
         return Err(Error::corruption(
@@ -117,9 +117,8 @@ pub fn open(page: &[u8], page_no: u64, file: &str) -> Result<PageHeader> {
         ));
     }
     let kind_byte = page.get(4).copied().unwrap_or(0);
-    let kind = PageType::from_u8(kind_byte).ok_or_else(|| {
-        Error::corruption(file, page_no, format!("unknown page type {kind_byte}"))
-    })?;
+    let kind = PageType::from_u8(kind_byte)
+        .ok_or_else(|| Error::corruption(file, page_no, format!("unknown page type {kind_byte}")))?;
     Ok(PageHeader {
         kind,
         flags: page.get(5).copied().unwrap_or(0),
@@ -164,10 +163,7 @@ mod tests {
         for pos in [0, 4, 6, 8, 16, 100, 4095] {
             let mut p = page.clone();
             p[pos] ^= 1;
-            assert!(
-                open(&p, 3, "f").unwrap_err().is_corruption(),
-                "flip at {pos}"
-            );
+            assert!(open(&p, 3, "f").unwrap_err().is_corruption(), "flip at {pos}");
         }
         assert!(open_typed(&page, 3, "f", PageType::BTreeLeaf).is_err());
     }

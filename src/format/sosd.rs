@@ -72,8 +72,7 @@ pub fn read_keys(path: &Path, opts: KeyFileOptions) -> Result<Vec<u64>> {
             found: len,
         });
     }
-    let count_usize =
-        usize::try_from(count).map_err(|_| Error::invalid("key count overflows usize"))?;
+    let count_usize = usize::try_from(count).map_err(|_| Error::invalid("key count overflows usize"))?;
     let mut keys = Vec::with_capacity(count_usize);
     let mut buf = vec![0u8; (1 << 20) * width as usize];
     let mut left = count_usize;
@@ -131,12 +130,9 @@ pub fn write_keys(path: &Path, keys: &[u64]) -> Result<()> {
     w.write_all(&(keys.len() as u64).to_le_bytes())
         .map_err(|e| Error::io(path, e))?;
     for k in keys {
-        w.write_all(&k.to_le_bytes())
-            .map_err(|e| Error::io(path, e))?;
+        w.write_all(&k.to_le_bytes()).map_err(|e| Error::io(path, e))?;
     }
-    let file = w
-        .into_inner()
-        .map_err(|e| Error::io(path, e.into_error()))?;
+    let file = w.into_inner().map_err(|e| Error::io(path, e.into_error()))?;
     file.sync_all().map_err(|e| Error::io(path, e))
 }
 
@@ -149,8 +145,7 @@ pub fn write_keys_u32(path: &Path, keys: &[u64]) -> Result<()> {
     for (i, &k) in keys.iter().enumerate() {
         let k32 = u32::try_from(k)
             .map_err(|_| Error::invalid(format!("key {k} at position {i} does not fit in u32")))?;
-        w.write_all(&k32.to_le_bytes())
-            .map_err(|e| Error::io(path, e))?;
+        w.write_all(&k32.to_le_bytes()).map_err(|e| Error::io(path, e))?;
     }
     w.flush().map_err(|e| Error::io(path, e))
 }

@@ -9,15 +9,24 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::{
-    ApproxPos, BuildOptions, Index, IndexKind, IndexStats, Manifest, OpenOptions, Params, Record,
+    ApproxPos, BuildOptions, Index, IndexKind, IndexStats, Manifest, OpenOptions, Params, Record, Records,
     scan_data_run,
 };
 use crate::Result;
-use crate::format::{DataRun, PageRun};
+use crate::format::{DataRun, DataRunMeta, DataRunWriter, PageRun};
 use crate::storage::{Directory, IoContext, IoStats};
 
 /// File name of the data run inside an index directory.
 pub const DATA_FILE: &str = "data.run";
+
+/// Writes `records` as the data run `data.run` of an index directory.
+pub fn write_data_run(dir: &dyn Directory, records: Records<'_>, page_size: usize) -> Result<DataRunMeta> {
+    let mut w = DataRunWriter::new(dir.create(DATA_FILE)?, page_size)?;
+    for (k, v) in records.iter() {
+        w.push(k, v)?;
+    }
+    w.finish()
+}
 
 /// The `binary` kind.
 #[derive(Debug)]
@@ -35,12 +44,11 @@ impl IndexKind for BinaryKind {
     fn build(
         &self,
         _params: &Params,
-        keys: &[u64],
+        records: Records<'_>,
         dir: &dyn Directory,
         opts: &BuildOptions,
     ) -> Result<(Vec<String>, Value)> {
-        let f = dir.create(DATA_FILE)?;
-        let meta = DataRun::write_ranked(f, keys, opts.page_size)?;
+        let meta = write_data_run(dir, records, opts.page_size)?;
         Ok((vec![DATA_FILE.to_string()], json!({ "pages": meta.pages })))
     }
 
@@ -144,8 +152,7 @@ impl Index for BinaryIndex {
             height: Some(0),
             ..Default::default()
         };
-        st.extra
-            .insert("pages".into(), json!(self.run.meta().pages));
+        st.extra.insert("pages".into(), json!(self.run.meta().pages));
         Ok(st)
     }
 

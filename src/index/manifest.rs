@@ -59,8 +59,8 @@ impl Manifest {
 
     /// Writes the manifest atomically into `dir`.
     pub fn store(&self, dir: &dyn Directory) -> Result<()> {
-        let text = serde_json::to_vec_pretty(self)
-            .map_err(|e| Error::invalid(format!("manifest encoding: {e}")))?;
+        let text =
+            serde_json::to_vec_pretty(self).map_err(|e| Error::invalid(format!("manifest encoding: {e}")))?;
         let tmp = format!("{MANIFEST_FILE}.tmp");
         let f = dir.create(&tmp)?;
         f.write_at(0, &text)?;
@@ -100,8 +100,7 @@ impl Manifest {
                 supported: MANIFEST_VERSION,
             });
         }
-        serde_json::from_value(v)
-            .map_err(|e| Error::corruption(&file, 0, format!("manifest fields: {e}")))
+        serde_json::from_value(v).map_err(|e| Error::corruption(&file, 0, format!("manifest fields: {e}")))
     }
 }
 

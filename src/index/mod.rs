@@ -21,8 +21,7 @@ use serde::Serialize;
 pub use manifest::{MANIFEST_FILE, MANIFEST_MAGIC, MANIFEST_VERSION, Manifest};
 pub use params::{IndexSpec, Params};
 pub use registry::{
-    BuildOptions, BuildReport, IndexKind, OpenOptions, Residency, build, build_in, kinds, open,
-    open_in,
+    BuildOptions, BuildReport, IndexKind, OpenOptions, Residency, build, build_in, kinds, open, open_in,
 };
 pub use scan::{DataRunReader, Fetch, Located, scan_data_run};
 
@@ -31,6 +30,65 @@ use crate::{Error, Result};
 
 /// A `(key, value)` pair.
 pub type Record = (u64, u64);
+
+/// Sorted records to build an index from: strictly increasing keys, and
+/// values (by default each key's rank, SOSD's lookup task).
+#[derive(Debug, Clone, Copy)]
+pub struct Records<'a> {
+    keys: &'a [u64],
+    values: Option<&'a [u64]>,
+}
+
+impl<'a> Records<'a> {
+    /// Keys whose values are their ranks.
+    pub fn ranked(keys: &'a [u64]) -> Self {
+        Records { keys, values: None }
+    }
+
+    /// Keys with explicit values (same length).
+    pub fn new(keys: &'a [u64], values: &'a [u64]) -> Result<Self> {
+        if keys.len() != values.len() {
+            return Err(Error::invalid(format!(
+                "{} keys but {} values",
+                keys.len(),
+                values.len()
+            )));
+        }
+        Ok(Records {
+            keys,
+            values: Some(values),
+        })
+    }
+
+    /// The keys.
+    pub fn keys(&self) -> &'a [u64] {
+        self.keys
+    }
+
+    /// The value of record `i`.
+    #[inline]
+    pub fn value(&self, i: usize) -> u64 {
+        match self.values {
+            Some(v) => v.get(i).copied().unwrap_or(i as u64),
+            None => i as u64,
+        }
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether there is no record.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// `(key, value)` pairs in order.
+    pub fn iter(&self) -> impl Iterator<Item = Record> + '_ {
+        self.keys.iter().enumerate().map(|(i, &k)| (k, self.value(i)))
+    }
+}
 
 /// An approximate position, as a learned model predicts it.
 ///

@@ -51,9 +51,9 @@ impl FromStr for IndexSpec {
             .flat_map(|r| r.split(','))
             .filter(|p| !p.is_empty())
         {
-            let (k, v) = part.split_once('=').ok_or_else(|| {
-                Error::invalid(format!("parameter {part:?} of {s:?} must be key=value"))
-            })?;
+            let (k, v) = part
+                .split_once('=')
+                .ok_or_else(|| Error::invalid(format!("parameter {part:?} of {s:?} must be key=value")))?;
             map.insert(k.trim().to_string(), parse_value(v.trim()));
         }
         Ok(IndexSpec {
@@ -68,13 +68,7 @@ impl fmt::Display for IndexSpec {
         write!(f, "{}", self.kind)?;
         let mut first = true;
         for (k, v) in &self.params.map {
-            write!(
-                f,
-                "{}{}={}",
-                if first { ":" } else { "," },
-                k,
-                value_text(v)
-            )?;
+            write!(f, "{}{}={}", if first { ":" } else { "," }, k, value_text(v))?;
             first = false;
         }
         Ok(())
@@ -144,9 +138,7 @@ impl Params {
                         .map(|f| f as u64)
                 })
                 .ok_or_else(|| {
-                    Error::invalid(format!(
-                        "parameter {key} must be a non-negative integer, got {n}"
-                    ))
+                    Error::invalid(format!("parameter {key} must be a non-negative integer, got {n}"))
                 })?,
             Some(Value::String(s)) => parse_size(s).ok_or_else(|| {
                 Error::invalid(format!(
@@ -214,11 +206,7 @@ impl Params {
     /// Rejects parameters that were never asked for.
     pub fn finish(&self, kind: &str) -> Result<()> {
         let resolved = self.resolved.borrow();
-        let unknown: Vec<&String> = self
-            .map
-            .keys()
-            .filter(|k| !resolved.contains_key(*k))
-            .collect();
+        let unknown: Vec<&String> = self.map.keys().filter(|k| !resolved.contains_key(*k)).collect();
         if !unknown.is_empty() {
             let known: Vec<&String> = resolved.keys().collect();
             return Err(Error::invalid(format!(

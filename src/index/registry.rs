@@ -7,7 +7,7 @@ use std::time::Instant;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::{Index, IndexSpec, Manifest, Params};
+use super::{Index, IndexSpec, Manifest, Params, Records};
 use crate::format::page::check_page_size;
 use crate::storage::{Directory, FsDirectory, IoContext, PageCache, StorageProfile};
 use crate::{Error, Result};
@@ -104,14 +104,14 @@ pub trait IndexKind: Send + Sync {
     fn name(&self) -> &'static str;
     /// One line for `--help` and docs.
     fn summary(&self) -> &'static str;
-    /// Writes the kind's files for `keys` (strictly increasing; value = rank)
-    /// into `dir`. Returns the file names and a description for the manifest.
+    /// Writes the kind's files for `records` (keys strictly increasing,
+    /// checked by the caller) into `dir`. Returns the file names and a description for the manifest.
     /// `opts.page_size` is already resolved (the `page` parameter of every
     /// kind); the kind reads its own parameters from `params`.
     fn build(
         &self,
         params: &Params,
-        keys: &[u64],
+        records: Records<'_>,
         dir: &dyn Directory,
         opts: &BuildOptions,
     ) -> Result<(Vec<String>, Value)>;
@@ -131,16 +131,13 @@ pub fn kinds() -> Vec<&'static dyn IndexKind> {
 }
 
 fn find(kind: &str) -> Result<&'static dyn IndexKind> {
-    kinds()
-        .into_iter()
-        .find(|k| k.name() == kind)
-        .ok_or_else(|| {
-            let names: Vec<&str> = kinds().iter().map(|k| k.name()).collect();
-            Error::invalid(format!(
-                "unknown index kind {kind:?}; known kinds: {}",
-                names.join(", ")
-            ))
-        })
+    kinds().into_iter().find(|k| k.name() == kind).ok_or_else(|| {
+        let names: Vec<&str> = kinds().iter().map(|k| k.name()).collect();
+        Error::invalid(format!(
+            "unknown index kind {kind:?}; known kinds: {}",
+            names.join(", ")
+        ))
+    })
 }
 
 /// Checks that keys are strictly increasing, naming the first offender.
@@ -161,23 +158,29 @@ pub(crate) fn check_keys(keys: &[u64]) -> Result<()> {
 
 /// Builds `spec` over `keys` into the directory at `path` (created if needed;
 /// an existing index there is replaced).
-pub fn build(
+pub fn build(spec: &IndexSpec, keys: &[u64], path: &Path, opts: &BuildOptions) -> Result<BuildReport> {
+    build_records(spec, Records::ranked(keys), path, opts)
+}
+
+/// Builds `spec` over records with explicit values into the directory at `path`.
+pub fn build_records(
     spec: &IndexSpec,
-    keys: &[u64],
+    records: Records<'_>,
     path: &Path,
     opts: &BuildOptions,
 ) -> Result<BuildReport> {
     let dir: Arc<dyn Directory> = Arc::new(FsDirectory::create_all(path)?);
-    build_in(spec, keys, dir, opts)
+    build_in(spec, records, dir, opts)
 }
 
-/// Builds `spec` over `keys` into `dir`.
+/// Builds `spec` over `records` into `dir`.
 pub fn build_in(
     spec: &IndexSpec,
-    keys: &[u64],
+    records: Records<'_>,
     dir: Arc<dyn Directory>,
     opts: &BuildOptions,
 ) -> Result<BuildReport> {
+    let keys = records.keys();
     let kind = find(&spec.kind)?;
     let params = spec.params.clone();
     // `page` is a parameter of every kind: the page size of its paged files.
@@ -191,15 +194,10 @@ pub fn build_in(
         dir.sync_dir()?;
     }
     let t0 = Instant::now();
-    let (files, description) = kind.build(&params, keys, dir.as_ref(), opts)?;
+    let (files, description) = kind.build(&params, records, dir.as_ref(), opts)?;
     params.finish(kind.name())?;
     let build_s = t0.elapsed().as_secs_f64();
-    let mut m = Manifest::new(
-        kind.name(),
-        params.resolved(),
-        keys.len() as u64,
-        opts.page_size,
-    );
+    let mut m = Manifest::new(kind.name(), params.resolved(), keys.len() as u64, opts.page_size);
     m.files = files;
     m.build_s = build_s;
     m.description = description;
@@ -219,11 +217,7 @@ pub fn build_in(
         },
         disk_bytes: st.disk_bytes,
         build_s,
-        build_keys_per_s: if build_s > 0.0 {
-            n as f64 / build_s
-        } else {
-            0.0
-        },
+        build_keys_per_s: if build_s > 0.0 { n as f64 / build_s } else { 0.0 },
         models: st.models,
         height: st.height,
     })

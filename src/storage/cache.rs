@@ -140,8 +140,8 @@ impl CachedStorage {
         let ps = self.cache.page_size as u64;
         let start = first * ps;
         let stop = (end * ps).min(file_len);
-        let len = usize::try_from(stop.saturating_sub(start))
-            .map_err(|_| Error::invalid("read run too large"))?;
+        let len =
+            usize::try_from(stop.saturating_sub(start)).map_err(|_| Error::invalid("read run too large"))?;
         let mut buf = vec![0u8; len];
         self.inner.read_at(start, &mut buf)?;
         let pages: Vec<Arc<[u8]>> = buf.chunks(ps as usize).map(Arc::from).collect();
@@ -167,17 +167,13 @@ impl Storage for CachedStorage {
                 file: self.inner.name().to_string(),
                 source: std::io::Error::new(
                     std::io::ErrorKind::UnexpectedEof,
-                    format!(
-                        "read of {} bytes at offset {offset} passes the end",
-                        buf.len()
-                    ),
+                    format!("read of {} bytes at offset {offset} passes the end", buf.len()),
                 ),
             });
         }
         // Look up every page; collect the pages, reading runs of misses at once.
-        let mut pages: Vec<Option<Arc<[u8]>>> = (first..=last)
-            .map(|p| self.cache.get(self.file_id, p))
-            .collect();
+        let mut pages: Vec<Option<Arc<[u8]>>> =
+            (first..=last).map(|p| self.cache.get(self.file_id, p)).collect();
         let mut i = 0usize;
         while i < pages.len() {
             if pages.get(i).is_some_and(|p| p.is_some()) {
@@ -208,11 +204,7 @@ impl Storage for CachedStorage {
                 .as_ref()
                 .and_then(|p| p.get(from as usize..to as usize))
                 .ok_or_else(|| {
-                    Error::corruption(
-                        self.inner.name(),
-                        page_no,
-                        "cached page shorter than expected",
-                    )
+                    Error::corruption(self.inner.name(), page_no, "cached page shorter than expected")
                 })?;
             let dst = buf
                 .get_mut(written..written + n)
@@ -235,12 +227,8 @@ impl Storage for CachedStorage {
             let from = offset.max(page_start);
             let to = end_off.min(page_start + ps);
             if let Some(src) = buf.get((from - offset) as usize..(to - offset) as usize) {
-                self.cache.update_if_present(
-                    self.file_id,
-                    page_no,
-                    (from - page_start) as usize,
-                    src,
-                );
+                self.cache
+                    .update_if_present(self.file_id, page_no, (from - page_start) as usize, src);
             }
         }
         Ok(())
@@ -280,12 +268,7 @@ mod tests {
         let stats = Arc::new(IoStats::new());
         let counted = Arc::new(SimulatedStorage::new(mem, stats.clone(), None, 4096));
         let cache = Arc::new(PageCache::new(cap, 4096));
-        (
-            CachedStorage::new(counted, cache.clone()),
-            stats,
-            cache,
-            data,
-        )
+        (CachedStorage::new(counted, cache.clone()), stats, cache, data)
     }
 
     #[test]
@@ -324,11 +307,7 @@ mod tests {
         c.write_at(2, &[9, 9, 9]).unwrap();
         c.read_at(0, &mut b).unwrap();
         assert_eq!(&b[2..5], &[9, 9, 9]);
-        assert_eq!(
-            stats.snapshot().read_calls,
-            4,
-            "write updated the cached page"
-        );
+        assert_eq!(stats.snapshot().read_calls, 4, "write updated the cached page");
         c.set_len(4096).unwrap();
         assert!(c.read_at(4096, &mut b).is_err());
     }

@@ -273,8 +273,7 @@ mod tests {
         let dir = FaultyDirectory::new();
         let f = dir.create("f").unwrap();
         f.write_at(0, &[9u8; 4096]).unwrap();
-        dir.plan()
-            .inject(FaultOp::Read, 0, FaultKind::ShortRead, false);
+        dir.plan().inject(FaultOp::Read, 0, FaultKind::ShortRead, false);
         let mut b = vec![0u8; 4096];
         f.read_at(0, &mut b).unwrap();
         assert!(b[..2048].iter().all(|&x| x == 9));
@@ -288,8 +287,7 @@ mod tests {
         f.write_at(0, &[1u8; 4096]).unwrap();
         f.sync().unwrap();
         dir.sync_dir().unwrap();
-        dir.plan()
-            .inject(FaultOp::Write, 0, FaultKind::TornWrite, false);
+        dir.plan().inject(FaultOp::Write, 0, FaultKind::TornWrite, false);
         assert!(f.write_at(0, &[2u8; 4096]).is_err());
         let mut b = vec![0u8; 4096];
         f.read_at(0, &mut b).unwrap();

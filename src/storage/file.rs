@@ -99,14 +99,10 @@ fn read_at_least(file: &File, buf: &mut [u8], offset: u64, min: usize) -> std::i
 impl Storage for FileStorage {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         let Some(direct) = &self.direct else {
-            return self
-                .file
-                .read_exact_at(buf, offset)
-                .map_err(|e| self.io_err(e));
+            return self.file.read_exact_at(buf, offset).map_err(|e| self.io_err(e));
         };
         let len = buf.len();
-        let aligned =
-            offset % ALIGN as u64 == 0 && len % ALIGN == 0 && (buf.as_ptr() as usize) % ALIGN == 0;
+        let aligned = offset % ALIGN as u64 == 0 && len % ALIGN == 0 && (buf.as_ptr() as usize) % ALIGN == 0;
         let eof = || {
             std::io::Error::new(
                 std::io::ErrorKind::UnexpectedEof,
@@ -124,8 +120,7 @@ impl Storage for FileStorage {
         let head = (offset - start) as usize;
         let mut bounce = AlignedBuf::zeroed(head + len);
         let want = head + len;
-        let got =
-            read_at_least(direct, bounce.full_mut(), start, want).map_err(|e| self.io_err(e))?;
+        let got = read_at_least(direct, bounce.full_mut(), start, want).map_err(|e| self.io_err(e))?;
         if got < want {
             return Err(self.io_err(eof()));
         }
@@ -135,9 +130,7 @@ impl Storage for FileStorage {
     }
 
     fn write_at(&self, offset: u64, buf: &[u8]) -> Result<()> {
-        self.file
-            .write_all_at(buf, offset)
-            .map_err(|e| self.io_err(e))
+        self.file.write_all_at(buf, offset).map_err(|e| self.io_err(e))
     }
 
     fn len(&self) -> Result<u64> {
@@ -169,10 +162,7 @@ impl FsDirectory {
     pub fn create_all(root: impl Into<PathBuf>) -> Result<Self> {
         let root = root.into();
         std::fs::create_dir_all(&root).map_err(|e| Error::io(&root, e))?;
-        Ok(FsDirectory {
-            root,
-            direct: false,
-        })
+        Ok(FsDirectory { root, direct: false })
     }
 
     /// Opens an existing directory.
@@ -181,10 +171,7 @@ impl FsDirectory {
         if !root.is_dir() {
             return Err(Error::NotFound(format!("directory {}", root.display())));
         }
-        Ok(FsDirectory {
-            root,
-            direct: false,
-        })
+        Ok(FsDirectory { root, direct: false })
     }
 
     /// Files opened from now on read with `O_DIRECT` (bypassing the page cache).
@@ -217,12 +204,7 @@ impl Directory for FsDirectory {
         if !path.exists() {
             return Err(Error::NotFound(format!("file {}", path.display())));
         }
-        Ok(Arc::new(FileStorage::open(
-            &path,
-            false,
-            false,
-            self.direct,
-        )?))
+        Ok(Arc::new(FileStorage::open(&path, false, false, self.direct)?))
     }
 
     fn exists(&self, name: &str) -> bool {
@@ -279,9 +261,7 @@ mod tests {
 
     fn roundtrip(direct: bool) {
         let tmp = tempfile::tempdir().unwrap();
-        let dir = FsDirectory::create_all(tmp.path())
-            .unwrap()
-            .with_direct(direct);
+        let dir = FsDirectory::create_all(tmp.path()).unwrap().with_direct(direct);
         let f = dir.create("a").unwrap();
         let data: Vec<u8> = (0..20_000u32).map(|i| (i * 7 % 251) as u8).collect();
         f.write_at(0, &data).unwrap();

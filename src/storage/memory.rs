@@ -54,8 +54,7 @@ impl MemStorage {
 impl Storage for MemStorage {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         let d = self.data.read();
-        let start =
-            usize::try_from(offset).map_err(|_| Error::invalid("offset overflows usize"))?;
+        let start = usize::try_from(offset).map_err(|_| Error::invalid("offset overflows usize"))?;
         let src = start
             .checked_add(buf.len())
             .and_then(|end| d.get(start..end))
@@ -76,8 +75,7 @@ impl Storage for MemStorage {
 
     fn write_at(&self, offset: u64, buf: &[u8]) -> Result<()> {
         let mut d = self.data.write();
-        let start =
-            usize::try_from(offset).map_err(|_| Error::invalid("offset overflows usize"))?;
+        let start = usize::try_from(offset).map_err(|_| Error::invalid("offset overflows usize"))?;
         let end = start + buf.len();
         if d.len() < end {
             d.resize(end, 0);

@@ -28,11 +28,7 @@ pub const PRESETS: &[(&str, f64, f64, &str)] = &[
 
 impl StorageProfile {
     /// A profile from a latency in microseconds and a bandwidth in bytes/s.
-    pub fn new(
-        name: impl Into<String>,
-        latency_us: f64,
-        bandwidth_bytes_per_s: f64,
-    ) -> Result<Self> {
+    pub fn new(name: impl Into<String>, latency_us: f64, bandwidth_bytes_per_s: f64) -> Result<Self> {
         if !(latency_us.is_finite() && latency_us >= 0.0) {
             return Err(Error::invalid(format!(
                 "profile latency must be >= 0 µs, got {latency_us}"

@@ -136,20 +136,13 @@ fn run(path: &Path, opts: &ProfileOptions, max_size: usize) -> Result<ProfileRep
     // Warm-up reads (open paths, TLBs) are not timed.
     for _ in 0..16 {
         let o = rng.random_range(0..slots) * ALIGN as u64;
-        file.read_at(
-            o,
-            read_buf
-                .get_mut(..ALIGN)
-                .ok_or_else(|| Error::invalid("buf"))?,
-        )?;
+        file.read_at(o, read_buf.get_mut(..ALIGN).ok_or_else(|| Error::invalid("buf"))?)?;
     }
     for &size in &opts.sizes {
         let mut times = Vec::with_capacity(opts.reads_per_size);
         for _ in 0..opts.reads_per_size {
             let o = rng.random_range(0..slots) * ALIGN as u64;
-            let dst = read_buf
-                .get_mut(..size)
-                .ok_or_else(|| Error::invalid("buf"))?;
+            let dst = read_buf.get_mut(..size).ok_or_else(|| Error::invalid("buf"))?;
             let t0 = Instant::now();
             file.read_at(o, dst)?;
             times.push(t0.elapsed().as_secs_f64() * 1e6);

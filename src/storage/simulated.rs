@@ -110,10 +110,7 @@ mod tests {
         s.write_at(0, &[1, 2, 3]).unwrap();
         s.sync().unwrap();
         let snap = stats.snapshot();
-        assert_eq!(
-            (snap.write_calls, snap.bytes_written, snap.syncs),
-            (1, 3, 1)
-        );
+        assert_eq!((snap.write_calls, snap.bytes_written, snap.syncs), (1, 3, 1));
     }
 
     #[test]

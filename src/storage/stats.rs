@@ -110,9 +110,7 @@ impl IoSnapshot {
             write_calls: self.write_calls.saturating_sub(earlier.write_calls),
             bytes_written: self.bytes_written.saturating_sub(earlier.bytes_written),
             syncs: self.syncs.saturating_sub(earlier.syncs),
-            modelled_read_ps: self
-                .modelled_read_ps
-                .saturating_sub(earlier.modelled_read_ps),
+            modelled_read_ps: self.modelled_read_ps.saturating_sub(earlier.modelled_read_ps),
         }
     }
 

@@ -1,12 +1,7 @@
 //! The shared conformance battery: every index kind runs it against a
 //! sorted-array oracle, on adversarial key sets, across reopen, residency
 //! modes and a page cache.
-#![allow(
-    dead_code,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing
-)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 use rand::{Rng, SeedableRng};
 use strata::index::{self, BuildOptions, Index, IndexSpec, OpenOptions, Residency};
@@ -75,11 +70,7 @@ fn probes(keys: &[u64], rng: &mut impl Rng) -> Vec<u64> {
 pub fn check_against_oracle(idx: &dyn Index, keys: &[u64], what: &str) {
     assert_eq!(idx.len(), keys.len() as u64, "{what}: len");
     for (i, &k) in keys.iter().enumerate() {
-        assert_eq!(
-            idx.get(k).unwrap(),
-            Some(i as u64),
-            "{what}: get({k}) rank {i}"
-        );
+        assert_eq!(idx.get(k).unwrap(), Some(i as u64), "{what}: get({k}) rank {i}");
     }
     let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(keys.len() as u64);
     for q in probes(keys, &mut rng) {
@@ -92,11 +83,7 @@ pub fn check_against_oracle(idx: &dyn Index, keys: &[u64], what: &str) {
             "{what}: get({q})"
         );
         let want = keys.get(pos).map(|&k| (k, pos as u64));
-        assert_eq!(
-            idx.lower_bound(q).unwrap(),
-            want,
-            "{what}: lower_bound({q})"
-        );
+        assert_eq!(idx.lower_bound(q).unwrap(), want, "{what}: lower_bound({q})");
     }
     // Scans: across page boundaries, from absent keys, past the end.
     let mut starts: Vec<u64> = vec![0, u64::MAX];

@@ -1,0 +1,577 @@
+//! Operation streams: the workloads of Lan et al. and YCSB.
+//!
+//! A [`WorkloadPlan`] says which records to bulk-load and which operations to
+//! run, each with the answer it must get. Values are checkable: a record's
+//! value is the rank of its key in the full key file, plus `version << 40`
+//! after `version` updates. So every answer in every benchmark is verified.
+
+use std::collections::HashMap;
+use std::str::FromStr;
+
+use rand::seq::SliceRandom;
+use rand::{Rng, SeedableRng};
+use rand_pcg::Pcg64Mcg;
+
+use super::dist::fnv1a64;
+use crate::{Error, Result};
+
+/// Length of a scan of the `scan` workload (the lookup plus the next 99).
+pub const SCAN_LEN: u32 = 100;
+
+/// A workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Workload {
+    /// Lookups of existing keys (Lan: lookup-only).
+    Lookup,
+    /// Lookups of keys that are absent.
+    LookupMiss,
+    /// A lookup and the next 99 records (Lan: scan-only).
+    Scan,
+    /// Bulk-load half the keys (random half), insert the other half (Lan).
+    WriteOnly,
+    /// Half bulk-loaded, then 18 lookups : 2 inserts, repeated (Lan).
+    ReadHeavy,
+    /// Half bulk-loaded, then 2 lookups : 18 inserts, repeated (Lan).
+    WriteHeavy,
+    /// Half bulk-loaded, then 10 lookups : 10 inserts, repeated (Lan).
+    Balanced,
+    /// YCSB A: 50% reads, 50% updates.
+    YcsbA,
+    /// YCSB B: 95% reads, 5% updates.
+    YcsbB,
+    /// YCSB C: 100% reads.
+    YcsbC,
+    /// YCSB D: 95% reads of the latest records, 5% inserts.
+    YcsbD,
+    /// YCSB E: 95% short scans (1..=100 records), 5% inserts.
+    YcsbE,
+    /// YCSB F: 50% reads, 50% read-modify-writes.
+    YcsbF,
+}
+
+impl Workload {
+    /// Every workload name.
+    pub const NAMES: &'static [&'static str] = &[
+        "lookup",
+        "lookup-miss",
+        "scan",
+        "write-only",
+        "read-heavy",
+        "write-heavy",
+        "balanced",
+        "ycsb-a",
+        "ycsb-b",
+        "ycsb-c",
+        "ycsb-d",
+        "ycsb-e",
+        "ycsb-f",
+    ];
+
+    /// The workload's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Workload::Lookup => "lookup",
+            Workload::LookupMiss => "lookup-miss",
+            Workload::Scan => "scan",
+            Workload::WriteOnly => "write-only",
+            Workload::ReadHeavy => "read-heavy",
+            Workload::WriteHeavy => "write-heavy",
+            Workload::Balanced => "balanced",
+            Workload::YcsbA => "ycsb-a",
+            Workload::YcsbB => "ycsb-b",
+            Workload::YcsbC => "ycsb-c",
+            Workload::YcsbD => "ycsb-d",
+            Workload::YcsbE => "ycsb-e",
+            Workload::YcsbF => "ycsb-f",
+        }
+    }
+
+    /// Whether the workload writes (and so needs an updatable index).
+    pub fn writes(&self) -> bool {
+        !matches!(
+            self,
+            Workload::Lookup | Workload::LookupMiss | Workload::Scan | Workload::YcsbC
+        )
+    }
+
+    /// Whether the bulk load holds only half the keys (the rest are inserted).
+    fn half_bulk(&self) -> bool {
+        matches!(
+            self,
+            Workload::WriteOnly
+                | Workload::ReadHeavy
+                | Workload::WriteHeavy
+                | Workload::Balanced
+                | Workload::YcsbD
+                | Workload::YcsbE
+        )
+    }
+}
+
+impl FromStr for Workload {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        Ok(match s {
+            "lookup" | "lookup-only" => Workload::Lookup,
+            "lookup-miss" => Workload::LookupMiss,
+            "scan" | "scan-only" => Workload::Scan,
+            "write-only" | "insert" => Workload::WriteOnly,
+            "read-heavy" => Workload::ReadHeavy,
+            "write-heavy" => Workload::WriteHeavy,
+            "balanced" => Workload::Balanced,
+            "ycsb-a" | "a" => Workload::YcsbA,
+            "ycsb-b" | "b" => Workload::YcsbB,
+            "ycsb-c" | "c" => Workload::YcsbC,
+            "ycsb-d" | "d" => Workload::YcsbD,
+            "ycsb-e" | "e" => Workload::YcsbE,
+            "ycsb-f" | "f" => Workload::YcsbF,
+            _ => {
+                return Err(Error::invalid(format!(
+                    "unknown workload {s:?}; known: {}",
+                    Workload::NAMES.join(", ")
+                )));
+            }
+        })
+    }
+}
+
+impl std::fmt::Display for Workload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How the key of a read or update is chosen among present keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KeyChoice {
+    /// Uniformly.
+    #[default]
+    Uniform,
+    /// YCSB's scrambled Zipfian (θ = 0.99).
+    Zipfian,
+}
+
+impl FromStr for KeyChoice {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "uniform" => Ok(KeyChoice::Uniform),
+            "zipfian" | "zipf" => Ok(KeyChoice::Zipfian),
+            _ => Err(Error::invalid(format!(
+                "key choice must be uniform or zipfian, got {s:?}"
+            ))),
+        }
+    }
+}
+
+/// One operation with the answer it must get.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// Point lookup; `expect` is the value (None: absent).
+    Get {
+        /// Key.
+        key: u64,
+        /// Expected answer.
+        expect: Option<u64>,
+    },
+    /// Up to `len` records from the lower bound of `key`.
+    Scan {
+        /// Start key.
+        key: u64,
+        /// Records asked for.
+        len: u32,
+        /// Expected first record.
+        expect_first: Option<(u64, u64)>,
+        /// Expected number of records.
+        expect_len: u32,
+    },
+    /// Insert of a new key.
+    Insert {
+        /// Key.
+        key: u64,
+        /// Value.
+        value: u64,
+    },
+    /// Overwrite of an existing key.
+    Update {
+        /// Key.
+        key: u64,
+        /// New value.
+        value: u64,
+    },
+    /// Read a key, then write a new value.
+    ReadModifyWrite {
+        /// Key.
+        key: u64,
+        /// Value the read must see.
+        expect: u64,
+        /// Value written.
+        value: u64,
+    },
+}
+
+/// Bulk-load records and operations of one workload over one key set.
+#[derive(Debug, Clone)]
+pub struct WorkloadPlan {
+    /// The workload.
+    pub workload: Workload,
+    /// Keys to bulk-load (sorted); `None` means all keys, value = rank.
+    pub bulk: Option<(Vec<u64>, Vec<u64>)>,
+    /// Operations, in order.
+    pub ops: Vec<Op>,
+}
+
+/// YCSB's Zipfian generator over `[0, items)` (Gray et al.), θ = 0.99.
+#[derive(Debug, Clone)]
+struct Zipfian {
+    items: u64,
+    theta: f64,
+    alpha: f64,
+    zetan: f64,
+    eta: f64,
+}
+
+impl Zipfian {
+    fn new(items: u64) -> Self {
+        let theta = 0.99;
+        let zeta = |n: u64| (1..=n).map(|i| 1.0 / (i as f64).powf(theta)).sum::<f64>();
+        let zetan = zeta(items.max(1));
+        let zeta2 = zeta(2.min(items.max(1)));
+        let alpha = 1.0 / (1.0 - theta);
+        let eta = (1.0 - (2.0 / items.max(1) as f64).powf(1.0 - theta)) / (1.0 - zeta2 / zetan);
+        Zipfian {
+            items: items.max(1),
+            theta,
+            alpha,
+            zetan,
+            eta,
+        }
+    }
+
+    /// Rank of popularity (0 = most popular).
+    fn next(&self, r: &mut Pcg64Mcg) -> u64 {
+        let u: f64 = r.random();
+        let uz = u * self.zetan;
+        if uz < 1.0 {
+            return 0;
+        }
+        if uz < 1.0 + 0.5f64.powf(self.theta) {
+            return 1.min(self.items - 1);
+        }
+        let v = (self.items as f64 * (self.eta * u - self.eta + 1.0).powf(self.alpha)) as u64;
+        v.min(self.items - 1)
+    }
+}
+
+/// Value of rank `r` after `version` updates.
+pub fn value_of(rank: u64, version: u32) -> u64 {
+    rank | ((version as u64) << 40)
+}
+
+struct Present {
+    /// Ranks present, in insertion order (bulk first).
+    list: Vec<u64>,
+    /// Presence by rank.
+    bits: Vec<bool>,
+    versions: HashMap<u64, u32>,
+}
+
+impl Present {
+    fn value(&self, rank: u64) -> u64 {
+        value_of(rank, self.versions.get(&rank).copied().unwrap_or(0))
+    }
+}
+
+impl WorkloadPlan {
+    /// Plans `ops` operations of `workload` over the sorted, distinct `keys`.
+    pub fn new(workload: Workload, keys: &[u64], ops: usize, choice: KeyChoice, seed: u64) -> Result<Self> {
+        let n = keys.len();
+        if n == 0 {
+            return Err(Error::invalid("a workload needs at least one key"));
+        }
+        if n as u64 >= 1 << 40 {
+            return Err(Error::invalid("workloads support fewer than 2^40 keys"));
+        }
+        let mut r = Pcg64Mcg::seed_from_u64(seed ^ 0x5752_4b4c);
+        let rank = |k: u64| keys.partition_point(|&x| x < k) as u64;
+        // Split: bulk ranks and the insert order of the rest.
+        let (bulk_ranks, mut inserts): (Vec<u64>, Vec<u64>) = if workload.half_bulk() {
+            let mut perm: Vec<u64> = (0..n as u64).collect();
+            perm.shuffle(&mut r);
+            let rest = perm.split_off(n.div_ceil(2));
+            (perm, rest)
+        } else {
+            ((0..n as u64).collect(), Vec::new())
+        };
+        let mut present = Present {
+            bits: vec![false; n],
+            list: bulk_ranks.clone(),
+            versions: HashMap::new(),
+        };
+        for &b in &bulk_ranks {
+            present.bits[b as usize] = true;
+        }
+        let bulk = if workload.half_bulk() {
+            let mut ranks = bulk_ranks;
+            ranks.sort_unstable();
+            let bk: Vec<u64> = ranks.iter().map(|&i| keys[i as usize]).collect();
+            Some((bk, ranks))
+        } else {
+            None
+        };
+        inserts.reverse(); // pop() from the end in shuffled order
+        let zipf = (choice == KeyChoice::Zipfian).then(|| Zipfian::new(present.list.len() as u64));
+        let mut plan = Vec::with_capacity(ops);
+        let pick = |present: &Present, r: &mut Pcg64Mcg| -> u64 {
+            let len = present.list.len() as u64;
+            let i = match &zipf {
+                Some(z) => fnv1a64(z.next(r)) % len,
+                None => r.random_range(0..len),
+            };
+            present.list[i as usize]
+        };
+        let get_of = |present: &Present, rk: u64| Op::Get {
+            key: keys[rk as usize],
+            expect: Some(present.value(rk)),
+        };
+        let scan_of = |present: &Present, start_key: u64, len: u32| {
+            let mut first = None;
+            let mut count = 0u32;
+            let mut i = rank(start_key) as usize;
+            while i < n && count < len {
+                if present.bits[i] {
+                    if first.is_none() {
+                        first = Some((keys[i], present.value(i as u64)));
+                    }
+                    count += 1;
+                }
+                i += 1;
+            }
+            Op::Scan {
+                key: start_key,
+                len,
+                expect_first: first,
+                expect_len: count,
+            }
+        };
+        let insert = |present: &mut Present, inserts: &mut Vec<u64>| -> Option<Op> {
+            let rk = inserts.pop()?;
+            present.bits[rk as usize] = true;
+            present.list.push(rk);
+            Some(Op::Insert {
+                key: keys[rk as usize],
+                value: value_of(rk, 0),
+            })
+        };
+        let update = |present: &mut Present, rk: u64| -> (u64, u64) {
+            let old = present.value(rk);
+            let v = present.versions.entry(rk).or_insert(0);
+            *v += 1;
+            (old, value_of(rk, *v))
+        };
+        for step in 0..ops {
+            let op = match workload {
+                Workload::Lookup | Workload::YcsbC => get_of(&present, pick(&present, &mut r)),
+                Workload::LookupMiss => Op::Get {
+                    key: absent_key(keys, &mut r)?,
+                    expect: None,
+                },
+                Workload::Scan => {
+                    let rk = pick(&present, &mut r);
+                    scan_of(&present, keys[rk as usize], SCAN_LEN)
+                }
+                Workload::WriteOnly => match insert(&mut present, &mut inserts) {
+                    Some(op) => op,
+                    None => break,
+                },
+                Workload::ReadHeavy | Workload::WriteHeavy | Workload::Balanced => {
+                    let reads = match workload {
+                        Workload::ReadHeavy => 18,
+                        Workload::WriteHeavy => 2,
+                        _ => 10,
+                    };
+                    if step % 20 < reads {
+                        get_of(&present, pick(&present, &mut r))
+                    } else {
+                        match insert(&mut present, &mut inserts) {
+                            Some(op) => op,
+                            None => break,
+                        }
+                    }
+                }
+                Workload::YcsbA | Workload::YcsbB => {
+                    let upd = if workload == Workload::YcsbA { 0.5 } else { 0.05 };
+                    let rk = pick(&present, &mut r);
+                    if r.random::<f64>() < upd {
+                        let (_, v) = update(&mut present, rk);
+                        Op::Update {
+                            key: keys[rk as usize],
+                            value: v,
+                        }
+                    } else {
+                        get_of(&present, rk)
+                    }
+                }
+                Workload::YcsbF => {
+                    let rk = pick(&present, &mut r);
+                    if r.random::<bool>() {
+                        let (old, v) = update(&mut present, rk);
+                        Op::ReadModifyWrite {
+                            key: keys[rk as usize],
+                            expect: old,
+                            value: v,
+                        }
+                    } else {
+                        get_of(&present, rk)
+                    }
+                }
+                Workload::YcsbD => {
+                    if r.random::<f64>() < 0.05 {
+                        match insert(&mut present, &mut inserts) {
+                            Some(op) => op,
+                            None => break,
+                        }
+                    } else {
+                        // Latest: a Zipfian-distributed distance back from the newest insert.
+                        let len = present.list.len() as u64;
+                        let back = match &zipf {
+                            Some(z) => z.next(&mut r) % len,
+                            None => {
+                                let e: f64 = r.sample(rand_distr::Exp1);
+                                ((e * (len as f64).sqrt()) as u64).min(len - 1)
+                            }
+                        };
+                        get_of(&present, present.list[(len - 1 - back) as usize])
+                    }
+                }
+                Workload::YcsbE => {
+                    if r.random::<f64>() < 0.05 {
+                        match insert(&mut present, &mut inserts) {
+                            Some(op) => op,
+                            None => break,
+                        }
+                    } else {
+                        let rk = pick(&present, &mut r);
+                        let len = r.random_range(1..=SCAN_LEN);
+                        scan_of(&present, keys[rk as usize], len)
+                    }
+                }
+            };
+            plan.push(op);
+        }
+        Ok(WorkloadPlan {
+            workload,
+            bulk,
+            ops: plan,
+        })
+    }
+
+    /// Number of records bulk-loaded.
+    pub fn bulk_len(&self, n: usize) -> usize {
+        self.bulk.as_ref().map_or(n, |b| b.0.len())
+    }
+}
+
+/// A key that is not in `keys`: inside a random gap, or past the ends.
+fn absent_key(keys: &[u64], r: &mut Pcg64Mcg) -> Result<u64> {
+    let n = keys.len();
+    for _ in 0..64 {
+        let i = r.random_range(0..n);
+        let lo = keys[i];
+        let hi = keys.get(i + 1).copied().unwrap_or(u64::MAX);
+        if hi - lo > 1 {
+            return Ok(r.random_range(lo + 1..hi));
+        }
+    }
+    // Dense data: go past the ends.
+    if keys[0] > 0 {
+        return Ok(r.random_range(0..keys[0]));
+    }
+    if keys[n - 1] < u64::MAX {
+        return Ok(r.random_range(keys[n - 1] + 1..=u64::MAX));
+    }
+    // Linear search for any gap (keys cover [0, MAX] only if n = 2^64).
+    keys.windows(2)
+        .find(|w| w[1] - w[0] > 1)
+        .map(|w| w[0] + 1)
+        .ok_or_else(|| Error::invalid("the key set has no absent key"))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    /// Replays a plan against a BTreeMap and checks every expectation.
+    fn replay(plan: &WorkloadPlan, keys: &[u64]) {
+        let mut m: BTreeMap<u64, u64> = match &plan.bulk {
+            Some((k, v)) => k.iter().copied().zip(v.iter().copied()).collect(),
+            None => keys.iter().enumerate().map(|(i, &k)| (k, i as u64)).collect(),
+        };
+        for op in &plan.ops {
+            match *op {
+                Op::Get { key, expect } => assert_eq!(m.get(&key).copied(), expect),
+                Op::Scan {
+                    key,
+                    len,
+                    expect_first,
+                    expect_len,
+                } => {
+                    let got: Vec<_> = m.range(key..).take(len as usize).map(|(k, v)| (*k, *v)).collect();
+                    assert_eq!(got.first().copied(), expect_first);
+                    assert_eq!(got.len() as u32, expect_len);
+                }
+                Op::Insert { key, value } => assert!(m.insert(key, value).is_none(), "insert of a new key"),
+                Op::Update { key, value } => {
+                    assert!(m.insert(key, value).is_some(), "update of a present key")
+                }
+                Op::ReadModifyWrite { key, expect, value } => {
+                    assert_eq!(m.insert(key, value), Some(expect));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_workload_replays_against_a_model() {
+        let keys: Vec<u64> = (0..5_000u64).map(|i| i * 7 + 3).collect();
+        for name in Workload::NAMES {
+            let w: Workload = name.parse().unwrap();
+            for choice in [KeyChoice::Uniform, KeyChoice::Zipfian] {
+                let plan = WorkloadPlan::new(w, &keys, 3_000, choice, 9).unwrap();
+                assert!(!plan.ops.is_empty(), "{name}");
+                replay(&plan, &keys);
+                assert_eq!(plan.bulk.is_some(), w.half_bulk());
+            }
+        }
+    }
+
+    #[test]
+    fn mixes_have_the_stated_ratios() {
+        let keys: Vec<u64> = (0..100_000u64).collect();
+        let plan = WorkloadPlan::new(Workload::ReadHeavy, &keys, 20_000, KeyChoice::Uniform, 1).unwrap();
+        let inserts = plan.ops.iter().filter(|o| matches!(o, Op::Insert { .. })).count();
+        assert_eq!(inserts, 2_000);
+        let plan = WorkloadPlan::new(Workload::WriteOnly, &keys, 1_000_000, KeyChoice::Uniform, 1).unwrap();
+        assert_eq!(plan.ops.len(), 50_000, "write-only inserts the other half");
+        let plan = WorkloadPlan::new(Workload::LookupMiss, &keys, 100, KeyChoice::Uniform, 1).unwrap();
+        assert!(plan.ops.iter().all(|o| matches!(o, Op::Get { expect: None, .. })));
+    }
+
+    #[test]
+    fn deterministic() {
+        let keys: Vec<u64> = (0..1000u64).map(|i| i * i).collect();
+        let a = WorkloadPlan::new(Workload::YcsbA, &keys, 500, KeyChoice::Zipfian, 5).unwrap();
+        let b = WorkloadPlan::new(Workload::YcsbA, &keys, 500, KeyChoice::Zipfian, 5).unwrap();
+        assert_eq!(a.ops, b.ops);
+    }
+
+    #[test]
+    fn zipfian_is_skewed() {
+        let z = Zipfian::new(10_000);
+        let mut r = Pcg64Mcg::seed_from_u64(3);
+        let hits = (0..100_000).filter(|_| z.next(&mut r) < 10).count();
+        assert!(hits > 20_000, "top 0.1% of items get a large share: {hits}");
+    }
+}
