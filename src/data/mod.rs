@@ -12,5 +12,5 @@
 mod dist;
 pub mod workload;
 
-pub use dist::{Dist, generate};
+pub use dist::{Dist, fnv1a64, generate};
 pub use workload::{KeyChoice, Op, Workload, WorkloadPlan};

@@ -156,6 +156,10 @@ impl Index for BinaryIndex {
         Ok(st)
     }
 
+    fn verify(&self, progress: &mut dyn FnMut(u64)) -> Result<u64> {
+        self.run.verify(progress)
+    }
+
     fn io(&self) -> &Arc<IoStats> {
         &self.stats
     }

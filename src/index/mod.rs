@@ -21,7 +21,7 @@ use serde::Serialize;
 pub use manifest::{MANIFEST_FILE, MANIFEST_MAGIC, MANIFEST_VERSION, Manifest};
 pub use params::{IndexSpec, Params};
 pub use registry::{
-    BuildOptions, BuildReport, IndexKind, OpenOptions, Residency, build, build_in, kinds, open, open_in,
+    BuildOptions, BuildReport, IndexKind, OpenOptions, Residency, build, build_in, build_records, kinds, open, open_in,
 };
 pub use scan::{DataRunReader, Fetch, Located, scan_data_run};
 
@@ -185,6 +185,11 @@ pub trait Index: Send + Sync {
 
     /// Sizes and shape.
     fn stats(&self) -> Result<IndexStats>;
+
+    /// Reads every page of every file of the index and checks checksums and
+    /// structure; returns the number of pages checked. `progress` is called
+    /// with the number of pages checked since its last call.
+    fn verify(&self, progress: &mut dyn FnMut(u64)) -> Result<u64>;
 
     /// The I/O counters of every file of the index.
     fn io(&self) -> &Arc<IoStats>;

@@ -1,1 +1,15 @@
 //! The strata experiment runner.
+//!
+//! It builds every index configuration over the same records, runs the same
+//! operations against each (interleaving configurations across repeats, so
+//! drift on a noisy machine hits all of them alike), checks every answer, and
+//! reports one JSON object per (configuration, workload) with the fields fixed
+//! by `BENCHMARKS.md`: throughput, latency percentiles, pages/reads/bytes per
+//! operation, modelled time under a storage profile, memory and disk bytes.
+//! Peers (LMDB, RocksDB) plug in as index kinds behind cargo features.
+
+mod report;
+mod runner;
+
+pub use report::{format_table, BenchRecord, IoPerOp, Latency};
+pub use runner::{run, BenchOptions, Event};

@@ -1,0 +1,132 @@
+//! The JSON record of one (configuration, workload) run, and the table.
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// Latency percentiles of single operations, in nanoseconds.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Latency {
+    /// Median.
+    pub p50: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// 99.9th percentile.
+    pub p999: u64,
+    /// Maximum.
+    pub max: u64,
+}
+
+/// I/O per operation (deterministic for a given index and operation stream).
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct IoPerOp {
+    /// Distinct pages read per operation (null for peers that do not expose it).
+    pub pages_per_op: Option<f64>,
+    /// Read calls per operation.
+    pub reads_per_op: Option<f64>,
+    /// Bytes read per operation.
+    pub bytes_per_op: Option<f64>,
+    /// Modelled device time per operation under the run's profile (µs).
+    pub modelled_us_per_op: Option<f64>,
+    /// Write calls per operation.
+    pub writes_per_op: Option<f64>,
+}
+
+/// One line of `strata bench` output. The first fields are fixed by
+/// `BENCHMARKS.md`; the ones after `wrong` are additions.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchRecord {
+    /// Index kind.
+    pub index: String,
+    /// Resolved configuration of the index.
+    pub config: Map<String, Value>,
+    /// Data set name.
+    pub dataset: String,
+    /// Number of keys in the data set.
+    pub n: u64,
+    /// Workload name.
+    pub workload: String,
+    /// Operations run.
+    pub ops: u64,
+    /// Storage profile of the modelled time.
+    pub profile: String,
+    /// Cache state: `cold` (O_DIRECT, no cache), `os` (OS page cache), `lru:N`.
+    pub cache: String,
+    /// Operations per second (median over repeats).
+    pub throughput_ops_s: f64,
+    /// Latency percentiles (of the median run).
+    pub latency_ns: Latency,
+    /// I/O per operation.
+    pub io: IoPerOp,
+    /// Bytes held in memory after the run.
+    pub memory_bytes: u64,
+    /// `8 * memory_bytes / n`.
+    pub bits_per_key: f64,
+    /// Bytes on storage after the run.
+    pub disk_bytes: u64,
+    /// Build (bulk load) time.
+    pub build_s: f64,
+    /// Keys per second of the build.
+    pub build_keys_per_s: f64,
+    /// Models/segments of a learned index (null for others).
+    pub models: Option<u64>,
+    /// Answers that differed from the expected ones. Must be 0.
+    pub wrong: u64,
+    /// The index spec as given.
+    pub spec: String,
+    /// Residency mode.
+    pub resident: String,
+    /// Worker threads.
+    pub threads: usize,
+    /// Key choice (uniform / zipfian).
+    pub key_choice: String,
+    /// Records bulk-loaded before the operations.
+    pub bulk_n: u64,
+    /// Throughput of every repeat, in run order.
+    pub throughput_runs: Vec<f64>,
+    /// Height of the index (levels or layers), when it has one.
+    pub height: Option<u32>,
+    /// Page cache hit ratio, when a cache was used.
+    pub cache_hit_ratio: Option<f64>,
+}
+
+/// A readable table of records, with throughput ratios to the first index of
+/// each workload.
+pub fn format_table(records: &[BenchRecord]) -> String {
+    let mut out = String::new();
+    let header = format!(
+        "{:<28} {:<12} {:>10} {:>7} {:>9} {:>9} {:>8} {:>8} {:>11} {:>10} {:>9} {:>6}\n",
+        "index", "workload", "kops/s", "ratio", "p50 µs", "p99 µs", "pages", "reads", "model µs", "mem MiB", "bits/key",
+        "wrong"
+    );
+    out.push_str(&header);
+    out.push_str(&"-".repeat(header.chars().count().saturating_sub(1)));
+    out.push('\n');
+    let mut base: Option<(String, f64)> = None;
+    for r in records {
+        if base.as_ref().map(|b| b.0 != r.workload).unwrap_or(true) {
+            base = Some((r.workload.clone(), r.throughput_ops_s));
+        }
+        let ratio = base.as_ref().map(|b| if b.1 > 0.0 { r.throughput_ops_s / b.1 } else { 0.0 }).unwrap_or(1.0);
+        let f = |v: Option<f64>, prec: usize| v.map_or("-".to_string(), |x| format!("{x:.prec$}"));
+        let mut name = r.spec.clone();
+        if name.chars().count() > 28 {
+            name = name.chars().take(27).collect::<String>() + "…";
+        }
+        out.push_str(&format!(
+            "{:<28} {:<12} {:>10.1} {:>6.2}x {:>9.1} {:>9.1} {:>8} {:>8} {:>11} {:>10.3} {:>9.2} {:>6}\n",
+            name,
+            r.workload,
+            r.throughput_ops_s / 1e3,
+            ratio,
+            r.latency_ns.p50 as f64 / 1e3,
+            r.latency_ns.p99 as f64 / 1e3,
+            f(r.io.pages_per_op, 2),
+            f(r.io.reads_per_op, 2),
+            f(r.io.modelled_us_per_op, 1),
+            r.memory_bytes as f64 / (1u64 << 20) as f64,
+            r.bits_per_key,
+            r.wrong
+        ));
+    }
+    out
+}

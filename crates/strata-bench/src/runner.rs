@@ -1,0 +1,427 @@
+//! Running workloads against index configurations.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use hdrhistogram::Histogram;
+use serde_json::Map;
+use strata::data::{KeyChoice, Op, Workload, WorkloadPlan};
+use strata::index::{self, BuildOptions, BuildReport, Index, IndexSpec, OpenOptions, Records, Residency};
+use strata::storage::{IoSnapshot, StorageProfile};
+use strata::{Error, Result};
+
+use crate::report::{BenchRecord, IoPerOp, Latency};
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    /// Data set name for the report.
+    pub dataset: String,
+    /// Index configurations; the first is the baseline of the ratios.
+    pub indexes: Vec<IndexSpec>,
+    /// Workloads, each run on every configuration.
+    pub workloads: Vec<Workload>,
+    /// Operations per run.
+    pub ops: usize,
+    /// Profile of the modelled time.
+    pub profile: StorageProfile,
+    /// Residency mode of every index.
+    pub resident: Residency,
+    /// LRU page cache size (0 = none).
+    pub cache_pages: usize,
+    /// Read with O_DIRECT (cold).
+    pub direct: bool,
+    /// Repeats; configurations are interleaved within each repeat.
+    pub repeat: usize,
+    /// Seed of the operation streams.
+    pub seed: u64,
+    /// Key choice of reads and updates.
+    pub key_choice: KeyChoice,
+    /// Worker threads.
+    pub threads: usize,
+    /// Where indexes are built.
+    pub work_dir: PathBuf,
+    /// Page size for the builds.
+    pub page_size: usize,
+}
+
+/// Progress events for a front end.
+#[derive(Debug, Clone)]
+pub enum Event {
+    /// Building a configuration.
+    Building {
+        /// The spec.
+        spec: String,
+    },
+    /// Starting a run.
+    Running {
+        /// The spec.
+        spec: String,
+        /// Workload.
+        workload: String,
+        /// Repeat number (0-based).
+        repeat: usize,
+        /// Operations.
+        ops: usize,
+    },
+    /// Operations completed in the current run.
+    Progress {
+        /// Done so far.
+        done: usize,
+    },
+    /// A record is final.
+    Done(Box<BenchRecord>),
+}
+
+struct Sample {
+    throughput: f64,
+    latency: Latency,
+    io: IoSnapshot,
+    wrong: u64,
+    memory_bytes: u64,
+    disk_bytes: u64,
+    models: Option<u64>,
+    height: Option<u32>,
+    cache_hit_ratio: Option<f64>,
+}
+
+fn sanitize(spec: &str) -> String {
+    spec.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
+}
+
+/// Runs every workload on every configuration over `keys` (sorted, distinct).
+/// Fails after reporting if any answer was wrong.
+pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -> Result<Vec<BenchRecord>> {
+    if opts.indexes.is_empty() || opts.workloads.is_empty() {
+        return Err(Error::invalid("bench needs at least one --index and one --workload"));
+    }
+    std::fs::create_dir_all(&opts.work_dir).map_err(|e| Error::io(&opts.work_dir, e))?;
+    let repeat = opts.repeat.max(1);
+    let mut records = Vec::new();
+    // Read-only builds are shared by every read-only workload and repeat.
+    let mut static_builds: Vec<Option<(PathBuf, BuildReport)>> = vec![None; opts.indexes.len()];
+    for (w_i, &workload) in opts.workloads.iter().enumerate() {
+        let plan = WorkloadPlan::new(workload, keys, opts.ops, opts.key_choice, opts.seed.wrapping_add(w_i as u64))?;
+        let mut samples: Vec<Vec<Sample>> = (0..opts.indexes.len()).map(|_| Vec::new()).collect();
+        let mut reports: Vec<Option<BuildReport>> = vec![None; opts.indexes.len()];
+        for rep in 0..repeat {
+            for (i, spec) in opts.indexes.iter().enumerate() {
+                let spec_text = spec.to_string();
+                let (dir, report, temporary) = match &plan.bulk {
+                    None => {
+                        if static_builds[i].is_none() {
+                            on_event(Event::Building { spec: spec_text.clone() });
+                            let dir = opts.work_dir.join(format!("{}-{}", i, sanitize(&spec_text)));
+                            let rep = build(spec, Records::ranked(keys), &dir, opts.page_size)?;
+                            static_builds[i] = Some((dir, rep));
+                        }
+                        let (d, r) = static_builds[i].clone().ok_or_else(|| Error::invalid("build"))?;
+                        (d, r, false)
+                    }
+                    Some((bk, bv)) => {
+                        on_event(Event::Building { spec: spec_text.clone() });
+                        let dir = opts.work_dir.join(format!("{}-{}-{}-{}", i, sanitize(&spec_text), workload, rep));
+                        let r = build(spec, Records::new(bk, bv)?, &dir, opts.page_size)?;
+                        (dir, r, true)
+                    }
+                };
+                on_event(Event::Running {
+                    spec: spec_text.clone(),
+                    workload: workload.to_string(),
+                    repeat: rep,
+                    ops: plan.ops.len(),
+                });
+                let sample = run_one(opts, &dir, &plan, on_event);
+                if temporary {
+                    let _ = std::fs::remove_dir_all(&dir);
+                }
+                samples[i].push(sample?);
+                reports[i] = Some(report);
+            }
+        }
+        for (i, spec) in opts.indexes.iter().enumerate() {
+            let runs = std::mem::take(&mut samples[i]);
+            let report = reports[i].take().ok_or_else(|| Error::invalid("missing build report"))?;
+            let rec = aggregate(opts, spec, workload, &plan, keys.len(), report, runs);
+            on_event(Event::Done(Box::new(rec.clone())));
+            records.push(rec);
+        }
+    }
+    let wrong: u64 = records.iter().map(|r| r.wrong).sum();
+    if wrong > 0 {
+        return Err(Error::invalid(format!(
+            "{wrong} wrong answers in the benchmark (see the `wrong` field): the results are not valid"
+        )));
+    }
+    Ok(records)
+}
+
+fn build(spec: &IndexSpec, records: Records<'_>, dir: &Path, page_size: usize) -> Result<BuildReport> {
+    if dir.exists() {
+        std::fs::remove_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    }
+    index::build_records(spec, records, dir, &BuildOptions { page_size })
+}
+
+fn open(opts: &BenchOptions, dir: &Path) -> Result<Box<dyn Index>> {
+    index::open(
+        dir,
+        &OpenOptions {
+            direct: opts.direct,
+            resident: opts.resident,
+            cache_pages: opts.cache_pages,
+            profile: Some(opts.profile.clone()),
+        },
+    )
+}
+
+/// Runs one operation; returns whether the answer was right.
+fn exec(idx: &dyn Index, op: &Op, strict_scans: bool, buf: &mut Vec<(u64, u64)>) -> Result<bool> {
+    Ok(match *op {
+        Op::Get { key, expect } => idx.get(key)? == expect,
+        Op::Scan {
+            key,
+            len,
+            expect_first,
+            expect_len,
+        } => {
+            buf.clear();
+            idx.scan(key, len as usize, buf)?;
+            let sorted = buf.windows(2).all(|w| w[0].0 < w[1].0) && buf.first().is_none_or(|r| r.0 >= key);
+            if strict_scans {
+                sorted && buf.first().copied() == expect_first && buf.len() as u32 == expect_len
+            } else {
+                sorted && buf.len() <= len as usize
+            }
+        }
+        Op::Insert { key, value } => idx.insert(key, value)?.is_none(),
+        Op::Update { key, value } => idx.insert(key, value)?.is_some(),
+        Op::ReadModifyWrite { key, expect, value } => {
+            let seen = idx.get(key)?;
+            idx.insert(key, value)?;
+            seen == Some(expect)
+        }
+    })
+}
+
+fn run_one(opts: &BenchOptions, dir: &Path, plan: &WorkloadPlan, on_event: &mut dyn FnMut(Event)) -> Result<Sample> {
+    let idx = open(opts, dir)?;
+    if plan.workload.writes() && !idx.supports_updates() {
+        return Err(Error::Unsupported(format!(
+            "index kind {} is static; workload {} writes (use an updatable kind such as btree)",
+            idx.kind(),
+            plan.workload
+        )));
+    }
+    let threads = opts.threads.max(1);
+    let before = idx.io().snapshot();
+    let t0 = Instant::now();
+    let (hist, wrong) = if threads == 1 {
+        let mut hist = new_hist()?;
+        let mut wrong = 0u64;
+        let mut buf = Vec::with_capacity(128);
+        let tick = (plan.ops.len() / 100).max(1);
+        for (i, op) in plan.ops.iter().enumerate() {
+            let s = Instant::now();
+            let ok = exec(idx.as_ref(), op, true, &mut buf)?;
+            let ns = s.elapsed().as_nanos() as u64;
+            hist.saturating_record(ns.max(1));
+            wrong += u64::from(!ok);
+            if i % tick == 0 {
+                on_event(Event::Progress { done: i });
+            }
+        }
+        (hist, wrong)
+    } else {
+        run_threads(idx.as_ref(), plan, threads)?
+    };
+    let elapsed = t0.elapsed().as_secs_f64();
+    let io = idx.io().snapshot().since(&before);
+    let st = idx.stats()?;
+    Ok(Sample {
+        throughput: if elapsed > 0.0 { plan.ops.len() as f64 / elapsed } else { 0.0 },
+        latency: Latency {
+            p50: hist.value_at_quantile(0.5),
+            p99: hist.value_at_quantile(0.99),
+            p999: hist.value_at_quantile(0.999),
+            max: hist.max(),
+        },
+        io,
+        wrong,
+        memory_bytes: st.memory_bytes,
+        disk_bytes: st.disk_bytes,
+        models: st.models,
+        height: st.height,
+        cache_hit_ratio: st.extra.get("cache_hit_ratio").and_then(|v| v.as_f64()),
+    })
+}
+
+fn new_hist() -> Result<Histogram<u64>> {
+    Histogram::new_with_bounds(1, 3_600_000_000_000, 3).map_err(|e| Error::invalid(format!("histogram: {e}")))
+}
+
+/// Operations are split by key so each key's operations keep their order
+/// (and expected answers stay exact); scans are only checked for order when
+/// other threads write concurrently.
+fn run_threads(idx: &dyn Index, plan: &WorkloadPlan, threads: usize) -> Result<(Histogram<u64>, u64)> {
+    let mut parts: Vec<Vec<&Op>> = vec![Vec::new(); threads];
+    for op in &plan.ops {
+        let key = match op {
+            Op::Get { key, .. }
+            | Op::Scan { key, .. }
+            | Op::Insert { key, .. }
+            | Op::Update { key, .. }
+            | Op::ReadModifyWrite { key, .. } => *key,
+        };
+        parts[(strata::data::fnv1a64(key) % threads as u64) as usize].push(op);
+    }
+    let strict = !plan.workload.writes();
+    let results: Vec<Result<(Histogram<u64>, u64)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = parts
+            .iter()
+            .map(|ops| {
+                s.spawn(move || -> Result<(Histogram<u64>, u64)> {
+                    let mut hist = new_hist()?;
+                    let mut wrong = 0;
+                    let mut buf = Vec::with_capacity(128);
+                    for op in ops {
+                        let t = Instant::now();
+                        let ok = exec(idx, op, strict, &mut buf)?;
+                        hist.saturating_record((t.elapsed().as_nanos() as u64).max(1));
+                        wrong += u64::from(!ok);
+                    }
+                    Ok((hist, wrong))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err(Error::invalid("benchmark thread panicked"))))
+            .collect()
+    });
+    let mut total = new_hist()?;
+    let mut wrong = 0;
+    for r in results {
+        let (h, w) = r?;
+        total.add(&h).map_err(|e| Error::invalid(format!("histogram merge: {e}")))?;
+        wrong += w;
+    }
+    Ok((total, wrong))
+}
+
+fn aggregate(
+    opts: &BenchOptions,
+    spec: &IndexSpec,
+    workload: Workload,
+    plan: &WorkloadPlan,
+    n: usize,
+    report: BuildReport,
+    runs: Vec<Sample>,
+) -> BenchRecord {
+    let throughput_runs: Vec<f64> = runs.iter().map(|s| s.throughput).collect();
+    let mut order: Vec<usize> = (0..runs.len()).collect();
+    order.sort_by(|&a, &b| runs[a].throughput.total_cmp(&runs[b].throughput));
+    let median = &runs[order[order.len() / 2]];
+    let wrong = runs.iter().map(|s| s.wrong).sum();
+    let ops = plan.ops.len().max(1) as f64;
+    let per = |x: u64| Some(x as f64 / ops);
+    let cache = if opts.cache_pages > 0 {
+        format!("lru:{}", opts.cache_pages)
+    } else if opts.direct {
+        "cold".to_string()
+    } else {
+        "os".to_string()
+    };
+    BenchRecord {
+        index: report.index.clone(),
+        config: if report.config.is_empty() { Map::new() } else { report.config.clone() },
+        dataset: opts.dataset.clone(),
+        n: n as u64,
+        workload: workload.to_string(),
+        ops: plan.ops.len() as u64,
+        profile: opts.profile.name.clone(),
+        cache,
+        throughput_ops_s: median.throughput,
+        latency_ns: median.latency,
+        io: IoPerOp {
+            pages_per_op: per(median.io.pages_read),
+            reads_per_op: per(median.io.read_calls),
+            bytes_per_op: per(median.io.bytes_read),
+            modelled_us_per_op: Some(median.io.modelled_read_ns() / 1e3 / ops),
+            writes_per_op: per(median.io.write_calls),
+        },
+        memory_bytes: median.memory_bytes,
+        bits_per_key: if n > 0 { 8.0 * median.memory_bytes as f64 / n as f64 } else { 0.0 },
+        disk_bytes: median.disk_bytes,
+        build_s: report.build_s,
+        build_keys_per_s: report.build_keys_per_s,
+        models: median.models.or(report.models),
+        wrong,
+        spec: spec.to_string(),
+        resident: opts.resident.to_string(),
+        threads: opts.threads.max(1),
+        key_choice: format!("{:?}", opts.key_choice).to_lowercase(),
+        bulk_n: plan.bulk_len(n) as u64,
+        throughput_runs,
+        height: median.height,
+        cache_hit_ratio: median.cache_hit_ratio,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(dir: &Path, indexes: &[&str], workloads: &[&str], profile: &str) -> BenchOptions {
+        BenchOptions {
+            dataset: "test".into(),
+            indexes: indexes.iter().map(|s| s.parse().unwrap()).collect(),
+            workloads: workloads.iter().map(|s| s.parse().unwrap()).collect(),
+            ops: 2_000,
+            profile: StorageProfile::named(profile).unwrap(),
+            resident: Residency::Index,
+            cache_pages: 0,
+            direct: true,
+            repeat: 2,
+            seed: 1,
+            key_choice: KeyChoice::Uniform,
+            threads: 1,
+            work_dir: dir.to_path_buf(),
+            page_size: 4096,
+        }
+    }
+
+    #[test]
+    fn binary_accounting_matches_the_profile() {
+        let tmp = tempfile::tempdir().unwrap();
+        let keys: Vec<u64> = (0..200_000u64).map(|i| i * 3).collect();
+        let o = opts(tmp.path(), &["binary"], &["lookup", "scan", "lookup-miss"], "hdd");
+        let recs = run(&o, &keys, &mut |_| {}).unwrap();
+        assert_eq!(recs.len(), 3);
+        let hdd = StorageProfile::named("hdd").unwrap();
+        for r in &recs {
+            assert_eq!(r.wrong, 0);
+            let reads = r.io.reads_per_op.unwrap();
+            let bytes = r.io.bytes_per_op.unwrap();
+            // Every read of `binary` is one page: modelled = reads × T(4096).
+            assert!((bytes / reads - 4096.0).abs() < 1e-9, "{}", r.workload);
+            let want = reads * hdd.read_ns(4096) / 1e3;
+            assert!((r.io.modelled_us_per_op.unwrap() - want).abs() < 1e-6 * want);
+            assert_eq!(r.throughput_runs.len(), 2);
+        }
+        // pages ≈ ceil(log2(pages)) for lookups.
+        let pages = (200_000f64 / 255.0).ceil();
+        let lookup = &recs[0];
+        let ppo = lookup.io.pages_per_op.unwrap();
+        assert!(ppo <= pages.log2().ceil() + 0.01 && ppo >= pages.log2().ceil() - 1.5, "{ppo}");
+    }
+
+    #[test]
+    fn static_kind_rejects_writes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let keys: Vec<u64> = (0..10_000u64).collect();
+        let o = opts(tmp.path(), &["binary"], &["write-only"], "nvme");
+        let e = run(&o, &keys, &mut |_| {}).unwrap_err();
+        assert!(e.to_string().contains("static"), "{e}");
+    }
+}
