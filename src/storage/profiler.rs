@@ -71,24 +71,24 @@ impl ProfileReport {
     }
 }
 
-/// Least-squares fit of `y = a + b x`; returns `(a, b, r2)`.
+/// Least-squares fit of `y = a + b x` minimising the *relative* error
+/// (weights `1 / y²`), so small reads — where the latency term dominates —
+/// count as much as large ones. Returns `(a, b, r2)` with `r2` the weighted
+/// coefficient of determination.
 pub fn fit_line(points: &[(f64, f64)]) -> (f64, f64, f64) {
-    let n = points.len() as f64;
     if points.len() < 2 {
         return (points.first().map_or(0.0, |p| p.1), 0.0, 0.0);
     }
-    let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
-    let my = points.iter().map(|p| p.1).sum::<f64>() / n;
-    let sxx: f64 = points.iter().map(|p| (p.0 - mx).powi(2)).sum();
-    let sxy: f64 = points.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
-    let syy: f64 = points.iter().map(|p| (p.1 - my).powi(2)).sum();
+    let w: Vec<f64> = points.iter().map(|p| if p.1 > 0.0 { 1.0 / (p.1 * p.1) } else { 1.0 }).collect();
+    let sw: f64 = w.iter().sum();
+    let mx = points.iter().zip(&w).map(|(p, w)| w * p.0).sum::<f64>() / sw;
+    let my = points.iter().zip(&w).map(|(p, w)| w * p.1).sum::<f64>() / sw;
+    let sxx: f64 = points.iter().zip(&w).map(|(p, w)| w * (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = points.iter().zip(&w).map(|(p, w)| w * (p.0 - mx) * (p.1 - my)).sum();
+    let syy: f64 = points.iter().zip(&w).map(|(p, w)| w * (p.1 - my).powi(2)).sum();
     let b = if sxx > 0.0 { sxy / sxx } else { 0.0 };
     let a = my - b * mx;
-    let r2 = if sxx > 0.0 && syy > 0.0 {
-        sxy * sxy / (sxx * syy)
-    } else {
-        1.0
-    };
+    let r2 = if sxx > 0.0 && syy > 0.0 { sxy * sxy / (sxx * syy) } else { 1.0 };
     (a, b, r2)
 }
 

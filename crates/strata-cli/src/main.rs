@@ -1,1 +1,506 @@
-fn main() {}
+//! `strata`: generate data, build, query, benchmark, profile, inspect and
+//! verify disk-resident indexes.
+
+mod demo;
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use strata::data::{Dist, KeyChoice, Workload};
+use strata::format::{KeyFileOptions, KeyWidth};
+use strata::index::{self, BuildOptions, IndexSpec, OpenOptions, Residency};
+use strata::storage::{ProfileOptions, StorageProfile};
+use strata::{Error, Result};
+use strata_bench::{BenchOptions, Event};
+
+#[derive(Parser, Debug)]
+#[command(name = "strata", version, about = "Disk-resident learned indexes: build, query, benchmark, tune.")]
+struct Cli {
+    /// No progress bars or informational output on stderr.
+    #[arg(long, short, global = true)]
+    quiet: bool,
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Generate a SOSD key file (deterministic for a seed).
+    Gen(GenArgs),
+    /// Build an index over a key file; prints one JSON object.
+    Build(BuildArgs),
+    /// Look up keys in an index directory.
+    Get(GetArgs),
+    /// Scan records from a key.
+    Scan(ScanArgs),
+    /// Run workloads against index configurations; JSON Lines and a table.
+    Bench(BenchArgs),
+    /// Measure the latency and bandwidth of the device holding PATH.
+    Profile(ProfileArgs),
+    /// Show what is in an index directory.
+    Inspect(DirArgs),
+    /// Read every page of an index and check every checksum.
+    Verify(DirArgs),
+    /// Generate data, build the index kinds and benchmark them against the B+-tree.
+    Demo(demo::DemoArgs),
+    /// List the index kinds, distributions, workloads and storage profiles.
+    List,
+}
+
+#[derive(Args, Debug)]
+struct GenArgs {
+    /// Distribution: dense, uniform, normal, lognormal, gmm, zipf, ycsb, hard, fb-like, osm-like, wiki-like, books-like.
+    #[arg(long)]
+    dist: String,
+    /// Number of keys.
+    #[arg(long)]
+    n: usize,
+    /// Random seed.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Output file (SOSD format: u64 count + u64 keys, little-endian).
+    #[arg(long)]
+    out: PathBuf,
+    /// For `hard`: target segments at ε = 8.
+    #[arg(long)]
+    local: Option<u64>,
+    /// For `hard`: target segments at ε = 512.
+    #[arg(long)]
+    global: Option<u64>,
+}
+
+#[derive(Args, Debug, Clone)]
+struct KeyFileArgs {
+    /// SOSD key file.
+    #[arg(long)]
+    data: PathBuf,
+    /// Drop duplicate keys instead of rejecting the file.
+    #[arg(long)]
+    dedup: bool,
+    /// Read the 32-bit SOSD variant.
+    #[arg(long)]
+    u32: bool,
+}
+
+#[derive(Args, Debug)]
+struct BuildArgs {
+    /// Index kind and parameters, e.g. `pgm:epsilon=64` (see `strata list`).
+    #[arg(long)]
+    index: String,
+    #[command(flatten)]
+    keys: KeyFileArgs,
+    /// Output directory.
+    #[arg(long)]
+    out: PathBuf,
+    /// Page size in bytes (4096, 8192, 16384).
+    #[arg(long, default_value_t = 4096)]
+    page: usize,
+}
+
+#[derive(Args, Debug)]
+struct GetArgs {
+    /// Index directory.
+    dir: PathBuf,
+    /// Keys to look up.
+    #[arg(required = true)]
+    keys: Vec<u64>,
+    /// Read with O_DIRECT.
+    #[arg(long)]
+    direct: bool,
+}
+
+#[derive(Args, Debug)]
+struct ScanArgs {
+    /// Index directory.
+    dir: PathBuf,
+    /// First key (the scan starts at its lower bound).
+    #[arg(long)]
+    from: u64,
+    /// Number of records.
+    #[arg(long, default_value_t = 10)]
+    count: usize,
+}
+
+#[derive(Args, Debug)]
+struct BenchArgs {
+    #[command(flatten)]
+    keys: KeyFileArgs,
+    /// Index configuration (repeatable); the first is the baseline of the ratios.
+    #[arg(long = "index", required = true)]
+    indexes: Vec<String>,
+    /// Workload (repeatable): lookup, lookup-miss, scan, write-only, read-heavy,
+    /// write-heavy, balanced, ycsb-a … ycsb-f.
+    #[arg(long = "workload", default_value = "lookup")]
+    workloads: Vec<String>,
+    /// Operations per run.
+    #[arg(long, default_value_t = 100_000)]
+    ops: usize,
+    /// Storage profile of the modelled time: optane, nvme, sata-ssd, hdd,
+    /// azure-ssd, nfs, custom:LAT_US:BW_MB_S, or local (measured first).
+    #[arg(long, default_value = "nvme")]
+    profile: String,
+    /// What stays in memory: index (models/inner nodes) or none.
+    #[arg(long, default_value = "index")]
+    resident: String,
+    /// LRU page cache in front of storage, in pages.
+    #[arg(long, default_value_t = 0)]
+    cache_pages: usize,
+    /// Repeats (configurations are interleaved in each).
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
+    /// Write the JSON Lines here (otherwise to stdout).
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Worker threads.
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Key choice of reads/updates: uniform or zipfian.
+    #[arg(long, default_value = "uniform")]
+    keys_choice: String,
+    /// Seed of the operation stream.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Read through the OS page cache instead of O_DIRECT (not cold).
+    #[arg(long)]
+    no_direct: bool,
+    /// Where indexes are built (default: a directory next to the key file).
+    #[arg(long)]
+    work_dir: Option<PathBuf>,
+    /// Page size for the builds.
+    #[arg(long, default_value_t = 4096)]
+    page: usize,
+    /// Data set name in the records (default: the key file's name).
+    #[arg(long)]
+    dataset: Option<String>,
+}
+
+#[derive(Args, Debug)]
+struct ProfileArgs {
+    /// A directory on the device to measure (a scratch file is created and removed).
+    path: PathBuf,
+    /// Scratch file size in MiB.
+    #[arg(long, default_value_t = 256)]
+    file_mib: u64,
+    /// Timed reads per size.
+    #[arg(long, default_value_t = 200)]
+    reads: usize,
+}
+
+#[derive(Args, Debug)]
+struct DirArgs {
+    /// Index directory.
+    dir: PathBuf,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(if cli.quiet { "error" } else { "warn" }))
+        .format_timestamp(None)
+        .init();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    let quiet = cli.quiet;
+    match cli.cmd {
+        Cmd::Gen(a) => generate(a, quiet),
+        Cmd::Build(a) => build(a, quiet),
+        Cmd::Get(a) => get(a),
+        Cmd::Scan(a) => scan(a),
+        Cmd::Bench(a) => bench(a, quiet),
+        Cmd::Profile(a) => profile(a, quiet),
+        Cmd::Inspect(a) => inspect(a),
+        Cmd::Verify(a) => verify(a, quiet),
+        Cmd::Demo(a) => demo::run(a, quiet),
+        Cmd::List => list(),
+    }
+}
+
+/// A spinner or bar on stderr when it is a terminal and not quiet.
+pub(crate) fn progress(quiet: bool, len: Option<u64>, msg: &str) -> ProgressBar {
+    let pb = match len {
+        Some(n) => ProgressBar::new(n),
+        None => ProgressBar::new_spinner(),
+    };
+    if quiet || !std::io::stderr().is_terminal() {
+        pb.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    let style = match len {
+        Some(_) => ProgressStyle::with_template("{msg:>24} [{bar:40}] {pos}/{len} ({eta})"),
+        None => ProgressStyle::with_template("{spinner} {msg} ({elapsed})"),
+    };
+    if let Ok(s) = style {
+        pb.set_style(s.progress_chars("=> "));
+    }
+    pb.set_message(msg.to_string());
+    if len.is_none() {
+        pb.enable_steady_tick(Duration::from_millis(120));
+    }
+    pb
+}
+
+pub(crate) fn read_key_file(a: &KeyFileArgs, quiet: bool) -> Result<Vec<u64>> {
+    let pb = progress(quiet, None, &format!("reading {}", a.data.display()));
+    let opts = KeyFileOptions {
+        width: if a.u32 { KeyWidth::U32 } else { KeyWidth::Auto },
+        dedup: a.dedup,
+    };
+    let keys = strata::format::read_keys(&a.data, opts);
+    pb.finish_and_clear();
+    keys
+}
+
+fn generate(a: GenArgs, quiet: bool) -> Result<()> {
+    let mut dist: Dist = a.dist.parse()?;
+    if let Dist::Hard { local, global } = &mut dist {
+        if let Some(l) = a.local {
+            *local = l;
+        }
+        if let Some(g) = a.global {
+            *global = g;
+        }
+    } else if a.local.is_some() || a.global.is_some() {
+        return Err(Error::invalid("--local and --global apply to --dist hard only"));
+    }
+    let pb = progress(quiet, None, &format!("generating {} {} keys", a.n, dist.name()));
+    let keys = strata::data::generate(dist, a.n, a.seed)?;
+    pb.set_message(format!("writing {}", a.out.display()));
+    strata::format::write_keys(&a.out, &keys)?;
+    pb.finish_and_clear();
+    if !quiet {
+        eprintln!("wrote {} {} keys (seed {}) to {}", keys.len(), dist.name(), a.seed, a.out.display());
+    }
+    Ok(())
+}
+
+fn build(a: BuildArgs, quiet: bool) -> Result<()> {
+    let spec: IndexSpec = a.index.parse()?;
+    let keys = read_key_file(&a.keys, quiet)?;
+    let pb = progress(quiet, None, &format!("building {spec} over {} keys", keys.len()));
+    let report = index::build(&spec, &keys, &a.out, &BuildOptions { page_size: a.page });
+    pb.finish_and_clear();
+    println!("{}", serde_json::to_string(&report?).map_err(|e| Error::invalid(e.to_string()))?);
+    Ok(())
+}
+
+fn get(a: GetArgs) -> Result<()> {
+    let idx = index::open(
+        &a.dir,
+        &OpenOptions {
+            direct: a.direct,
+            ..Default::default()
+        },
+    )?;
+    let mut out = std::io::stdout().lock();
+    for k in a.keys {
+        let line = match idx.get(k)? {
+            Some(v) => format!("{k}\t{v}"),
+            None => format!("{k}\tnot found"),
+        };
+        writeln!(out, "{line}").map_err(|e| Error::io("stdout", e))?;
+    }
+    Ok(())
+}
+
+fn scan(a: ScanArgs) -> Result<()> {
+    let idx = index::open(&a.dir, &OpenOptions::default())?;
+    let mut recs = Vec::new();
+    idx.scan(a.from, a.count, &mut recs)?;
+    let mut out = std::io::stdout().lock();
+    for (k, v) in recs {
+        writeln!(out, "{k}\t{v}").map_err(|e| Error::io("stdout", e))?;
+    }
+    Ok(())
+}
+
+pub(crate) fn resolve_profile(name: &str, near: &Path, quiet: bool) -> Result<StorageProfile> {
+    if name != "local" {
+        return StorageProfile::named(name);
+    }
+    let pb = progress(quiet, None, "profiling the local device");
+    let dir = if near.is_dir() { near.to_path_buf() } else { near.parent().unwrap_or(Path::new(".")).to_path_buf() };
+    let r = strata::storage::profile_device(&dir, &ProfileOptions::default());
+    pb.finish_and_clear();
+    let r = r?;
+    if !quiet {
+        eprintln!("local device: latency {:.1} µs, bandwidth {:.0} MB/s", r.latency_us, r.bandwidth_mb_s);
+    }
+    r.to_profile()
+}
+
+fn bench(a: BenchArgs, quiet: bool) -> Result<()> {
+    let keys = read_key_file(&a.keys, quiet)?;
+    let indexes = a.indexes.iter().map(|s| s.parse()).collect::<Result<Vec<IndexSpec>>>()?;
+    let workloads = a.workloads.iter().map(|s| s.parse()).collect::<Result<Vec<Workload>>>()?;
+    let work_dir = a.work_dir.clone().unwrap_or_else(|| {
+        let stem = a.keys.data.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        a.keys.data.with_file_name(format!("{stem}.bench"))
+    });
+    let profile = resolve_profile(&a.profile, &work_dir, quiet)?;
+    let dataset = a.dataset.clone().unwrap_or_else(|| {
+        a.keys.data.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "data".into())
+    });
+    let opts = BenchOptions {
+        dataset,
+        indexes,
+        workloads,
+        ops: a.ops,
+        profile,
+        resident: a.resident.parse::<Residency>()?,
+        cache_pages: a.cache_pages,
+        direct: !a.no_direct,
+        repeat: a.repeat,
+        seed: a.seed,
+        key_choice: a.keys_choice.parse::<KeyChoice>()?,
+        threads: a.threads,
+        work_dir,
+        page_size: a.page,
+    };
+    let sink = match a.json.as_deref() {
+        Some(p) => JsonSink::File(p),
+        None => JsonSink::Stdout,
+    };
+    run_bench(&opts, &keys, sink, quiet).map(|_| ())
+}
+
+/// Where `run_bench` writes JSON Lines.
+pub(crate) enum JsonSink<'a> {
+    /// Standard output (the table then goes to stderr).
+    Stdout,
+    /// A file (the table then goes to stdout).
+    File(&'a Path),
+    /// Nowhere (the caller prints what it wants).
+    Discard,
+}
+
+/// Runs the benchmark with progress bars; writes JSON Lines as records
+/// complete, then prints the table.
+pub(crate) fn run_bench(
+    opts: &BenchOptions,
+    keys: &[u64],
+    json: JsonSink<'_>,
+    quiet: bool,
+) -> Result<Vec<strata_bench::BenchRecord>> {
+    let mut sink: Box<dyn Write> = match json {
+        JsonSink::File(p) => Box::new(std::fs::File::create(p).map_err(|e| Error::io(p, e))?),
+        JsonSink::Stdout => Box::new(std::io::stdout()),
+        JsonSink::Discard => Box::new(std::io::sink()),
+    };
+    let mut pb: Option<ProgressBar> = None;
+    let mut write_err: Option<Error> = None;
+    let mut on_event = |e: Event| match e {
+        Event::Building { spec } => {
+            if let Some(p) = pb.take() {
+                p.finish_and_clear();
+            }
+            pb = Some(progress(quiet, None, &format!("building {spec}")));
+        }
+        Event::Running { spec, workload, repeat, ops } => {
+            if let Some(p) = pb.take() {
+                p.finish_and_clear();
+            }
+            let msg = format!("{spec} {workload} #{}", repeat + 1);
+            pb = Some(progress(quiet, Some(ops as u64), &msg));
+        }
+        Event::Progress { done } => {
+            if let Some(p) = &pb {
+                p.set_position(done as u64);
+            }
+        }
+        Event::Done(rec) => {
+            let line = serde_json::to_string(&rec).unwrap_or_default();
+            if let Err(e) = writeln!(sink, "{line}").and_then(|_| sink.flush()) {
+                write_err.get_or_insert(Error::io("bench output", e));
+            }
+        }
+    };
+    let result = strata_bench::run(opts, keys, &mut on_event);
+    if let Some(p) = pb.take() {
+        p.finish_and_clear();
+    }
+    if let Some(e) = write_err {
+        return Err(e);
+    }
+    let records = result?;
+    let table = strata_bench::format_table(&records);
+    match json {
+        JsonSink::File(_) => print!("{table}"),
+        JsonSink::Stdout if !quiet => eprint!("{table}"),
+        _ => {}
+    }
+    Ok(records)
+}
+
+fn profile(a: ProfileArgs, quiet: bool) -> Result<()> {
+    let pb = progress(quiet, None, &format!("profiling {}", a.path.display()));
+    let opts = ProfileOptions {
+        file_size: a.file_mib << 20,
+        reads_per_size: a.reads,
+        ..Default::default()
+    };
+    let r = strata::storage::profile_device(&a.path, &opts);
+    pb.finish_and_clear();
+    println!("{}", serde_json::to_string_pretty(&r?).map_err(|e| Error::invalid(e.to_string()))?);
+    Ok(())
+}
+
+fn inspect(a: DirArgs) -> Result<()> {
+    let dir = strata::storage::FsDirectory::open(&a.dir)?;
+    let manifest = index::Manifest::load(&dir)?;
+    let idx = index::open(&a.dir, &OpenOptions::default())?;
+    let stats = idx.stats()?;
+    let mut files = serde_json::Map::new();
+    for name in strata::storage::Directory::list(&dir)? {
+        let len = std::fs::metadata(a.dir.join(&name)).map(|m| m.len()).unwrap_or(0);
+        files.insert(name, len.into());
+    }
+    let out = serde_json::json!({ "manifest": manifest, "stats": stats, "files": files });
+    println!("{}", serde_json::to_string_pretty(&out).map_err(|e| Error::invalid(e.to_string()))?);
+    Ok(())
+}
+
+fn verify(a: DirArgs, quiet: bool) -> Result<()> {
+    let idx = index::open(
+        &a.dir,
+        &OpenOptions {
+            direct: true,
+            resident: Residency::None,
+            ..Default::default()
+        },
+    )?;
+    let pb = progress(quiet, None, &format!("verifying {}", a.dir.display()));
+    let mut done = 0u64;
+    let r = idx.verify(&mut |p| {
+        done += p;
+        pb.set_message(format!("verifying {}: {done} pages", a.dir.display()));
+    });
+    pb.finish_and_clear();
+    let pages = r?;
+    println!("{}", serde_json::json!({ "ok": true, "kind": idx.kind(), "pages_checked": pages, "records": idx.len() }));
+    Ok(())
+}
+
+fn list() -> Result<()> {
+    println!("index kinds:");
+    for k in index::kinds() {
+        println!("  {:<16} {}", k.name(), k.summary());
+    }
+    println!("distributions: {}", Dist::NAMES.join(", "));
+    println!("workloads: {}", Workload::NAMES.join(", "));
+    println!("storage profiles:");
+    for (name, lat, bw, src) in strata::storage::PRESETS {
+        println!("  {name:<10} latency {lat:>8.1} µs  bandwidth {:>8.0} MB/s  ({src})", bw / 1e6);
+    }
+    println!("  local      measured with `strata profile`; custom:LAT_US:BW_MB_S for any other point");
+    Ok(())
+}
