@@ -92,10 +92,12 @@ impl<'a> Records<'a> {
 
 /// An approximate position, as a learned model predicts it.
 ///
-/// Contract: for a query key `x` over `n` sorted keys, the lower bound of `x`
-/// (the index of the first key `>= x`, or `n` if there is none) lies in
-/// `[lo, hi)`, with `lo < hi <= n + 1`. So a present key's position is in
-/// `[lo, hi)`, and reading items `[lo, min(hi, n))` always finds the answer.
+/// Contract, for a query key `x` over `n` sorted keys: if `x` is present, its
+/// item index lies in `[lo, hi)`; in any case its lower bound (the index of
+/// the first key `>= x`, or `n`) lies in `[lo, hi]`, with `lo <= hi <= n`.
+/// Reading items `[lo, hi)` therefore answers a point lookup; a lower bound
+/// equal to `hi` (a key in the gap after the range) needs the record at `hi`.
+/// Models may promise more (`lb < hi`); the engine relies only on this.
 /// `pos` is the point prediction.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct ApproxPos {
