@@ -166,7 +166,7 @@ pub fn generate(dist: Dist, n: usize, seed: u64) -> Result<Vec<u64>> {
             let mut r = rng(seed, 1);
             from_gaps(n, 0, |_| z.sample(&mut r))
         }
-        Dist::Ycsb => sample_distinct_seq(n, |i| fnv1a64(i)),
+        Dist::Ycsb => sample_distinct_seq(n, fnv1a64),
         Dist::Hard { local, global } => hard(n, local, global, seed),
         Dist::FbLike => fb_like(n, seed),
         Dist::OsmLike => osm_like(n, seed),

@@ -8,6 +8,7 @@
 pub mod bytes;
 pub mod datarun;
 pub mod page;
+pub mod paged;
 pub mod sosd;
 
 pub use datarun::{
@@ -15,4 +16,5 @@ pub use datarun::{
     records_per_page,
 };
 pub use page::{PAGE_HEADER_LEN, PageHeader, PageType};
+pub use paged::{PagedFile, PagedMeta, PagedRun, PagedSpec, PagedWriter, entries_per_page};
 pub use sosd::{KeyFileOptions, KeyWidth, check_sorted, read_keys, write_keys};

@@ -21,7 +21,8 @@ use serde::Serialize;
 pub use manifest::{MANIFEST_FILE, MANIFEST_MAGIC, MANIFEST_VERSION, Manifest};
 pub use params::{IndexSpec, Params};
 pub use registry::{
-    BuildOptions, BuildReport, IndexKind, OpenOptions, Residency, build, build_in, build_records, kinds, open, open_in,
+    BuildOptions, BuildReport, IndexKind, OpenOptions, Residency, build, build_in, build_records, kinds,
+    open, open_in,
 };
 pub use scan::{DataRunReader, Fetch, Located, scan_data_run};
 

@@ -13,6 +13,9 @@ use crate::{Error, Result};
 
 static NEXT_FILE_ID: AtomicU64 = AtomicU64::new(1);
 
+/// Cached pages keyed by (file id, page number).
+type PageMap = LruCache<(u64, u64), Arc<[u8]>>;
+
 /// An LRU buffer pool of fixed-size pages, shared by any number of files.
 ///
 /// Entries are keyed by `(file id, page number)`; a [`CachedStorage`] gets a
@@ -21,7 +24,7 @@ static NEXT_FILE_ID: AtomicU64 = AtomicU64::new(1);
 pub struct PageCache {
     page_size: usize,
     capacity: usize,
-    lru: Mutex<LruCache<(u64, u64), Arc<[u8]>>>,
+    lru: Mutex<PageMap>,
     hits: AtomicU64,
     misses: AtomicU64,
 }
@@ -256,7 +259,7 @@ impl Storage for CachedStorage {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
     use crate::storage::{IoStats, MemStorage, SimulatedStorage};

@@ -79,16 +79,27 @@ pub fn fit_line(points: &[(f64, f64)]) -> (f64, f64, f64) {
     if points.len() < 2 {
         return (points.first().map_or(0.0, |p| p.1), 0.0, 0.0);
     }
-    let w: Vec<f64> = points.iter().map(|p| if p.1 > 0.0 { 1.0 / (p.1 * p.1) } else { 1.0 }).collect();
+    let w: Vec<f64> = points
+        .iter()
+        .map(|p| if p.1 > 0.0 { 1.0 / (p.1 * p.1) } else { 1.0 })
+        .collect();
     let sw: f64 = w.iter().sum();
     let mx = points.iter().zip(&w).map(|(p, w)| w * p.0).sum::<f64>() / sw;
     let my = points.iter().zip(&w).map(|(p, w)| w * p.1).sum::<f64>() / sw;
     let sxx: f64 = points.iter().zip(&w).map(|(p, w)| w * (p.0 - mx).powi(2)).sum();
-    let sxy: f64 = points.iter().zip(&w).map(|(p, w)| w * (p.0 - mx) * (p.1 - my)).sum();
+    let sxy: f64 = points
+        .iter()
+        .zip(&w)
+        .map(|(p, w)| w * (p.0 - mx) * (p.1 - my))
+        .sum();
     let syy: f64 = points.iter().zip(&w).map(|(p, w)| w * (p.1 - my).powi(2)).sum();
     let b = if sxx > 0.0 { sxy / sxx } else { 0.0 };
     let a = my - b * mx;
-    let r2 = if sxx > 0.0 && syy > 0.0 { sxy * sxy / (sxx * syy) } else { 1.0 };
+    let r2 = if sxx > 0.0 && syy > 0.0 {
+        sxy * sxy / (sxx * syy)
+    } else {
+        1.0
+    };
     (a, b, r2)
 }
 
@@ -171,7 +182,7 @@ fn run(path: &Path, opts: &ProfileOptions, max_size: usize) -> Result<ProfileRep
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 

@@ -9,12 +9,13 @@ use strata::index::{self, BuildOptions, Index, IndexSpec, OpenOptions, Residency
 /// Named key sets, each strictly increasing.
 pub fn datasets() -> Vec<(&'static str, Vec<u64>)> {
     let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(7);
-    let mut sets: Vec<(&'static str, Vec<u64>)> = Vec::new();
-    sets.push(("empty", vec![]));
-    sets.push(("one", vec![42]));
-    sets.push(("one-max", vec![u64::MAX]));
-    sets.push(("two-extremes", vec![0, u64::MAX]));
-    sets.push(("dense", (0..5_000).collect()));
+    let mut sets: Vec<(&'static str, Vec<u64>)> = vec![
+        ("empty", vec![]),
+        ("one", vec![42]),
+        ("one-max", vec![u64::MAX]),
+        ("two-extremes", vec![0, u64::MAX]),
+        ("dense", (0..5_000).collect()),
+    ];
     // Exactly one full 4 KiB page, and one past it.
     sets.push(("page-255", (0..255).map(|i| i * 10).collect()));
     sets.push(("page-256", (0..256).map(|i| i * 10 + 3).collect()));

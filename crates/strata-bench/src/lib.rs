@@ -11,5 +11,5 @@
 mod report;
 mod runner;
 
-pub use report::{format_table, BenchRecord, IoPerOp, Latency};
-pub use runner::{run, BenchOptions, Event};
+pub use report::{BenchRecord, IoPerOp, Latency, format_table};
+pub use runner::{BenchOptions, Event, run};

@@ -95,7 +95,17 @@ pub fn format_table(records: &[BenchRecord]) -> String {
     let mut out = String::new();
     let header = format!(
         "{:<28} {:<12} {:>10} {:>7} {:>9} {:>9} {:>8} {:>8} {:>11} {:>10} {:>9} {:>6}\n",
-        "index", "workload", "kops/s", "ratio", "p50 µs", "p99 µs", "pages", "reads", "model µs", "mem MiB", "bits/key",
+        "index",
+        "workload",
+        "kops/s",
+        "ratio",
+        "p50 µs",
+        "p99 µs",
+        "pages",
+        "reads",
+        "model µs",
+        "mem MiB",
+        "bits/key",
         "wrong"
     );
     out.push_str(&header);
@@ -106,7 +116,10 @@ pub fn format_table(records: &[BenchRecord]) -> String {
         if base.as_ref().map(|b| b.0 != r.workload).unwrap_or(true) {
             base = Some((r.workload.clone(), r.throughput_ops_s));
         }
-        let ratio = base.as_ref().map(|b| if b.1 > 0.0 { r.throughput_ops_s / b.1 } else { 0.0 }).unwrap_or(1.0);
+        let ratio = base
+            .as_ref()
+            .map(|b| if b.1 > 0.0 { r.throughput_ops_s / b.1 } else { 0.0 })
+            .unwrap_or(1.0);
         let f = |v: Option<f64>, prec: usize| v.map_or("-".to_string(), |x| format!("{x:.prec$}"));
         let mut name = r.spec.clone();
         if name.chars().count() > 28 {

@@ -86,14 +86,24 @@ struct Sample {
 }
 
 fn sanitize(spec: &str) -> String {
-    spec.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect()
+    spec.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 /// Runs every workload on every configuration over `keys` (sorted, distinct).
 /// Fails after reporting if any answer was wrong.
 pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -> Result<Vec<BenchRecord>> {
     if opts.indexes.is_empty() || opts.workloads.is_empty() {
-        return Err(Error::invalid("bench needs at least one --index and one --workload"));
+        return Err(Error::invalid(
+            "bench needs at least one --index and one --workload",
+        ));
     }
     std::fs::create_dir_all(&opts.work_dir).map_err(|e| Error::io(&opts.work_dir, e))?;
     let repeat = opts.repeat.max(1);
@@ -101,7 +111,13 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
     // Read-only builds are shared by every read-only workload and repeat.
     let mut static_builds: Vec<Option<(PathBuf, BuildReport)>> = vec![None; opts.indexes.len()];
     for (w_i, &workload) in opts.workloads.iter().enumerate() {
-        let plan = WorkloadPlan::new(workload, keys, opts.ops, opts.key_choice, opts.seed.wrapping_add(w_i as u64))?;
+        let plan = WorkloadPlan::new(
+            workload,
+            keys,
+            opts.ops,
+            opts.key_choice,
+            opts.seed.wrapping_add(w_i as u64),
+        )?;
         let mut samples: Vec<Vec<Sample>> = (0..opts.indexes.len()).map(|_| Vec::new()).collect();
         let mut reports: Vec<Option<BuildReport>> = vec![None; opts.indexes.len()];
         for rep in 0..repeat {
@@ -110,7 +126,9 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
                 let (dir, report, temporary) = match &plan.bulk {
                     None => {
                         if static_builds[i].is_none() {
-                            on_event(Event::Building { spec: spec_text.clone() });
+                            on_event(Event::Building {
+                                spec: spec_text.clone(),
+                            });
                             let dir = opts.work_dir.join(format!("{}-{}", i, sanitize(&spec_text)));
                             let rep = build(spec, Records::ranked(keys), &dir, opts.page_size)?;
                             static_builds[i] = Some((dir, rep));
@@ -119,8 +137,16 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
                         (d, r, false)
                     }
                     Some((bk, bv)) => {
-                        on_event(Event::Building { spec: spec_text.clone() });
-                        let dir = opts.work_dir.join(format!("{}-{}-{}-{}", i, sanitize(&spec_text), workload, rep));
+                        on_event(Event::Building {
+                            spec: spec_text.clone(),
+                        });
+                        let dir = opts.work_dir.join(format!(
+                            "{}-{}-{}-{}",
+                            i,
+                            sanitize(&spec_text),
+                            workload,
+                            rep
+                        ));
                         let r = build(spec, Records::new(bk, bv)?, &dir, opts.page_size)?;
                         (dir, r, true)
                     }
@@ -141,7 +167,9 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
         }
         for (i, spec) in opts.indexes.iter().enumerate() {
             let runs = std::mem::take(&mut samples[i]);
-            let report = reports[i].take().ok_or_else(|| Error::invalid("missing build report"))?;
+            let report = reports[i]
+                .take()
+                .ok_or_else(|| Error::invalid("missing build report"))?;
             let rec = aggregate(opts, spec, workload, &plan, keys.len(), report, runs);
             on_event(Event::Done(Box::new(rec.clone())));
             records.push(rec);
@@ -204,7 +232,12 @@ fn exec(idx: &dyn Index, op: &Op, strict_scans: bool, buf: &mut Vec<(u64, u64)>)
     })
 }
 
-fn run_one(opts: &BenchOptions, dir: &Path, plan: &WorkloadPlan, on_event: &mut dyn FnMut(Event)) -> Result<Sample> {
+fn run_one(
+    opts: &BenchOptions,
+    dir: &Path,
+    plan: &WorkloadPlan,
+    on_event: &mut dyn FnMut(Event),
+) -> Result<Sample> {
     let idx = open(opts, dir)?;
     if plan.workload.writes() && !idx.supports_updates() {
         return Err(Error::Unsupported(format!(
@@ -239,7 +272,11 @@ fn run_one(opts: &BenchOptions, dir: &Path, plan: &WorkloadPlan, on_event: &mut 
     let io = idx.io().snapshot().since(&before);
     let st = idx.stats()?;
     Ok(Sample {
-        throughput: if elapsed > 0.0 { plan.ops.len() as f64 / elapsed } else { 0.0 },
+        throughput: if elapsed > 0.0 {
+            plan.ops.len() as f64 / elapsed
+        } else {
+            0.0
+        },
         latency: Latency {
             p50: hist.value_at_quantile(0.5),
             p99: hist.value_at_quantile(0.99),
@@ -296,14 +333,19 @@ fn run_threads(idx: &dyn Index, plan: &WorkloadPlan, threads: usize) -> Result<(
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err(Error::invalid("benchmark thread panicked"))))
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::invalid("benchmark thread panicked")))
+            })
             .collect()
     });
     let mut total = new_hist()?;
     let mut wrong = 0;
     for r in results {
         let (h, w) = r?;
-        total.add(&h).map_err(|e| Error::invalid(format!("histogram merge: {e}")))?;
+        total
+            .add(&h)
+            .map_err(|e| Error::invalid(format!("histogram merge: {e}")))?;
         wrong += w;
     }
     Ok((total, wrong))
@@ -334,7 +376,11 @@ fn aggregate(
     };
     BenchRecord {
         index: report.index.clone(),
-        config: if report.config.is_empty() { Map::new() } else { report.config.clone() },
+        config: if report.config.is_empty() {
+            Map::new()
+        } else {
+            report.config.clone()
+        },
         dataset: opts.dataset.clone(),
         n: n as u64,
         workload: workload.to_string(),
@@ -351,7 +397,11 @@ fn aggregate(
             writes_per_op: per(median.io.write_calls),
         },
         memory_bytes: median.memory_bytes,
-        bits_per_key: if n > 0 { 8.0 * median.memory_bytes as f64 / n as f64 } else { 0.0 },
+        bits_per_key: if n > 0 {
+            8.0 * median.memory_bytes as f64 / n as f64
+        } else {
+            0.0
+        },
         disk_bytes: median.disk_bytes,
         build_s: report.build_s,
         build_keys_per_s: report.build_keys_per_s,
@@ -413,7 +463,10 @@ mod tests {
         let pages = (200_000f64 / 255.0).ceil();
         let lookup = &recs[0];
         let ppo = lookup.io.pages_per_op.unwrap();
-        assert!(ppo <= pages.log2().ceil() + 0.01 && ppo >= pages.log2().ceil() - 1.5, "{ppo}");
+        assert!(
+            ppo <= pages.log2().ceil() + 0.01 && ppo >= pages.log2().ceil() - 1.5,
+            "{ppo}"
+        );
     }
 
     #[test]

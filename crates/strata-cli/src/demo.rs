@@ -96,7 +96,12 @@ pub fn run(a: DemoArgs, quiet: bool) -> Result<()> {
             );
         }
         let recs = crate::run_bench(&opts, &keys, crate::JsonSink::Discard, quiet)?;
-        print!("\n{} — {} keys, {} lookups each\n", dist.name(), keys.len(), a.ops);
+        print!(
+            "\n{} — {} keys, {} lookups each\n",
+            dist.name(),
+            keys.len(),
+            a.ops
+        );
         print!("{}", strata_bench::format_table(&recs));
         all.extend(recs);
     }

@@ -18,7 +18,11 @@ use strata::{Error, Result};
 use strata_bench::{BenchOptions, Event};
 
 #[derive(Parser, Debug)]
-#[command(name = "strata", version, about = "Disk-resident learned indexes: build, query, benchmark, tune.")]
+#[command(
+    name = "strata",
+    version,
+    about = "Disk-resident learned indexes: build, query, benchmark, tune."
+)]
 struct Cli {
     /// No progress bars or informational output on stderr.
     #[arg(long, short, global = true)]
@@ -198,9 +202,13 @@ struct DirArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(if cli.quiet { "error" } else { "warn" }))
-        .format_timestamp(None)
-        .init();
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(if cli.quiet {
+        "error"
+    } else {
+        "warn"
+    }))
+    .format_timestamp(None)
+    .init();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -278,7 +286,13 @@ fn generate(a: GenArgs, quiet: bool) -> Result<()> {
     strata::format::write_keys(&a.out, &keys)?;
     pb.finish_and_clear();
     if !quiet {
-        eprintln!("wrote {} {} keys (seed {}) to {}", keys.len(), dist.name(), a.seed, a.out.display());
+        eprintln!(
+            "wrote {} {} keys (seed {}) to {}",
+            keys.len(),
+            dist.name(),
+            a.seed,
+            a.out.display()
+        );
     }
     Ok(())
 }
@@ -289,7 +303,10 @@ fn build(a: BuildArgs, quiet: bool) -> Result<()> {
     let pb = progress(quiet, None, &format!("building {spec} over {} keys", keys.len()));
     let report = index::build(&spec, &keys, &a.out, &BuildOptions { page_size: a.page });
     pb.finish_and_clear();
-    println!("{}", serde_json::to_string(&report?).map_err(|e| Error::invalid(e.to_string()))?);
+    println!(
+        "{}",
+        serde_json::to_string(&report?).map_err(|e| Error::invalid(e.to_string()))?
+    );
     Ok(())
 }
 
@@ -328,27 +345,51 @@ pub(crate) fn resolve_profile(name: &str, near: &Path, quiet: bool) -> Result<St
         return StorageProfile::named(name);
     }
     let pb = progress(quiet, None, "profiling the local device");
-    let dir = if near.is_dir() { near.to_path_buf() } else { near.parent().unwrap_or(Path::new(".")).to_path_buf() };
+    let dir = if near.is_dir() {
+        near.to_path_buf()
+    } else {
+        near.parent().unwrap_or(Path::new(".")).to_path_buf()
+    };
     let r = strata::storage::profile_device(&dir, &ProfileOptions::default());
     pb.finish_and_clear();
     let r = r?;
     if !quiet {
-        eprintln!("local device: latency {:.1} µs, bandwidth {:.0} MB/s", r.latency_us, r.bandwidth_mb_s);
+        eprintln!(
+            "local device: latency {:.1} µs, bandwidth {:.0} MB/s",
+            r.latency_us, r.bandwidth_mb_s
+        );
     }
     r.to_profile()
 }
 
 fn bench(a: BenchArgs, quiet: bool) -> Result<()> {
     let keys = read_key_file(&a.keys, quiet)?;
-    let indexes = a.indexes.iter().map(|s| s.parse()).collect::<Result<Vec<IndexSpec>>>()?;
-    let workloads = a.workloads.iter().map(|s| s.parse()).collect::<Result<Vec<Workload>>>()?;
+    let indexes = a
+        .indexes
+        .iter()
+        .map(|s| s.parse())
+        .collect::<Result<Vec<IndexSpec>>>()?;
+    let workloads = a
+        .workloads
+        .iter()
+        .map(|s| s.parse())
+        .collect::<Result<Vec<Workload>>>()?;
     let work_dir = a.work_dir.clone().unwrap_or_else(|| {
-        let stem = a.keys.data.file_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        let stem = a
+            .keys
+            .data
+            .file_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
         a.keys.data.with_file_name(format!("{stem}.bench"))
     });
     let profile = resolve_profile(&a.profile, &work_dir, quiet)?;
     let dataset = a.dataset.clone().unwrap_or_else(|| {
-        a.keys.data.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "data".into())
+        a.keys
+            .data
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "data".into())
     });
     let opts = BenchOptions {
         dataset,
@@ -405,7 +446,12 @@ pub(crate) fn run_bench(
             }
             pb = Some(progress(quiet, None, &format!("building {spec}")));
         }
-        Event::Running { spec, workload, repeat, ops } => {
+        Event::Running {
+            spec,
+            workload,
+            repeat,
+            ops,
+        } => {
             if let Some(p) = pb.take() {
                 p.finish_and_clear();
             }
@@ -450,7 +496,10 @@ fn profile(a: ProfileArgs, quiet: bool) -> Result<()> {
     };
     let r = strata::storage::profile_device(&a.path, &opts);
     pb.finish_and_clear();
-    println!("{}", serde_json::to_string_pretty(&r?).map_err(|e| Error::invalid(e.to_string()))?);
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&r?).map_err(|e| Error::invalid(e.to_string()))?
+    );
     Ok(())
 }
 
@@ -465,7 +514,10 @@ fn inspect(a: DirArgs) -> Result<()> {
         files.insert(name, len.into());
     }
     let out = serde_json::json!({ "manifest": manifest, "stats": stats, "files": files });
-    println!("{}", serde_json::to_string_pretty(&out).map_err(|e| Error::invalid(e.to_string()))?);
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&out).map_err(|e| Error::invalid(e.to_string()))?
+    );
     Ok(())
 }
 
@@ -486,7 +538,10 @@ fn verify(a: DirArgs, quiet: bool) -> Result<()> {
     });
     pb.finish_and_clear();
     let pages = r?;
-    println!("{}", serde_json::json!({ "ok": true, "kind": idx.kind(), "pages_checked": pages, "records": idx.len() }));
+    println!(
+        "{}",
+        serde_json::json!({ "ok": true, "kind": idx.kind(), "pages_checked": pages, "records": idx.len() })
+    );
     Ok(())
 }
 
@@ -499,7 +554,10 @@ fn list() -> Result<()> {
     println!("workloads: {}", Workload::NAMES.join(", "));
     println!("storage profiles:");
     for (name, lat, bw, src) in strata::storage::PRESETS {
-        println!("  {name:<10} latency {lat:>8.1} µs  bandwidth {:>8.0} MB/s  ({src})", bw / 1e6);
+        println!(
+            "  {name:<10} latency {lat:>8.1} µs  bandwidth {:>8.0} MB/s  ({src})",
+            bw / 1e6
+        );
     }
     println!("  local      measured with `strata profile`; custom:LAT_US:BW_MB_S for any other point");
     Ok(())

@@ -1,0 +1,590 @@
+//! Paged arrays: fixed-width entries packed into checksummed pages.
+//!
+//! The common container of strata's static files: a data run is a paged
+//! array of 16-byte records, an index layer a paged array of its entries (or
+//! of bytes, for a compressed layer stored as one blob). Entry `i` lives on
+//! data page `i / per_page` (file page `i / per_page + 1`; file page 0 is the
+//! header), so any range of entries is read with one aligned read call. Each
+//! data page carries an `aux` word in its header, chosen by the writer (index
+//! layers store the end position of the page's last entry there). See
+//! `docs/format/paged.md`.
+
+use std::sync::Arc;
+
+use super::bytes::{get_u32, get_u64, put_u32, put_u64};
+use super::page::{self, PAGE_HEADER_LEN, PageHeader, PageType, check_page_size};
+use crate::storage::{AlignedBuf, Storage};
+use crate::{Error, Result};
+
+/// Pages written per write call while building.
+const WRITE_BATCH_PAGES: usize = 256;
+/// Offset of the kind-specific header fields in the header page.
+const EXTRA_OFFSET: usize = 64;
+/// Largest kind-specific header.
+pub const MAX_EXTRA: usize = 1024;
+
+/// What kind of paged file: its magic, version, data page type and width.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PagedSpec {
+    /// Magic number (8 ASCII bytes as a little-endian u64).
+    pub magic: u64,
+    /// Format version.
+    pub version: u32,
+    /// Page type of the data pages.
+    pub page_type: PageType,
+    /// Entry width in bytes.
+    pub width: usize,
+    /// Name for error messages ("strata data run", ...).
+    pub name: &'static str,
+}
+
+/// The header of a paged array.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PagedMeta {
+    /// Number of entries.
+    pub count: u64,
+    /// Number of data pages.
+    pub pages: u64,
+    /// Page size in bytes.
+    pub page_size: usize,
+    /// Entry width in bytes.
+    pub width: usize,
+    /// Entries per full page.
+    pub per_page: usize,
+    /// Kind-specific header bytes.
+    pub extra: Vec<u8>,
+}
+
+impl PagedMeta {
+    /// Data page holding entry `i`.
+    #[inline]
+    pub fn page_of(&self, i: u64) -> u64 {
+        i / self.per_page as u64
+    }
+
+    /// Entries on data page `d`.
+    pub fn entries_on(&self, d: u64) -> usize {
+        let start = d * self.per_page as u64;
+        self.count.saturating_sub(start).min(self.per_page as u64) as usize
+    }
+
+    /// File size implied by the header.
+    pub fn file_len(&self) -> u64 {
+        (self.pages + 1) * self.page_size as u64
+    }
+}
+
+/// Entries per page for a page size and entry width.
+pub const fn entries_per_page(page_size: usize, width: usize) -> usize {
+    (page_size - PAGE_HEADER_LEN) / width
+}
+
+/// Streams entries into a new paged array.
+#[derive(Debug)]
+pub struct PagedWriter {
+    storage: Arc<dyn Storage>,
+    spec: PagedSpec,
+    page_size: usize,
+    per_page: usize,
+    batch: AlignedBuf,
+    batch_pages: usize,
+    in_page: usize,
+    page_aux: u64,
+    written_pages: u64,
+    count: u64,
+}
+
+impl PagedWriter {
+    /// Starts a paged array on `storage` (truncated first).
+    pub fn new(storage: Arc<dyn Storage>, spec: PagedSpec, page_size: usize) -> Result<Self> {
+        check_page_size(page_size)?;
+        if spec.width == 0 || spec.width > page_size - PAGE_HEADER_LEN {
+            return Err(Error::invalid(format!(
+                "entry width {} does not fit a page",
+                spec.width
+            )));
+        }
+        storage.set_len(0)?;
+        Ok(PagedWriter {
+            storage,
+            spec,
+            page_size,
+            per_page: entries_per_page(page_size, spec.width),
+            batch: AlignedBuf::zeroed(page_size * WRITE_BATCH_PAGES),
+            batch_pages: 0,
+            in_page: 0,
+            page_aux: 0,
+            written_pages: 0,
+            count: 0,
+        })
+    }
+
+    /// Entries per page.
+    pub fn per_page(&self) -> usize {
+        self.per_page
+    }
+
+    /// Number of entries pushed.
+    pub fn len(&self) -> u64 {
+        self.count
+    }
+
+    /// Whether nothing was pushed.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Appends an entry of exactly `width` bytes. `aux` becomes the page's
+    /// aux word if this entry turns out to be the last one on its page.
+    pub fn push(&mut self, entry: &[u8], aux: u64) -> Result<()> {
+        if entry.len() != self.spec.width {
+            return Err(Error::invalid(format!(
+                "entry of {} bytes in a paged array of width {}",
+                entry.len(),
+                self.spec.width
+            )));
+        }
+        let off = self.batch_pages * self.page_size + PAGE_HEADER_LEN + self.in_page * self.spec.width;
+        if let Some(dst) = self.batch.get_mut(off..off + entry.len()) {
+            dst.copy_from_slice(entry);
+        }
+        self.in_page += 1;
+        self.count += 1;
+        self.page_aux = aux;
+        if self.in_page == self.per_page {
+            self.seal_page()?;
+        }
+        Ok(())
+    }
+
+    /// Mutable access to the bytes of the entry being written next (for
+    /// writers that fill fields in place): call [`PagedWriter::commit`] after.
+    pub fn next_entry_mut(&mut self) -> &mut [u8] {
+        let off = self.batch_pages * self.page_size + PAGE_HEADER_LEN + self.in_page * self.spec.width;
+        let w = self.spec.width;
+        self.batch.get_mut(off..off + w).unwrap_or_default()
+    }
+
+    /// Commits the entry filled through [`PagedWriter::next_entry_mut`].
+    pub fn commit(&mut self, aux: u64) -> Result<()> {
+        self.in_page += 1;
+        self.count += 1;
+        self.page_aux = aux;
+        if self.in_page == self.per_page {
+            self.seal_page()?;
+        }
+        Ok(())
+    }
+
+    fn seal_page(&mut self) -> Result<()> {
+        let start = self.batch_pages * self.page_size;
+        let file_page = self.written_pages + self.batch_pages as u64 + 1;
+        let count = u16::try_from(self.in_page).map_err(|_| Error::invalid("page entry count overflows"))?;
+        if let Some(page) = self.batch.get_mut(start..start + self.page_size) {
+            page::seal(
+                page,
+                file_page,
+                PageHeader {
+                    kind: self.spec.page_type,
+                    flags: 0,
+                    count,
+                    aux: self.page_aux,
+                },
+            );
+        }
+        self.batch_pages += 1;
+        self.in_page = 0;
+        if self.batch_pages == WRITE_BATCH_PAGES {
+            self.flush_batch()?;
+        }
+        Ok(())
+    }
+
+    fn flush_batch(&mut self) -> Result<()> {
+        if self.batch_pages == 0 {
+            return Ok(());
+        }
+        let bytes = self.batch_pages * self.page_size;
+        let off = (self.written_pages + 1) * self.page_size as u64;
+        let part = self.batch.get(..bytes).ok_or_else(|| Error::invalid("batch"))?;
+        self.storage.write_at(off, part)?;
+        self.written_pages += self.batch_pages as u64;
+        self.batch_pages = 0;
+        self.batch.fill(0);
+        Ok(())
+    }
+
+    /// Writes the last page and the header (with `extra` kind-specific
+    /// bytes), syncs, and returns the header.
+    pub fn finish(mut self, extra: &[u8]) -> Result<PagedMeta> {
+        if extra.len() > MAX_EXTRA || EXTRA_OFFSET + 4 + extra.len() > self.page_size {
+            return Err(Error::invalid("paged array header too large"));
+        }
+        if self.in_page > 0 {
+            self.seal_page()?;
+        }
+        self.flush_batch()?;
+        let meta = PagedMeta {
+            count: self.count,
+            pages: self.written_pages,
+            page_size: self.page_size,
+            width: self.spec.width,
+            per_page: self.per_page,
+            extra: extra.to_vec(),
+        };
+        let mut hdr = AlignedBuf::zeroed(self.page_size);
+        let o = PAGE_HEADER_LEN;
+        put_u64(&mut hdr, o, self.spec.magic);
+        put_u32(&mut hdr, o + 8, self.spec.version);
+        put_u32(&mut hdr, o + 12, meta.page_size as u32);
+        put_u64(&mut hdr, o + 16, meta.count);
+        put_u64(&mut hdr, o + 24, meta.pages);
+        put_u32(&mut hdr, o + 32, meta.width as u32);
+        put_u32(&mut hdr, o + 36, meta.per_page as u32);
+        if let Some(b) = hdr.get_mut(o + 40) {
+            *b = self.spec.page_type as u8;
+        }
+        put_u32(&mut hdr, EXTRA_OFFSET, extra.len() as u32);
+        if let Some(dst) = hdr.get_mut(EXTRA_OFFSET + 4..EXTRA_OFFSET + 4 + extra.len()) {
+            dst.copy_from_slice(extra);
+        }
+        page::seal(
+            &mut hdr,
+            0,
+            PageHeader {
+                kind: PageType::FileHeader,
+                flags: 0,
+                count: 0,
+                aux: 0,
+            },
+        );
+        self.storage.write_at(0, &hdr)?;
+        self.storage.sync()?;
+        Ok(meta)
+    }
+}
+
+/// An open paged array.
+#[derive(Debug, Clone)]
+pub struct PagedFile {
+    storage: Arc<dyn Storage>,
+    meta: PagedMeta,
+    spec: PagedSpec,
+}
+
+impl PagedFile {
+    /// Opens a paged array of kind `spec`: checks magic, version, checksum,
+    /// width and sizes.
+    pub fn open(storage: Arc<dyn Storage>, spec: PagedSpec) -> Result<Self> {
+        let name = storage.name().to_string();
+        let file_len = storage.len()?;
+        if file_len < 4096 {
+            return Err(Error::Truncated {
+                file: name,
+                expected: 4096,
+                found: file_len,
+            });
+        }
+        let mut first = AlignedBuf::zeroed(4096);
+        storage.read_at(0, &mut first)?;
+        let o = PAGE_HEADER_LEN;
+        let magic = get_u64(&first, o).unwrap_or(0);
+        if magic != spec.magic {
+            return Err(Error::BadMagic {
+                file: name,
+                expected: spec.name,
+                found: magic,
+            });
+        }
+        let version = get_u32(&first, o + 8).unwrap_or(0);
+        if version != spec.version {
+            return Err(Error::UnsupportedVersion {
+                file: name,
+                found: version,
+                supported: spec.version,
+            });
+        }
+        let page_size = get_u32(&first, o + 12).unwrap_or(0) as usize;
+        check_page_size(page_size)
+            .map_err(|_| Error::corruption(&name, 0, format!("bad page size {page_size}")))?;
+        let mut hdr = AlignedBuf::zeroed(page_size);
+        storage.read_at(0, &mut hdr)?;
+        page::open_typed(&hdr, 0, &name, PageType::FileHeader)?;
+        let count = get_u64(&hdr, o + 16).unwrap_or(0);
+        let pages = get_u64(&hdr, o + 24).unwrap_or(0);
+        let width = get_u32(&hdr, o + 32).unwrap_or(0) as usize;
+        let per_page = get_u32(&hdr, o + 36).unwrap_or(0) as usize;
+        let page_type = hdr.get(o + 40).copied().unwrap_or(0);
+        let extra_len = get_u32(&hdr, EXTRA_OFFSET).unwrap_or(0) as usize;
+        if width != spec.width
+            || page_type != spec.page_type as u8
+            || per_page == 0
+            || per_page != entries_per_page(page_size, width)
+            || pages != count.div_ceil(per_page as u64)
+            || extra_len > MAX_EXTRA
+        {
+            return Err(Error::corruption(&name, 0, "header fields are inconsistent"));
+        }
+        let extra = hdr
+            .get(EXTRA_OFFSET + 4..EXTRA_OFFSET + 4 + extra_len)
+            .ok_or_else(|| Error::corruption(&name, 0, "header extra out of page"))?
+            .to_vec();
+        let meta = PagedMeta {
+            count,
+            pages,
+            page_size,
+            width,
+            per_page,
+            extra,
+        };
+        if file_len < meta.file_len() {
+            return Err(Error::Truncated {
+                file: name,
+                expected: meta.file_len(),
+                found: file_len,
+            });
+        }
+        Ok(PagedFile { storage, meta, spec })
+    }
+
+    /// The header.
+    pub fn meta(&self) -> &PagedMeta {
+        &self.meta
+    }
+
+    /// The storage.
+    pub fn storage(&self) -> &Arc<dyn Storage> {
+        &self.storage
+    }
+
+    /// Reads data pages `[a, b)` (clipped to the file) in one read call and
+    /// verifies each page's checksum, type and entry count.
+    pub fn read_pages(&self, a: u64, b: u64) -> Result<PagedRun> {
+        let b = b.min(self.meta.pages);
+        if a >= b {
+            return Err(Error::invalid(format!(
+                "empty or out-of-range page range [{a}, {b}) of {} ({} pages)",
+                self.storage.name(),
+                self.meta.pages
+            )));
+        }
+        let ps = self.meta.page_size;
+        let n_pages = (b - a) as usize;
+        let mut buf = AlignedBuf::zeroed(n_pages * ps);
+        self.storage.read_at((a + 1) * ps as u64, &mut buf)?;
+        for i in 0..n_pages {
+            let d = a + i as u64;
+            let pg = buf
+                .get(i * ps..(i + 1) * ps)
+                .ok_or_else(|| Error::invalid("page slice"))?;
+            let h = page::open_typed(pg, d + 1, self.storage.name(), self.spec.page_type)?;
+            if h.count as usize != self.meta.entries_on(d) {
+                return Err(Error::corruption(
+                    self.storage.name(),
+                    d + 1,
+                    format!(
+                        "page holds {} entries, expected {}",
+                        h.count,
+                        self.meta.entries_on(d)
+                    ),
+                ));
+            }
+        }
+        Ok(PagedRun {
+            buf,
+            first_page: a,
+            pages: b - a,
+            page_size: ps,
+            width: self.meta.width,
+            per_page: self.meta.per_page as u64,
+            count: self.meta.count,
+        })
+    }
+
+    /// Reads the pages holding entries `[lo, hi)` in one call.
+    pub fn read_entries(&self, lo: u64, hi: u64) -> Result<PagedRun> {
+        let hi = hi.min(self.meta.count);
+        if lo >= hi {
+            return Err(Error::invalid(format!("empty entry range [{lo}, {hi})")));
+        }
+        self.read_pages(self.meta.page_of(lo), self.meta.page_of(hi - 1) + 1)
+    }
+
+    /// Reads every page (in large sequential reads) and returns the entries
+    /// concatenated and each page's aux word.
+    pub fn read_all(&self) -> Result<(Vec<u8>, Vec<u64>)> {
+        let mut flat = Vec::with_capacity(self.meta.count as usize * self.meta.width);
+        let mut aux = Vec::with_capacity(self.meta.pages as usize);
+        let mut d = 0;
+        while d < self.meta.pages {
+            let run = self.read_pages(d, d + 256)?;
+            for p in 0..run.pages {
+                aux.push(run.aux_of_page(run.first_page + p).unwrap_or(0));
+            }
+            let (lo, hi) = run.entry_range();
+            for i in lo..hi {
+                flat.extend_from_slice(run.entry(i).unwrap_or_default());
+            }
+            d += run.pages;
+        }
+        Ok((flat, aux))
+    }
+
+    /// Reads and verifies every page; returns the number of pages.
+    pub fn verify(&self, progress: &mut dyn FnMut(u64)) -> Result<u64> {
+        let mut d = 0;
+        while d < self.meta.pages {
+            let run = self.read_pages(d, d + 256)?;
+            d += run.pages;
+            progress(run.pages);
+        }
+        Ok(self.meta.pages + 1)
+    }
+}
+
+/// Consecutive verified pages of a paged array, held in memory.
+#[derive(Debug, Clone)]
+pub struct PagedRun {
+    buf: AlignedBuf,
+    first_page: u64,
+    pages: u64,
+    page_size: usize,
+    width: usize,
+    per_page: u64,
+    count: u64,
+}
+
+impl PagedRun {
+    /// First data page of the run.
+    pub fn first_page(&self) -> u64 {
+        self.first_page
+    }
+
+    /// Number of pages.
+    pub fn pages(&self) -> u64 {
+        self.pages
+    }
+
+    /// Entry indexes `[lo, hi)` held by the run.
+    pub fn entry_range(&self) -> (u64, u64) {
+        let lo = self.first_page * self.per_page;
+        let hi = ((self.first_page + self.pages) * self.per_page).min(self.count);
+        (lo, hi)
+    }
+
+    /// Byte offset of entry `i` in the run's buffer.
+    #[inline]
+    pub fn offset_of(&self, i: u64) -> Option<usize> {
+        let (lo, hi) = self.entry_range();
+        if i < lo || i >= hi {
+            return None;
+        }
+        let page = i / self.per_page - self.first_page;
+        let slot = i % self.per_page;
+        Some(page as usize * self.page_size + PAGE_HEADER_LEN + slot as usize * self.width)
+    }
+
+    /// The bytes of entry `i`.
+    #[inline]
+    pub fn entry(&self, i: u64) -> Option<&[u8]> {
+        let off = self.offset_of(i)?;
+        self.buf.get(off..off + self.width)
+    }
+
+    /// The `u64` at byte `field` of entry `i`.
+    #[inline]
+    pub fn u64_at(&self, i: u64, field: usize) -> Option<u64> {
+        get_u64(&self.buf, self.offset_of(i)? + field)
+    }
+
+    /// The aux word of data page `d` (if the run holds it).
+    pub fn aux_of_page(&self, d: u64) -> Option<u64> {
+        if d < self.first_page || d >= self.first_page + self.pages {
+            return None;
+        }
+        get_u64(&self.buf, (d - self.first_page) as usize * self.page_size + 8)
+    }
+
+    /// Entries per page.
+    pub fn per_page(&self) -> u64 {
+        self.per_page
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+    use crate::storage::{Directory, MemDirectory};
+
+    const SPEC: PagedSpec = PagedSpec {
+        magic: u64::from_le_bytes(*b"TESTPAGD"),
+        version: 3,
+        page_type: PageType::Layer,
+        width: 24,
+        name: "test paged array",
+    };
+
+    #[test]
+    fn roundtrip_with_aux_and_extra() {
+        let dir = MemDirectory::new();
+        let f = dir.create("a").unwrap();
+        let mut w = PagedWriter::new(f.clone(), SPEC, 4096).unwrap();
+        assert_eq!(w.per_page(), (4096 - 16) / 24);
+        for i in 0..1000u64 {
+            let mut e = [0u8; 24];
+            e[..8].copy_from_slice(&i.to_le_bytes());
+            e[16..].copy_from_slice(&(i * 3).to_le_bytes());
+            w.push(&e, i + 1).unwrap();
+        }
+        let meta = w.finish(b"hello").unwrap();
+        let p = PagedFile::open(f, SPEC).unwrap();
+        assert_eq!(p.meta(), &meta);
+        assert_eq!(p.meta().extra, b"hello");
+        let run = p.read_entries(100, 400).unwrap();
+        for i in 100..400 {
+            assert_eq!(run.u64_at(i, 0), Some(i));
+            assert_eq!(run.u64_at(i, 16), Some(i * 3));
+        }
+        // aux of a page = aux given with its last entry = index of the next entry.
+        let pp = meta.per_page as u64;
+        assert_eq!(run.aux_of_page(1), Some(2 * pp));
+        let (flat, aux) = p.read_all().unwrap();
+        assert_eq!(flat.len(), 1000 * 24);
+        assert_eq!(aux.len() as u64, meta.pages);
+        assert_eq!(*aux.last().unwrap(), 1000);
+        assert_eq!(p.verify(&mut |_| {}).unwrap(), meta.pages + 1);
+    }
+
+    #[test]
+    fn wrong_kind_and_corruption() {
+        let dir = MemDirectory::new();
+        let f = dir.create("a").unwrap();
+        let mut w = PagedWriter::new(f.clone(), SPEC, 4096).unwrap();
+        for _ in 0..500 {
+            w.push(&[7u8; 24], 0).unwrap();
+        }
+        w.finish(&[]).unwrap();
+        let other = PagedSpec { magic: 1, ..SPEC };
+        assert!(matches!(
+            PagedFile::open(f.clone(), other).unwrap_err(),
+            Error::BadMagic { .. }
+        ));
+        let newer = PagedSpec { version: 4, ..SPEC };
+        assert!(matches!(
+            PagedFile::open(f.clone(), newer).unwrap_err(),
+            Error::UnsupportedVersion { .. }
+        ));
+        let wider = PagedSpec { width: 16, ..SPEC };
+        assert!(PagedFile::open(f.clone(), wider).unwrap_err().is_corruption());
+        dir.file("a").unwrap().corrupt_byte(4096 * 2 + 500);
+        let p = PagedFile::open(f, SPEC).unwrap();
+        assert!(p.read_pages(0, 1).is_ok());
+        assert!(matches!(
+            p.read_pages(1, 2).unwrap_err(),
+            Error::Corruption { page: 2, .. }
+        ));
+        assert!(p.read_all().is_err());
+        assert!(PagedWriter::new(dir.create("b").unwrap(), PagedSpec { width: 0, ..SPEC }, 4096).is_err());
+    }
+}
