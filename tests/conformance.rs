@@ -19,3 +19,19 @@ fn binary_16k_pages() {
     let idx = strata::index::open(tmp.path(), &Default::default()).unwrap();
     common::check_against_oracle(idx.as_ref(), &keys, "binary 16k");
 }
+
+#[test]
+fn zonemap() {
+    common::battery("zonemap");
+}
+
+#[test]
+fn btree_static() {
+    common::battery("btree-static");
+    common::battery("btree-static:fanout=4");
+}
+
+#[test]
+fn zonemap_one_by_one() {
+    common::battery("zonemap:fetch=one-by-one");
+}

@@ -32,7 +32,7 @@ pub struct PagedSpec {
     pub version: u32,
     /// Page type of the data pages.
     pub page_type: PageType,
-    /// Entry width in bytes.
+    /// Entry width in bytes; 0 when opening accepts any width (the header's).
     pub width: usize,
     /// Name for error messages ("strata data run", ...).
     pub name: &'static str,
@@ -316,7 +316,8 @@ impl PagedFile {
         let per_page = get_u32(&hdr, o + 36).unwrap_or(0) as usize;
         let page_type = hdr.get(o + 40).copied().unwrap_or(0);
         let extra_len = get_u32(&hdr, EXTRA_OFFSET).unwrap_or(0) as usize;
-        if width != spec.width
+        if (spec.width != 0 && width != spec.width)
+            || width == 0
             || page_type != spec.page_type as u8
             || per_page == 0
             || per_page != entries_per_page(page_size, width)
@@ -344,7 +345,11 @@ impl PagedFile {
                 found: file_len,
             });
         }
-        Ok(PagedFile { storage, meta, spec })
+        Ok(PagedFile {
+            storage,
+            meta,
+            spec: PagedSpec { width, ..spec },
+        })
     }
 
     /// The header.

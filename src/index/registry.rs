@@ -127,7 +127,9 @@ pub trait IndexKind: Send + Sync {
 
 /// Every index kind this build knows.
 pub fn kinds() -> Vec<&'static dyn IndexKind> {
-    vec![&super::binary::BinaryKind]
+    let mut k: Vec<&'static dyn IndexKind> = vec![&super::binary::BinaryKind];
+    k.extend(super::layered::LAYERED_KINDS.iter().map(|l| l as &dyn IndexKind));
+    k
 }
 
 fn find(kind: &str) -> Result<&'static dyn IndexKind> {

@@ -1,0 +1,285 @@
+//! Index layers: what they store, how they are laid out in paged files, and
+//! how one search step maps a key to a range of the layer below.
+//!
+//! Every layer is a sorted array of entries, each covering the keys from its
+//! own key up to the next entry's key (AirIndex's piecewise layer). A search
+//! step reads a window of entries (all of them at the root), picks the last
+//! entry whose key is `<=` the query, and turns it into a position range in
+//! the layer below:
+//!
+//! - `Step` entries `(key, start)`: the range is `[start_j, start_{j+1})`
+//!   (AirIndex's step node, a B+-tree level);
+//! - `Zone` entries `(key)` with implicit positions: entry `j` covers
+//!   `[j * span, (j + 1) * span)` (a zone map: one key per data page);
+//! - `Band` entries `(key, slope, intercept)`: a linear prediction with a
+//!   measured error bound (AirIndex's band node, a PGM/FITing/RS segment);
+//! - `Leaf` entries of an RMI, chosen directly by the root model.
+//!
+//! The successor value an entry needs (`start_{j+1}` of a step, the next
+//! intercept of a band) is the next entry's field, or, for the last entry on a
+//! page, the page's `aux` word, so one page always suffices.
+
+use serde::{Deserialize, Serialize};
+
+use crate::format::bytes::get_u64;
+use crate::format::{PageType, PagedRun, PagedSpec};
+use crate::{Error, Result};
+
+/// Magic number of an index layer file: `STRATALY`.
+pub const LAYER_MAGIC: u64 = u64::from_le_bytes(*b"STRATALY");
+/// Format version of layer files.
+pub const LAYER_VERSION: u32 = 1;
+
+/// The layer file spec for entries of `width` bytes.
+pub fn layer_spec(width: usize) -> PagedSpec {
+    PagedSpec {
+        magic: LAYER_MAGIC,
+        version: LAYER_VERSION,
+        page_type: PageType::Layer,
+        width,
+        name: "strata index layer",
+    }
+}
+
+/// What a layer is, with the parameters a search step needs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum LayerKind {
+    /// `(key u64, start u64)`; exact ranges `[start_j, start_{j+1})`.
+    Step,
+    /// `(key u64)`; entry `j` covers `[j * span, (j + 1) * span)`.
+    Zone {
+        /// Positions per entry (records per page for a zone map).
+        span: u64,
+    },
+    /// `(key u64, slope f64, intercept u64)`: prediction `p` in units of
+    /// `granule` positions; range `[(p - eps_lo) * granule, (p + eps_hi + 1) * granule)`,
+    /// widened to whole pages of `zero_page` positions when that is non-zero
+    /// (Zhang's disk-based zero intervals).
+    Band {
+        /// Positions per predicted unit (1 item level, records per page at page level).
+        granule: u64,
+        /// Page size in positions for zero-interval error, 0 for plain error.
+        zero_page: u64,
+        /// Measured bound below the prediction.
+        eps_lo: u64,
+        /// Measured bound above the prediction.
+        eps_hi: u64,
+    },
+}
+
+impl LayerKind {
+    /// Entry width in bytes.
+    pub fn width(&self) -> usize {
+        match self {
+            LayerKind::Step => 16,
+            LayerKind::Zone { .. } => 8,
+            LayerKind::Band { .. } => 24,
+        }
+    }
+
+    /// Whether ranges are exact (the wanted entry of an index layer below is
+    /// inside the range); approximate layers' ranges are widened by one entry
+    /// on each side when the layer below is an index layer.
+    pub fn exact(&self) -> bool {
+        matches!(self, LayerKind::Step | LayerKind::Zone { .. })
+    }
+
+    /// Byte offset of the field whose successor value the entry needs.
+    pub fn successor_field(&self) -> Option<usize> {
+        match self {
+            LayerKind::Step => Some(8),
+            LayerKind::Zone { .. } => None,
+            LayerKind::Band { .. } => Some(16),
+        }
+    }
+
+    /// Encodes the kind for the layer file header.
+    pub fn encode(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Decodes a layer file header.
+    pub fn decode(bytes: &[u8], file: &str) -> Result<Self> {
+        serde_json::from_slice(bytes).map_err(|e| Error::corruption(file, 0, format!("layer header: {e}")))
+    }
+}
+
+/// Read access to a window of a layer's entries, resident or just read.
+pub trait Entries {
+    /// The `u64` at byte `field` of entry `i`.
+    fn u64_at(&self, i: u64, field: usize) -> Option<u64>;
+    /// The aux word of the page holding entry `i`.
+    fn page_aux(&self, i: u64) -> Option<u64>;
+    /// Entries `[lo, hi)` available.
+    fn range(&self) -> (u64, u64);
+}
+
+impl Entries for PagedRun {
+    fn u64_at(&self, i: u64, field: usize) -> Option<u64> {
+        PagedRun::u64_at(self, i, field)
+    }
+    fn page_aux(&self, i: u64) -> Option<u64> {
+        self.aux_of_page(i / self.per_page())
+    }
+    fn range(&self) -> (u64, u64) {
+        self.entry_range()
+    }
+}
+
+/// A layer held in memory: its entries back to back, and each page's aux.
+#[derive(Debug, Clone)]
+pub struct ResidentEntries {
+    /// Entry bytes, `count * width`.
+    pub flat: Vec<u8>,
+    /// Aux word of each page of the layer file.
+    pub aux: Vec<u64>,
+    /// Entry width.
+    pub width: usize,
+    /// Entries per page of the layer file.
+    pub per_page: u64,
+    /// Number of entries.
+    pub count: u64,
+}
+
+impl Entries for ResidentEntries {
+    #[inline]
+    fn u64_at(&self, i: u64, field: usize) -> Option<u64> {
+        if i >= self.count {
+            return None;
+        }
+        get_u64(&self.flat, i as usize * self.width + field)
+    }
+    fn page_aux(&self, i: u64) -> Option<u64> {
+        self.aux.get((i / self.per_page) as usize).copied()
+    }
+    fn range(&self) -> (u64, u64) {
+        (0, self.count)
+    }
+}
+
+impl ResidentEntries {
+    /// Heap bytes held.
+    pub fn memory_bytes(&self) -> u64 {
+        (self.flat.capacity() + self.aux.capacity() * 8) as u64
+    }
+}
+
+/// The value of `field` for the entry after `i`: the next entry's field if
+/// the window holds it, else the aux word of `i`'s page.
+#[inline]
+fn successor(e: &dyn Entries, i: u64, field: usize) -> Option<u64> {
+    e.u64_at(i + 1, field).or_else(|| e.page_aux(i))
+}
+
+/// Index of the last entry in `[lo, hi)` whose key is `<= key`, or `lo` if
+/// every key is larger.
+#[inline]
+pub fn last_le(e: &dyn Entries, key: u64, lo: u64, hi: u64) -> u64 {
+    let (mut a, mut b) = (lo, hi);
+    // Invariant: entries before `a` are <= key, entries from `b` are > key.
+    while a < b {
+        let mid = a + (b - a) / 2;
+        match e.u64_at(mid, 0) {
+            Some(k) if k <= key => a = mid + 1,
+            _ => b = mid,
+        }
+    }
+    if a > lo { a - 1 } else { lo }
+}
+
+/// Prediction of band entry `j` for `key`, in granules, clamped to
+/// `[0, max_unit]` and to the next entry's intercept. Integer/IEEE arithmetic
+/// that is monotone in `key`; the builder measures errors with this very
+/// function, so the stored bounds hold for it exactly.
+#[inline]
+pub fn band_predict(entry_key: u64, slope: f64, intercept: u64, next_intercept: u64, key: u64, max_unit: u64) -> u64 {
+    let d = key.saturating_sub(entry_key) as f64;
+    let t = slope * d;
+    let raw = if t.is_finite() && t >= 0.0 {
+        // Saturating float-to-int conversion; adding in u64 saturates too.
+        intercept.saturating_add(t as u64)
+    } else {
+        intercept
+    };
+    raw.min(next_intercept).min(max_unit)
+}
+
+/// One search step in a layer: the range of positions in the layer below
+/// (count `below`) for `key`, using entries `[lo, hi)` of the window.
+pub fn step(kind: &LayerKind, e: &dyn Entries, key: u64, lo: u64, hi: u64, below: u64) -> Result<(u64, u64)> {
+    let j = last_le(e, key, lo, hi);
+    let corrupt = || Error::corruption("index layer", 0, format!("entry {j} missing from the window"));
+    match kind {
+        LayerKind::Step => {
+            let start = e.u64_at(j, 8).ok_or_else(corrupt)?;
+            let end = successor(e, j, 8).ok_or_else(corrupt)?;
+            Ok((start.min(below), end.min(below).max(start.min(below))))
+        }
+        LayerKind::Zone { span } => {
+            let start = j.saturating_mul(*span).min(below);
+            Ok((start, start.saturating_add(*span).min(below)))
+        }
+        LayerKind::Band {
+            granule,
+            zero_page,
+            eps_lo,
+            eps_hi,
+        } => {
+            let k = e.u64_at(j, 0).ok_or_else(corrupt)?;
+            let slope = e.u64_at(j, 8).map(f64::from_bits).ok_or_else(corrupt)?;
+            let c = e.u64_at(j, 16).ok_or_else(corrupt)?;
+            let next = successor(e, j, 16).ok_or_else(corrupt)?;
+            let g = (*granule).max(1);
+            let max_unit = below.div_ceil(g);
+            let p = band_predict(k, slope, c, next, key, max_unit);
+            Ok(band_range(p, *eps_lo, *eps_hi, g, *zero_page, below))
+        }
+    }
+}
+
+/// The position range of a band prediction `p` (in granules).
+#[inline]
+pub fn band_range(p: u64, eps_lo: u64, eps_hi: u64, granule: u64, zero_page: u64, below: u64) -> (u64, u64) {
+    let mut lo = p.saturating_sub(eps_lo).saturating_mul(granule);
+    let mut hi = p.saturating_add(eps_hi).saturating_add(1).saturating_mul(granule);
+    if zero_page > 0 {
+        lo = lo / zero_page * zero_page;
+        // The last position of the upper page, plus one.
+        hi = (hi.saturating_sub(1) / zero_page).saturating_add(1).saturating_mul(zero_page);
+    }
+    let lo = lo.min(below);
+    (lo, hi.min(below).max(lo))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn band_range_rounds_to_pages() {
+        // Plain: p=100, eps 3/4 → [97, 105).
+        assert_eq!(band_range(100, 3, 4, 1, 0, 1000), (97, 105));
+        // Zero intervals with 10-item pages: [90, 110).
+        assert_eq!(band_range(100, 3, 4, 1, 10, 1000), (90, 110));
+        // Page granularity: unit 10 items, p=5 → [50, 60).
+        assert_eq!(band_range(5, 0, 0, 10, 0, 1000), (50, 60));
+        // Clamped to the layer below.
+        assert_eq!(band_range(0, 5, 5, 1, 0, 3), (0, 3));
+        assert_eq!(band_range(u64::MAX, 5, 5, 1, 0, 3), (3, 3));
+    }
+
+    #[test]
+    fn band_predict_is_monotone_and_clamped() {
+        let mut prev = 0;
+        for k in (0..1000u64).map(|i| i * (u64::MAX / 1000)) {
+            let p = band_predict(0, 1e-15, 10, 500, k, 10_000);
+            assert!(p >= prev);
+            assert!(p <= 500);
+            prev = p;
+        }
+        assert_eq!(band_predict(100, 1.0, 7, 1000, 50, 10_000), 7, "keys below the entry saturate");
+        assert_eq!(band_predict(0, f64::INFINITY, 7, 1000, 50, 10_000), 7);
+    }
+}

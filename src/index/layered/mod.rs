@@ -1,0 +1,226 @@
+//! The static layered index: layers over a data run.
+//!
+//! One engine holds every static index of the papers as a configuration
+//! (ARCHITECTURE.md, "One idea holds it together"): a stack of layers over a
+//! [`DataRun`], each layer a piecewise function from a key to a range of
+//! positions in the layer below. A lookup goes top-down: the root layer is
+//! read whole, every other layer only in the window the layer above
+//! predicted, and the last range is read from the data run (Zhang G1: all
+//! pages at once, or one by one).
+//!
+//! With `resident=index` every layer is held in memory and only data pages are
+//! read (Zhang's setting); with `resident=none` every layer is read from
+//! storage on every lookup (AirIndex's cold first query).
+
+mod build;
+mod kinds;
+mod layer;
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+pub use build::{LayerBuild, SegmentLine, band_layer, step_layer, step_stack, write_layer, zone_layer};
+pub use kinds::{Design, LayeredKind, LAYERED_KINDS};
+pub use layer::{Entries, LAYER_MAGIC, LAYER_VERSION, LayerKind, ResidentEntries, band_predict, band_range, layer_spec, step};
+
+use super::{ApproxPos, DataRunReader, Fetch, Index, IndexStats, Record};
+use crate::format::PagedFile;
+use crate::storage::{Directory, IoStats};
+use crate::{Error, Result};
+
+/// File name of layer `i` (0 = the layer right above the data).
+pub fn layer_file(i: usize) -> String {
+    format!("layer-{i}.bin")
+}
+
+/// One layer of an open index.
+#[derive(Debug)]
+pub struct OpenLayer {
+    kind: LayerKind,
+    file: PagedFile,
+    resident: Option<ResidentEntries>,
+}
+
+impl OpenLayer {
+    fn count(&self) -> u64 {
+        self.file.meta().count
+    }
+}
+
+/// A static layered index.
+#[derive(Debug)]
+pub struct LayeredIndex {
+    kind: String,
+    data: DataRunReader,
+    /// Bottom-up: `layers[0]` indexes the data run.
+    layers: Vec<OpenLayer>,
+    fetch: Fetch,
+    stats: Arc<IoStats>,
+    dir: Arc<dyn Directory>,
+    models: Option<u64>,
+}
+
+impl LayeredIndex {
+    /// Opens the data run and `layers` layer files; loads them into memory
+    /// when `resident`.
+    pub fn open(
+        kind: &str,
+        dir: Arc<dyn Directory>,
+        io: &crate::storage::IoContext,
+        layers: usize,
+        resident: bool,
+        fetch: Fetch,
+        models: Option<u64>,
+    ) -> Result<Self> {
+        let run = crate::format::DataRun::open(io.wrap(dir.open(super::binary::DATA_FILE)?))?;
+        let mut open = Vec::with_capacity(layers);
+        for i in 0..layers {
+            let name = layer_file(i);
+            let raw = dir.open(&name)?;
+            let file_name = raw.name().to_string();
+            // Layer files are read through the same accounting as data.
+            let storage = io.wrap(raw);
+            // Any width: the layer kind in the header decides it.
+            let file = PagedFile::open(storage, layer_spec(0))?;
+            let kind = LayerKind::decode(&file.meta().extra, &file_name)?;
+            if kind.width() != file.meta().width {
+                return Err(Error::corruption(&file_name, 0, "layer kind and entry width disagree"));
+            }
+            let resident = if resident {
+                let (flat, aux) = file.read_all()?;
+                Some(ResidentEntries {
+                    flat,
+                    aux,
+                    width: file.meta().width,
+                    per_page: file.meta().per_page as u64,
+                    count: file.meta().count,
+                })
+            } else {
+                None
+            };
+            open.push(OpenLayer { kind, file, resident });
+        }
+        // Loading resident layers is not part of any lookup's I/O.
+        io.stats.reset();
+        Ok(LayeredIndex {
+            kind: kind.to_string(),
+            data: DataRunReader::new(run),
+            layers: open,
+            fetch,
+            stats: io.stats.clone(),
+            dir,
+            models,
+        })
+    }
+
+    /// The predicted range of the data run for `key`.
+    pub fn predict(&self, key: u64) -> Result<ApproxPos> {
+        let n = self.data.len();
+        let Some(top) = self.layers.last() else {
+            return Ok(ApproxPos { pos: 0, lo: 0, hi: n });
+        };
+        let mut window = (0u64, top.count());
+        for l in (0..self.layers.len()).rev() {
+            let layer = &self.layers[l];
+            let below = if l == 0 { n } else { self.layers[l - 1].count() };
+            let (lo, hi) = window;
+            let range = if lo >= hi {
+                (lo.min(below), lo.min(below))
+            } else if let Some(res) = &layer.resident {
+                step(&layer.kind, res, key, lo, hi, below)?
+            } else {
+                let run = layer.file.read_entries(lo, hi)?;
+                step(&layer.kind, &run, key, lo, hi, below)?
+            };
+            window = if l > 0 && !layer.kind.exact() {
+                // The wanted entry below is the last one <= key: one before
+                // the lower bound at most, and the bound may be `hi`.
+                (range.0.saturating_sub(1), range.1.saturating_add(1).min(below))
+            } else {
+                range
+            };
+            if l > 0 && window.0 >= window.1 && below > 0 {
+                // Never hand an empty window to an index layer.
+                window = (window.0.min(below - 1), window.0.min(below - 1) + 1);
+            }
+        }
+        Ok(ApproxPos {
+            pos: window.0 + (window.1 - window.0) / 2,
+            lo: window.0,
+            hi: window.1,
+        })
+    }
+
+    /// Sizes of the layers (entries, bytes, kind), bottom-up.
+    pub fn layer_summary(&self) -> Vec<Value> {
+        self.layers
+            .iter()
+            .map(|l| {
+                json!({
+                    "kind": l.kind,
+                    "entries": l.count(),
+                    "bytes": l.count() * l.kind.width() as u64,
+                    "resident": l.resident.is_some(),
+                })
+            })
+            .collect()
+    }
+}
+
+impl Index for LayeredIndex {
+    fn kind(&self) -> &str {
+        &self.kind
+    }
+
+    fn len(&self) -> u64 {
+        self.data.len()
+    }
+
+    fn get(&self, key: u64) -> Result<Option<u64>> {
+        let a = self.predict(key)?;
+        self.data.get(key, a, self.fetch)
+    }
+
+    fn lower_bound(&self, key: u64) -> Result<Option<Record>> {
+        let a = self.predict(key)?;
+        self.data.lower_bound(key, a, self.fetch)
+    }
+
+    fn scan(&self, from: u64, count: usize, out: &mut Vec<Record>) -> Result<()> {
+        let a = self.predict(from)?;
+        self.data.scan(from, a, self.fetch, count, out)
+    }
+
+    fn approx(&self, key: u64) -> Result<Option<ApproxPos>> {
+        self.predict(key).map(Some)
+    }
+
+    fn stats(&self) -> Result<IndexStats> {
+        let resident: u64 = self.layers.iter().filter_map(|l| l.resident.as_ref()).map(|r| r.memory_bytes()).sum();
+        let mut st = IndexStats {
+            kind: self.kind.clone(),
+            n: self.data.len(),
+            memory_bytes: resident,
+            disk_bytes: self.dir.total_bytes()?,
+            models: self.models,
+            height: Some(self.layers.len() as u32),
+            ..Default::default()
+        };
+        st.extra.insert("layers".into(), Value::Array(self.layer_summary()));
+        st.extra.insert("fetch".into(), json!(self.fetch));
+        Ok(st)
+    }
+
+    fn verify(&self, progress: &mut dyn FnMut(u64)) -> Result<u64> {
+        let mut pages = self.data.run().verify(progress)?;
+        for l in &self.layers {
+            pages += l.file.verify(progress)?;
+        }
+        Ok(pages)
+    }
+
+    fn io(&self) -> &Arc<IoStats> {
+        &self.stats
+    }
+}
