@@ -8,6 +8,7 @@
 //! Python bindings treat every kind alike.
 
 pub mod binary;
+pub mod btree;
 mod manifest;
 mod params;
 mod registry;

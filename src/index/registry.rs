@@ -127,7 +127,7 @@ pub trait IndexKind: Send + Sync {
 
 /// Every index kind this build knows.
 pub fn kinds() -> Vec<&'static dyn IndexKind> {
-    vec![&super::binary::BinaryKind]
+    vec![&super::binary::BinaryKind, &super::btree::BTreeKind]
 }
 
 fn find(kind: &str) -> Result<&'static dyn IndexKind> {
