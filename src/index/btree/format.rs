@@ -187,7 +187,6 @@ impl Meta {
         let page_size = get_u32(&first, o + 12).unwrap_or(0) as usize;
         check_page_size(page_size)
             .map_err(|_| Error::corruption(&name, 0, format!("bad page size {page_size}")))?;
-        let mut hdr = AlignedBuf::zeroed(page_size);
         if page_size as u64 > file_len {
             return Err(Error::Truncated {
                 file: name,
@@ -195,6 +194,7 @@ impl Meta {
                 found: file_len,
             });
         }
+        let mut hdr = AlignedBuf::zeroed(page_size);
         storage.read_at(0, &mut hdr)?;
         page::open_typed(&hdr, META_PAGE, &name, PageType::FileHeader)?;
         let u64_at = |off: usize| get_u64(&hdr, o + off).unwrap_or(0);

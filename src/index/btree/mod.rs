@@ -203,7 +203,7 @@ impl BTree {
             }
         }
         io.page_size = meta.page_size;
-        let storage = io.wrap(raw);
+        let storage = io.wrap(raw.clone());
         let mut tree = BTree {
             storage,
             dir,
@@ -220,7 +220,14 @@ impl BTree {
             }),
         };
         if residency == Residency::Index && meta.height >= 2 {
-            let pinned = Pinned::load(&tree, &meta)?;
+            // Counted, but not through the page cache: pinned pages would
+            // only take cache slots from leaves.
+            let uncached = IoContext {
+                cache: None,
+                ..io.clone()
+            }
+            .wrap(raw);
+            let pinned = Pinned::load(uncached.as_ref(), &meta)?;
             tree.state.get_mut().pinned = Some(pinned);
         }
         Ok(tree)

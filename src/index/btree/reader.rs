@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 use super::format::{InnerNode, InnerPage, LeafPage, META_PAGE, Meta, NO_PAGE, open_free};
 use super::{BTree, State};
 use crate::index::Record;
-use crate::storage::AlignedBuf;
+use crate::storage::{AlignedBuf, Storage};
 use crate::{Error, Result};
 
 /// Longest run of consecutive pages read with one call when pinning.
@@ -64,6 +64,15 @@ pub(super) struct PNode {
     pub slots: Vec<u32>,
 }
 
+impl PNode {
+    /// Releases spare capacity (pinned memory is what it holds).
+    pub fn shrink(&mut self) {
+        self.node.keys.shrink_to_fit();
+        self.node.children.shrink_to_fit();
+        self.slots.shrink_to_fit();
+    }
+}
+
 /// Every inner node of the tree, decoded, in an arena indexed by slot.
 #[derive(Debug, Default)]
 pub(super) struct Pinned {
@@ -79,9 +88,9 @@ impl Pinned {
     /// by level from the root, reading runs of consecutive pages with one
     /// call each. Checks checksums, page types, that keys increase, that
     /// child pages are allocated and referenced once, and the node count.
-    pub fn load(tree: &BTree, meta: &Meta) -> Result<Pinned> {
-        let name = tree.name();
-        let ps = tree.page_size;
+    pub fn load(storage: &dyn Storage, meta: &Meta) -> Result<Pinned> {
+        let name = storage.name();
+        let ps = meta.page_size;
         let mut p = Pinned {
             nodes: Vec::with_capacity(usize::try_from(meta.inner).unwrap_or(0)),
             free_slots: Vec::new(),
@@ -114,7 +123,7 @@ impl Pinned {
                 let run = buf
                     .get_mut(..len * ps)
                     .ok_or_else(|| Error::invalid("pin buffer"))?;
-                tree.storage.read_at(tree.offset(first), run)?;
+                storage.read_at(first * ps as u64, run)?;
                 for (k, page) in run.chunks_exact(ps).enumerate() {
                     let page_no = first + k as u64;
                     let view = InnerPage::open(page, page_no, name)?;
@@ -190,7 +199,8 @@ impl Pinned {
     }
 
     /// Stores a new node and returns its slot.
-    pub fn alloc(&mut self, n: PNode) -> u32 {
+    pub fn alloc(&mut self, mut n: PNode) -> u32 {
+        n.shrink();
         if let Some(s) = self.free_slots.pop() {
             if let Some(dst) = self.nodes.get_mut(s as usize) {
                 *dst = n;

@@ -239,6 +239,7 @@ impl BTree {
         if let Some(pn) = st.pinned.as_mut().and_then(|p| p.get_mut(slot)) {
             pn.node = node;
             pn.slots = slots;
+            pn.shrink();
         }
     }
 
