@@ -109,7 +109,7 @@ impl BulkLoader {
             None => self.start_leaf(0)?,
             Some(_) => {}
         }
-        let start = (self.batch_len - 1) * self.page_size;
+        let start = self.batch_len.saturating_sub(1) * self.page_size;
         let page = self
             .batch
             .get_mut(start..start + self.page_size)
@@ -152,7 +152,7 @@ impl BulkLoader {
 
     /// Seals the open leaf (linking it to the page after it when `more`).
     fn seal_open_leaf(&mut self, more: bool) -> Result<()> {
-        let i = self.batch_len - 1;
+        let i = self.batch_len.saturating_sub(1);
         let page_no = self.batch_first + i as u64;
         let count = self.in_leaf;
         let next = if more { page_no + 1 } else { NO_PAGE };

@@ -36,7 +36,10 @@
 //!
 //! [`BTree`] is `Send + Sync`; every method takes `&self`. Readers run
 //! concurrently under a shared lock; writers are serialised by an exclusive
-//! lock and never expose a half-done change to a reader.
+//! lock and never expose a half-done change to a reader. The lock is per
+//! [`BTree`]: a file must not be updated through one instance while another
+//! instance has it open (the other's meta page and pinned nodes would be
+//! stale).
 //!
 //! # Durability and failures
 //!

@@ -408,10 +408,10 @@ impl BTree {
                 keys: node.keys.split_off(m + 1),
                 children: node.children.split_off(m + 1),
             };
-            let right_slots = if slots.is_empty() {
-                Vec::new()
-            } else {
+            let right_slots = if slots.len() > m {
                 slots.split_off(m + 1)
+            } else {
+                Vec::new()
             };
             let up = node
                 .keys
@@ -486,7 +486,7 @@ impl BTree {
         if count > 1 || st.meta.leaves == 1 {
             let r = self.write_leaf_buf(st, leaf_no);
             poison(st, r)?;
-            st.meta.n -= 1;
+            st.meta.n = st.meta.n.saturating_sub(1);
             st.dirty = true;
             return Ok(true);
         }
@@ -570,7 +570,7 @@ impl BTree {
     ) -> Result<()> {
         // a. The record disappears: the leaf is now empty but still linked.
         self.write_leaf_buf(st, leaf_no)?;
-        st.meta.n -= 1;
+        st.meta.n = st.meta.n.saturating_sub(1);
         // b. The left sibling skips it (its page is in the `other` buffer).
         if let Some((l, count)) = left {
             seal_leaf(&mut st.scratch.other, l, count, next);
@@ -595,10 +595,10 @@ impl BTree {
         Self::pin_replace(st, step.slot, node, slots);
         // d. Free the leaf and the ancestors that had only this child.
         self.free_page(st, leaf_no)?;
-        st.meta.leaves -= 1;
+        st.meta.leaves = st.meta.leaves.saturating_sub(1);
         for s in path.get(stop + 1..).unwrap_or(&[]) {
             self.free_page(st, s.page)?;
-            st.meta.inner -= 1;
+            st.meta.inner = st.meta.inner.saturating_sub(1);
             if let Some(p) = st.pinned.as_mut() {
                 p.release(s.slot);
             }
@@ -636,8 +636,8 @@ impl BTree {
             };
             let child = self.check_child(&st.meta, old, child)?;
             st.meta.root = child;
-            st.meta.height -= 1;
-            st.meta.inner -= 1;
+            st.meta.height = st.meta.height.saturating_sub(1);
+            st.meta.inner = st.meta.inner.saturating_sub(1);
             if let Some(p) = st.pinned.as_mut() {
                 let old_slot = p.root;
                 p.release(old_slot);
