@@ -8,6 +8,7 @@
 //! Python bindings treat every kind alike.
 
 pub mod binary;
+pub mod btree;
 pub mod layered;
 mod manifest;
 mod params;

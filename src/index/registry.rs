@@ -127,7 +127,7 @@ pub trait IndexKind: Send + Sync {
 
 /// Every index kind this build knows.
 pub fn kinds() -> Vec<&'static dyn IndexKind> {
-    let mut k: Vec<&'static dyn IndexKind> = vec![&super::binary::BinaryKind];
+    let mut k: Vec<&'static dyn IndexKind> = vec![&super::binary::BinaryKind, &super::btree::BTreeKind];
     k.extend(super::layered::LAYERED_KINDS.iter().map(|l| l as &dyn IndexKind));
     k
 }

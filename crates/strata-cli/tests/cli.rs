@@ -41,16 +41,72 @@ fn gen_is_deterministic() {
     let b = tmp.path().join("b.keys");
     let c = tmp.path().join("c.keys");
     for dist in ["fb-like", "osm-like", "uniform", "gmm"] {
-        ok(&["gen", "--dist", dist, "--n", "20000", "--seed", "9", "--out", p(&a)]);
-        ok(&["gen", "--dist", dist, "--n", "20000", "--seed", "9", "--out", p(&b)]);
-        ok(&["gen", "--dist", dist, "--n", "20000", "--seed", "10", "--out", p(&c)]);
-        let (ba, bb, bc) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap(), std::fs::read(&c).unwrap());
+        ok(&[
+            "gen",
+            "--dist",
+            dist,
+            "--n",
+            "20000",
+            "--seed",
+            "9",
+            "--out",
+            p(&a),
+        ]);
+        ok(&[
+            "gen",
+            "--dist",
+            dist,
+            "--n",
+            "20000",
+            "--seed",
+            "9",
+            "--out",
+            p(&b),
+        ]);
+        ok(&[
+            "gen",
+            "--dist",
+            dist,
+            "--n",
+            "20000",
+            "--seed",
+            "10",
+            "--out",
+            p(&c),
+        ]);
+        let (ba, bb, bc) = (
+            std::fs::read(&a).unwrap(),
+            std::fs::read(&b).unwrap(),
+            std::fs::read(&c).unwrap(),
+        );
         assert_eq!(ba, bb, "{dist}: same arguments, same bytes");
         assert_ne!(ba, bc, "{dist}: another seed, other keys");
         assert_eq!(ba.len(), 8 + 8 * 20000);
     }
-    ok(&["gen", "--dist", "hard", "--n", "20000", "--local", "200", "--global", "20", "--out", p(&a)]);
-    fail(&["gen", "--dist", "uniform", "--n", "10", "--local", "3", "--out", p(&a)]);
+    ok(&[
+        "gen",
+        "--dist",
+        "hard",
+        "--n",
+        "20000",
+        "--local",
+        "200",
+        "--global",
+        "20",
+        "--out",
+        p(&a),
+    ]);
+    fail(&[
+        "gen",
+        "--dist",
+        "uniform",
+        "--n",
+        "10",
+        "--local",
+        "3",
+        "--out",
+        p(&a),
+    ]);
     fail(&["gen", "--dist", "nonsense", "--n", "10", "--out", p(&a)]);
 }
 
@@ -60,20 +116,56 @@ fn build_get_scan_inspect_verify() {
     let keys = tmp.path().join("k.keys");
     let idx = tmp.path().join("idx");
     ok(&["gen", "--dist", "dense", "--n", "5000", "--out", p(&keys)]);
-    let report: serde_json::Value =
-        serde_json::from_str(&ok(&["build", "--index", "binary", "--data", p(&keys), "--out", p(&idx)])).unwrap();
-    for field in ["index", "config", "n", "memory_bytes", "bits_per_key", "disk_bytes", "build_s", "build_keys_per_s"] {
+    let report: serde_json::Value = serde_json::from_str(&ok(&[
+        "build",
+        "--index",
+        "binary",
+        "--data",
+        p(&keys),
+        "--out",
+        p(&idx),
+    ]))
+    .unwrap();
+    for field in [
+        "index",
+        "config",
+        "n",
+        "memory_bytes",
+        "bits_per_key",
+        "disk_bytes",
+        "build_s",
+        "build_keys_per_s",
+    ] {
         assert!(report.get(field).is_some(), "build report lacks {field}");
     }
     assert_eq!(report["n"], 5000);
     assert_eq!(ok(&["get", p(&idx), "17", "99999"]), "17\t17\n99999\tnot found\n");
-    assert_eq!(ok(&["scan", p(&idx), "--from", "4998", "--count", "5"]), "4998\t4998\n4999\t4999\n");
+    assert_eq!(
+        ok(&["scan", p(&idx), "--from", "4998", "--count", "5"]),
+        "4998\t4998\n4999\t4999\n"
+    );
     let inspect: serde_json::Value = serde_json::from_str(&ok(&["inspect", p(&idx)])).unwrap();
     assert_eq!(inspect["manifest"]["kind"], "binary");
     let verify: serde_json::Value = serde_json::from_str(&ok(&["verify", p(&idx)])).unwrap();
     assert_eq!(verify["ok"], true);
-    fail(&["build", "--index", "binary:bogus=1", "--data", p(&keys), "--out", p(&idx)]);
-    fail(&["build", "--index", "no-such-kind", "--data", p(&keys), "--out", p(&idx)]);
+    fail(&[
+        "build",
+        "--index",
+        "binary:bogus=1",
+        "--data",
+        p(&keys),
+        "--out",
+        p(&idx),
+    ]);
+    fail(&[
+        "build",
+        "--index",
+        "no-such-kind",
+        "--data",
+        p(&keys),
+        "--out",
+        p(&idx),
+    ]);
 }
 
 fn write_raw_keys(path: &Path, count: u64, keys: &[u64]) {
@@ -91,15 +183,30 @@ fn bad_key_files_are_rejected_with_the_position() {
     let out = tmp.path().join("idx");
     write_raw_keys(&f, 5, &[1, 2, 3, 10, 7]);
     let e = fail(&["build", "--index", "binary", "--data", p(&f), "--out", p(&out)]);
-    assert!(e.contains("position 4") && e.contains("10") && e.contains('7'), "{e}");
+    assert!(
+        e.contains("position 4") && e.contains("10") && e.contains('7'),
+        "{e}"
+    );
     write_raw_keys(&f, 4, &[1, 2, 2, 3]);
     let e = fail(&["build", "--index", "binary", "--data", p(&f), "--out", p(&out)]);
     assert!(e.contains("position 2") && e.contains("duplicate"), "{e}");
-    ok(&["build", "--index", "binary", "--data", p(&f), "--out", p(&out), "--dedup"]);
+    ok(&[
+        "build",
+        "--index",
+        "binary",
+        "--data",
+        p(&f),
+        "--out",
+        p(&out),
+        "--dedup",
+    ]);
     // Truncated: the header promises more keys than the file holds.
     write_raw_keys(&f, 10, &[1, 2, 3]);
     let e = fail(&["build", "--index", "binary", "--data", p(&f), "--out", p(&out)]);
-    assert!(e.contains("truncated") && e.contains("88") && e.contains("32"), "{e}");
+    assert!(
+        e.contains("truncated") && e.contains("88") && e.contains("32"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -121,7 +228,10 @@ fn flipped_byte_is_a_corruption_error() {
     let e = fail(&["get", p(&idx), &victim.to_string()]);
     assert!(e.contains("corruption") && e.contains("page 3"), "{e}");
     // Other pages still answer.
-    assert_eq!(ok(&["get", p(&idx), &all[5].to_string()]), format!("{}\t5\n", all[5]));
+    assert_eq!(
+        ok(&["get", p(&idx), &all[5].to_string()]),
+        format!("{}\t5\n", all[5])
+    );
 }
 
 #[test]
@@ -131,24 +241,64 @@ fn bench_emits_the_fixed_fields() {
     let json = tmp.path().join("out.jsonl");
     ok(&["gen", "--dist", "osm-like", "--n", "50000", "--out", p(&keys)]);
     let table = ok(&[
-        "bench", "--data", p(&keys), "--index", "binary", "--index", "zonemap", "--workload", "lookup", "--workload",
-        "scan", "--ops", "500", "--profile", "hdd", "--json", p(&json),
+        "bench",
+        "--data",
+        p(&keys),
+        "--index",
+        "binary",
+        "--index",
+        "zonemap",
+        "--workload",
+        "lookup",
+        "--workload",
+        "scan",
+        "--ops",
+        "500",
+        "--profile",
+        "hdd",
+        "--json",
+        p(&json),
     ]);
     assert!(table.contains("binary") && table.contains("zonemap"), "{table}");
-    let lines: Vec<serde_json::Value> =
-        std::fs::read_to_string(&json).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&json)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     assert_eq!(lines.len(), 4);
     for r in &lines {
         for f in [
-            "index", "config", "dataset", "n", "workload", "ops", "profile", "cache", "throughput_ops_s", "latency_ns",
-            "io", "memory_bytes", "bits_per_key", "disk_bytes", "build_s", "build_keys_per_s", "models", "wrong",
+            "index",
+            "config",
+            "dataset",
+            "n",
+            "workload",
+            "ops",
+            "profile",
+            "cache",
+            "throughput_ops_s",
+            "latency_ns",
+            "io",
+            "memory_bytes",
+            "bits_per_key",
+            "disk_bytes",
+            "build_s",
+            "build_keys_per_s",
+            "models",
+            "wrong",
         ] {
             assert!(r.get(f).is_some(), "missing field {f} in {r}");
         }
         for f in ["p50", "p99", "p999", "max"] {
             assert!(r["latency_ns"].get(f).is_some());
         }
-        for f in ["pages_per_op", "reads_per_op", "bytes_per_op", "modelled_us_per_op", "writes_per_op"] {
+        for f in [
+            "pages_per_op",
+            "reads_per_op",
+            "bytes_per_op",
+            "modelled_us_per_op",
+            "writes_per_op",
+        ] {
             assert!(r["io"].get(f).is_some());
         }
         assert_eq!(r["wrong"], 0);
@@ -156,6 +306,9 @@ fn bench_emits_the_fixed_fields() {
         assert_eq!(r["dataset"], "k");
     }
     // A zone map reads exactly one page per lookup.
-    let zl = lines.iter().find(|r| r["index"] == "zonemap" && r["workload"] == "lookup").unwrap();
+    let zl = lines
+        .iter()
+        .find(|r| r["index"] == "zonemap" && r["workload"] == "lookup")
+        .unwrap();
     assert_eq!(zl["io"]["pages_per_op"], 1.0);
 }

@@ -45,11 +45,13 @@ pub fn write_layer(dir: &dyn Directory, name: &str, layer: &LayerBuild, page_siz
     let count = layer.count() as usize;
     let succ_field = layer.kind.successor_field();
     for i in 0..count {
-        let entry = layer.flat.get(i * width..(i + 1) * width).ok_or_else(|| Error::invalid("layer entry"))?;
+        let entry = layer
+            .flat
+            .get(i * width..(i + 1) * width)
+            .ok_or_else(|| Error::invalid("layer entry"))?;
         let aux = match succ_field {
-            Some(f) if i + 1 < count => {
-                crate::format::bytes::get_u64(&layer.flat, (i + 1) * width + f).unwrap_or(layer.last_successor)
-            }
+            Some(f) if i + 1 < count => crate::format::bytes::get_u64(&layer.flat, (i + 1) * width + f)
+                .unwrap_or(layer.last_successor),
             Some(_) => layer.last_successor,
             None => 0,
         };
@@ -66,7 +68,9 @@ pub fn zone_layer(keys: &[u64], per_page: usize) -> LayerBuild {
         flat.extend_from_slice(&k.to_le_bytes());
     }
     LayerBuild {
-        kind: LayerKind::Zone { span: per_page as u64 },
+        kind: LayerKind::Zone {
+            span: per_page as u64,
+        },
         flat,
         last_successor: 0,
     }
@@ -124,23 +128,36 @@ pub struct SegmentLine {
 /// With `zero_page > 0` (item granularity only), the error of a prediction in
 /// the key's own page of `zero_page` positions is zero (Zhang §6.1).
 /// `below` is the number of positions in the layer below (`keys.len()`).
-pub fn band_layer(keys: &[u64], segments: &[SegmentLine], granule: u64, zero_page: u64) -> Result<LayerBuild> {
+pub fn band_layer(
+    keys: &[u64],
+    segments: &[SegmentLine],
+    granule: u64,
+    zero_page: u64,
+) -> Result<LayerBuild> {
     let n = keys.len() as u64;
     let g = granule.max(1);
     if zero_page > 0 && g != 1 {
-        return Err(Error::invalid("zero intervals apply to item-level prediction only"));
+        return Err(Error::invalid(
+            "zero intervals apply to item-level prediction only",
+        ));
     }
     let max_unit = n.div_ceil(g);
     let m = segments.len();
     if m == 0 && n > 0 {
-        return Err(Error::invalid("a band layer over keys needs at least one segment"));
+        return Err(Error::invalid(
+            "a band layer over keys needs at least one segment",
+        ));
     }
     // Integer intercepts, made non-decreasing so clamping by the next
     // intercept keeps predictions monotone across entries.
     let mut intercepts: Vec<u64> = Vec::with_capacity(m);
     let mut prev = 0u64;
     for s in segments {
-        let c = if s.intercept.is_finite() && s.intercept > 0.0 { s.intercept.round() as u64 } else { 0 };
+        let c = if s.intercept.is_finite() && s.intercept > 0.0 {
+            s.intercept.round() as u64
+        } else {
+            0
+        };
         let c = c.min(max_unit).max(prev);
         intercepts.push(c);
         prev = c;
@@ -149,15 +166,21 @@ pub fn band_layer(keys: &[u64], segments: &[SegmentLine], granule: u64, zero_pag
     let (mut eps_lo, mut eps_hi) = (0u64, 0u64);
     for (j, s) in segments.iter().enumerate() {
         let end = segments.get(j + 1).map_or(keys.len(), |t| t.start);
-        let first_key = *keys.get(s.start).ok_or_else(|| Error::invalid("segment start out of range"))?;
-        let slope = if s.slope.is_finite() && s.slope > 0.0 { s.slope } else { 0.0 };
+        let first_key = *keys
+            .get(s.start)
+            .ok_or_else(|| Error::invalid("segment start out of range"))?;
+        let slope = if s.slope.is_finite() && s.slope > 0.0 {
+            s.slope
+        } else {
+            0.0
+        };
         let c = intercepts[j];
         let next = intercepts.get(j + 1).copied().unwrap_or(max_unit);
         for (i, &k) in keys.iter().enumerate().take(end).skip(s.start) {
             let p = band_predict(first_key, slope, c, next, k, max_unit);
             let y = i as u64;
-            if zero_page > 0 {
-                let page_start = y / zero_page * zero_page;
+            if let Some(page) = y.checked_div(zero_page) {
+                let page_start = page * zero_page;
                 let page_last = page_start + zero_page - 1;
                 eps_hi = eps_hi.max(page_start.saturating_sub(p));
                 eps_lo = eps_lo.max(p.saturating_sub(page_last));

@@ -7,7 +7,9 @@ use serde_json::{Value, json};
 use super::build::{LayerBuild, step_layer, step_stack, write_layer, zone_layer};
 use super::{LayeredIndex, layer_file};
 use crate::index::binary::{DATA_FILE, write_data_run};
-use crate::index::{BuildOptions, Fetch, Index, IndexKind, Manifest, OpenOptions, Params, Records, Residency};
+use crate::index::{
+    BuildOptions, Fetch, Index, IndexKind, Manifest, OpenOptions, Params, Records, Residency,
+};
 use crate::storage::{Directory, IoContext};
 use crate::{Error, Result};
 
@@ -83,17 +85,38 @@ impl IndexKind for LayeredKind {
         io: IoContext,
         opts: &OpenOptions,
     ) -> Result<Box<dyn Index>> {
-        let layers = m.description.get("layers").and_then(Value::as_array).map_or(0, |a| a.len());
+        let layers = m
+            .description
+            .get("layers")
+            .and_then(Value::as_array)
+            .map_or(0, |a| a.len());
         let models = m.description.get("models").and_then(Value::as_u64);
-        let fetch: Fetch = m.config.get("fetch").and_then(Value::as_str).unwrap_or("all-at-once").parse()?;
-        let idx = LayeredIndex::open(self.name, dir, &io, layers, opts.resident == Residency::Index, fetch, models)?;
+        let fetch: Fetch = m
+            .config
+            .get("fetch")
+            .and_then(Value::as_str)
+            .unwrap_or("all-at-once")
+            .parse()?;
+        let idx = LayeredIndex::open(
+            self.name,
+            dir,
+            &io,
+            layers,
+            opts.resident == Residency::Index,
+            fetch,
+            models,
+        )?;
         Ok(Box::new(idx))
     }
 }
 
 fn zonemap(_p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Result<Design> {
     Ok(Design {
-        layers: if keys.is_empty() { vec![] } else { vec![zone_layer(keys, per_page)] },
+        layers: if keys.is_empty() {
+            vec![]
+        } else {
+            vec![zone_layer(keys, per_page)]
+        },
         models: None,
     })
 }
@@ -103,7 +126,10 @@ fn btree_static(p: &Params, keys: &[u64], per_page: usize, page_size: usize) -> 
     // per data page, then one entry per page of each level up to a one-page root.
     let fanout = p.usize("fanout", 0)?;
     if keys.is_empty() {
-        return Ok(Design { layers: vec![], models: None });
+        return Ok(Design {
+            layers: vec![],
+            models: None,
+        });
     }
     let first = step_layer(keys, per_page);
     let mut layers = vec![first];

@@ -193,7 +193,14 @@ pub fn last_le(e: &dyn Entries, key: u64, lo: u64, hi: u64) -> u64 {
 /// that is monotone in `key`; the builder measures errors with this very
 /// function, so the stored bounds hold for it exactly.
 #[inline]
-pub fn band_predict(entry_key: u64, slope: f64, intercept: u64, next_intercept: u64, key: u64, max_unit: u64) -> u64 {
+pub fn band_predict(
+    entry_key: u64,
+    slope: f64,
+    intercept: u64,
+    next_intercept: u64,
+    key: u64,
+    max_unit: u64,
+) -> u64 {
     let d = key.saturating_sub(entry_key) as f64;
     let t = slope * d;
     let raw = if t.is_finite() && t >= 0.0 {
@@ -243,10 +250,10 @@ pub fn step(kind: &LayerKind, e: &dyn Entries, key: u64, lo: u64, hi: u64, below
 pub fn band_range(p: u64, eps_lo: u64, eps_hi: u64, granule: u64, zero_page: u64, below: u64) -> (u64, u64) {
     let mut lo = p.saturating_sub(eps_lo).saturating_mul(granule);
     let mut hi = p.saturating_add(eps_hi).saturating_add(1).saturating_mul(granule);
-    if zero_page > 0 {
-        lo = lo / zero_page * zero_page;
-        // The last position of the upper page, plus one.
-        hi = (hi.saturating_sub(1) / zero_page).saturating_add(1).saturating_mul(zero_page);
+    if let (Some(first), Some(last)) = (lo.checked_div(zero_page), hi.saturating_sub(1).checked_div(zero_page)) {
+        // Whole pages: from the page of `lo` to the page of `hi - 1`, inclusive.
+        lo = first * zero_page;
+        hi = last.saturating_add(1).saturating_mul(zero_page);
     }
     let lo = lo.min(below);
     (lo, hi.min(below).max(lo))
@@ -279,7 +286,11 @@ mod tests {
             assert!(p <= 500);
             prev = p;
         }
-        assert_eq!(band_predict(100, 1.0, 7, 1000, 50, 10_000), 7, "keys below the entry saturate");
+        assert_eq!(
+            band_predict(100, 1.0, 7, 1000, 50, 10_000),
+            7,
+            "keys below the entry saturate"
+        );
         assert_eq!(band_predict(0, f64::INFINITY, 7, 1000, 50, 10_000), 7);
     }
 }

@@ -21,8 +21,11 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 pub use build::{LayerBuild, SegmentLine, band_layer, step_layer, step_stack, write_layer, zone_layer};
-pub use kinds::{Design, LayeredKind, LAYERED_KINDS};
-pub use layer::{Entries, LAYER_MAGIC, LAYER_VERSION, LayerKind, ResidentEntries, band_predict, band_range, layer_spec, step};
+pub use kinds::{Design, LAYERED_KINDS, LayeredKind};
+pub use layer::{
+    Entries, LAYER_MAGIC, LAYER_VERSION, LayerKind, ResidentEntries, band_predict, band_range, layer_spec,
+    step,
+};
 
 use super::{ApproxPos, DataRunReader, Fetch, Index, IndexStats, Record};
 use crate::format::PagedFile;
@@ -85,7 +88,11 @@ impl LayeredIndex {
             let file = PagedFile::open(storage, layer_spec(0))?;
             let kind = LayerKind::decode(&file.meta().extra, &file_name)?;
             if kind.width() != file.meta().width {
-                return Err(Error::corruption(&file_name, 0, "layer kind and entry width disagree"));
+                return Err(Error::corruption(
+                    &file_name,
+                    0,
+                    "layer kind and entry width disagree",
+                ));
             }
             let resident = if resident {
                 let (flat, aux) = file.read_all()?;
@@ -197,7 +204,12 @@ impl Index for LayeredIndex {
     }
 
     fn stats(&self) -> Result<IndexStats> {
-        let resident: u64 = self.layers.iter().filter_map(|l| l.resident.as_ref()).map(|r| r.memory_bytes()).sum();
+        let resident: u64 = self
+            .layers
+            .iter()
+            .filter_map(|l| l.resident.as_ref())
+            .map(|r| r.memory_bytes())
+            .sum();
         let mut st = IndexStats {
             kind: self.kind.clone(),
             n: self.data.len(),
@@ -207,7 +219,8 @@ impl Index for LayeredIndex {
             height: Some(self.layers.len() as u32),
             ..Default::default()
         };
-        st.extra.insert("layers".into(), Value::Array(self.layer_summary()));
+        st.extra
+            .insert("layers".into(), Value::Array(self.layer_summary()));
         st.extra.insert("fetch".into(), json!(self.fetch));
         Ok(st)
     }

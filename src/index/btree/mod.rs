@@ -1,0 +1,391 @@
+//! `btree`: a page-based B+-tree over [`Storage`] and the page cache — the
+//! baseline every strata index is measured against (Lan et al. §4–6,
+//! AirIndex's B-TREE: 4 KiB nodes, fanout 255/256).
+//!
+//! - `u64` keys and values; one file, `btree.db`, of fixed-size pages
+//!   (4 KiB by default; 8/16 KiB with the `page` parameter). Page 0 is the
+//!   meta page; leaves hold 255 records on 4 KiB pages (511 on 8 KiB, 1023 on
+//!   16 KiB) and link to their right sibling; inner nodes hold up to 255
+//!   separators and 256 children (512 / 1024). Every page is checksummed.
+//!   The format is specified in `docs/format/btree.md`.
+//! - Bulk load from sorted keys with a fill factor (`fill`, percent, default
+//!   100), written sequentially in large writes ([`BulkLoader`]).
+//! - Point lookups, lower bounds and range scans (following sibling links);
+//!   inserts with splits up to the root; updates; deletes without
+//!   rebalancing, freeing a leaf (and inner nodes left without children) when
+//!   it becomes empty; freed pages are reused by later splits.
+//!
+//! # Residency and I/O per operation
+//!
+//! The meta page is always held in memory.
+//! - [`Residency::Index`] (the papers' *hybrid* case): every inner node is
+//!   read and decoded at open and kept in memory (and kept consistent on
+//!   writes); only leaves are read from storage. A point lookup reads exactly
+//!   one page in one read call; a scan reads one page per leaf it touches.
+//! - [`Residency::None`] (the *disk-resident* case): nothing but the meta page
+//!   is in memory; every operation reads each level from the root down, so a
+//!   point lookup reads `height` pages in `height` calls.
+//! - With `cache_pages > 0` an LRU page cache sits in front of the file (see
+//!   [`IoContext::wrap`]); only its misses are counted as reads.
+//!
+//! An insert or delete that changes only its leaf reads the same pages as a
+//! lookup and writes one page; a split writes one new page per level it
+//! reaches plus the pages it shrinks (Table 2: about `2 log_B N`).
+//!
+//! # Thread safety
+//!
+//! [`BTree`] is `Send + Sync`; every method takes `&self`. Readers run
+//! concurrently under a shared lock; writers are serialised by an exclusive
+//! lock and never expose a half-done change to a reader. The lock is per
+//! [`BTree`]: a file must not be updated through one instance while another
+//! instance has it open (the other's meta page and pinned nodes would be
+//! stale).
+//!
+//! # Durability and failures
+//!
+//! Pages are updated in place. [`Index::sync`] writes the meta page last and
+//! syncs, making every completed operation durable; dropping the tree does
+//! the same (best effort). Between syncs a crash can leave the file
+//! inconsistent: in-place updates without a log are not crash-atomic (the
+//! durable store is `db/`). Within a process, a write that fails leaves the
+//! tree readable and consistent (new pages are written before the pages that
+//! point to them, shrunk pages last), and the tree then refuses further
+//! writes and syncs until it is reopened.
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+mod builder;
+pub mod format;
+mod reader;
+mod writer;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+use serde_json::{Value, json};
+
+pub use builder::{BulkLoader, WRITE_BATCH_PAGES, check_fill, fill_targets, load_ranked};
+pub use format::{BTREE_MAGIC, BTREE_VERSION, Meta, inner_fanout, node_capacity};
+pub use reader::VerifyReport;
+
+use reader::Pinned;
+use writer::Scratch;
+
+use super::{
+    BuildOptions, Index, IndexKind, IndexStats, Manifest, OpenOptions, Params, Record, Records, Residency,
+};
+use crate::storage::{AlignedBuf, Directory, IoContext, IoStats, PageCache, Storage};
+use crate::{Error, Result};
+
+/// File name of the tree inside an index directory.
+pub const BTREE_FILE: &str = "btree.db";
+/// Default fill factor (percent) of a bulk load.
+pub const DEFAULT_FILL: u32 = 100;
+
+/// The `btree` kind: parameters `page` (page size, default 4096) and `fill`
+/// (bulk-load fill factor in percent, default 100).
+#[derive(Debug)]
+pub struct BTreeKind;
+
+impl IndexKind for BTreeKind {
+    fn name(&self) -> &'static str {
+        "btree"
+    }
+
+    fn summary(&self) -> &'static str {
+        "updatable page-based B+-tree (255 records per 4 KiB leaf, fanout 256); \
+         1 page per lookup with inner nodes resident, `height` pages without"
+    }
+
+    fn build(
+        &self,
+        params: &Params,
+        records: Records<'_>,
+        dir: &dyn Directory,
+        opts: &BuildOptions,
+    ) -> Result<(Vec<String>, Value)> {
+        let fill = check_fill(params.u64("fill", DEFAULT_FILL as u64)?)?;
+        let f = dir.create(BTREE_FILE)?;
+        let mut b = BulkLoader::new(f, opts.page_size, fill)?;
+        for (k, v) in records.iter() {
+            b.push(k, v)?;
+        }
+        let meta = b.finish()?;
+        Ok((
+            vec![BTREE_FILE.to_string()],
+            json!({
+                "height": meta.height,
+                "leaves": meta.leaves,
+                "inner_nodes": meta.inner,
+                "fill": meta.fill,
+                "leaf_capacity": node_capacity(meta.page_size),
+                "fanout": inner_fanout(meta.page_size),
+            }),
+        ))
+    }
+
+    fn open(
+        &self,
+        manifest: &Manifest,
+        dir: Arc<dyn Directory>,
+        io: IoContext,
+        opts: &OpenOptions,
+    ) -> Result<Box<dyn Index>> {
+        let t = BTree::open(dir, io, opts.resident)?;
+        if t.page_size != manifest.page_size {
+            return Err(Error::corruption(
+                BTREE_FILE,
+                0,
+                format!(
+                    "meta page says page size {}, the manifest says {}",
+                    t.page_size, manifest.page_size
+                ),
+            ));
+        }
+        Ok(Box::new(t))
+    }
+}
+
+/// Mutable state behind the tree's lock.
+#[derive(Debug)]
+struct State {
+    meta: Meta,
+    /// Decoded inner nodes (with [`Residency::Index`] and height >= 2).
+    pinned: Option<Pinned>,
+    /// Changes since the meta page was last written.
+    dirty: bool,
+    /// Set when a write failed half-way: the tree is readable but takes no
+    /// more writes.
+    poisoned: Option<String>,
+    /// Buffers of the writer.
+    scratch: Scratch,
+}
+
+/// An open B+-tree. See the module documentation for the I/O per operation,
+/// thread safety and durability contracts.
+#[derive(Debug)]
+pub struct BTree {
+    storage: Arc<dyn Storage>,
+    dir: Arc<dyn Directory>,
+    stats: Arc<IoStats>,
+    cache: Option<Arc<PageCache>>,
+    residency: Residency,
+    page_size: usize,
+    state: RwLock<State>,
+}
+
+impl BTree {
+    /// Bulk loads `keys` (strictly increasing; value = rank) into a new
+    /// [`BTREE_FILE`] in `dir` with `page_size`-byte pages and `fill`
+    /// percent fill. Returns the meta page.
+    pub fn create_ranked(dir: &dyn Directory, keys: &[u64], page_size: usize, fill: u32) -> Result<Meta> {
+        load_ranked(dir.create(BTREE_FILE)?, keys, page_size, fill)
+    }
+
+    /// Opens the tree in `dir`. Every read goes through `io` (accounting,
+    /// and its page cache if it has one; its `page_size` is set to the
+    /// tree's). With [`Residency::Index`] all inner nodes are read (one read
+    /// call per run of consecutive pages) and decoded now.
+    ///
+    /// Errors: [`Error::Truncated`], [`Error::BadMagic`],
+    /// [`Error::UnsupportedVersion`], [`Error::Corruption`] (a page fails its
+    /// checksum or structure check), I/O errors.
+    pub fn open(dir: Arc<dyn Directory>, mut io: IoContext, residency: Residency) -> Result<BTree> {
+        let raw = dir.open(BTREE_FILE)?;
+        let meta = Meta::read(raw.as_ref())?;
+        if let Some(c) = &io.cache {
+            if c.page_size() != meta.page_size {
+                return Err(Error::invalid(format!(
+                    "page cache of {}-byte pages for a tree of {}-byte pages",
+                    c.page_size(),
+                    meta.page_size
+                )));
+            }
+        }
+        io.page_size = meta.page_size;
+        let storage = io.wrap(raw.clone());
+        let mut tree = BTree {
+            storage,
+            dir,
+            stats: io.stats.clone(),
+            cache: io.cache.clone(),
+            residency,
+            page_size: meta.page_size,
+            state: RwLock::new(State {
+                meta,
+                pinned: None,
+                dirty: false,
+                poisoned: None,
+                scratch: Scratch::new(meta.page_size),
+            }),
+        };
+        if residency == Residency::Index && meta.height >= 2 {
+            // Counted, but not through the page cache: pinned pages would
+            // only take cache slots from leaves.
+            let uncached = IoContext {
+                cache: None,
+                ..io.clone()
+            }
+            .wrap(raw);
+            let pinned = Pinned::load(uncached.as_ref(), &meta)?;
+            tree.state.get_mut().pinned = Some(pinned);
+        }
+        Ok(tree)
+    }
+
+    /// A copy of the meta page as held in memory (current counts).
+    pub fn meta(&self) -> Meta {
+        self.state.read().meta
+    }
+
+    /// Page size in bytes.
+    pub fn page_size(&self) -> usize {
+        self.page_size
+    }
+
+    /// What stays in memory.
+    pub fn residency(&self) -> Residency {
+        self.residency
+    }
+
+    /// Bytes held in memory by the tree's structures: the pinned inner nodes,
+    /// the writer's page buffers, the struct itself, and the pages resident
+    /// in the page cache if one is configured.
+    pub fn memory_bytes(&self) -> u64 {
+        let st = self.state.read();
+        let pinned = st.pinned.as_ref().map_or(0, Pinned::memory_bytes);
+        let cache = self.cache.as_ref().map_or(0, |c| c.memory_bytes());
+        std::mem::size_of::<Self>() as u64 + pinned + st.scratch.memory_bytes() + cache
+    }
+
+    fn name(&self) -> &str {
+        self.storage.name()
+    }
+
+    /// Byte offset of page `page_no`.
+    #[inline]
+    fn offset(&self, page_no: u64) -> u64 {
+        page_no * self.page_size as u64
+    }
+
+    /// Reads page `page_no` into `buf` (one page).
+    #[inline]
+    fn read_page(&self, page_no: u64, buf: &mut [u8]) -> Result<()> {
+        self.storage.read_at(self.offset(page_no), buf)
+    }
+
+    /// Writes the meta page from `st` and syncs the file.
+    fn write_meta_and_sync(&self, st: &mut State) -> Result<()> {
+        let mut page = AlignedBuf::zeroed(self.page_size);
+        st.meta.encode(&mut page);
+        self.storage.write_at(0, &page)?;
+        self.storage.sync()?;
+        st.dirty = false;
+        Ok(())
+    }
+}
+
+impl Drop for BTree {
+    fn drop(&mut self) {
+        let st = self.state.get_mut();
+        if !st.dirty || st.poisoned.is_some() {
+            return;
+        }
+        let mut page = AlignedBuf::zeroed(self.page_size);
+        st.meta.encode(&mut page);
+        let r = self.storage.write_at(0, &page).and_then(|()| self.storage.sync());
+        if let Err(e) = r {
+            log::warn!("closing B+-tree {}: {e}", self.storage.name());
+        }
+    }
+}
+
+impl Index for BTree {
+    fn kind(&self) -> &str {
+        "btree"
+    }
+
+    fn len(&self) -> u64 {
+        self.state.read().meta.n
+    }
+
+    /// Reads 1 page with [`Residency::Index`], `height` pages otherwise.
+    fn get(&self, key: u64) -> Result<Option<u64>> {
+        self.get_impl(key)
+    }
+
+    /// Like [`Index::get`], plus one page per following leaf when the
+    /// routed leaf holds no key `>= key` (only after deletes).
+    fn lower_bound(&self, key: u64) -> Result<Option<Record>> {
+        self.lower_bound_impl(key)
+    }
+
+    /// Descends like [`Index::get`], then reads one page per further leaf.
+    fn scan(&self, from: u64, count: usize, out: &mut Vec<Record>) -> Result<()> {
+        self.scan_impl(from, count, out)
+    }
+
+    fn supports_updates(&self) -> bool {
+        true
+    }
+
+    fn insert(&self, key: u64, value: u64) -> Result<Option<u64>> {
+        self.insert_impl(key, value)
+    }
+
+    fn delete(&self, key: u64) -> Result<bool> {
+        self.delete_impl(key)
+    }
+
+    /// Writes the meta page and syncs: every completed insert and delete is
+    /// durable when this returns. Fails if an earlier write failed.
+    fn sync(&self) -> Result<()> {
+        let mut st = self.state.write();
+        if let Some(why) = &st.poisoned {
+            return Err(Error::Unsupported(format!(
+                "B+-tree {} is read-only after a failed write ({why}); reopen it",
+                self.name()
+            )));
+        }
+        if !st.dirty {
+            return Ok(());
+        }
+        self.write_meta_and_sync(&mut st)
+    }
+
+    fn stats(&self) -> Result<IndexStats> {
+        let meta = self.meta();
+        let mut st = IndexStats {
+            kind: "btree".into(),
+            n: meta.n,
+            memory_bytes: self.memory_bytes(),
+            disk_bytes: self.dir.total_bytes()?,
+            models: None,
+            height: Some(meta.height),
+            ..Default::default()
+        };
+        let e = &mut st.extra;
+        e.insert("leaves".into(), json!(meta.leaves));
+        e.insert("inner_nodes".into(), json!(meta.inner));
+        e.insert("fill".into(), json!(meta.fill));
+        e.insert("fanout".into(), json!(inner_fanout(self.page_size)));
+        e.insert("leaf_capacity".into(), json!(node_capacity(self.page_size)));
+        e.insert("page_size".into(), json!(self.page_size));
+        e.insert("free_pages".into(), json!(meta.free_pages));
+        e.insert("residency".into(), json!(self.residency.to_string()));
+        Ok(st)
+    }
+
+    fn verify(&self, progress: &mut dyn FnMut(u64)) -> Result<u64> {
+        let r = BTree::verify(self)?;
+        let pages = 1 + r.leaves + r.inner + r.free_pages;
+        progress(pages);
+        Ok(pages)
+    }
+
+    fn io(&self) -> &Arc<IoStats> {
+        &self.stats
+    }
+}

@@ -1,0 +1,551 @@
+//! Search: the descent from the root (through pinned inner nodes or pages
+//! read from storage), point lookups, lower bounds, range scans along the
+//! sibling links, the pinned inner nodes themselves, and a full structural
+//! check ([`BTree::verify`]).
+//!
+//! Lookups search page bytes in place ([`LeafPage`], [`InnerPage`]) in a
+//! per-thread aligned page buffer, so the lookup path allocates nothing and
+//! its reads are valid `O_DIRECT` transfers.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+
+use super::format::{InnerNode, InnerPage, LeafPage, META_PAGE, Meta, NO_PAGE, open_free};
+use super::{BTree, State};
+use crate::index::Record;
+use crate::storage::{AlignedBuf, Storage};
+use crate::{Error, Result};
+
+/// Longest run of consecutive pages read with one call when pinning.
+const PIN_READ_PAGES: usize = 256;
+
+thread_local! {
+    /// The page buffer of this thread's lookups (grown to the largest page
+    /// size used).
+    static PAGE_BUF: RefCell<AlignedBuf> = RefCell::new(AlignedBuf::zeroed(0));
+}
+
+/// Runs `f` on a page-sized, 4 KiB-aligned buffer: this thread's reusable
+/// buffer, or a fresh one if it is busy (re-entrant use) or gone (thread
+/// exit).
+pub(super) fn with_page_buf<R>(page_size: usize, f: impl FnOnce(&mut [u8]) -> Result<R>) -> Result<R> {
+    let mut f = Some(f);
+    let done = PAGE_BUF
+        .try_with(|cell| {
+            let mut b = cell.try_borrow_mut().ok()?;
+            if b.len() < page_size {
+                *b = AlignedBuf::zeroed(page_size);
+            }
+            let buf = b.get_mut(..page_size)?;
+            let f = f.take()?;
+            Some(f(buf))
+        })
+        .ok()
+        .flatten();
+    match (done, f.take()) {
+        (Some(r), _) => r,
+        (None, Some(f)) => f(&mut AlignedBuf::zeroed(page_size)),
+        (None, None) => Err(Error::invalid("page buffer unavailable")),
+    }
+}
+
+/// One pinned (decoded, memory-resident) inner node.
+#[derive(Debug, Clone, Default)]
+pub(super) struct PNode {
+    /// Its page number on storage.
+    pub page: u64,
+    /// Keys and child page numbers, as on its page.
+    pub node: InnerNode,
+    /// Arena slots of the children when they are inner nodes (levels >= 2);
+    /// empty for nodes whose children are leaves.
+    pub slots: Vec<u32>,
+}
+
+impl PNode {
+    /// Releases spare capacity (pinned memory is what it holds).
+    pub fn shrink(&mut self) {
+        self.node.keys.shrink_to_fit();
+        self.node.children.shrink_to_fit();
+        self.slots.shrink_to_fit();
+    }
+}
+
+/// Every inner node of the tree, decoded, in an arena indexed by slot.
+#[derive(Debug, Default)]
+pub(super) struct Pinned {
+    pub nodes: Vec<PNode>,
+    /// Slots of released nodes, reused first.
+    pub free_slots: Vec<u32>,
+    /// Slot of the root.
+    pub root: u32,
+}
+
+impl Pinned {
+    /// Reads and decodes every inner node of the tree `meta` describes, level
+    /// by level from the root, reading runs of consecutive pages with one
+    /// call each. Checks checksums, page types, that keys increase, that
+    /// child pages are allocated and referenced once, and the node count.
+    pub fn load(storage: &dyn Storage, meta: &Meta) -> Result<Pinned> {
+        let name = storage.name();
+        let ps = meta.page_size;
+        let mut p = Pinned {
+            nodes: Vec::with_capacity(usize::try_from(meta.inner).unwrap_or(0)),
+            free_slots: Vec::new(),
+            root: 0,
+        };
+        let mut level_pages: Vec<u64> = vec![meta.root];
+        let mut parents: Vec<u32> = Vec::new();
+        let mut buf = AlignedBuf::zeroed(0);
+        for level in (1..meta.height).rev() {
+            let mut sorted = level_pages.clone();
+            sorted.sort_unstable();
+            if let Some(w) = sorted.windows(2).find(|w| w.first() == w.get(1)) {
+                let page = w.first().copied().unwrap_or(0);
+                return Err(Error::corruption(
+                    name,
+                    page,
+                    "inner page referenced by two parents",
+                ));
+            }
+            let mut slot_of: HashMap<u64, u32> = HashMap::with_capacity(sorted.len());
+            let mut i = 0;
+            while let Some(&first) = sorted.get(i) {
+                let mut len = 1;
+                while len < PIN_READ_PAGES && sorted.get(i + len) == Some(&(first + len as u64)) {
+                    len += 1;
+                }
+                if buf.len() < len * ps {
+                    buf = AlignedBuf::zeroed(len * ps);
+                }
+                let run = buf
+                    .get_mut(..len * ps)
+                    .ok_or_else(|| Error::invalid("pin buffer"))?;
+                storage.read_at(first * ps as u64, run)?;
+                for (k, page) in run.chunks_exact(ps).enumerate() {
+                    let page_no = first + k as u64;
+                    let view = InnerPage::open(page, page_no, name)?;
+                    let node = view.decode();
+                    check_inner(&node, page_no, meta, name)?;
+                    slot_of.insert(page_no, p.nodes.len() as u32);
+                    p.nodes.push(PNode {
+                        page: page_no,
+                        node,
+                        slots: Vec::new(),
+                    });
+                }
+                i += len;
+            }
+            for &ps_slot in &parents {
+                let Some(parent) = p.nodes.get_mut(ps_slot as usize) else {
+                    continue;
+                };
+                let mut slots = Vec::with_capacity(parent.node.children.len());
+                for c in &parent.node.children {
+                    let s = slot_of.get(c).copied().ok_or_else(|| {
+                        Error::corruption(name, parent.page, "child missing from its level")
+                    })?;
+                    slots.push(s);
+                }
+                parent.slots = slots;
+            }
+            parents = level_pages
+                .iter()
+                .filter_map(|pg| slot_of.get(pg).copied())
+                .collect();
+            if level >= 2 {
+                level_pages = parents
+                    .iter()
+                    .filter_map(|&s| p.nodes.get(s as usize))
+                    .flat_map(|n| n.node.children.iter().copied())
+                    .collect();
+            }
+        }
+        if p.nodes.len() as u64 != meta.inner {
+            return Err(Error::corruption(
+                name,
+                META_PAGE,
+                format!(
+                    "meta page counts {} inner nodes, the tree has {}",
+                    meta.inner,
+                    p.nodes.len()
+                ),
+            ));
+        }
+        Ok(p)
+    }
+
+    /// The leaf page whose key range holds `key` (`height >= 2`).
+    #[inline]
+    pub fn leaf_for(&self, height: u32, key: u64) -> Option<u64> {
+        let mut node = self.nodes.get(self.root as usize)?;
+        for _ in 2..height {
+            let i = node.node.route(key);
+            node = self.nodes.get(*node.slots.get(i)? as usize)?;
+        }
+        node.node.children.get(node.node.route(key)).copied()
+    }
+
+    /// The node in `slot`.
+    pub fn get(&self, slot: u32) -> Option<&PNode> {
+        self.nodes.get(slot as usize)
+    }
+
+    /// The node in `slot`, mutably.
+    pub fn get_mut(&mut self, slot: u32) -> Option<&mut PNode> {
+        self.nodes.get_mut(slot as usize)
+    }
+
+    /// Stores a new node and returns its slot.
+    pub fn alloc(&mut self, mut n: PNode) -> u32 {
+        n.shrink();
+        if let Some(s) = self.free_slots.pop() {
+            if let Some(dst) = self.nodes.get_mut(s as usize) {
+                *dst = n;
+                return s;
+            }
+        }
+        self.nodes.push(n);
+        (self.nodes.len() - 1) as u32
+    }
+
+    /// Drops the node in `slot`; the slot is reused later.
+    pub fn release(&mut self, slot: u32) {
+        if let Some(n) = self.nodes.get_mut(slot as usize) {
+            *n = PNode::default();
+            self.free_slots.push(slot);
+        }
+    }
+
+    /// Nodes held (released slots excluded).
+    pub fn live(&self) -> usize {
+        self.nodes.len() - self.free_slots.len()
+    }
+
+    /// Bytes held, measured from the allocations.
+    pub fn memory_bytes(&self) -> u64 {
+        let per_node: usize = self
+            .nodes
+            .iter()
+            .map(|n| n.node.keys.capacity() * 8 + n.node.children.capacity() * 8 + n.slots.capacity() * 4)
+            .sum();
+        (std::mem::size_of::<Self>()
+            + self.nodes.capacity() * std::mem::size_of::<PNode>()
+            + self.free_slots.capacity() * 4
+            + per_node) as u64
+    }
+}
+
+/// Checks a decoded inner node: keys strictly increasing, children allocated.
+fn check_inner(node: &InnerNode, page_no: u64, meta: &Meta, name: &str) -> Result<()> {
+    if node.keys.windows(2).any(|w| w.first() >= w.get(1)) {
+        return Err(Error::corruption(name, page_no, "separator keys not increasing"));
+    }
+    if let Some(c) = node
+        .children
+        .iter()
+        .find(|&&c| c == NO_PAGE || c >= meta.page_count)
+    {
+        return Err(Error::corruption(
+            name,
+            page_no,
+            format!("child page {c} outside the {} allocated pages", meta.page_count),
+        ));
+    }
+    Ok(())
+}
+
+/// What [`BTree::verify`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// Levels including the leaves.
+    pub height: u32,
+    /// Leaves reached from the root.
+    pub leaves: u64,
+    /// Inner nodes reached from the root.
+    pub inner: u64,
+    /// Records in the leaves.
+    pub records: u64,
+    /// Pages on the free list.
+    pub free_pages: u64,
+}
+
+/// A node to visit during verification, with the key range it must cover.
+#[derive(Debug, Clone, Copy)]
+struct Visit {
+    page: u64,
+    lo: Option<u64>,
+    hi: Option<u64>,
+    slot: Option<u32>,
+}
+
+impl BTree {
+    /// Checks a child link read from page `parent`.
+    #[inline]
+    pub(super) fn check_child(&self, meta: &Meta, parent: u64, child: Option<u64>) -> Result<u64> {
+        match child {
+            Some(c) if c != NO_PAGE && c < meta.page_count => Ok(c),
+            _ => Err(Error::corruption(
+                self.name(),
+                parent,
+                format!("child link {child:?} outside the {} pages", meta.page_count),
+            )),
+        }
+    }
+
+    /// The leaf page whose key range holds `key`, reading inner pages into
+    /// `buf` unless they are pinned.
+    #[inline]
+    pub(super) fn leaf_for(&self, st: &State, key: u64, buf: &mut [u8]) -> Result<u64> {
+        let meta = &st.meta;
+        if meta.height == 1 {
+            return Ok(meta.root);
+        }
+        if let Some(p) = &st.pinned {
+            return p.leaf_for(meta.height, key).ok_or_else(|| {
+                Error::corruption(self.name(), meta.root, "pinned inner nodes are inconsistent")
+            });
+        }
+        let mut page = meta.root;
+        for _ in 1..meta.height {
+            self.read_page(page, buf)?;
+            let inner = InnerPage::open(buf, page, self.name())?;
+            page = self.check_child(meta, page, inner.child(inner.route(key)))?;
+        }
+        Ok(page)
+    }
+
+    /// Follows the sibling link of leaf `page`, guarding against cycles.
+    fn next_leaf(&self, meta: &Meta, page: u64, next: u64, hops: &mut u64) -> Result<u64> {
+        *hops += 1;
+        if *hops > meta.leaves {
+            return Err(Error::corruption(self.name(), page, "sibling links form a cycle"));
+        }
+        self.check_child(meta, page, Some(next))
+    }
+
+    pub(super) fn get_impl(&self, key: u64) -> Result<Option<u64>> {
+        let st = self.state.read();
+        with_page_buf(self.page_size, |buf| {
+            let leaf_no = self.leaf_for(&st, key, buf)?;
+            self.read_page(leaf_no, buf)?;
+            let leaf = LeafPage::open(buf, leaf_no, self.name())?;
+            let i = leaf.lower_bound(key);
+            Ok(leaf.record(i).filter(|r| r.0 == key).map(|r| r.1))
+        })
+    }
+
+    pub(super) fn lower_bound_impl(&self, key: u64) -> Result<Option<Record>> {
+        let st = self.state.read();
+        with_page_buf(self.page_size, |buf| {
+            let mut page = self.leaf_for(&st, key, buf)?;
+            let mut first = true;
+            let mut hops = 0;
+            loop {
+                self.read_page(page, buf)?;
+                let leaf = LeafPage::open(buf, page, self.name())?;
+                let i = if first { leaf.lower_bound(key) } else { 0 };
+                if let Some(r) = leaf.record(i) {
+                    return Ok(Some(r));
+                }
+                if leaf.next() == NO_PAGE {
+                    return Ok(None);
+                }
+                page = self.next_leaf(&st.meta, page, leaf.next(), &mut hops)?;
+                first = false;
+            }
+        })
+    }
+
+    pub(super) fn scan_impl(&self, from: u64, count: usize, out: &mut Vec<Record>) -> Result<()> {
+        if count == 0 {
+            return Ok(());
+        }
+        let st = self.state.read();
+        out.reserve(count.min(usize::try_from(st.meta.n).unwrap_or(usize::MAX)));
+        with_page_buf(self.page_size, |buf| {
+            let mut page = self.leaf_for(&st, from, buf)?;
+            let mut remaining = count;
+            let mut first = true;
+            let mut hops = 0;
+            loop {
+                self.read_page(page, buf)?;
+                let leaf = LeafPage::open(buf, page, self.name())?;
+                let start = if first { leaf.lower_bound(from) } else { 0 };
+                let end = leaf.count().min(start.saturating_add(remaining));
+                for i in start..end {
+                    if let Some(r) = leaf.record(i) {
+                        out.push(r);
+                    }
+                }
+                remaining -= end.saturating_sub(start);
+                if remaining == 0 || leaf.next() == NO_PAGE {
+                    return Ok(());
+                }
+                page = self.next_leaf(&st.meta, page, leaf.next(), &mut hops)?;
+                first = false;
+            }
+        })
+    }
+
+    /// Reads every page of the tree from storage and checks the whole
+    /// structure: checksums and page types per level, counts, keys strictly
+    /// increasing and inside the range their parent routes to them, every
+    /// sibling link pointing at the next leaf in key order, the pinned inner
+    /// nodes equal to their pages, the free list, and that the meta page's
+    /// counts match and every allocated page is used exactly once.
+    ///
+    /// Takes the shared lock (writers wait); reads every page once.
+    pub fn verify(&self) -> Result<VerifyReport> {
+        let st = self.state.read();
+        let meta = st.meta;
+        let name = self.name();
+        let bad = |page: u64, what: String| Error::corruption(name, page, what);
+        let mut buf = AlignedBuf::zeroed(self.page_size);
+        let mut seen: HashSet<u64> = HashSet::new();
+        seen.insert(META_PAGE);
+        let pinned = st.pinned.as_ref();
+        let mut level = vec![Visit {
+            page: meta.root,
+            lo: None,
+            hi: None,
+            slot: pinned.map(|p| p.root),
+        }];
+        let mut inner = 0u64;
+        let in_range = |k: u64, v: &Visit| v.lo.is_none_or(|lo| k >= lo) && v.hi.is_none_or(|hi| k < hi);
+        for lvl in (1..meta.height).rev() {
+            let mut next = Vec::new();
+            for v in &level {
+                if !seen.insert(v.page) {
+                    return Err(bad(v.page, "page reachable twice".into()));
+                }
+                self.check_child(&meta, META_PAGE, Some(v.page))?;
+                self.read_page(v.page, &mut buf)?;
+                let node = InnerPage::open(&buf, v.page, name)?.decode();
+                check_inner(&node, v.page, &meta, name)?;
+                if let Some(k) = node.keys.iter().find(|&&k| !in_range(k, v)) {
+                    return Err(bad(v.page, format!("separator {k} outside its node's range")));
+                }
+                let pnode = match (pinned, v.slot) {
+                    (Some(p), Some(s)) => {
+                        let pn = p
+                            .get(s)
+                            .ok_or_else(|| bad(v.page, "pinned slot missing".into()))?;
+                        if pn.page != v.page || pn.node != node {
+                            return Err(bad(v.page, "pinned copy differs from the page".into()));
+                        }
+                        let want_slots = if lvl >= 2 { node.children.len() } else { 0 };
+                        if pn.slots.len() != want_slots {
+                            return Err(bad(v.page, "pinned child slots miscounted".into()));
+                        }
+                        Some(pn)
+                    }
+                    (Some(_), None) => return Err(bad(v.page, "node not pinned".into())),
+                    _ => None,
+                };
+                for (i, &c) in node.children.iter().enumerate() {
+                    let lo = if i == 0 {
+                        v.lo
+                    } else {
+                        node.keys.get(i - 1).copied()
+                    };
+                    let hi = if i == node.keys.len() {
+                        v.hi
+                    } else {
+                        node.keys.get(i).copied()
+                    };
+                    let slot = pnode.and_then(|pn| pn.slots.get(i).copied());
+                    if let (Some(p), Some(s)) = (pinned, slot) {
+                        if p.get(s).map(|n| n.page) != Some(c) {
+                            return Err(bad(v.page, format!("pinned slot of child {i} is stale")));
+                        }
+                    }
+                    next.push(Visit {
+                        page: c,
+                        lo,
+                        hi,
+                        slot,
+                    });
+                }
+            }
+            inner += level.len() as u64;
+            level = next;
+        }
+        let mut records = 0u64;
+        let mut prev: Option<u64> = None;
+        for (j, v) in level.iter().enumerate() {
+            if !seen.insert(v.page) {
+                return Err(bad(v.page, "page reachable twice".into()));
+            }
+            self.check_child(&meta, META_PAGE, Some(v.page))?;
+            self.read_page(v.page, &mut buf)?;
+            let leaf = LeafPage::open(&buf, v.page, name)?;
+            if leaf.count() == 0 && level.len() > 1 {
+                return Err(bad(v.page, "empty leaf in a tree of several leaves".into()));
+            }
+            for i in 0..leaf.count() {
+                let k = leaf.key(i).ok_or_else(|| bad(v.page, "short leaf".into()))?;
+                if prev.is_some_and(|p| k <= p) {
+                    return Err(bad(v.page, format!("key {k} out of order")));
+                }
+                if !in_range(k, v) {
+                    return Err(bad(v.page, format!("key {k} outside its leaf's range")));
+                }
+                prev = Some(k);
+            }
+            records += leaf.count() as u64;
+            let want = level.get(j + 1).map_or(NO_PAGE, |n| n.page);
+            if leaf.next() != want {
+                return Err(bad(
+                    v.page,
+                    format!("sibling link {} should be {want}", leaf.next()),
+                ));
+            }
+        }
+        let leaves = level.len() as u64;
+        if (records, leaves, inner) != (meta.n, meta.leaves, meta.inner) {
+            return Err(bad(
+                META_PAGE,
+                format!(
+                    "meta counts (n {}, leaves {}, inner {}) differ from the tree ({records}, {leaves}, {inner})",
+                    meta.n, meta.leaves, meta.inner
+                ),
+            ));
+        }
+        if let Some(p) = pinned {
+            if p.live() as u64 != inner {
+                return Err(bad(META_PAGE, "pinned node count differs".into()));
+            }
+        }
+        let mut free = 0u64;
+        let mut f = meta.free_head;
+        while f != NO_PAGE {
+            if free >= meta.free_pages {
+                return Err(bad(f, "free list longer than counted".into()));
+            }
+            self.check_child(&meta, META_PAGE, Some(f))?;
+            if !seen.insert(f) {
+                return Err(bad(f, "free page is also in use".into()));
+            }
+            self.read_page(f, &mut buf)?;
+            f = open_free(&buf, f, name)?;
+            free += 1;
+        }
+        if free != meta.free_pages || seen.len() as u64 != meta.page_count {
+            return Err(bad(
+                META_PAGE,
+                format!(
+                    "{} pages allocated, {} accounted for ({free} free)",
+                    meta.page_count,
+                    seen.len()
+                ),
+            ));
+        }
+        Ok(VerifyReport {
+            height: meta.height,
+            leaves,
+            inner,
+            records,
+            free_pages: free,
+        })
+    }
+}
