@@ -1,0 +1,205 @@
+//! Exact geometric predicates on integer points, shared by the builders.
+//!
+//! Every feasibility decision of the segmentation algorithms (PLA, cone,
+//! spline corridor, minimax fit) is one of the predicates below, evaluated
+//! without rounding: x coordinates are `u64`, y coordinates `i128` (callers
+//! clamp them to `±Y_LIMIT`), and products are compared exactly in up to 192
+//! bits, so results never depend on floating-point luck.
+
+use std::cmp::Ordering;
+
+/// Largest magnitude of a y coordinate accepted by the predicates. Builders
+/// clamp their inputs to `[-Y_LIMIT, Y_LIMIT]`, so differences of two y
+/// coordinates always fit in an `i128`.
+pub(crate) const Y_LIMIT: i128 = 1 << 120;
+
+/// Clamps a y coordinate into `[-Y_LIMIT, Y_LIMIT]`.
+#[inline]
+pub(crate) fn clamp_y(y: i128) -> i128 {
+    y.clamp(-Y_LIMIT, Y_LIMIT)
+}
+
+/// A point with an unsigned x and a signed y coordinate.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Pt {
+    pub x: u64,
+    pub y: i128,
+}
+
+impl Pt {
+    #[inline]
+    pub(crate) fn new(x: u64, y: i128) -> Self {
+        Pt { x, y }
+    }
+}
+
+#[inline]
+fn fits_i64(v: i128) -> bool {
+    v as i64 as i128 == v
+}
+
+/// Compares `a * b` with `c * d` exactly, for any `a, c: u64` and `b, d: i128`.
+#[inline]
+pub(crate) fn mul_cmp(a: u64, b: i128, c: u64, d: i128) -> Ordering {
+    if fits_i64(b) && fits_i64(d) {
+        // |a * b| < 2^64 * 2^63 = 2^127: no overflow.
+        (a as i128 * b).cmp(&(c as i128 * d))
+    } else {
+        wide_mul_cmp(a, b, c, d)
+    }
+}
+
+/// The 192-bit magnitude `a * m` as `(high, low)` 128-bit halves.
+#[inline]
+fn mul_wide(a: u64, m: u128) -> (u128, u128) {
+    let lo = a as u128 * (m as u64) as u128;
+    let mid = a as u128 * ((m >> 64) as u64) as u128;
+    let (low, carry) = lo.overflowing_add(mid << 64);
+    ((mid >> 64) + carry as u128, low)
+}
+
+#[cold]
+fn wide_mul_cmp(a: u64, b: i128, c: u64, d: i128) -> Ordering {
+    let sign = |x: u64, y: i128| -> i8 {
+        if x == 0 || y == 0 {
+            0
+        } else if y > 0 {
+            1
+        } else {
+            -1
+        }
+    };
+    let (s1, s2) = (sign(a, b), sign(c, d));
+    if s1 != s2 {
+        return s1.cmp(&s2);
+    }
+    if s1 == 0 {
+        return Ordering::Equal;
+    }
+    let m1 = mul_wide(a, b.unsigned_abs());
+    let m2 = mul_wide(c, d.unsigned_abs());
+    if s1 > 0 { m1.cmp(&m2) } else { m2.cmp(&m1) }
+}
+
+/// Orientation of `c` relative to the line through `a` and `b`, for
+/// `a.x < b.x` and `a.x <= c.x`: `Greater` if `c` lies strictly above the
+/// line, `Less` if strictly below, `Equal` if on it. (This is the sign of the
+/// cross product `(b - a) x (c - a)`.)
+#[inline]
+pub(crate) fn orient(a: Pt, b: Pt, c: Pt) -> Ordering {
+    mul_cmp(
+        b.x.wrapping_sub(a.x),
+        c.y - a.y,
+        c.x.wrapping_sub(a.x),
+        b.y - a.y,
+    )
+}
+
+/// A rational slope `num / den` with `den > 0`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Slope {
+    pub num: i128,
+    pub den: u64,
+}
+
+impl Slope {
+    /// The slope of the line through `a` and `b` (`a.x < b.x`).
+    #[inline]
+    pub(crate) fn between(a: Pt, b: Pt) -> Self {
+        Slope {
+            num: b.y - a.y,
+            den: b.x.wrapping_sub(a.x),
+        }
+    }
+
+    /// Exact comparison of two slopes.
+    #[inline]
+    pub(crate) fn cmp_exact(self, other: Slope) -> Ordering {
+        // num1/den1 vs num2/den2  <=>  num1*den2 vs num2*den1 (dens > 0).
+        mul_cmp(other.den, self.num, self.den, other.num)
+    }
+
+    /// The nearest `f64`.
+    #[inline]
+    pub(crate) fn to_f64(self) -> f64 {
+        self.num as f64 / self.den as f64
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Reference: exact signed product as little-endian 32-bit limbs.
+    fn product_limbs(a: u64, b: i128) -> (bool, Vec<u64>) {
+        let neg = b < 0 && a != 0;
+        let mag = b.unsigned_abs();
+        let xa = [a as u32 as u64, a >> 32];
+        let xb = [
+            mag as u32 as u64,
+            (mag >> 32) as u32 as u64,
+            (mag >> 64) as u32 as u64,
+            (mag >> 96) as u32 as u64,
+        ];
+        let mut out = vec![0u64; 7];
+        for (i, &p) in xa.iter().enumerate() {
+            let mut carry = 0u64;
+            for (j, &q) in xb.iter().enumerate() {
+                let t = out[i + j] + p * q + carry;
+                out[i + j] = t & 0xffff_ffff;
+                carry = t >> 32;
+            }
+            let mut k = i + xb.len();
+            while carry > 0 {
+                let t = out[k] + carry;
+                out[k] = t & 0xffff_ffff;
+                carry = t >> 32;
+                k += 1;
+            }
+        }
+        let zero = out.iter().all(|&l| l == 0);
+        (neg && !zero, out)
+    }
+
+    fn reference_cmp(a: u64, b: i128, c: u64, d: i128) -> Ordering {
+        let (n1, l1) = product_limbs(a, b);
+        let (n2, l2) = product_limbs(c, d);
+        let mag = |l: &Vec<u64>| l.iter().rev().copied().collect::<Vec<_>>();
+        match (n1, n2) {
+            (false, true) => Ordering::Greater,
+            (true, false) => Ordering::Less,
+            (false, false) => mag(&l1).cmp(&mag(&l2)),
+            (true, true) => mag(&l2).cmp(&mag(&l1)),
+        }
+    }
+
+    #[test]
+    fn extremes() {
+        let cases = [
+            (u64::MAX, i128::MAX, u64::MAX, i128::MAX),
+            (u64::MAX, i128::MIN, u64::MAX, i128::MAX),
+            (u64::MAX, i128::MIN, u64::MAX, i128::MIN),
+            (0, i128::MIN, 1, 0),
+            (u64::MAX, 1 << 100, u64::MAX - 1, (1 << 100) + 1),
+            (3, -(1 << 70), 2, -(1 << 70)),
+        ];
+        for (a, b, c, d) in cases {
+            assert_eq!(
+                mul_cmp(a, b, c, d),
+                reference_cmp(a, b, c, d),
+                "{a} {b} {c} {d}"
+            );
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn matches_reference(a: u64, b: i128, c: u64, d: i128, shift in 0u32..128) {
+            prop_assert_eq!(mul_cmp(a, b, c, d), reference_cmp(a, b, c, d));
+            let (b2, d2) = (b >> shift, d >> shift);
+            prop_assert_eq!(mul_cmp(a, b2, c, d2), reference_cmp(a, b2, c, d2));
+        }
+    }
+}
