@@ -15,11 +15,14 @@
 //! lies in `[lo, hi)` and `hi <= n + 1`.
 
 pub mod bitpack;
+mod codec;
 mod exact;
 pub mod pla;
+pub mod radix_spline;
 
 pub use pla::{
     IntervalPoint, PREDICTION_TOLERANCE, PlaStream, Segment, greedy_cone, greedy_cone_points,
     intercept_range, min_slope_set, optimal_pla, optimal_pla_points, optimal_pla_zero_interval,
     zero_interval,
 };
+pub use radix_spline::RadixSpline;
