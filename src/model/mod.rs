@@ -19,6 +19,7 @@ mod codec;
 mod exact;
 pub mod pla;
 pub mod radix_spline;
+pub mod rmi;
 
 pub use pla::{
     IntervalPoint, PREDICTION_TOLERANCE, PlaStream, Segment, greedy_cone, greedy_cone_points,
@@ -26,3 +27,4 @@ pub use pla::{
     zero_interval,
 };
 pub use radix_spline::RadixSpline;
+pub use rmi::Rmi;
