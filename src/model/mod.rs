@@ -17,10 +17,12 @@
 pub mod bitpack;
 mod codec;
 mod exact;
+pub mod leco;
 pub mod pla;
 pub mod radix_spline;
 pub mod rmi;
 
+pub use leco::LecoArray;
 pub use pla::{
     IntervalPoint, PREDICTION_TOLERANCE, PlaStream, Segment, greedy_cone, greedy_cone_points,
     intercept_range, min_slope_set, optimal_pla, optimal_pla_points, optimal_pla_zero_interval,
