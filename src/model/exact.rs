@@ -33,19 +33,14 @@ impl Pt {
     }
 }
 
-#[inline]
-fn fits_i64(v: i128) -> bool {
-    v as i64 as i128 == v
-}
-
 /// Compares `a * b` with `c * d` exactly, for any `a, c: u64` and `b, d: i128`.
 #[inline]
 pub(crate) fn mul_cmp(a: u64, b: i128, c: u64, d: i128) -> Ordering {
-    if fits_i64(b) && fits_i64(d) {
-        // |a * b| < 2^64 * 2^63 = 2^127: no overflow.
-        (a as i128 * b).cmp(&(c as i128 * d))
-    } else {
-        wide_mul_cmp(a, b, c, d)
+    match (i64::try_from(b), i64::try_from(d)) {
+        // |a * b| < 2^64 * 2^63 = 2^127: no overflow. The i64 operands let
+        // the compiler use one widening multiply per product.
+        (Ok(b), Ok(d)) => (a as i128 * b as i128).cmp(&(c as i128 * d as i128)),
+        _ => wide_mul_cmp(a, b, c, d),
     }
 }
 
@@ -93,6 +88,19 @@ pub(crate) fn orient(a: Pt, b: Pt, c: Pt) -> Ordering {
         c.x.wrapping_sub(a.x),
         b.y - a.y,
     )
+}
+
+/// `floor(x)` as an `i64`, saturating at the `i64` range (NaN gives 0).
+/// Exact and monotone non-decreasing in `x`; avoids the `floor` library call
+/// on targets without SSE4.1.
+#[inline]
+pub(crate) fn floor_i64(x: f64) -> i64 {
+    let t = x as i64; // truncation toward zero, saturating
+    if (t as f64) > x {
+        t.saturating_sub(1)
+    } else {
+        t
+    }
 }
 
 /// A rational slope `num / den` with `den > 0`.
@@ -194,7 +202,45 @@ mod tests {
         }
     }
 
+    #[test]
+    fn floor_i64_matches_floor() {
+        let xs = [
+            0.0,
+            -0.0,
+            0.5,
+            -0.5,
+            1.0,
+            -1.0,
+            2.5,
+            -2.5,
+            1e15 + 0.5,
+            -1e15 - 0.5,
+            9.007_199_254_740_993e15,
+            4.0e18,
+            9.3e18,
+            -9.3e18,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            f64::MIN_POSITIVE,
+            -f64::MIN_POSITIVE,
+        ];
+        for x in xs {
+            let want = if x.is_nan() { 0 } else { x.floor() as i64 };
+            assert_eq!(floor_i64(x), want, "{x}");
+        }
+    }
+
     proptest! {
+        #[test]
+        fn floor_i64_prop(x: f64, y: f64) {
+            let want = if x.is_nan() { 0 } else { x.floor() as i64 };
+            prop_assert_eq!(floor_i64(x), want);
+            if x <= y {
+                prop_assert!(floor_i64(x) <= floor_i64(y));
+            }
+        }
+
         #[test]
         fn matches_reference(a: u64, b: i128, c: u64, d: i128, shift in 0u32..128) {
             prop_assert_eq!(mul_cmp(a, b, c, d), reference_cmp(a, b, c, d));

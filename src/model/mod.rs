@@ -13,6 +13,10 @@
 //! `[lo, hi)` with the contract of `index::ApproxPos`: for any query `x`, the
 //! lower bound of `x` in the keys (index of the first key `>= x`, or `n`)
 //! lies in `[lo, hi)` and `hi <= n + 1`.
+//!
+//! Nothing here panics on any input: builders accept any keys (or reject
+//! unsorted ones with an error), decoders validate every structure they read.
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 pub mod bitpack;
 mod codec;

@@ -111,6 +111,24 @@ fn combine(m1: f64, v1: f64, m2: f64, v2: f64) -> (f64, f64) {
     }
 }
 
+/// Tangent from `p` (right of every hull point) to the convex chain
+/// `hull[start..]`: walks forward while the next point is at least as good,
+/// i.e. while `p` is not strictly on the `stop` side of the edge. Returns the
+/// index and the point. Amortised O(1): callers drop the points before it.
+#[inline]
+fn tangent(hull: &[Pt], start: usize, p: Pt, stop: Ordering) -> (usize, Pt) {
+    let mut i = start;
+    let mut t = hull.get(start).copied().unwrap_or(p);
+    while let Some(&[a, b]) = hull.get(i..i + 2) {
+        if orient(a, b, p) == stop {
+            break;
+        }
+        i += 1;
+        t = b;
+    }
+    (i, t)
+}
+
 /// The streaming optimal PLA (PGM-index segmentation, O'Rourke's algorithm).
 ///
 /// Push points with increasing `x`; whenever a point cannot join the current
@@ -201,8 +219,8 @@ impl PlaStream {
         let pl = Pt::new(x, lo);
         if self.len == 1 {
             // Two points with distinct x always admit a line.
-            self.min_line = (self.upper[0], pl);
-            self.max_line = (self.lower[0], pu);
+            self.min_line = (Pt::new(self.first_x, self.first_hi), pl);
+            self.max_line = (Pt::new(self.first_x, self.first_lo), pu);
             self.upper.push(pu);
             self.lower.push(pl);
             self.len = 2;
@@ -221,36 +239,28 @@ impl PlaStream {
         if orient(self.min_line.0, self.min_line.1, pl) == Ordering::Greater {
             // The least slope rises: tangent from `pl` to the hull of upper
             // endpoints. Hull points left of the tangent are never needed again.
-            let mut i = self.u_start;
-            while i + 1 < self.upper.len()
-                && orient(self.upper[i], self.upper[i + 1], pl) != Ordering::Less
-            {
-                i += 1;
-            }
-            self.min_line = (self.upper[i], pl);
+            let (i, t) = tangent(&self.upper, self.u_start, pl, Ordering::Less);
+            self.min_line = (t, pl);
             self.u_start = i;
         }
         if orient(self.max_line.0, self.max_line.1, pu) == Ordering::Less {
-            let mut i = self.l_start;
-            while i + 1 < self.lower.len()
-                && orient(self.lower[i], self.lower[i + 1], pu) != Ordering::Greater
-            {
-                i += 1;
-            }
-            self.max_line = (self.lower[i], pu);
+            let (i, t) = tangent(&self.lower, self.l_start, pu, Ordering::Greater);
+            self.max_line = (t, pu);
             self.l_start = i;
         }
+        // Keep the hulls convex; their first live point (the extreme line's
+        // anchor) is never removed.
         while self.upper.len() >= self.u_start + 2 {
-            let n = self.upper.len();
-            if orient(self.upper[n - 2], self.upper[n - 1], pu) == Ordering::Greater {
+            let [.., a, b] = self.upper[..] else { break };
+            if orient(a, b, pu) == Ordering::Greater {
                 break;
             }
             self.upper.pop();
         }
         self.upper.push(pu);
         while self.lower.len() >= self.l_start + 2 {
-            let n = self.lower.len();
-            if orient(self.lower[n - 2], self.lower[n - 1], pl) == Ordering::Less {
+            let [.., a, b] = self.lower[..] else { break };
+            if orient(a, b, pl) == Ordering::Less {
                 break;
             }
             self.lower.pop();

@@ -17,7 +17,7 @@ use std::mem::size_of;
 
 use super::bitpack::bits_needed;
 use super::codec::{self, Writer};
-use super::exact::{Pt, Slope};
+use super::exact::{Pt, Slope, floor_i64};
 use crate::{Error, Result};
 
 const KIND: &str = "radix spline";
@@ -135,7 +135,7 @@ impl RadixSpline {
             while self.keys.get(j).is_some_and(|&s| s < k) {
                 j += 1;
             }
-            let e = i as i64 - self.interpolate(j, k).floor() as i64;
+            let e = i as i64 - floor_i64(self.interpolate(j, k));
             lo = lo.min(e);
             hi = hi.max(e);
         }
@@ -200,7 +200,7 @@ impl RadixSpline {
             return (n, n + 1);
         }
         let j = self.find_segment(x);
-        let p = self.interpolate(j, x).floor() as i128;
+        let p = floor_i64(self.interpolate(j, x)) as i128;
         let lo = (p + self.err_lo as i128).max(1);
         let hi = (p + self.err_hi as i128 + 2).min(n as i128);
         if lo < hi {
@@ -219,7 +219,7 @@ impl RadixSpline {
         if x <= min || x > max {
             return lo;
         }
-        let p = self.interpolate(self.find_segment(x), x).floor() as u64;
+        let p = floor_i64(self.interpolate(self.find_segment(x), x)).max(0) as u64;
         p.clamp(lo, hi - 1)
     }
 

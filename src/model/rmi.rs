@@ -14,6 +14,7 @@
 use std::mem::size_of;
 
 use super::codec::{self, Writer};
+use super::exact::floor_i64;
 use super::radix_spline::check_strictly_increasing;
 use crate::Result;
 
@@ -45,7 +46,7 @@ struct Leaf {
 impl Leaf {
     #[inline]
     fn predict_floor(&self, x: u64) -> i64 {
-        (self.intercept + self.slope * x.saturating_sub(self.base) as f64).floor() as i64
+        floor_i64(self.intercept + self.slope * x.saturating_sub(self.base) as f64)
     }
 }
 
@@ -148,8 +149,9 @@ impl Rmi {
     /// The leaf `x` is routed to among `m` leaves.
     #[inline]
     fn route_among(&self, x: u64, m: usize) -> usize {
-        let t = (self.root_intercept + self.root_slope * x.saturating_sub(self.min_key) as f64)
-            .floor() as i64;
+        let t = floor_i64(
+            self.root_intercept + self.root_slope * x.saturating_sub(self.min_key) as f64,
+        );
         t.clamp(0, m.saturating_sub(1) as i64) as usize
     }
 
