@@ -857,6 +857,17 @@ mod tests {
         let exact = LecoArray::encode(hi);
         assert!(d.memory_bytes() <= exact.memory_bytes());
         assert_eq!(LecoArray::from_bytes(&d.to_bytes()).unwrap(), d);
+        // Per partition length, never more payload than lossless `hi`.
+        for log2 in [2u32, 5, 8] {
+            let db = LecoArray::encode_bounded_with_partition_len(lo, hi, log2).unwrap();
+            let ex = LecoArray::encode_with_partition_len(hi, log2);
+            assert!(db.payload_bits() <= ex.payload_bits());
+            assert!(
+                db.iter()
+                    .zip(lo.iter().zip(hi))
+                    .all(|(s, (&l, &h))| l <= s && s <= h)
+            );
+        }
     }
 
     proptest! {

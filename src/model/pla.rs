@@ -271,8 +271,8 @@ impl PlaStream {
         None
     }
 
-    /// Finishes the current segment, if any, and resets the point counter's
-    /// segment state (the next pushed point starts a new segment).
+    /// Finishes the current segment, if any. A point pushed afterwards starts
+    /// a new segment; input indices keep counting (see [`PlaStream::reset`]).
     pub fn finish(&mut self) -> Option<Segment> {
         if self.len == 0 {
             return None;
@@ -718,6 +718,32 @@ mod tests {
             assert_eq!(s.len(), 1, "eps {eps}");
             assert!((s[0].slope - 1.0 / 7.0).abs() < 1e-12);
             check_segments(&plain_points(&keys, eps), &s, false);
+        }
+    }
+
+    #[test]
+    fn zero_interval_fetch_covers_page() {
+        // Zhang §6.1: fetching the pages of [pred - eps, pred + eps] (widened
+        // by the rounding tolerance) always includes the key's page.
+        let mut rng = Pcg64::seed_from_u64(31);
+        let mut keys: Vec<u64> = (0..200_000).map(|_| rng.random::<u64>() >> 3).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        for (eps, page) in [(0u64, 256u64), (8, 256), (64, 64), (3, 5)] {
+            let segs = optimal_pla_zero_interval(&keys, eps, page);
+            for s in &segs {
+                for i in s.start..s.end() {
+                    let pred = s.predict(keys[i]);
+                    let tol = PREDICTION_TOLERANCE * (i as f64 + page as f64 + eps as f64);
+                    let first = ((pred - eps as f64 - tol).floor().max(0.0) as u64) / page;
+                    let last = ((pred + eps as f64 + tol).floor().max(0.0) as u64) / page;
+                    let p = i as u64 / page;
+                    assert!(
+                        first <= p && p <= last,
+                        "key {i}: page {p} not in [{first}, {last}]"
+                    );
+                }
+            }
         }
     }
 

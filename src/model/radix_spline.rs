@@ -189,38 +189,39 @@ impl RadixSpline {
     /// the smallest key and above the largest are answered exactly.
     /// O(log(spline points per radix slot)).
     pub fn predict_range(&self, x: u64) -> (u64, u64) {
+        let (_, lo, hi) = self.approx(x);
+        (lo, hi)
+    }
+
+    /// The point prediction `pos` for `x` together with the range of
+    /// [`RadixSpline::predict_range`]: `(pos, lo, hi)` with
+    /// `lo <= pos < hi` (the fields of `index::ApproxPos`). O(log(spline
+    /// points per radix slot)).
+    pub fn approx(&self, x: u64) -> (u64, u64, u64) {
         let n = self.n;
         let (Some(&min), Some(&max)) = (self.keys.first(), self.keys.last()) else {
-            return (0, 1);
+            return (0, 0, 1);
         };
         if x <= min {
-            return (0, 1);
+            return (0, 0, 1);
         }
         if x > max {
-            return (n, n + 1);
+            return (n, n, n + 1);
         }
         let j = self.find_segment(x);
         let p = floor_i64(self.interpolate(j, x)) as i128;
         let lo = (p + self.err_lo as i128).max(1);
         let hi = (p + self.err_hi as i128 + 2).min(n as i128);
         if lo < hi {
-            (lo as u64, hi as u64)
+            (p.clamp(lo, hi - 1) as u64, lo as u64, hi as u64)
         } else {
-            (0, n + 1)
+            (0, 0, n + 1)
         }
     }
 
     /// The point prediction for `x`, inside [`RadixSpline::predict_range`].
     pub fn predict(&self, x: u64) -> u64 {
-        let (lo, hi) = self.predict_range(x);
-        let (Some(&min), Some(&max)) = (self.keys.first(), self.keys.last()) else {
-            return 0;
-        };
-        if x <= min || x > max {
-            return lo;
-        }
-        let p = floor_i64(self.interpolate(self.find_segment(x), x)).max(0) as u64;
-        p.clamp(lo, hi - 1)
+        self.approx(x).0
     }
 
     /// Number of keys.
@@ -440,6 +441,7 @@ mod tests {
             assert!(hi - lo <= 2 * rs.eps() + 2, "range too wide: {}", hi - lo);
             let p = rs.predict(x);
             assert!(p >= lo && p < hi);
+            assert_eq!(rs.approx(x), (p, lo, hi));
         }
     }
 

@@ -161,11 +161,19 @@ impl Rmi {
     /// key count plus one. Queries at or below the smallest key and above the
     /// largest are answered exactly. O(1).
     pub fn predict_range(&self, x: u64) -> (u64, u64) {
+        let (_, lo, hi) = self.approx(x);
+        (lo, hi)
+    }
+
+    /// The point prediction `pos` for `x` together with the range of
+    /// [`Rmi::predict_range`]: `(pos, lo, hi)` with `lo <= pos < hi` (the
+    /// fields of `index::ApproxPos`). O(1).
+    pub fn approx(&self, x: u64) -> (u64, u64, u64) {
         if self.n == 0 || self.leaves.is_empty() || x <= self.min_key {
-            return (0, 1);
+            return (0, 0, 1);
         }
         if x > self.max_key {
-            return (self.n, self.n + 1);
+            return (self.n, self.n, self.n + 1);
         }
         let i = self.route(x);
         let (Some(&first), Some(&end), Some(leaf)) = (
@@ -173,10 +181,10 @@ impl Rmi {
             self.bounds.get(i + 1),
             self.leaves.get(i),
         ) else {
-            return (0, self.n + 1);
+            return (0, 0, self.n + 1);
         };
         if first >= end {
-            return (first, first + 1);
+            return (first, first, first + 1);
         }
         // The lower bound lies in [first, end] (monotone routing). The model
         // bound p + err_lo holds when the leaf has a key >= x (else the answer
@@ -195,21 +203,15 @@ impl Rmi {
             (p + leaf.err_hi as i128 + 1).clamp(f, e)
         };
         if lo <= last {
-            (lo as u64, last as u64 + 1)
+            (p.clamp(lo, last) as u64, lo as u64, last as u64 + 1)
         } else {
-            (first, end + 1)
+            (first, first, end + 1)
         }
     }
 
     /// The point prediction for `x`, inside [`Rmi::predict_range`].
     pub fn predict(&self, x: u64) -> u64 {
-        let (lo, hi) = self.predict_range(x);
-        match self.leaves.get(self.route(x)) {
-            Some(leaf) if self.n > 0 => {
-                leaf.predict_floor(x).clamp(lo as i64, hi as i64 - 1) as u64
-            }
-            _ => lo,
-        }
+        self.approx(x).0
     }
 
     /// Number of keys.
@@ -414,6 +416,7 @@ mod tests {
             assert!(hi - lo <= max_width);
             let p = rmi.predict(x);
             assert!(p >= lo && p < hi);
+            assert_eq!(rmi.approx(x), (p, lo, hi));
         }
     }
 
