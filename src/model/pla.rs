@@ -732,8 +732,8 @@ mod tests {
         for (eps, page) in [(0u64, 256u64), (8, 256), (64, 64), (3, 5)] {
             let segs = optimal_pla_zero_interval(&keys, eps, page);
             for s in &segs {
-                for i in s.start..s.end() {
-                    let pred = s.predict(keys[i]);
+                for (i, &k) in keys.iter().enumerate().take(s.end()).skip(s.start) {
+                    let pred = s.predict(k);
                     let tol = PREDICTION_TOLERANCE * (i as f64 + page as f64 + eps as f64);
                     let first = ((pred - eps as f64 - tol).floor().max(0.0) as u64) / page;
                     let last = ((pred + eps as f64 + tol).floor().max(0.0) as u64) / page;
