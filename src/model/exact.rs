@@ -19,17 +19,72 @@ pub(crate) fn clamp_y(y: i128) -> i128 {
     y.clamp(-Y_LIMIT, Y_LIMIT)
 }
 
-/// A point with an unsigned x and a signed y coordinate.
+/// A point with an unsigned x and a signed y coordinate of type `Y`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Pt {
+pub(crate) struct P<Y> {
     pub x: u64,
-    pub y: i128,
+    pub y: Y,
 }
 
-impl Pt {
+impl<Y> P<Y> {
     #[inline]
-    pub(crate) fn new(x: u64, y: i128) -> Self {
-        Pt { x, y }
+    pub(crate) fn new(x: u64, y: Y) -> Self {
+        P { x, y }
+    }
+}
+
+/// A point with an `i128` y coordinate (within `±Y_LIMIT`).
+pub(crate) type Pt = P<i128>;
+
+/// A y coordinate type with an exact orientation predicate.
+pub(crate) trait Coord: Copy + Default + PartialEq + std::fmt::Debug {
+    /// See [`orient`].
+    fn orient(a: P<Self>, b: P<Self>, c: P<Self>) -> Ordering;
+    /// The value as `i128`.
+    fn wide(self) -> i128;
+    /// The nearest `f64`.
+    fn to_f64(self) -> f64;
+}
+
+impl Coord for i128 {
+    #[inline]
+    fn orient(a: Pt, b: Pt, c: Pt) -> Ordering {
+        mul_cmp(
+            b.x.wrapping_sub(a.x),
+            c.y - a.y,
+            c.x.wrapping_sub(a.x),
+            b.y - a.y,
+        )
+    }
+    #[inline]
+    fn wide(self) -> i128 {
+        self
+    }
+    #[inline]
+    fn to_f64(self) -> f64 {
+        self as f64
+    }
+}
+
+/// Largest magnitude of an `i64` y coordinate: differences then fit in `i64`
+/// and products with a `u64` in `i128`.
+pub(crate) const Y64_LIMIT: i128 = 1 << 62;
+
+impl Coord for i64 {
+    /// Requires `|y| <= 2^62` (see [`Y64_LIMIT`]).
+    #[inline]
+    fn orient(a: P<i64>, b: P<i64>, c: P<i64>) -> Ordering {
+        let (dx1, dy2) = (b.x.wrapping_sub(a.x), c.y.wrapping_sub(a.y));
+        let (dx2, dy1) = (c.x.wrapping_sub(a.x), b.y.wrapping_sub(a.y));
+        (dx1 as i128 * dy2 as i128).cmp(&(dx2 as i128 * dy1 as i128))
+    }
+    #[inline]
+    fn wide(self) -> i128 {
+        self as i128
+    }
+    #[inline]
+    fn to_f64(self) -> f64 {
+        self as f64
     }
 }
 
@@ -81,13 +136,8 @@ fn wide_mul_cmp(a: u64, b: i128, c: u64, d: i128) -> Ordering {
 /// line, `Less` if strictly below, `Equal` if on it. (This is the sign of the
 /// cross product `(b - a) x (c - a)`.)
 #[inline]
-pub(crate) fn orient(a: Pt, b: Pt, c: Pt) -> Ordering {
-    mul_cmp(
-        b.x.wrapping_sub(a.x),
-        c.y - a.y,
-        c.x.wrapping_sub(a.x),
-        b.y - a.y,
-    )
+pub(crate) fn orient<Y: Coord>(a: P<Y>, b: P<Y>, c: P<Y>) -> Ordering {
+    Y::orient(a, b, c)
 }
 
 /// `floor(x)` as an `i64`, saturating at the `i64` range (NaN gives 0).
@@ -113,9 +163,9 @@ pub(crate) struct Slope {
 impl Slope {
     /// The slope of the line through `a` and `b` (`a.x < b.x`).
     #[inline]
-    pub(crate) fn between(a: Pt, b: Pt) -> Self {
+    pub(crate) fn between<Y: Coord>(a: P<Y>, b: P<Y>) -> Self {
         Slope {
-            num: b.y - a.y,
+            num: b.y.wide() - a.y.wide(),
             den: b.x.wrapping_sub(a.x),
         }
     }
@@ -232,6 +282,21 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn orient_i64_matches_i128(
+            xs in prop::array::uniform3(any::<u64>()),
+            ys in prop::array::uniform3(-(1i64 << 62)..=(1i64 << 62)),
+        ) {
+            let mut xs = xs;
+            xs.sort_unstable();
+            let p64 = |k: usize| P::new(xs[k], ys[k]);
+            let p128 = |k: usize| Pt::new(xs[k], ys[k] as i128);
+            prop_assert_eq!(
+                orient(p64(0), p64(1), p64(2)),
+                orient(p128(0), p128(1), p128(2))
+            );
+        }
+
         #[test]
         fn floor_i64_prop(x: f64, y: f64) {
             let want = if x.is_nan() { 0 } else { x.floor() as i64 };

@@ -29,7 +29,7 @@
 
 use std::cmp::Ordering;
 
-use super::exact::{Pt, Slope, clamp_y, orient};
+use super::exact::{Coord, P, Slope, Y64_LIMIT, clamp_y, orient};
 
 /// A point of the segmentation input: key `x`, and the inclusive interval
 /// `[lo, hi]` its prediction must fall in. Intervals with `lo > hi` are
@@ -89,12 +89,6 @@ fn normalize(lo: i128, hi: i128) -> (i128, i128) {
     if lo <= hi { (lo, hi) } else { (hi, lo) }
 }
 
-/// Midpoint of `[lo, hi]` as `f64`.
-#[inline]
-fn mid_f64(lo: i128, hi: i128) -> f64 {
-    0.5 * lo as f64 + 0.5 * hi as f64
-}
-
 /// Picks a slope and intercept from two feasible lines `(m1, v1)` and
 /// `(m2, v2)` (`m1 <= m2`, values taken at the same reference key): the
 /// middle of the two, except that a negative middle slope is raised to 0 when
@@ -116,7 +110,7 @@ fn combine(m1: f64, v1: f64, m2: f64, v2: f64) -> (f64, f64) {
 /// i.e. while `p` is not strictly on the `stop` side of the edge. Returns the
 /// index and the point. Amortised O(1): callers drop the points before it.
 #[inline]
-fn tangent(hull: &[Pt], start: usize, p: Pt, stop: Ordering) -> (usize, Pt) {
+fn tangent<Y: Coord>(hull: &[P<Y>], start: usize, p: P<Y>, stop: Ordering) -> (usize, P<Y>) {
     let mut i = start;
     let mut t = hull.get(start).copied().unwrap_or(p);
     while let Some(&[a, b]) = hull.get(i..i + 2) {
@@ -142,26 +136,7 @@ fn tangent(hull: &[Pt], start: usize, p: Pt, stop: Ordering) -> (usize, Pt) {
 /// endpoint. O(1) amortised time per point; memory O(hull size).
 #[derive(Debug, Clone, Default)]
 pub struct PlaStream {
-    /// Points in the current segment.
-    len: usize,
-    /// Input index of the current segment's first point.
-    start: usize,
-    /// Input index of the next point.
-    next: usize,
-    first_x: u64,
-    first_lo: i128,
-    first_hi: i128,
-    last_x: u64,
-    /// Lower hull of upper endpoints; `upper[u_start]` anchors `min_line`.
-    upper: Vec<Pt>,
-    /// Upper hull of lower endpoints; `lower[l_start]` anchors `max_line`.
-    lower: Vec<Pt>,
-    u_start: usize,
-    l_start: usize,
-    /// Least-slope feasible line: upper endpoint `.0`, lower endpoint `.1`.
-    min_line: (Pt, Pt),
-    /// Greatest-slope feasible line: lower endpoint `.0`, upper endpoint `.1`.
-    max_line: (Pt, Pt),
+    core: Hulls<i128>,
 }
 
 impl PlaStream {
@@ -172,6 +147,88 @@ impl PlaStream {
 
     /// Forgets all state (keeps allocations); the next point has index 0.
     pub fn reset(&mut self) {
+        self.core.reset();
+    }
+
+    /// Number of points in the segment under construction.
+    pub fn pending(&self) -> usize {
+        self.core.pending()
+    }
+
+    /// Adds the point `(x, lo, hi)` (a reversed interval is swapped,
+    /// coordinates are clamped to `±2^120`). Returns the finished segment if
+    /// the point starts a new one. O(1) amortised.
+    #[inline]
+    pub fn push(&mut self, x: u64, lo: i128, hi: i128) -> Option<Segment> {
+        let (lo, hi) = normalize(lo, hi);
+        self.core.push(x, lo, hi)
+    }
+
+    /// Finishes the current segment, if any. A point pushed afterwards starts
+    /// a new segment; input indices keep counting (see [`PlaStream::reset`]).
+    pub fn finish(&mut self) -> Option<Segment> {
+        self.core.finish()
+    }
+}
+
+/// Segments points whose bounds all lie within `±bound`, with `i64` hulls
+/// when `bound <= 2^62` (faster) and `i128` hulls otherwise.
+fn segment_bounded(bound: i128, points: impl Iterator<Item = IntervalPoint>) -> Vec<Segment> {
+    fn run<Y: Coord>(
+        points: impl Iterator<Item = IntervalPoint>,
+        conv: impl Fn(i128) -> Y,
+    ) -> Vec<Segment> {
+        let mut h = Hulls::<Y>::default();
+        let mut out = Vec::new();
+        for (x, lo, hi) in points {
+            if let Some(seg) = h.push(x, conv(lo), conv(hi)) {
+                out.push(seg);
+            }
+        }
+        out.extend(h.finish());
+        out
+    }
+    if bound <= Y64_LIMIT {
+        run(points, |v| v as i64)
+    } else {
+        run(
+            points.map(|(x, lo, hi)| {
+                let (lo, hi) = normalize(lo, hi);
+                (x, lo, hi)
+            }),
+            |v| v,
+        )
+    }
+}
+
+/// The hull state of [`PlaStream`], generic over the y coordinate type (`i64`
+/// when all bounds are within `±2^62`, else `i128`).
+#[derive(Debug, Clone, Default)]
+struct Hulls<Y: Coord> {
+    /// Points in the current segment.
+    len: usize,
+    /// Input index of the current segment's first point.
+    start: usize,
+    /// Input index of the next point.
+    next: usize,
+    first_x: u64,
+    first_lo: Y,
+    first_hi: Y,
+    last_x: u64,
+    /// Lower hull of upper endpoints; `upper[u_start]` anchors `min_line`.
+    upper: Vec<P<Y>>,
+    /// Upper hull of lower endpoints; `lower[l_start]` anchors `max_line`.
+    lower: Vec<P<Y>>,
+    u_start: usize,
+    l_start: usize,
+    /// Least-slope feasible line: upper endpoint `.0`, lower endpoint `.1`.
+    min_line: (P<Y>, P<Y>),
+    /// Greatest-slope feasible line: lower endpoint `.0`, upper endpoint `.1`.
+    max_line: (P<Y>, P<Y>),
+}
+
+impl<Y: Coord> Hulls<Y> {
+    fn reset(&mut self) {
         self.len = 0;
         self.start = 0;
         self.next = 0;
@@ -179,12 +236,11 @@ impl PlaStream {
         self.lower.clear();
     }
 
-    /// Number of points in the segment under construction.
-    pub fn pending(&self) -> usize {
+    fn pending(&self) -> usize {
         self.len
     }
 
-    fn begin(&mut self, idx: usize, x: u64, lo: i128, hi: i128) {
+    fn begin(&mut self, idx: usize, x: u64, lo: Y, hi: Y) {
         self.len = 1;
         self.start = idx;
         self.first_x = x;
@@ -193,17 +249,16 @@ impl PlaStream {
         self.last_x = x;
         self.upper.clear();
         self.lower.clear();
-        self.upper.push(Pt::new(x, hi));
-        self.lower.push(Pt::new(x, lo));
+        self.upper.push(P::new(x, hi));
+        self.lower.push(P::new(x, lo));
         self.u_start = 0;
         self.l_start = 0;
     }
 
-    /// Adds the point `(x, lo, hi)`. Returns the finished segment if the point
-    /// starts a new one. O(1) amortised.
+    /// Adds a point with `lo <= hi` (and `|lo|, |hi|` within the limit of
+    /// `Y`); returns the finished segment if the point starts a new one.
     #[inline]
-    pub fn push(&mut self, x: u64, lo: i128, hi: i128) -> Option<Segment> {
-        let (lo, hi) = normalize(lo, hi);
+    fn push(&mut self, x: u64, lo: Y, hi: Y) -> Option<Segment> {
         let idx = self.next;
         self.next += 1;
         if self.len == 0 {
@@ -215,12 +270,12 @@ impl PlaStream {
             self.begin(idx, x, lo, hi);
             return Some(seg);
         }
-        let pu = Pt::new(x, hi);
-        let pl = Pt::new(x, lo);
+        let pu = P::new(x, hi);
+        let pl = P::new(x, lo);
         if self.len == 1 {
             // Two points with distinct x always admit a line.
-            self.min_line = (Pt::new(self.first_x, self.first_hi), pl);
-            self.max_line = (Pt::new(self.first_x, self.first_lo), pu);
+            self.min_line = (P::new(self.first_x, self.first_hi), pl);
+            self.max_line = (P::new(self.first_x, self.first_lo), pu);
             self.upper.push(pu);
             self.lower.push(pl);
             self.len = 2;
@@ -271,9 +326,7 @@ impl PlaStream {
         None
     }
 
-    /// Finishes the current segment, if any. A point pushed afterwards starts
-    /// a new segment; input indices keep counting (see [`PlaStream::reset`]).
-    pub fn finish(&mut self) -> Option<Segment> {
+    fn finish(&mut self) -> Option<Segment> {
         if self.len == 0 {
             return None;
         }
@@ -291,7 +344,7 @@ impl PlaStream {
             start: self.start,
             len: self.len,
             slope: 0.0,
-            intercept: mid_f64(self.first_lo, self.first_hi),
+            intercept: 0.5 * self.first_lo.to_f64() + 0.5 * self.first_hi.to_f64(),
             slope_lo: f64::NEG_INFINITY,
             slope_hi: f64::INFINITY,
         };
@@ -301,8 +354,8 @@ impl PlaStream {
             let m1 = Slope::between(a1, b1).to_f64();
             let m2 = Slope::between(a2, b2).to_f64();
             // Values of both lines at first_x; anchors lie at or after it.
-            let v1 = a1.y as f64 - m1 * (a1.x - self.first_x) as f64;
-            let v2 = a2.y as f64 - m2 * (a2.x - self.first_x) as f64;
+            let v1 = a1.y.to_f64() - m1 * (a1.x - self.first_x) as f64;
+            let v2 = a2.y.to_f64() - m2 * (a2.x - self.first_x) as f64;
             let (s, c) = combine(m1, v1, m2, v2);
             seg.slope = s;
             seg.intercept = c;
@@ -338,7 +391,8 @@ where
 /// (PGM-index). O(n) time; keys must be strictly increasing.
 pub fn optimal_pla(keys: &[u64], eps: u64) -> Vec<Segment> {
     let e = eps as i128;
-    optimal_pla_points(
+    segment_bounded(
+        keys.len() as i128 + e,
         keys.iter()
             .enumerate()
             .map(|(i, &k)| (k, i as i128 - e, i as i128 + e)),
@@ -361,10 +415,14 @@ pub fn zero_interval(i: u64, eps: u64, page_items: u64) -> (i128, i128) {
 /// (see [`zero_interval`]). Fetching the pages of `[pred - eps, pred + eps]`
 /// then always includes the key's page. The fewest segments possible. O(n).
 pub fn optimal_pla_zero_interval(keys: &[u64], eps: u64, page_items: u64) -> Vec<Segment> {
-    optimal_pla_points(keys.iter().enumerate().map(|(i, &k)| {
-        let (lo, hi) = zero_interval(i as u64, eps, page_items);
-        (k, lo, hi)
-    }))
+    let bound = keys.len() as i128 + page_items.max(1) as i128 + eps as i128;
+    segment_bounded(
+        bound,
+        keys.iter().enumerate().map(|(i, &k)| {
+            let (lo, hi) = zero_interval(i as u64, eps, page_items);
+            (k, lo, hi)
+        }),
+    )
 }
 
 /// The FITing-tree shrinking-cone segmentation over general interval points.
@@ -1020,12 +1078,15 @@ mod tests {
             let pts = plain_points(&keys, eps);
             let segs = optimal_pla(&keys, eps);
             check_segments(&pts, &segs, false);
+            // The i64 fast path and the general i128 path agree exactly.
+            prop_assert_eq!(&segs, &optimal_pla_points(pts.iter().copied()));
             let cone = greedy_cone(&keys, eps);
             prop_assert!(cone.len() >= segs.len());
             check_segments(&pts, &cone, false);
             let zp = zero_points(&keys, eps, page);
             let zs = optimal_pla_zero_interval(&keys, eps, page);
             check_segments(&zp, &zs, false);
+            prop_assert_eq!(&zs, &optimal_pla_points(zp.iter().copied()));
         }
 
         #[test]
