@@ -123,6 +123,19 @@ fn tangent<Y: Coord>(hull: &[P<Y>], start: usize, p: P<Y>, stop: Ordering) -> (u
     (i, t)
 }
 
+/// Drops the dead prefix `hull[..start]` once it is at least half the vector
+/// (amortised O(1)), so memory stays proportional to the live hull even for
+/// very long segments. Returns the new start index.
+#[inline]
+fn compact<Y>(hull: &mut Vec<P<Y>>, start: usize) -> usize {
+    if start >= 64 && 2 * start >= hull.len() {
+        hull.drain(..start);
+        0
+    } else {
+        start
+    }
+}
+
 /// The streaming optimal PLA (PGM-index segmentation, O'Rourke's algorithm).
 ///
 /// Push points with increasing `x`; whenever a point cannot join the current
@@ -296,12 +309,12 @@ impl<Y: Coord> Hulls<Y> {
             // endpoints. Hull points left of the tangent are never needed again.
             let (i, t) = tangent(&self.upper, self.u_start, pl, Ordering::Less);
             self.min_line = (t, pl);
-            self.u_start = i;
+            self.u_start = compact(&mut self.upper, i);
         }
         if orient(self.max_line.0, self.max_line.1, pu) == Ordering::Less {
             let (i, t) = tangent(&self.lower, self.l_start, pu, Ordering::Greater);
             self.max_line = (t, pu);
-            self.l_start = i;
+            self.l_start = compact(&mut self.lower, i);
         }
         // Keep the hulls convex; their first live point (the extreme line's
         // anchor) is never removed.
@@ -803,6 +816,62 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn long_segments_compact_their_hulls() {
+        // Concave, then linear data with a wide error: the lower hull keeps the
+        // whole concave chain, then the tangent sweeps past it. The dead hull
+        // prefix must stay below max(64, half the vector) at every step
+        // (without compaction it reaches 92%).
+        let n = 100_000u64;
+        let mut h = Hulls::<i64>::default();
+        let (mut moved, mut segments) = (0usize, 0usize);
+        for i in 0..n {
+            let k = if i < n / 2 {
+                i * i
+            } else {
+                (n / 2) * (n / 2) + (i - n / 2) * n * 2
+            };
+            if h.push(k, i as i64 - 3000, i as i64 + 3000).is_some() {
+                segments += 1;
+            }
+            for (start, len) in [(h.u_start, h.upper.len()), (h.l_start, h.lower.len())] {
+                assert!(
+                    start < 64 || 2 * start < len,
+                    "dead prefix {start} of {len}"
+                );
+            }
+            moved = moved.max(h.l_start).max(h.u_start);
+        }
+        assert!(
+            moved >= 32 && segments < 50,
+            "moved {moved}, {segments} segments"
+        );
+        // Exact check (feasibility and maximality) on a mid-size concave input
+        // whose segments are long enough to compact.
+        let mut rng = Pcg64::seed_from_u64(41);
+        let mut keys: Vec<u64> = (0..3000u64)
+            .map(|i| i * i + rng.random_range(0..i + 1))
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        for eps in [100u64, 1000] {
+            let pts = plain_points(&keys, eps);
+            let segs = optimal_pla(&keys, eps);
+            assert!(segs.iter().any(|s| s.len > 500));
+            check_segments(&pts, &segs, true);
+        }
+    }
+
+    #[test]
+    fn compact_drops_prefix() {
+        let mut v: Vec<P<i64>> = (0..200).map(|i| P::new(i, 0)).collect();
+        assert_eq!(compact(&mut v, 10), 10);
+        assert_eq!(v.len(), 200);
+        assert_eq!(compact(&mut v, 120), 0);
+        assert_eq!(v.len(), 80);
+        assert_eq!(v[0].x, 120);
     }
 
     #[test]
