@@ -1,1 +1,36 @@
 //! Pure algorithms on sorted keys (no I/O).
+//!
+//! - [`pla`]: optimal piecewise linear approximation (PGM-index, with
+//!   general intervals and disk-based zero intervals), the FITing-tree
+//!   shrinking cone, and slope compression;
+//! - [`radix_spline`]: RadixSpline (greedy spline corridor + radix table);
+//! - [`rmi`]: a two-layer linear recursive model index;
+//! - [`leco`]: LeCo learned compression of `u64` sequences, lossless and the
+//!   lossy-within-bounds `-D` variant for zone maps;
+//! - [`bitpack`]: fixed-width bit packing.
+//!
+//! Models that answer lookups ([`RadixSpline`], [`Rmi`]) return a range
+//! `[lo, hi)` with the contract of `index::ApproxPos`: for any query `x`, the
+//! lower bound of `x` in the keys (index of the first key `>= x`, or `n`)
+//! lies in `[lo, hi)` and `hi <= n + 1`.
+//!
+//! Nothing here panics on any input: builders accept any keys (or reject
+//! unsorted ones with an error), decoders validate every structure they read.
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+pub mod bitpack;
+mod codec;
+mod exact;
+pub mod leco;
+pub mod pla;
+pub mod radix_spline;
+pub mod rmi;
+
+pub use leco::LecoArray;
+pub use pla::{
+    IntervalPoint, PREDICTION_TOLERANCE, PlaStream, Segment, greedy_cone, greedy_cone_points,
+    intercept_range, min_slope_set, optimal_pla, optimal_pla_points, optimal_pla_zero_interval,
+    zero_interval,
+};
+pub use radix_spline::RadixSpline;
+pub use rmi::Rmi;

@@ -1,0 +1,1186 @@
+//! Piecewise linear approximation (PLA) of sorted keys under interval
+//! constraints.
+//!
+//! Input is a stream of points `(x, lo, hi)`: a key `x` and the interval
+//! `[lo, hi]` its prediction must fall in. The usual error-bounded case is
+//! `[y - eps, y + eps]` for the key's position `y`; the disk-based *zero
+//! intervals* of Zhang et al. (§6.1) widen it to whole pages; an upper layer
+//! of an index uses the positions of the segments below it.
+//!
+//! - [`PlaStream`] / [`optimal_pla_points`]: the optimal streaming
+//!   segmentation of the PGM-index (O'Rourke's algorithm). Each segment is
+//!   extended while *some* line passes through every interval of it, so the
+//!   number of segments is the minimum possible. O(1) amortised per point.
+//! - [`greedy_cone_points`]: the FITing-tree shrinking cone, a line anchored
+//!   at the segment's first point; never fewer segments than the optimum.
+//! - [`intercept_range`] and [`min_slope_set`]: the slope compression of the
+//!   compressed PGM-index (fewest distinct slopes, intercepts re-fitted).
+//!
+//! Every decision is made in exact integer arithmetic (see `exact`); only
+//! the reported line is rounded to `f64`. Its prediction at a point of the
+//! segment lies in `[lo - tol, hi + tol]` with
+//! `tol = PREDICTION_TOLERANCE * scale` and `scale = max(1, |lo|, |hi|)`
+//! over the segment's points; for positions below 2^46 this is below 1.
+//!
+//! Points must come with strictly increasing `x`. A point whose `x` is not
+//! greater than its predecessor's starts a new segment (so the guarantee per
+//! point still holds, but the segments' first keys are then not increasing;
+//! validate input first).
+
+use std::cmp::Ordering;
+
+use super::exact::{Coord, P, Slope, Y64_LIMIT, clamp_y, orient};
+
+/// A point of the segmentation input: key `x`, and the inclusive interval
+/// `[lo, hi]` its prediction must fall in. Intervals with `lo > hi` are
+/// swapped; coordinates are clamped to `±2^120`.
+pub type IntervalPoint = (u64, i128, i128);
+
+/// Relative tolerance of a segment's `f64` prediction: for every point of a
+/// segment, `predict(x)` lies in `[lo - tol, hi + tol]` with
+/// `tol = PREDICTION_TOLERANCE * max(1, max |lo|, max |hi|)` over the
+/// segment's points. Equal to 2^-46 ≈ 1.4e-14 (the rounding analysis gives
+/// about 42 units of 2^-53; this leaves a factor of 3 of margin).
+pub const PREDICTION_TOLERANCE: f64 = 1.0 / (1u64 << 46) as f64;
+
+/// One linear piece of a segmentation.
+///
+/// It covers input points `start..start + len`, whose keys are `>= first_key`.
+/// The line `predict(x) = intercept + slope * (x - first_key)` passes through
+/// every point's interval (up to [`PREDICTION_TOLERANCE`]); every slope in
+/// `[slope_lo, slope_hi]` admits such a line with some intercept (see
+/// [`intercept_range`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Segment {
+    /// Key of the first point (the segment's smallest key).
+    pub first_key: u64,
+    /// Index of the first point in the input.
+    pub start: usize,
+    /// Number of points covered (at least 1).
+    pub len: usize,
+    /// Slope of the chosen line (positions per key unit).
+    pub slope: f64,
+    /// Value of the chosen line at `first_key`.
+    pub intercept: f64,
+    /// Smallest feasible slope (`-inf` for a one-point segment).
+    pub slope_lo: f64,
+    /// Largest feasible slope (`+inf` for a one-point segment).
+    pub slope_hi: f64,
+}
+
+impl Segment {
+    /// The line's value at `x`; keys below `first_key` are treated as
+    /// `first_key`. O(1).
+    #[inline]
+    pub fn predict(&self, x: u64) -> f64 {
+        self.intercept + self.slope * x.saturating_sub(self.first_key) as f64
+    }
+
+    /// One past the index of the last point covered.
+    pub fn end(&self) -> usize {
+        self.start + self.len
+    }
+}
+
+/// Normalises an input interval: swapped if reversed, clamped to `±2^120`.
+#[inline]
+fn normalize(lo: i128, hi: i128) -> (i128, i128) {
+    let (lo, hi) = (clamp_y(lo), clamp_y(hi));
+    if lo <= hi { (lo, hi) } else { (hi, lo) }
+}
+
+/// Picks a slope and intercept from two feasible lines `(m1, v1)` and
+/// `(m2, v2)` (`m1 <= m2`, values taken at the same reference key): the
+/// middle of the two, except that a negative middle slope is raised to 0 when
+/// 0 lies in `[m1, m2]`. Any convex combination of feasible lines is feasible.
+#[inline]
+fn combine(m1: f64, v1: f64, m2: f64, v2: f64) -> (f64, f64) {
+    let s = 0.5 * m1 + 0.5 * m2;
+    if s < 0.0 && m2 >= 0.0 && m2 > m1 {
+        // Weight w of line 1 such that w*m1 + (1-w)*m2 = 0.
+        let w = (m2 / (m2 - m1)).clamp(0.0, 1.0);
+        (0.0, w * v1 + (1.0 - w) * v2)
+    } else {
+        (s, 0.5 * v1 + 0.5 * v2)
+    }
+}
+
+/// Tangent from `p` (right of every hull point) to the convex chain
+/// `hull[start..]`: walks forward while the next point is at least as good,
+/// i.e. while `p` is not strictly on the `stop` side of the edge. Returns the
+/// index and the point. Amortised O(1): callers drop the points before it.
+#[inline]
+fn tangent<Y: Coord>(hull: &[P<Y>], start: usize, p: P<Y>, stop: Ordering) -> (usize, P<Y>) {
+    let mut i = start;
+    let mut t = hull.get(start).copied().unwrap_or(p);
+    while let Some(&[a, b]) = hull.get(i..i + 2) {
+        if orient(a, b, p) == stop {
+            break;
+        }
+        i += 1;
+        t = b;
+    }
+    (i, t)
+}
+
+/// Drops the dead prefix `hull[..start]` once it is at least half the vector
+/// (amortised O(1)), so memory stays proportional to the live hull even for
+/// very long segments. Returns the new start index.
+#[inline]
+fn compact<Y>(hull: &mut Vec<P<Y>>, start: usize) -> usize {
+    if start >= 64 && 2 * start >= hull.len() {
+        hull.drain(..start);
+        0
+    } else {
+        start
+    }
+}
+
+/// The streaming optimal PLA (PGM-index segmentation, O'Rourke's algorithm).
+///
+/// Push points with increasing `x`; whenever a point cannot join the current
+/// segment (no line passes through all intervals), the finished segment is
+/// returned and the point starts the next one. Because each segment is
+/// extended as far as any line allows, the number of segments is minimal.
+///
+/// State: the lower convex hull of the upper endpoints `(x, hi)`, the upper
+/// convex hull of the lower endpoints `(x, lo)`, and the two extreme feasible
+/// lines (least and greatest slope), each through one upper and one lower
+/// endpoint. O(1) amortised time per point; memory O(hull size).
+#[derive(Debug, Clone, Default)]
+pub struct PlaStream {
+    core: Hulls<i128>,
+}
+
+impl PlaStream {
+    /// An empty stream.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Forgets all state (keeps allocations); the next point has index 0.
+    pub fn reset(&mut self) {
+        self.core.reset();
+    }
+
+    /// Number of points in the segment under construction.
+    pub fn pending(&self) -> usize {
+        self.core.pending()
+    }
+
+    /// Adds the point `(x, lo, hi)` (a reversed interval is swapped,
+    /// coordinates are clamped to `±2^120`). Returns the finished segment if
+    /// the point starts a new one. O(1) amortised.
+    #[inline]
+    pub fn push(&mut self, x: u64, lo: i128, hi: i128) -> Option<Segment> {
+        let (lo, hi) = normalize(lo, hi);
+        self.core.push(x, lo, hi)
+    }
+
+    /// Finishes the current segment, if any. A point pushed afterwards starts
+    /// a new segment; input indices keep counting (see [`PlaStream::reset`]).
+    pub fn finish(&mut self) -> Option<Segment> {
+        self.core.finish()
+    }
+}
+
+/// Segments points whose bounds all lie within `±bound`, with `i64` hulls
+/// when `bound <= 2^62` (faster) and `i128` hulls otherwise.
+fn segment_bounded(bound: i128, points: impl Iterator<Item = IntervalPoint>) -> Vec<Segment> {
+    fn run<Y: Coord>(
+        points: impl Iterator<Item = IntervalPoint>,
+        conv: impl Fn(i128) -> Y,
+    ) -> Vec<Segment> {
+        let mut h = Hulls::<Y>::default();
+        let mut out = Vec::new();
+        for (x, lo, hi) in points {
+            if let Some(seg) = h.push(x, conv(lo), conv(hi)) {
+                out.push(seg);
+            }
+        }
+        out.extend(h.finish());
+        out
+    }
+    if bound <= Y64_LIMIT {
+        run(points, |v| v as i64)
+    } else {
+        run(
+            points.map(|(x, lo, hi)| {
+                let (lo, hi) = normalize(lo, hi);
+                (x, lo, hi)
+            }),
+            |v| v,
+        )
+    }
+}
+
+/// The hull state of [`PlaStream`], generic over the y coordinate type (`i64`
+/// when all bounds are within `±2^62`, else `i128`).
+#[derive(Debug, Clone, Default)]
+struct Hulls<Y: Coord> {
+    /// Points in the current segment.
+    len: usize,
+    /// Input index of the current segment's first point.
+    start: usize,
+    /// Input index of the next point.
+    next: usize,
+    first_x: u64,
+    first_lo: Y,
+    first_hi: Y,
+    last_x: u64,
+    /// Lower hull of upper endpoints; `upper[u_start]` anchors `min_line`.
+    upper: Vec<P<Y>>,
+    /// Upper hull of lower endpoints; `lower[l_start]` anchors `max_line`.
+    lower: Vec<P<Y>>,
+    u_start: usize,
+    l_start: usize,
+    /// Least-slope feasible line: upper endpoint `.0`, lower endpoint `.1`.
+    min_line: (P<Y>, P<Y>),
+    /// Greatest-slope feasible line: lower endpoint `.0`, upper endpoint `.1`.
+    max_line: (P<Y>, P<Y>),
+}
+
+impl<Y: Coord> Hulls<Y> {
+    fn reset(&mut self) {
+        self.len = 0;
+        self.start = 0;
+        self.next = 0;
+        self.upper.clear();
+        self.lower.clear();
+    }
+
+    fn pending(&self) -> usize {
+        self.len
+    }
+
+    fn begin(&mut self, idx: usize, x: u64, lo: Y, hi: Y) {
+        self.len = 1;
+        self.start = idx;
+        self.first_x = x;
+        self.first_lo = lo;
+        self.first_hi = hi;
+        self.last_x = x;
+        self.upper.clear();
+        self.lower.clear();
+        self.upper.push(P::new(x, hi));
+        self.lower.push(P::new(x, lo));
+        self.u_start = 0;
+        self.l_start = 0;
+    }
+
+    /// Adds a point with `lo <= hi` (and `|lo|, |hi|` within the limit of
+    /// `Y`); returns the finished segment if the point starts a new one.
+    #[inline]
+    fn push(&mut self, x: u64, lo: Y, hi: Y) -> Option<Segment> {
+        let idx = self.next;
+        self.next += 1;
+        if self.len == 0 {
+            self.begin(idx, x, lo, hi);
+            return None;
+        }
+        if x <= self.last_x {
+            let seg = self.segment();
+            self.begin(idx, x, lo, hi);
+            return Some(seg);
+        }
+        let pu = P::new(x, hi);
+        let pl = P::new(x, lo);
+        if self.len == 1 {
+            // Two points with distinct x always admit a line.
+            self.min_line = (P::new(self.first_x, self.first_hi), pl);
+            self.max_line = (P::new(self.first_x, self.first_lo), pu);
+            self.upper.push(pu);
+            self.lower.push(pl);
+            self.len = 2;
+            self.last_x = x;
+            return None;
+        }
+        // Feasible iff the interval meets the wedge between the extreme lines:
+        // hi on or above the least-slope line, lo on or below the greatest.
+        if orient(self.min_line.0, self.min_line.1, pu) == Ordering::Less
+            || orient(self.max_line.0, self.max_line.1, pl) == Ordering::Greater
+        {
+            let seg = self.segment();
+            self.begin(idx, x, lo, hi);
+            return Some(seg);
+        }
+        if orient(self.min_line.0, self.min_line.1, pl) == Ordering::Greater {
+            // The least slope rises: tangent from `pl` to the hull of upper
+            // endpoints. Hull points left of the tangent are never needed again.
+            let (i, t) = tangent(&self.upper, self.u_start, pl, Ordering::Less);
+            self.min_line = (t, pl);
+            self.u_start = compact(&mut self.upper, i);
+        }
+        if orient(self.max_line.0, self.max_line.1, pu) == Ordering::Less {
+            let (i, t) = tangent(&self.lower, self.l_start, pu, Ordering::Greater);
+            self.max_line = (t, pu);
+            self.l_start = compact(&mut self.lower, i);
+        }
+        // Keep the hulls convex; their first live point (the extreme line's
+        // anchor) is never removed.
+        while self.upper.len() >= self.u_start + 2 {
+            let [.., a, b] = self.upper[..] else { break };
+            if orient(a, b, pu) == Ordering::Greater {
+                break;
+            }
+            self.upper.pop();
+        }
+        self.upper.push(pu);
+        while self.lower.len() >= self.l_start + 2 {
+            let [.., a, b] = self.lower[..] else { break };
+            if orient(a, b, pl) == Ordering::Less {
+                break;
+            }
+            self.lower.pop();
+        }
+        self.lower.push(pl);
+        self.len += 1;
+        self.last_x = x;
+        None
+    }
+
+    fn finish(&mut self) -> Option<Segment> {
+        if self.len == 0 {
+            return None;
+        }
+        let seg = self.segment();
+        self.len = 0;
+        self.upper.clear();
+        self.lower.clear();
+        Some(seg)
+    }
+
+    /// The segment under construction, as it would be finished now.
+    fn segment(&self) -> Segment {
+        let mut seg = Segment {
+            first_key: self.first_x,
+            start: self.start,
+            len: self.len,
+            slope: 0.0,
+            intercept: 0.5 * self.first_lo.to_f64() + 0.5 * self.first_hi.to_f64(),
+            slope_lo: f64::NEG_INFINITY,
+            slope_hi: f64::INFINITY,
+        };
+        if self.len >= 2 {
+            let (a1, b1) = self.min_line;
+            let (a2, b2) = self.max_line;
+            let m1 = Slope::between(a1, b1).to_f64();
+            let m2 = Slope::between(a2, b2).to_f64();
+            // Values of both lines at first_x; anchors lie at or after it.
+            let v1 = a1.y.to_f64() - m1 * (a1.x - self.first_x) as f64;
+            let v2 = a2.y.to_f64() - m2 * (a2.x - self.first_x) as f64;
+            let (s, c) = combine(m1, v1, m2, v2);
+            seg.slope = s;
+            seg.intercept = c;
+            seg.slope_lo = m1;
+            seg.slope_hi = m2;
+        }
+        seg
+    }
+}
+
+/// Optimal PLA over general interval points (upper layers, LeCo, zone maps).
+///
+/// Returns the minimum number of segments such that each segment's line
+/// passes through the interval of every point it covers. Segments partition
+/// the input in order. O(n) time.
+pub fn optimal_pla_points<I>(points: I) -> Vec<Segment>
+where
+    I: IntoIterator<Item = IntervalPoint>,
+{
+    let mut s = PlaStream::new();
+    let mut out = Vec::new();
+    for (x, lo, hi) in points {
+        if let Some(seg) = s.push(x, lo, hi) {
+            out.push(seg);
+        }
+    }
+    out.extend(s.finish());
+    out
+}
+
+/// Optimal PLA of sorted keys with error bound `eps`: key `i` must be
+/// predicted within `[i - eps, i + eps]`. The fewest segments possible
+/// (PGM-index). O(n) time; keys must be strictly increasing.
+pub fn optimal_pla(keys: &[u64], eps: u64) -> Vec<Segment> {
+    let e = eps as i128;
+    segment_bounded(
+        keys.len() as i128 + e,
+        keys.iter()
+            .enumerate()
+            .map(|(i, &k)| (k, i as i128 - e, i as i128 + e)),
+    )
+}
+
+/// The interval of item `i` under disk-based zero intervals (Zhang §6.1): the
+/// whole page `p = i / page_items` widened by `eps` on both sides,
+/// `[p * page_items - eps, p * page_items + page_items - 1 + eps]`.
+/// `page_items == 0` is treated as 1 (which gives `[i - eps, i + eps]`).
+#[inline]
+pub fn zero_interval(i: u64, eps: u64, page_items: u64) -> (i128, i128) {
+    let p = page_items.max(1) as i128;
+    let page_start = (i as i128 / p) * p;
+    (page_start - eps as i128, page_start + p - 1 + eps as i128)
+}
+
+/// Optimal PLA of sorted keys with disk-based zero intervals (Zhang §6.1):
+/// key `i` may be predicted anywhere on its page, widened by `eps`
+/// (see [`zero_interval`]). Fetching the pages of `[pred - eps, pred + eps]`
+/// then always includes the key's page. The fewest segments possible. O(n).
+pub fn optimal_pla_zero_interval(keys: &[u64], eps: u64, page_items: u64) -> Vec<Segment> {
+    let bound = keys.len() as i128 + page_items.max(1) as i128 + eps as i128;
+    segment_bounded(
+        bound,
+        keys.iter().enumerate().map(|(i, &k)| {
+            let (lo, hi) = zero_interval(i as u64, eps, page_items);
+            (k, lo, hi)
+        }),
+    )
+}
+
+/// The FITing-tree shrinking-cone segmentation over general interval points.
+///
+/// Each segment is anchored at its first point `(x0, a)`, `a` the midpoint of
+/// its interval (rounded down); the cone of slopes whose line from the anchor
+/// meets every interval so far narrows with each point, and a point that
+/// leaves the cone empty starts a new segment. The chosen slope is the cone's
+/// middle (raised to 0 if negative and 0 is in the cone); `slope_lo..slope_hi`
+/// is the cone. Exact arithmetic; O(1) per point. Never fewer segments than
+/// [`optimal_pla_points`].
+pub fn greedy_cone_points<I>(points: I) -> Vec<Segment>
+where
+    I: IntoIterator<Item = IntervalPoint>,
+{
+    struct Cone {
+        x0: u64,
+        a: i128,
+        start: usize,
+        len: usize,
+        last_x: u64,
+        lo: Option<Slope>,
+        hi: Option<Slope>,
+    }
+    impl Cone {
+        fn new(idx: usize, x: u64, lo: i128, hi: i128) -> Self {
+            Cone {
+                x0: x,
+                a: (lo + hi).div_euclid(2),
+                start: idx,
+                len: 1,
+                last_x: x,
+                lo: None,
+                hi: None,
+            }
+        }
+        fn segment(&self) -> Segment {
+            let mut seg = Segment {
+                first_key: self.x0,
+                start: self.start,
+                len: self.len,
+                slope: 0.0,
+                intercept: self.a as f64,
+                slope_lo: f64::NEG_INFINITY,
+                slope_hi: f64::INFINITY,
+            };
+            if let (Some(l), Some(h)) = (self.lo, self.hi) {
+                let (m1, m2) = (l.to_f64(), h.to_f64());
+                let (s, _) = combine(m1, 0.0, m2, 0.0);
+                seg.slope = s;
+                seg.slope_lo = m1;
+                seg.slope_hi = m2;
+            }
+            seg
+        }
+    }
+
+    let mut out = Vec::new();
+    let mut cur: Option<Cone> = None;
+    for (idx, (x, lo, hi)) in points.into_iter().enumerate() {
+        let (lo, hi) = normalize(lo, hi);
+        let Some(c) = cur.as_mut() else {
+            cur = Some(Cone::new(idx, x, lo, hi));
+            continue;
+        };
+        if x <= c.last_x {
+            out.push(c.segment());
+            *c = Cone::new(idx, x, lo, hi);
+            continue;
+        }
+        let dx = x - c.x0;
+        let s_lo = Slope {
+            num: lo - c.a,
+            den: dx,
+        };
+        let s_hi = Slope {
+            num: hi - c.a,
+            den: dx,
+        };
+        let fits_below = c.hi.is_none_or(|h| s_lo.cmp_exact(h) != Ordering::Greater);
+        let fits_above = c.lo.is_none_or(|l| l.cmp_exact(s_hi) != Ordering::Greater);
+        if !(fits_below && fits_above) {
+            out.push(c.segment());
+            *c = Cone::new(idx, x, lo, hi);
+            continue;
+        }
+        if c.lo.is_none_or(|l| s_lo.cmp_exact(l) == Ordering::Greater) {
+            c.lo = Some(s_lo);
+        }
+        if c.hi.is_none_or(|h| s_hi.cmp_exact(h) == Ordering::Less) {
+            c.hi = Some(s_hi);
+        }
+        c.len += 1;
+        c.last_x = x;
+    }
+    if let Some(c) = cur {
+        out.push(c.segment());
+    }
+    out
+}
+
+/// The FITing-tree shrinking-cone segmentation of sorted keys with error
+/// bound `eps` (intervals `[i - eps, i + eps]`, anchored at the first key's
+/// position). O(n); never fewer segments than [`optimal_pla`].
+pub fn greedy_cone(keys: &[u64], eps: u64) -> Vec<Segment> {
+    let e = eps as i128;
+    greedy_cone_points(
+        keys.iter()
+            .enumerate()
+            .map(|(i, &k)| (k, i as i128 - e, i as i128 + e)),
+    )
+}
+
+/// For a fixed `slope`, the range `[c_lo, c_hi]` of intercepts `c` (values at
+/// `first_key`) such that `c + slope * (x - first_key)` lies in `[lo, hi]` for
+/// every point; `None` if no intercept works. O(len).
+///
+/// Computed in `f64`: when the exact range is empty or a single value, the
+/// rounded bounds may cross; a crossing within the prediction tolerance
+/// (see [`PREDICTION_TOLERANCE`]) is returned as the one-value range at its
+/// midpoint. Keys below `first_key` count as `first_key`.
+pub fn intercept_range<I>(points: I, first_key: u64, slope: f64) -> Option<(f64, f64)>
+where
+    I: IntoIterator<Item = IntervalPoint>,
+{
+    let mut c_lo = f64::NEG_INFINITY;
+    let mut c_hi = f64::INFINITY;
+    let mut scale = 1.0f64;
+    for (x, lo, hi) in points {
+        let (lo, hi) = normalize(lo, hi);
+        let t = slope * x.saturating_sub(first_key) as f64;
+        let (lo, hi) = (lo as f64, hi as f64);
+        c_lo = c_lo.max(lo - t);
+        c_hi = c_hi.min(hi - t);
+        scale = scale.max(lo.abs()).max(hi.abs()).max(t.abs());
+    }
+    if c_lo <= c_hi {
+        Some((c_lo, c_hi))
+    } else if c_lo - c_hi <= PREDICTION_TOLERANCE * scale {
+        let m = 0.5 * c_lo + 0.5 * c_hi;
+        Some((m, m))
+    } else {
+        None
+    }
+}
+
+/// The fewest distinct slopes such that every range `(lo, hi)` contains one
+/// of them (greedy interval stabbing, optimal): returns the slopes in
+/// increasing order and, for each range, the index of its slope.
+///
+/// Each chosen slope is the middle of the intersection of the ranges it
+/// serves (not an endpoint), which keeps it robust to rounding. Infinite
+/// endpoints are allowed (one-point segments have `(-inf, +inf)`); a slope
+/// shared only by unbounded ranges is 0. An empty or NaN range gets a slope of
+/// its own (its `lo`, or 0 for NaN). O(m log m).
+pub fn min_slope_set(ranges: &[(f64, f64)]) -> (Vec<f64>, Vec<u32>) {
+    let mut slopes = Vec::new();
+    let mut assign = vec![0u32; ranges.len()];
+    let mut order: Vec<usize> = (0..ranges.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (ra, rb) = (ranges.get(a), ranges.get(b));
+        let ka = ra.map_or(f64::NAN, |r| r.1);
+        let kb = rb.map_or(f64::NAN, |r| r.1);
+        ka.total_cmp(&kb)
+    });
+    let pick = |lo: f64, hi: f64| -> f64 {
+        match (lo.is_finite(), hi.is_finite()) {
+            (true, true) => 0.5 * lo + 0.5 * hi,
+            (true, false) => lo.max(0.0),
+            (false, true) => hi.min(0.0),
+            (false, false) => 0.0,
+        }
+    };
+    // Current group: stab point candidate `right` (first right endpoint) and
+    // the largest left endpoint of the group.
+    let mut group: Option<(f64, f64, Vec<usize>)> = None;
+    let flush = |g: Option<(f64, f64, Vec<usize>)>, slopes: &mut Vec<f64>, assign: &mut [u32]| {
+        if let Some((left, right, members)) = g {
+            let id = slopes.len() as u32;
+            slopes.push(pick(left, right));
+            for m in members {
+                if let Some(a) = assign.get_mut(m) {
+                    *a = id;
+                }
+            }
+        }
+    };
+    let mut singles = Vec::new();
+    for &i in &order {
+        let Some(&(lo, hi)) = ranges.get(i) else {
+            continue;
+        };
+        if lo.is_nan() || hi.is_nan() || lo > hi {
+            singles.push(i);
+            continue;
+        }
+        match group.as_mut() {
+            Some((left, right, members)) if lo <= *right => {
+                *left = left.max(lo);
+                members.push(i);
+            }
+            _ => {
+                flush(group.take(), &mut slopes, &mut assign);
+                group = Some((lo, hi, vec![i]));
+            }
+        }
+    }
+    flush(group, &mut slopes, &mut assign);
+    for i in singles {
+        let lo = ranges.get(i).map_or(0.0, |r| r.0);
+        let id = slopes.len() as u32;
+        slopes.push(if lo.is_nan() { 0.0 } else { lo });
+        if let Some(a) = assign.get_mut(i) {
+            *a = id;
+        }
+    }
+    (slopes, assign)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use rand::{Rng, SeedableRng};
+    use rand_pcg::Pcg64;
+
+    /// Brute-force feasibility of a set of interval points (distinct x):
+    /// a line through all intervals exists iff every interval is non-empty and
+    /// the largest lower slope bound over pairs does not exceed the smallest
+    /// upper slope bound. Exact with i128 cross-multiplication (small inputs).
+    fn feasible(p: &[(u64, i128, i128)]) -> bool {
+        if p.iter().any(|&(_, l, h)| l > h) {
+            return false;
+        }
+        // Bounds as fractions (num, den), den > 0.
+        let mut best_lo: Option<(i128, i128)> = None;
+        let mut best_hi: Option<(i128, i128)> = None;
+        for i in 0..p.len() {
+            for j in i + 1..p.len() {
+                let (xi, li, hi_) = p[i];
+                let (xj, lj, hj) = p[j];
+                assert!(xj > xi);
+                let d = (xj - xi) as i128;
+                let lo_b = (lj - hi_, d);
+                let hi_b = (hj - li, d);
+                if best_lo.is_none_or(|(n, m)| lo_b.0 * m > n * lo_b.1) {
+                    best_lo = Some(lo_b);
+                }
+                if best_hi.is_none_or(|(n, m)| hi_b.0 * m < n * hi_b.1) {
+                    best_hi = Some(hi_b);
+                }
+            }
+        }
+        match (best_lo, best_hi) {
+            (Some((a, b)), Some((c, d))) => a * d <= c * b,
+            _ => true,
+        }
+    }
+
+    /// Minimum number of contiguous feasible pieces (dynamic programming).
+    fn brute_min_segments(p: &[(u64, i128, i128)]) -> usize {
+        let n = p.len();
+        let mut dp = vec![usize::MAX; n + 1];
+        dp[0] = 0;
+        for j in 1..=n {
+            for i in 0..j {
+                if dp[i] != usize::MAX && feasible(&p[i..j]) {
+                    dp[j] = dp[j].min(dp[i] + 1);
+                }
+            }
+        }
+        dp[n]
+    }
+
+    fn plain_points(keys: &[u64], eps: u64) -> Vec<(u64, i128, i128)> {
+        keys.iter()
+            .enumerate()
+            .map(|(i, &k)| (k, i as i128 - eps as i128, i as i128 + eps as i128))
+            .collect()
+    }
+
+    fn zero_points(keys: &[u64], eps: u64, page: u64) -> Vec<(u64, i128, i128)> {
+        keys.iter()
+            .enumerate()
+            .map(|(i, &k)| {
+                let (l, h) = zero_interval(i as u64, eps, page);
+                (k, l, h)
+            })
+            .collect()
+    }
+
+    /// Checks partition, feasibility (exact), maximality and the f64 bound.
+    fn check_segments(points: &[(u64, i128, i128)], segs: &[Segment], exact: bool) {
+        let mut next = 0;
+        for (si, s) in segs.iter().enumerate() {
+            assert_eq!(s.start, next, "segments must partition the input");
+            assert!(s.len >= 1);
+            let pts = &points[s.start..s.end()];
+            assert_eq!(s.first_key, pts[0].0);
+            if exact {
+                assert!(feasible(pts), "segment {si} infeasible");
+                if s.end() < points.len() {
+                    assert!(
+                        !feasible(&points[s.start..=s.end()]),
+                        "segment {si} not maximal"
+                    );
+                }
+            }
+            check_line(pts, s);
+            next = s.end();
+        }
+        assert_eq!(next, points.len());
+    }
+
+    fn check_line(pts: &[(u64, i128, i128)], s: &Segment) {
+        let scale = pts.iter().fold(1.0f64, |m, &(_, l, h)| {
+            m.max((l as f64).abs()).max((h as f64).abs())
+        });
+        let tol = PREDICTION_TOLERANCE * scale;
+        for &(x, l, h) in pts {
+            let y = s.predict(x);
+            assert!(
+                y >= l as f64 - tol && y <= h as f64 + tol,
+                "prediction {y} outside [{l}, {h}] (tol {tol}) for x={x}, seg {s:?}"
+            );
+        }
+        assert!(
+            s.slope_lo <= s.slope_hi
+                || s.len == 1
+                || (s.slope_lo - s.slope_hi).abs()
+                    <= 1e-12 * s.slope_hi.abs().max(s.slope_lo.abs())
+        );
+    }
+
+    #[test]
+    fn empty_and_single() {
+        assert!(optimal_pla(&[], 4).is_empty());
+        assert!(greedy_cone(&[], 4).is_empty());
+        let s = optimal_pla(&[42], 0);
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].predict(42), 0.0);
+        assert_eq!(s[0].slope_lo, f64::NEG_INFINITY);
+    }
+
+    #[test]
+    fn linear_keys_make_one_segment() {
+        let keys: Vec<u64> = (0..10_000u64).map(|i| 1000 + 7 * i).collect();
+        for eps in [0, 1, 8] {
+            let s = optimal_pla(&keys, eps);
+            assert_eq!(s.len(), 1, "eps {eps}");
+            assert!((s[0].slope - 1.0 / 7.0).abs() < 1e-12);
+            check_segments(&plain_points(&keys, eps), &s, false);
+        }
+    }
+
+    #[test]
+    fn zero_interval_fetch_covers_page() {
+        // Zhang §6.1: fetching the pages of [pred - eps, pred + eps] (widened
+        // by the rounding tolerance) always includes the key's page.
+        let mut rng = Pcg64::seed_from_u64(31);
+        let mut keys: Vec<u64> = (0..200_000).map(|_| rng.random::<u64>() >> 3).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        for (eps, page) in [(0u64, 256u64), (8, 256), (64, 64), (3, 5)] {
+            let segs = optimal_pla_zero_interval(&keys, eps, page);
+            for s in &segs {
+                for (i, &k) in keys.iter().enumerate().take(s.end()).skip(s.start) {
+                    let pred = s.predict(k);
+                    let tol = PREDICTION_TOLERANCE * (i as f64 + page as f64 + eps as f64);
+                    let first = ((pred - eps as f64 - tol).floor().max(0.0) as u64) / page;
+                    let last = ((pred + eps as f64 + tol).floor().max(0.0) as u64) / page;
+                    let p = i as u64 / page;
+                    assert!(
+                        first <= p && p <= last,
+                        "key {i}: page {p} not in [{first}, {last}]"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn long_segments_compact_their_hulls() {
+        // Concave, then linear data with a wide error: the lower hull keeps the
+        // whole concave chain, then the tangent sweeps past it. The dead hull
+        // prefix must stay below max(64, half the vector) at every step
+        // (without compaction it reaches 92%).
+        let n = 100_000u64;
+        let mut h = Hulls::<i64>::default();
+        let (mut moved, mut segments) = (0usize, 0usize);
+        for i in 0..n {
+            let k = if i < n / 2 {
+                i * i
+            } else {
+                (n / 2) * (n / 2) + (i - n / 2) * n * 2
+            };
+            if h.push(k, i as i64 - 3000, i as i64 + 3000).is_some() {
+                segments += 1;
+            }
+            for (start, len) in [(h.u_start, h.upper.len()), (h.l_start, h.lower.len())] {
+                assert!(
+                    start < 64 || 2 * start < len,
+                    "dead prefix {start} of {len}"
+                );
+            }
+            moved = moved.max(h.l_start).max(h.u_start);
+        }
+        assert!(
+            moved >= 32 && segments < 50,
+            "moved {moved}, {segments} segments"
+        );
+        // Exact check (feasibility and maximality) on a mid-size concave input
+        // whose segments are long enough to compact.
+        let mut rng = Pcg64::seed_from_u64(41);
+        let mut keys: Vec<u64> = (0..3000u64)
+            .map(|i| i * i + rng.random_range(0..i + 1))
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        for eps in [100u64, 1000] {
+            let pts = plain_points(&keys, eps);
+            let segs = optimal_pla(&keys, eps);
+            assert!(segs.iter().any(|s| s.len > 500));
+            check_segments(&pts, &segs, true);
+        }
+    }
+
+    #[test]
+    fn compact_drops_prefix() {
+        let mut v: Vec<P<i64>> = (0..200).map(|i| P::new(i, 0)).collect();
+        assert_eq!(compact(&mut v, 10), 10);
+        assert_eq!(v.len(), 200);
+        assert_eq!(compact(&mut v, 120), 0);
+        assert_eq!(v.len(), 80);
+        assert_eq!(v[0].x, 120);
+    }
+
+    #[test]
+    fn zero_interval_shape() {
+        assert_eq!(zero_interval(0, 2, 8), (-2, 9));
+        assert_eq!(zero_interval(9, 2, 8), (6, 17));
+        assert_eq!(zero_interval(9, 2, 0), (7, 11));
+        assert_eq!(zero_interval(9, 2, 1), (7, 11));
+    }
+
+    #[test]
+    fn known_small_case() {
+        // eps = 0: collinear runs only.
+        let keys = [0u64, 1, 2, 10, 11, 12];
+        let s = optimal_pla(&keys, 0);
+        assert_eq!(s.len(), 2);
+        assert_eq!((s[0].start, s[0].len), (0, 3));
+        assert_eq!((s[1].start, s[1].len), (3, 3));
+    }
+
+    #[test]
+    fn brute_force_agreement_random() {
+        let mut rng = Pcg64::seed_from_u64(7);
+        for case in 0..400 {
+            let n = rng.random_range(1..=12usize);
+            let range = [16u64, 64, 1000][case % 3];
+            let mut keys: Vec<u64> = (0..n).map(|_| rng.random_range(0..range)).collect();
+            keys.sort_unstable();
+            keys.dedup();
+            for eps in [0u64, 1, 2, 3] {
+                let pts = plain_points(&keys, eps);
+                let segs = optimal_pla(&keys, eps);
+                assert_eq!(
+                    segs.len(),
+                    brute_min_segments(&pts),
+                    "keys {keys:?} eps {eps}"
+                );
+                check_segments(&pts, &segs, true);
+                let cone = greedy_cone(&keys, eps);
+                assert!(cone.len() >= segs.len());
+                check_segments(&pts, &cone, false);
+                for page in [2u64, 3, 4] {
+                    let zp = zero_points(&keys, eps, page);
+                    let zs = optimal_pla_zero_interval(&keys, eps, page);
+                    assert_eq!(
+                        zs.len(),
+                        brute_min_segments(&zp),
+                        "keys {keys:?} eps {eps} page {page}"
+                    );
+                    check_segments(&zp, &zs, true);
+                    assert!(zs.len() <= segs.len());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn brute_force_agreement_general_intervals() {
+        // Arbitrary (non-monotone, wide-valued) intervals: exercises the wide
+        // arithmetic path (y beyond i64) with small x so the brute force fits.
+        let mut rng = Pcg64::seed_from_u64(11);
+        for case in 0..400 {
+            let n = rng.random_range(1..=10usize);
+            let mut xs: Vec<u64> = (0..n).map(|_| rng.random_range(0..50u64)).collect();
+            xs.sort_unstable();
+            xs.dedup();
+            let big: i128 = if case % 2 == 0 { 1 << 70 } else { 20 };
+            let pts: Vec<(u64, i128, i128)> = xs
+                .iter()
+                .map(|&x| {
+                    let c = rng.random_range(-big..=big);
+                    let w = rng.random_range(0..=big / 4);
+                    (x, c - w, c + w)
+                })
+                .collect();
+            let segs = optimal_pla_points(pts.iter().copied());
+            assert_eq!(segs.len(), brute_min_segments(&pts), "{pts:?}");
+            check_segments(&pts, &segs, true);
+            let cone = greedy_cone_points(pts.iter().copied());
+            assert!(cone.len() >= segs.len());
+            check_segments(&pts, &cone, false);
+        }
+    }
+
+    #[test]
+    fn adversarial_keys() {
+        let mut keys = vec![0u64, 1, 2, 3];
+        keys.extend((0..100).map(|i| (1u64 << 40) + i));
+        keys.extend((0..50).map(|i| (1u64 << 63) + i * 1_000_000_007));
+        keys.extend((0..100).map(|i| u64::MAX - 1000 + i * 10));
+        keys.push(u64::MAX);
+        keys.sort_unstable();
+        keys.dedup();
+        for eps in [0u64, 1, 4, 64, u64::MAX / 4] {
+            let pts = plain_points(&keys, eps);
+            let segs = optimal_pla(&keys, eps);
+            check_segments(&pts, &segs, false);
+            let cone = greedy_cone(&keys, eps);
+            assert!(cone.len() >= segs.len());
+            check_segments(&pts, &cone, false);
+            for page in [4u64, 256] {
+                let zp = zero_points(&keys, eps, page);
+                check_segments(&zp, &optimal_pla_zero_interval(&keys, eps, page), false);
+            }
+        }
+    }
+
+    #[test]
+    fn uniform_million_keys() {
+        let mut rng = Pcg64::seed_from_u64(3);
+        let mut keys: Vec<u64> = (0..1_000_000).map(|_| rng.random()).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        for eps in [16u64, 256] {
+            let pts = plain_points(&keys, eps);
+            let segs = optimal_pla(&keys, eps);
+            check_segments(&pts, &segs, false);
+            let cone = greedy_cone(&keys, eps);
+            assert!(cone.len() >= segs.len());
+        }
+        let zp = zero_points(&keys, 8, 256);
+        let zs = optimal_pla_zero_interval(&keys, 8, 256);
+        check_segments(&zp, &zs, false);
+        assert!(zs.len() < optimal_pla(&keys, 8).len());
+    }
+
+    #[test]
+    fn huge_positions_hold_tolerance() {
+        // Positions near 2^48 with keys spread over the whole u64 range.
+        let base = 1i128 << 48;
+        let mut rng = Pcg64::seed_from_u64(5);
+        let mut xs: Vec<u64> = (0..5000).map(|_| rng.random()).collect();
+        xs.sort_unstable();
+        xs.dedup();
+        let pts: Vec<_> = xs
+            .iter()
+            .enumerate()
+            .map(|(i, &x)| (x, base + i as i128 * 1000 - 3, base + i as i128 * 1000 + 3))
+            .collect();
+        let segs = optimal_pla_points(pts.iter().copied());
+        check_segments(&pts, &segs, false);
+    }
+
+    #[test]
+    fn non_increasing_keys_do_not_panic() {
+        let keys = [5u64, 5, 3, 9, 9, 1, u64::MAX, 0];
+        let segs = optimal_pla(&keys, 1);
+        let pts = plain_points(&keys, 1);
+        let mut next = 0;
+        for s in &segs {
+            assert_eq!(s.start, next);
+            check_line(&pts[s.start..s.end()], s);
+            next = s.end();
+        }
+        assert_eq!(next, keys.len());
+        let cone = greedy_cone(&keys, 1);
+        assert_eq!(cone.iter().map(|s| s.len).sum::<usize>(), keys.len());
+        // Reversed intervals are swapped, extreme ones clamped.
+        let segs = optimal_pla_points([(1, 5, -5), (2, i128::MAX, i128::MIN), (3, 0, 0)]);
+        assert!(!segs.is_empty());
+    }
+
+    #[test]
+    fn monotone_slopes_are_non_negative() {
+        let mut rng = Pcg64::seed_from_u64(9);
+        for _ in 0..200 {
+            let n = rng.random_range(1..200usize);
+            let mut keys: Vec<u64> = (0..n).map(|_| rng.random_range(0..10_000u64)).collect();
+            keys.sort_unstable();
+            keys.dedup();
+            for eps in [0u64, 2, 50] {
+                for s in optimal_pla(&keys, eps)
+                    .iter()
+                    .chain(&optimal_pla_zero_interval(&keys, eps, 16))
+                    .chain(&greedy_cone(&keys, eps))
+                {
+                    assert!(s.slope >= 0.0, "{s:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn slope_compression() {
+        let mut rng = Pcg64::seed_from_u64(21);
+        let mut keys: Vec<u64> = (0..20_000)
+            .map(|_| rng.random_range(0..1u64 << 40))
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let eps = 32u64;
+        let segs = optimal_pla(&keys, eps);
+        let ranges: Vec<(f64, f64)> = segs.iter().map(|s| (s.slope_lo, s.slope_hi)).collect();
+        let (slopes, assign) = min_slope_set(&ranges);
+        assert!(slopes.len() <= segs.len());
+        assert!(slopes.windows(2).all(|w| w[0] < w[1]));
+        for (s, &a) in segs.iter().zip(&assign) {
+            let m = slopes[a as usize];
+            assert!(m >= s.slope_lo && m <= s.slope_hi);
+            let pts = || {
+                keys[s.start..s.end()].iter().enumerate().map(|(j, &k)| {
+                    let i = (s.start + j) as i128;
+                    (k, i - eps as i128, i + eps as i128)
+                })
+            };
+            let (c_lo, c_hi) = intercept_range(pts(), s.first_key, m).unwrap();
+            let c = 0.5 * (c_lo + c_hi);
+            let line = Segment {
+                slope: m,
+                intercept: c,
+                ..*s
+            };
+            check_line(&pts().collect::<Vec<_>>(), &line);
+        }
+    }
+
+    #[test]
+    fn min_slope_set_brute_force() {
+        let mut rng = Pcg64::seed_from_u64(1);
+        for _ in 0..300 {
+            let m = rng.random_range(0..9usize);
+            let ranges: Vec<(f64, f64)> = (0..m)
+                .map(|_| {
+                    let a = rng.random_range(0..20) as f64;
+                    let b = a + rng.random_range(0..6) as f64;
+                    (a, b)
+                })
+                .collect();
+            let (slopes, assign) = min_slope_set(&ranges);
+            for (r, &a) in ranges.iter().zip(&assign) {
+                let s = slopes[a as usize];
+                assert!(s >= r.0 && s <= r.1);
+            }
+            // Brute force: an optimal stabbing set can use right endpoints only;
+            // try subsets of the distinct right endpoints by increasing size.
+            let mut ends: Vec<f64> = ranges.iter().map(|r| r.1).collect();
+            ends.sort_by(f64::total_cmp);
+            ends.dedup();
+            let mut best = usize::MAX;
+            for mask in 0u32..(1 << ends.len()) {
+                let k = mask.count_ones() as usize;
+                if k >= best {
+                    continue;
+                }
+                let stabs_all = ranges.iter().all(|r| {
+                    (0..ends.len())
+                        .any(|b| mask & (1 << b) != 0 && ends[b] >= r.0 && ends[b] <= r.1)
+                });
+                if stabs_all {
+                    best = k;
+                }
+            }
+            assert_eq!(slopes.len(), best);
+        }
+        let (s, a) = min_slope_set(&[
+            (f64::NEG_INFINITY, f64::INFINITY),
+            (1.0, 2.0),
+            (f64::NAN, 1.0),
+            (3.0, 2.0),
+        ]);
+        assert_eq!(a.len(), 4);
+        assert!(s.len() <= 4);
+        assert_eq!(s[a[1] as usize], s[a[0] as usize]);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        #[test]
+        fn prop_plain_and_zero(mut keys in prop::collection::vec(any::<u64>(), 0..300), eps in 0u64..40, page in 1u64..64) {
+            keys.sort_unstable();
+            keys.dedup();
+            let pts = plain_points(&keys, eps);
+            let segs = optimal_pla(&keys, eps);
+            check_segments(&pts, &segs, false);
+            // The i64 fast path and the general i128 path agree exactly.
+            prop_assert_eq!(&segs, &optimal_pla_points(pts.iter().copied()));
+            let cone = greedy_cone(&keys, eps);
+            prop_assert!(cone.len() >= segs.len());
+            check_segments(&pts, &cone, false);
+            let zp = zero_points(&keys, eps, page);
+            let zs = optimal_pla_zero_interval(&keys, eps, page);
+            check_segments(&zp, &zs, false);
+            prop_assert_eq!(&zs, &optimal_pla_points(zp.iter().copied()));
+        }
+
+        #[test]
+        fn prop_dense_runs_and_gaps(runs in prop::collection::vec((any::<u64>(), 1usize..60, 1u64..4), 1..8), eps in 0u64..8) {
+            let mut keys = Vec::new();
+            for (base, len, step) in runs {
+                for j in 0..len as u64 {
+                    keys.push(base.saturating_add(j * step));
+                }
+            }
+            keys.sort_unstable();
+            keys.dedup();
+            let pts = plain_points(&keys, eps);
+            check_segments(&pts, &optimal_pla(&keys, eps), false);
+            check_segments(&pts, &greedy_cone(&keys, eps), false);
+        }
+
+        #[test]
+        fn prop_small_brute(mut keys in prop::collection::vec(0u64..40, 1..10), eps in 0u64..3, page in 1u64..5) {
+            keys.sort_unstable();
+            keys.dedup();
+            let pts = zero_points(&keys, eps, page);
+            let segs = optimal_pla_zero_interval(&keys, eps, page);
+            prop_assert_eq!(segs.len(), brute_min_segments(&pts));
+            check_segments(&pts, &segs, true);
+        }
+    }
+}

@@ -1,0 +1,630 @@
+//! RadixSpline: a linear spline over the key-position CDF plus a radix table.
+//!
+//! Build (one pass, Kipf et al.): spline points are data points chosen by the
+//! greedy spline corridor, so that linear interpolation between consecutive
+//! spline points is within `eps` of the position of every key between them
+//! (exact rational arithmetic). A radix table over the top `r` bits of
+//! `x - min_key` narrows the binary search for a query's spline segment.
+//!
+//! Lookup returns a range with the contract of `index::ApproxPos`: for any
+//! `u64` query `x`, present or not, the lower bound of `x` in the keys lies in
+//! `[lo, hi)`, `hi <= n + 1`. The range is derived from the integer
+//! prediction `p(x) = floor(spline(x))`, which is monotone in `x`, and the
+//! error bounds of `p` over all keys measured at build time, so no
+//! floating-point slack is needed; its width is at most `2 * eps + 2`.
+
+use std::mem::size_of;
+
+use super::bitpack::bits_needed;
+use super::codec::{self, Writer};
+use super::exact::{Pt, Slope, floor_i64};
+use crate::{Error, Result};
+
+const KIND: &str = "radix spline";
+/// Magic number of a RadixSpline encoding: the bytes `STRATARS`.
+pub const RADIX_SPLINE_MAGIC: u64 = u64::from_le_bytes(*b"STRATARS");
+/// Format version of RadixSpline encodings written by this build.
+pub const RADIX_SPLINE_VERSION: u32 = 1;
+/// Largest radix table: `2^MAX_RADIX_BITS + 1` entries of 4 bytes.
+pub const MAX_RADIX_BITS: u32 = 28;
+
+/// A RadixSpline over strictly increasing `u64` keys.
+///
+/// Immutable after build; `Send + Sync`. Memory: 16 bytes per spline point
+/// plus `4 * (2^r + 1)` bytes of radix table, `r <= radix_bits` and
+/// `2^r <= 16 * 2^ceil(log2(spline points))`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RadixSpline {
+    n: u64,
+    eps: u64,
+    radix_bits: u32,
+    /// Spline keys (strictly increasing; first and last are the min and max key).
+    keys: Vec<u64>,
+    /// Spline positions (strictly increasing; first 0, last n - 1).
+    pos: Vec<u64>,
+    /// `table[b]`: first spline point whose radix prefix is `>= b`.
+    table: Vec<u32>,
+    shift: u32,
+    /// Bounds of `i - p(key_i)` over all keys.
+    err_lo: i64,
+    err_hi: i64,
+}
+
+/// First index whose key is not greater than its predecessor, as an error.
+pub(crate) fn check_strictly_increasing(keys: &[u64]) -> Result<()> {
+    for (i, w) in keys.windows(2).enumerate() {
+        if let [a, b] = *w
+            && b <= a
+        {
+            return Err(Error::OutOfOrder {
+                position: i as u64 + 1,
+                previous: a,
+                got: b,
+            });
+        }
+    }
+    Ok(())
+}
+
+impl RadixSpline {
+    /// Builds a RadixSpline with error bound `eps` (positions) and a radix
+    /// table of at most `radix_bits` bits (clamped to [`MAX_RADIX_BITS`], to
+    /// the bits of the key range, and to 16 slots per spline point).
+    ///
+    /// Keys must be strictly increasing ([`Error::OutOfOrder`] names the first
+    /// offending position). O(n) time plus O(2^r) for the table.
+    pub fn build(keys: &[u64], eps: u64, radix_bits: u32) -> Result<Self> {
+        check_strictly_increasing(keys)?;
+        let (spline_keys, spline_pos) = spline_corridor(keys, eps);
+        if spline_keys.len() >= u32::MAX as usize {
+            return Err(Error::invalid(
+                "radix spline: more than 2^32 - 1 spline points",
+            ));
+        }
+        let mut rs = RadixSpline {
+            n: keys.len() as u64,
+            eps,
+            radix_bits,
+            keys: spline_keys,
+            pos: spline_pos,
+            table: Vec::new(),
+            shift: 0,
+            err_lo: 0,
+            err_hi: 0,
+        };
+        rs.build_table();
+        rs.measure_errors(keys);
+        Ok(rs)
+    }
+
+    fn build_table(&mut self) {
+        let (Some(&min), Some(&max)) = (self.keys.first(), self.keys.last()) else {
+            self.table = vec![0, 0];
+            self.shift = 0;
+            return;
+        };
+        let range_bits = bits_needed(max - min);
+        // More than 16 slots per spline point buys nothing and would let a
+        // tiny (or corrupt) model allocate a huge table.
+        let r = self
+            .radix_bits
+            .min(MAX_RADIX_BITS)
+            .min(range_bits)
+            .min(bits_needed(self.keys.len() as u64) + 4);
+        self.shift = range_bits - r;
+        let slots = 1usize << r;
+        let mut table = Vec::with_capacity(slots + 1);
+        let mut idx = 0usize;
+        for b in 0..=slots as u64 {
+            while self
+                .keys
+                .get(idx)
+                .is_some_and(|&k| (k - min).checked_shr(self.shift).unwrap_or(0) < b)
+            {
+                idx += 1;
+            }
+            table.push(idx as u32);
+        }
+        self.table = table;
+    }
+
+    fn measure_errors(&mut self, keys: &[u64]) {
+        let (mut lo, mut hi) = (0i64, 0i64);
+        let mut j = 1usize;
+        for (i, &k) in keys.iter().enumerate().skip(1) {
+            while self.keys.get(j).is_some_and(|&s| s < k) {
+                j += 1;
+            }
+            let e = i as i64 - floor_i64(self.interpolate(j, k));
+            lo = lo.min(e);
+            hi = hi.max(e);
+        }
+        self.err_lo = lo;
+        self.err_hi = hi;
+    }
+
+    /// Spline value at `x` on segment `j` (spline points `j - 1` and `j`,
+    /// `key[j-1] < x <= key[j]`). Monotone in `x` within and across segments:
+    /// clamped to the segment's end value.
+    #[inline]
+    fn interpolate(&self, j: usize, x: u64) -> f64 {
+        let (Some(&xb), Some(&yb)) = (self.keys.get(j), self.pos.get(j)) else {
+            return 0.0;
+        };
+        if x >= xb {
+            return yb as f64;
+        }
+        let Some(a) = j.checked_sub(1) else {
+            return yb as f64;
+        };
+        let (Some(&xa), Some(&ya)) = (self.keys.get(a), self.pos.get(a)) else {
+            return 0.0;
+        };
+        let dy = yb.saturating_sub(ya) as f64;
+        let t = x.saturating_sub(xa) as f64 * dy / xb.saturating_sub(xa).max(1) as f64;
+        (ya as f64 + t).min(yb as f64)
+    }
+
+    /// Index of the first spline point with key `>= x`, for `min < x <= max`.
+    #[inline]
+    fn find_segment(&self, x: u64) -> usize {
+        let min = self.keys.first().copied().unwrap_or(0);
+        let b =
+            usize::try_from((x - min).checked_shr(self.shift).unwrap_or(0)).unwrap_or(usize::MAX);
+        let lo = self.table.get(b).copied().unwrap_or(0) as usize;
+        let ns = self.keys.len();
+        let hi = (self.table.get(b.saturating_add(1)).copied().unwrap_or(0) as usize)
+            .min(ns.saturating_sub(1))
+            .max(lo);
+        let j = match self.keys.get(lo..=hi) {
+            Some(window) => lo + window.partition_point(|&k| k < x),
+            None => self.keys.partition_point(|&k| k < x),
+        };
+        j.clamp(1, ns.saturating_sub(1).max(1))
+    }
+
+    /// The range `[lo, hi)` holding the lower bound of `x` (index of the first
+    /// key `>= x`, or `n`), for any `x`: `lo < hi <= n + 1`, and
+    /// `hi - lo <= err_hi - err_lo + 2 <= 2 * eps + 2`. Queries at or below
+    /// the smallest key and above the largest are answered exactly.
+    /// O(log(spline points per radix slot)).
+    pub fn predict_range(&self, x: u64) -> (u64, u64) {
+        let (_, lo, hi) = self.approx(x);
+        (lo, hi)
+    }
+
+    /// The point prediction `pos` for `x` together with the range of
+    /// [`RadixSpline::predict_range`]: `(pos, lo, hi)` with
+    /// `lo <= pos < hi` (the fields of `index::ApproxPos`). O(log(spline
+    /// points per radix slot)).
+    pub fn approx(&self, x: u64) -> (u64, u64, u64) {
+        let n = self.n;
+        let (Some(&min), Some(&max)) = (self.keys.first(), self.keys.last()) else {
+            return (0, 0, 1);
+        };
+        if x <= min {
+            return (0, 0, 1);
+        }
+        if x > max {
+            return (n, n, n + 1);
+        }
+        let j = self.find_segment(x);
+        let p = floor_i64(self.interpolate(j, x)) as i128;
+        let lo = (p + self.err_lo as i128).max(1);
+        let hi = (p + self.err_hi as i128 + 2).min(n as i128);
+        if lo < hi {
+            (p.clamp(lo, hi - 1) as u64, lo as u64, hi as u64)
+        } else {
+            (0, 0, n + 1)
+        }
+    }
+
+    /// The point prediction for `x`, inside [`RadixSpline::predict_range`].
+    pub fn predict(&self, x: u64) -> u64 {
+        self.approx(x).0
+    }
+
+    /// Number of keys.
+    pub fn len(&self) -> u64 {
+        self.n
+    }
+
+    /// Whether built over no key.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// The error bound the spline was built with.
+    pub fn eps(&self) -> u64 {
+        self.eps
+    }
+
+    /// Number of spline points.
+    pub fn num_spline_points(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// The spline points `(key, position)`.
+    pub fn spline_points(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.keys.iter().copied().zip(self.pos.iter().copied())
+    }
+
+    /// Number of radix bits actually used.
+    pub fn radix_bits_used(&self) -> u32 {
+        self.table.len().saturating_sub(1).trailing_zeros()
+    }
+
+    /// Bounds of `i - floor(spline(key_i))` over the keys (`lo <= 0 <= hi`).
+    pub fn error_bounds(&self) -> (i64, i64) {
+        (self.err_lo, self.err_hi)
+    }
+
+    /// Bytes of memory held, measured from the allocations.
+    pub fn memory_bytes(&self) -> usize {
+        size_of::<Self>()
+            + self.keys.capacity() * size_of::<u64>()
+            + self.pos.capacity() * size_of::<u64>()
+            + self.table.capacity() * size_of::<u32>()
+    }
+
+    /// Encodes the spline (the radix table is rebuilt on decode).
+    ///
+    /// Layout, little-endian: magic `STRATARS` (u64), version (u32), n (u64),
+    /// eps (u64), radix_bits (u32), err_lo (i64), err_hi (i64), m (u64),
+    /// m spline keys (u64), m spline positions (u64), crc32c of all
+    /// preceding bytes (u32).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut w = Writer::new(RADIX_SPLINE_MAGIC, RADIX_SPLINE_VERSION);
+        w.reserve(56 + 16 * self.keys.len());
+        w.u64(self.n);
+        w.u64(self.eps);
+        w.u32(self.radix_bits);
+        w.i64(self.err_lo);
+        w.i64(self.err_hi);
+        w.u64(self.keys.len() as u64);
+        for &k in &self.keys {
+            w.u64(k);
+        }
+        for &p in &self.pos {
+            w.u64(p);
+        }
+        w.finish()
+    }
+
+    /// Decodes [`RadixSpline::to_bytes`] output, validating every structural
+    /// invariant. Corrupt or truncated input is an error
+    /// ([`Error::is_corruption`]), never a panic. O(m + 2^r).
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let mut c = codec::open(bytes, KIND, RADIX_SPLINE_MAGIC, RADIX_SPLINE_VERSION)?;
+        let n = codec::need(c.u64(), KIND, "n")?;
+        let eps = codec::need(c.u64(), KIND, "eps")?;
+        let radix_bits = codec::need(c.u32(), KIND, "radix_bits")?;
+        let err_lo = codec::need(c.u64(), KIND, "err_lo")? as i64;
+        let err_hi = codec::need(c.u64(), KIND, "err_hi")? as i64;
+        let m = codec::count(&mut c, KIND, "spline points", 16)?;
+        let mut keys = Vec::with_capacity(m);
+        let mut pos = Vec::with_capacity(m);
+        for _ in 0..m {
+            keys.push(codec::need(c.u64(), KIND, "spline key")?);
+        }
+        for _ in 0..m {
+            pos.push(codec::need(c.u64(), KIND, "spline position")?);
+        }
+        codec::expect_end(&c, KIND)?;
+        let bad = |d: &str| Err(codec::corrupt(KIND, d.to_string()));
+        if (n == 0) != (m == 0) || m as u64 > n || m >= u32::MAX as usize {
+            return bad("spline point count inconsistent with n");
+        }
+        if m > 0 {
+            if pos.first() != Some(&0) || pos.last() != Some(&(n - 1)) {
+                return bad("spline does not span positions 0..n-1");
+            }
+            if n > 1 && m < 2 {
+                return bad("fewer than two spline points");
+            }
+        }
+        let not_increasing = |v: &[u64]| v.windows(2).any(|w| matches!(w, [a, b] if a >= b));
+        if not_increasing(&keys) || not_increasing(&pos) {
+            return bad("spline points not strictly increasing");
+        }
+        let limit = n.min(i64::MAX as u64 / 4) as i64 + 1;
+        if err_lo > 0 || err_hi < 0 || err_lo < -limit || err_hi > limit {
+            return bad("error bounds out of range");
+        }
+        let mut rs = RadixSpline {
+            n,
+            eps,
+            radix_bits,
+            keys,
+            pos,
+            table: Vec::new(),
+            shift: 0,
+            err_lo,
+            err_hi,
+        };
+        rs.build_table();
+        Ok(rs)
+    }
+}
+
+/// The greedy spline corridor: spline points `(key, position)` such that
+/// interpolating between consecutive points is within `eps` of every key's
+/// position. Always includes the first and last key. Exact arithmetic.
+fn spline_corridor(keys: &[u64], eps: u64) -> (Vec<u64>, Vec<u64>) {
+    let (mut sk, mut sp) = (Vec::new(), Vec::new());
+    let Some(&first) = keys.first() else {
+        return (sk, sp);
+    };
+    sk.push(first);
+    sp.push(0);
+    let e = eps as i128;
+    let mut base = Pt::new(first, 0);
+    let mut base_idx = 0usize;
+    // Corridor of slopes [lower, upper] from the base point.
+    let mut lower = Slope { num: 0, den: 1 };
+    let mut upper = Slope { num: 0, den: 1 };
+    for (i, &k) in keys.iter().enumerate().skip(1) {
+        let p = Pt::new(k, i as i128);
+        let s = Slope::between(base, p);
+        let widen = |s: Slope| {
+            (
+                Slope {
+                    num: s.num - e,
+                    den: s.den,
+                },
+                Slope {
+                    num: s.num + e,
+                    den: s.den,
+                },
+            )
+        };
+        if i == base_idx + 1 {
+            (lower, upper) = widen(s);
+            continue;
+        }
+        let outside = s.cmp_exact(upper) == std::cmp::Ordering::Greater
+            || s.cmp_exact(lower) == std::cmp::Ordering::Less;
+        if outside {
+            // The previous point becomes a spline point and the new base.
+            let prev = i - 1;
+            let pk = keys.get(prev).copied().unwrap_or(first);
+            sk.push(pk);
+            sp.push(prev as u64);
+            base = Pt::new(pk, prev as i128);
+            base_idx = prev;
+            (lower, upper) = widen(Slope::between(base, p));
+        } else {
+            let (l, u) = widen(s);
+            if l.cmp_exact(lower) == std::cmp::Ordering::Greater {
+                lower = l;
+            }
+            if u.cmp_exact(upper) == std::cmp::Ordering::Less {
+                upper = u;
+            }
+        }
+    }
+    let last = keys.len() - 1;
+    if base_idx != last {
+        sk.push(keys.get(last).copied().unwrap_or(first));
+        sp.push(last as u64);
+    }
+    (sk, sp)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use rand::{Rng, SeedableRng};
+    use rand_pcg::Pcg64;
+
+    fn lower_bound(keys: &[u64], x: u64) -> u64 {
+        keys.partition_point(|&k| k < x) as u64
+    }
+
+    /// Checks the contract at every key, between keys, and at the extremes.
+    fn check_contract(keys: &[u64], rs: &RadixSpline) {
+        let n = keys.len() as u64;
+        let mut queries = vec![0u64, 1, u64::MAX, u64::MAX - 1];
+        for &k in keys {
+            queries.extend([k, k.wrapping_sub(1), k.wrapping_add(1)]);
+        }
+        for w in keys.windows(2) {
+            queries.push(w[0] + (w[1] - w[0]) / 2);
+        }
+        for x in queries {
+            let (lo, hi) = rs.predict_range(x);
+            let lb = lower_bound(keys, x);
+            assert!(lo < hi && hi <= n + 1, "bad range [{lo},{hi}) n={n}");
+            assert!(lo <= lb && lb < hi, "x={x}: lb {lb} not in [{lo},{hi})");
+            assert!(hi - lo <= 2 * rs.eps() + 2, "range too wide: {}", hi - lo);
+            let p = rs.predict(x);
+            assert!(p >= lo && p < hi);
+            assert_eq!(rs.approx(x), (p, lo, hi));
+        }
+    }
+
+    /// The spline's exact guarantee: interpolation within eps at every key.
+    fn check_spline_eps(keys: &[u64], rs: &RadixSpline) {
+        let pts: Vec<(u64, u64)> = rs.spline_points().collect();
+        assert_eq!(pts.first().map(|p| p.1), Some(0));
+        assert_eq!(pts.last().map(|p| p.1), Some(keys.len() as u64 - 1));
+        for w in pts.windows(2) {
+            let ((xa, ya), (xb, yb)) = (w[0], w[1]);
+            for i in ya..=yb {
+                let x = keys[i as usize];
+                // |ya + (x-xa)(yb-ya)/(xb-xa) - i| <= eps, exactly.
+                let lhs = ya as i128 * (xb - xa) as i128 + (x - xa) as i128 * (yb - ya) as i128
+                    - i as i128 * (xb - xa) as i128;
+                assert!(lhs.abs() <= rs.eps() as i128 * (xb - xa) as i128);
+            }
+        }
+    }
+
+    #[test]
+    fn empty_single_and_tiny() {
+        let rs = RadixSpline::build(&[], 4, 8).unwrap();
+        assert_eq!(rs.predict_range(5), (0, 1));
+        let rs = RadixSpline::build(&[7], 0, 8).unwrap();
+        check_contract(&[7], &rs);
+        let rs = RadixSpline::build(&[0, u64::MAX], 0, 18).unwrap();
+        check_contract(&[0, u64::MAX], &rs);
+    }
+
+    #[test]
+    fn regression_full_range_shift_64() {
+        // Found by prop_clustered: zero radix bits over a 64-bit key range
+        // made the prefix shift 64 (overflow).
+        let keys = [0u64, 5, 1 << 40, u64::MAX - 3, u64::MAX];
+        for r in [0u32, 1, 3] {
+            let rs = RadixSpline::build(&keys, 0, r).unwrap();
+            check_contract(&keys, &rs);
+        }
+    }
+
+    #[test]
+    fn rejects_unsorted_and_duplicates() {
+        match RadixSpline::build(&[1, 5, 5], 2, 4) {
+            Err(Error::OutOfOrder {
+                position: 2,
+                previous: 5,
+                got: 5,
+            }) => {}
+            other => panic!("{other:?}"),
+        }
+        assert!(RadixSpline::build(&[3, 2], 2, 4).is_err());
+    }
+
+    #[test]
+    fn linear_keys_two_points() {
+        let keys: Vec<u64> = (0..10_000).map(|i| 5 + 3 * i).collect();
+        let rs = RadixSpline::build(&keys, 0, 10).unwrap();
+        assert_eq!(rs.num_spline_points(), 2);
+        check_contract(&keys, &rs);
+    }
+
+    #[test]
+    fn random_and_adversarial() {
+        let mut rng = Pcg64::seed_from_u64(17);
+        for case in 0..60 {
+            let n = rng.random_range(1..3000usize);
+            let mut keys: Vec<u64> = match case % 4 {
+                0 => (0..n).map(|_| rng.random()).collect(),
+                1 => (0..n).map(|_| rng.random_range(0..100_000)).collect(),
+                2 => (0..n)
+                    .map(|_| u64::MAX - rng.random_range(0..10_000))
+                    .collect(),
+                _ => (0..n)
+                    .map(|i| {
+                        if i % 2 == 0 {
+                            rng.random_range(0..1000)
+                        } else {
+                            rng.random_range(u64::MAX - 1000..=u64::MAX)
+                        }
+                    })
+                    .collect(),
+            };
+            keys.sort_unstable();
+            keys.dedup();
+            for (eps, r) in [(0u64, 0u32), (1, 4), (8, 12), (64, 20), (3, 64)] {
+                let rs = RadixSpline::build(&keys, eps, r).unwrap();
+                check_contract(&keys, &rs);
+                check_spline_eps(&keys, &rs);
+                let back = RadixSpline::from_bytes(&rs.to_bytes()).unwrap();
+                assert_eq!(back, rs);
+            }
+        }
+    }
+
+    #[test]
+    fn uniform_many_keys() {
+        let mut rng = Pcg64::seed_from_u64(2);
+        let mut keys: Vec<u64> = (0..200_000).map(|_| rng.random()).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let rs = RadixSpline::build(&keys, 32, 18).unwrap();
+        assert!(rs.num_spline_points() < keys.len() / 8);
+        assert_eq!(
+            rs.radix_bits_used(),
+            18.min(bits_needed(rs.num_spline_points() as u64) + 4)
+        );
+        let small = RadixSpline::build(&keys[..100], 32, 28).unwrap();
+        assert!(small.radix_bits_used() <= 7 + 4);
+        for i in (0..keys.len()).step_by(97) {
+            for x in [keys[i], keys[i] - 1, keys[i] + 1] {
+                let (lo, hi) = rs.predict_range(x);
+                let lb = lower_bound(&keys, x);
+                assert!(lo <= lb && lb < hi);
+            }
+        }
+        assert!(rs.memory_bytes() >= 16 * rs.num_spline_points() + 4 * (1 << rs.radix_bits_used()));
+    }
+
+    #[test]
+    fn corrupt_bytes_are_errors() {
+        let keys: Vec<u64> = (0..500u64).map(|i| i * i).collect();
+        let rs = RadixSpline::build(&keys, 4, 8).unwrap();
+        let b = rs.to_bytes();
+        for cut in [0, 1, 11, 12, 20, b.len() / 2, b.len() - 1] {
+            assert!(RadixSpline::from_bytes(&b[..cut]).is_err());
+        }
+        for i in 0..b.len() {
+            let mut g = b.clone();
+            g[i] ^= 0x41;
+            let e = RadixSpline::from_bytes(&g).unwrap_err();
+            assert!(
+                e.is_corruption() || matches!(e, Error::UnsupportedVersion { .. }),
+                "{e}"
+            );
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn prop_contract(mut keys in prop::collection::vec(any::<u64>(), 1..400), eps in 0u64..20, r in 0u32..24) {
+            keys.sort_unstable();
+            keys.dedup();
+            let rs = RadixSpline::build(&keys, eps, r).unwrap();
+            check_contract(&keys, &rs);
+            check_spline_eps(&keys, &rs);
+        }
+
+        #[test]
+        fn prop_clustered(runs in prop::collection::vec((any::<u64>(), 1usize..80, 1u64..5), 1..6), eps in 0u64..6, r in 0u32..16, qs in prop::collection::vec(any::<u64>(), 0..50)) {
+            let mut keys = Vec::new();
+            for (b, len, step) in runs {
+                for j in 0..len as u64 {
+                    keys.push(b.saturating_add(j * step));
+                }
+            }
+            keys.sort_unstable();
+            keys.dedup();
+            let rs = RadixSpline::build(&keys, eps, r).unwrap();
+            check_contract(&keys, &rs);
+            for x in qs {
+                let (lo, hi) = rs.predict_range(x);
+                let lb = lower_bound(&keys, x);
+                prop_assert!(lo <= lb && lb < hi);
+            }
+        }
+
+        #[test]
+        fn prop_garbage_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
+            let _ = RadixSpline::from_bytes(&bytes);
+            // A valid frame around garbage must be rejected or usable.
+            let mut w = Writer::new(RADIX_SPLINE_MAGIC, RADIX_SPLINE_VERSION);
+            for &b in &bytes {
+                w.u8(b);
+            }
+            if let Ok(rs) = RadixSpline::from_bytes(&w.finish()) {
+                for x in [0u64, 1, 1 << 40, u64::MAX] {
+                    let (lo, hi) = rs.predict_range(x);
+                    prop_assert!(lo < hi && hi <= rs.len() + 1);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,559 @@
+//! A two-layer linear recursive model index (RMI, Kraska et al.), top-down.
+//!
+//! A linear root model (least squares on `key -> leaf`) routes a key to one of
+//! `m` leaf models; each leaf is a least-squares line `key -> position` over
+//! the keys routed to it. Because the root's slope is clamped to `>= 0` and
+//! every step of its `f64` evaluation is monotone, routing is monotone in the
+//! key, so the keys routed to leaf `i` are exactly the positions
+//! `[first_i, end_i)`, and any query routed to leaf `i` (present or not) has
+//! its lower bound in `[first_i, end_i]`. Leaf slopes are clamped to `>= 0`,
+//! so a leaf's integer prediction `p(x) = floor(line(x))` is monotone too, and
+//! the signed bounds of `i - p(key_i)` measured at build time bound the lower
+//! bound of every query routed there. Empty leaves answer exactly.
+
+use std::mem::size_of;
+
+use super::codec::{self, Writer};
+use super::exact::floor_i64;
+use super::radix_spline::check_strictly_increasing;
+use crate::Result;
+
+const KIND: &str = "rmi";
+/// Magic number of an RMI encoding: the bytes `STRATRMI`.
+pub const RMI_MAGIC: u64 = u64::from_le_bytes(*b"STRATRMI");
+/// Format version of RMI encodings written by this build.
+pub const RMI_VERSION: u32 = 1;
+/// Largest number of leaf models.
+pub const MAX_MODELS: usize = 1 << 28;
+
+/// Error bound meaning "unbounded below" (use the leaf's first position).
+const UNBOUNDED_LO: i32 = i32::MIN;
+/// Error bound meaning "unbounded above" (use the leaf's end position).
+const UNBOUNDED_HI: i32 = i32::MAX;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Leaf {
+    /// Reference key: the line is `intercept + slope * (x - base)`.
+    base: u64,
+    slope: f64,
+    intercept: f64,
+    /// Bounds of `i - p(key_i)` over the leaf's keys (saturated sentinels
+    /// mean unbounded).
+    err_lo: i32,
+    err_hi: i32,
+}
+
+impl Leaf {
+    #[inline]
+    fn predict_floor(&self, x: u64) -> i64 {
+        floor_i64(self.intercept + self.slope * x.saturating_sub(self.base) as f64)
+    }
+}
+
+/// A two-layer linear RMI over strictly increasing `u64` keys.
+///
+/// Immutable after build; `Send + Sync`. Memory: 40 bytes per leaf model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rmi {
+    n: u64,
+    min_key: u64,
+    max_key: u64,
+    root_slope: f64,
+    root_intercept: f64,
+    leaves: Vec<Leaf>,
+    /// `bounds[i]`: first position routed to leaf `i`; `bounds[m] = n`.
+    bounds: Vec<u64>,
+}
+
+/// Least-squares line `y = a + b * x` with `b >= 0`, over `(x, y)` pairs
+/// given by two passes of `pts`. Returns `(b, a)`.
+fn least_squares<F, I>(pts: F) -> (f64, f64)
+where
+    F: Fn() -> I,
+    I: Iterator<Item = (f64, f64)>,
+{
+    let (mut n, mut sx, mut sy) = (0f64, 0f64, 0f64);
+    for (x, y) in pts() {
+        n += 1.0;
+        sx += x;
+        sy += y;
+    }
+    if n == 0.0 {
+        return (0.0, 0.0);
+    }
+    let (mx, my) = (sx / n, sy / n);
+    let (mut sxx, mut sxy) = (0f64, 0f64);
+    for (x, y) in pts() {
+        let dx = x - mx;
+        sxx += dx * dx;
+        sxy += dx * (y - my);
+    }
+    let b = if sxx > 0.0 && sxy > 0.0 && (sxy / sxx).is_finite() {
+        sxy / sxx
+    } else {
+        0.0
+    };
+    let a = my - b * mx;
+    if a.is_finite() { (b, a) } else { (0.0, my) }
+}
+
+impl Rmi {
+    /// Builds an RMI with `models` leaf models (clamped to `1..=max(1, n)` and
+    /// to [`MAX_MODELS`]). Keys must be strictly increasing
+    /// ([`crate::Error::OutOfOrder`] otherwise). O(n + m) time.
+    pub fn build(keys: &[u64], models: usize) -> Result<Self> {
+        check_strictly_increasing(keys)?;
+        let n = keys.len();
+        let m = models.clamp(1, n.max(1)).min(MAX_MODELS);
+        let min_key = keys.first().copied().unwrap_or(0);
+        let scale = m as f64 / n.max(1) as f64;
+        let (root_slope, root_intercept) = least_squares(|| {
+            keys.iter()
+                .enumerate()
+                .map(|(i, &k)| ((k - min_key) as f64, i as f64 * scale))
+        });
+        let mut rmi = Rmi {
+            n: n as u64,
+            min_key,
+            max_key: keys.last().copied().unwrap_or(0),
+            root_slope,
+            root_intercept,
+            leaves: Vec::with_capacity(m),
+            bounds: Vec::with_capacity(m + 1),
+        };
+        // Monotone routing: leaves own contiguous position ranges.
+        let mut start = 0usize;
+        for leaf in 0..m {
+            rmi.bounds.push(start as u64);
+            let mut end = start;
+            while keys
+                .get(end)
+                .is_some_and(|&k| rmi.route_among(k, m) <= leaf)
+            {
+                end += 1;
+            }
+            let part = keys.get(start..end).unwrap_or(&[]);
+            rmi.leaves.push(fit_leaf(part, start));
+            start = end;
+        }
+        rmi.bounds.push(n as u64);
+        Ok(rmi)
+    }
+
+    /// The leaf a key is routed to; monotone non-decreasing in `x`.
+    #[inline]
+    fn route(&self, x: u64) -> usize {
+        self.route_among(x, self.leaves.len())
+    }
+
+    /// The leaf `x` is routed to among `m` leaves.
+    #[inline]
+    fn route_among(&self, x: u64, m: usize) -> usize {
+        let t = floor_i64(
+            self.root_intercept + self.root_slope * x.saturating_sub(self.min_key) as f64,
+        );
+        t.clamp(0, m.saturating_sub(1) as i64) as usize
+    }
+
+    /// The range `[lo, hi)` holding the lower bound of `x` (index of the first
+    /// key `>= x`, or `n`), for any `x`: `lo < hi <= n + 1`. The width is at
+    /// most the routed leaf's `err_hi - err_lo + 2`, and never more than its
+    /// key count plus one. Queries at or below the smallest key and above the
+    /// largest are answered exactly. O(1).
+    pub fn predict_range(&self, x: u64) -> (u64, u64) {
+        let (_, lo, hi) = self.approx(x);
+        (lo, hi)
+    }
+
+    /// The point prediction `pos` for `x` together with the range of
+    /// [`Rmi::predict_range`]: `(pos, lo, hi)` with `lo <= pos < hi` (the
+    /// fields of `index::ApproxPos`). O(1).
+    pub fn approx(&self, x: u64) -> (u64, u64, u64) {
+        if self.n == 0 || self.leaves.is_empty() || x <= self.min_key {
+            return (0, 0, 1);
+        }
+        if x > self.max_key {
+            return (self.n, self.n, self.n + 1);
+        }
+        let i = self.route(x);
+        let (Some(&first), Some(&end), Some(leaf)) = (
+            self.bounds.get(i),
+            self.bounds.get(i + 1),
+            self.leaves.get(i),
+        ) else {
+            return (0, 0, self.n + 1);
+        };
+        if first >= end {
+            return (first, first, first + 1);
+        }
+        // The lower bound lies in [first, end] (monotone routing). The model
+        // bound p + err_lo holds when the leaf has a key >= x (else the answer
+        // is `end`), p + err_hi + 1 when it has a key <= x (else `first`), so
+        // clamping both into [first, end] keeps the answer and lo <= last.
+        let (f, e) = (first as i128, end as i128);
+        let p = leaf.predict_floor(x) as i128;
+        let lo = if leaf.err_lo == UNBOUNDED_LO {
+            f
+        } else {
+            (p + leaf.err_lo as i128).clamp(f, e)
+        };
+        let last = if leaf.err_hi == UNBOUNDED_HI {
+            e
+        } else {
+            (p + leaf.err_hi as i128 + 1).clamp(f, e)
+        };
+        if lo <= last {
+            (p.clamp(lo, last) as u64, lo as u64, last as u64 + 1)
+        } else {
+            (first, first, end + 1)
+        }
+    }
+
+    /// The point prediction for `x`, inside [`Rmi::predict_range`].
+    pub fn predict(&self, x: u64) -> u64 {
+        self.approx(x).0
+    }
+
+    /// Number of keys.
+    pub fn len(&self) -> u64 {
+        self.n
+    }
+
+    /// Whether built over no key.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// Number of leaf models.
+    pub fn num_models(&self) -> usize {
+        self.leaves.len()
+    }
+
+    /// Largest range width over the leaves (`err_hi - err_lo + 2`, capped by
+    /// the leaf size plus one).
+    pub fn max_range_width(&self) -> u64 {
+        self.leaves
+            .iter()
+            .zip(self.bounds.windows(2))
+            .map(|(l, w)| {
+                let size = match w {
+                    [a, b] => b.saturating_sub(*a),
+                    _ => 0,
+                };
+                let model = (l.err_hi as i64 - l.err_lo as i64 + 2) as u64;
+                model.min(size + 1)
+            })
+            .max()
+            .unwrap_or(1)
+    }
+
+    /// Bytes of memory held, measured from the allocations.
+    pub fn memory_bytes(&self) -> usize {
+        size_of::<Self>()
+            + self.leaves.capacity() * size_of::<Leaf>()
+            + self.bounds.capacity() * size_of::<u64>()
+    }
+
+    /// Encodes the model.
+    ///
+    /// Layout, little-endian: magic `STRATRMI` (u64), version (u32), n (u64),
+    /// min_key (u64), max_key (u64), root slope (f64), root intercept (f64), m (u64), m
+    /// leaves of (base u64, slope f64, intercept f64, err_lo i32, err_hi i32),
+    /// m + 1 leaf bounds (u64), crc32c of all preceding bytes (u32).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut w = Writer::new(RMI_MAGIC, RMI_VERSION);
+        w.reserve(48 + 40 * self.leaves.len());
+        w.u64(self.n);
+        w.u64(self.min_key);
+        w.u64(self.max_key);
+        w.f64(self.root_slope);
+        w.f64(self.root_intercept);
+        w.u64(self.leaves.len() as u64);
+        for l in &self.leaves {
+            w.u64(l.base);
+            w.f64(l.slope);
+            w.f64(l.intercept);
+            w.u32(l.err_lo as u32);
+            w.u32(l.err_hi as u32);
+        }
+        for &b in &self.bounds {
+            w.u64(b);
+        }
+        w.finish()
+    }
+
+    /// Decodes [`Rmi::to_bytes`] output, validating every structural
+    /// invariant. Corrupt or truncated input is an error, never a panic. O(m).
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let mut c = codec::open(bytes, KIND, RMI_MAGIC, RMI_VERSION)?;
+        let n = codec::need(c.u64(), KIND, "n")?;
+        let min_key = codec::need(c.u64(), KIND, "min_key")?;
+        let max_key = codec::need(c.u64(), KIND, "max_key")?;
+        let root_slope = codec::need(c.f64(), KIND, "root slope")?;
+        let root_intercept = codec::need(c.f64(), KIND, "root intercept")?;
+        let m = codec::count(&mut c, KIND, "models", 40)?;
+        let mut leaves = Vec::with_capacity(m);
+        for _ in 0..m {
+            leaves.push(Leaf {
+                base: codec::need(c.u64(), KIND, "leaf base")?,
+                slope: codec::need(c.f64(), KIND, "leaf slope")?,
+                intercept: codec::need(c.f64(), KIND, "leaf intercept")?,
+                err_lo: codec::need(c.u32(), KIND, "leaf err_lo")? as i32,
+                err_hi: codec::need(c.u32(), KIND, "leaf err_hi")? as i32,
+            });
+        }
+        let mut bounds = Vec::with_capacity(m + 1);
+        for _ in 0..=m {
+            bounds.push(codec::need(c.u64(), KIND, "leaf bound")?);
+        }
+        codec::expect_end(&c, KIND)?;
+        let bad = |d: &str| Err(codec::corrupt(KIND, d.to_string()));
+        if m == 0 || m > MAX_MODELS {
+            return bad("model count out of range");
+        }
+        if bounds.first() != Some(&0)
+            || bounds.last() != Some(&n)
+            || bounds.windows(2).any(|w| matches!(w, [a, b] if a > b))
+        {
+            return bad("leaf bounds not a partition of 0..n");
+        }
+        if !(root_slope.is_finite() && root_slope >= 0.0 && root_intercept.is_finite()) {
+            return bad("root model not finite and non-decreasing");
+        }
+        if leaves.iter().any(|l| {
+            !(l.slope.is_finite() && l.slope >= 0.0 && l.intercept.is_finite())
+                || l.err_lo > l.err_hi
+        }) {
+            return bad("leaf model not finite and non-decreasing");
+        }
+        if min_key > max_key {
+            return bad("min_key exceeds max_key");
+        }
+        Ok(Rmi {
+            n,
+            min_key,
+            max_key,
+            root_slope,
+            root_intercept,
+            leaves,
+            bounds,
+        })
+    }
+}
+
+/// Fits a leaf over `keys` at positions `first..first + keys.len()` and
+/// measures its integer error bounds.
+fn fit_leaf(keys: &[u64], first: usize) -> Leaf {
+    let Some(&base) = keys.first() else {
+        return Leaf {
+            base: 0,
+            slope: 0.0,
+            intercept: first as f64,
+            err_lo: 0,
+            err_hi: 0,
+        };
+    };
+    let (slope, intercept) = least_squares(|| {
+        keys.iter()
+            .enumerate()
+            .map(|(j, &k)| ((k - base) as f64, (first + j) as f64))
+    });
+    let mut leaf = Leaf {
+        base,
+        slope,
+        intercept,
+        err_lo: 0,
+        err_hi: 0,
+    };
+    let (mut lo, mut hi) = (i64::MAX, i64::MIN);
+    for (j, &k) in keys.iter().enumerate() {
+        let e = (first + j) as i64 - leaf.predict_floor(k);
+        lo = lo.min(e);
+        hi = hi.max(e);
+    }
+    leaf.err_lo = if lo <= UNBOUNDED_LO as i64 {
+        UNBOUNDED_LO
+    } else {
+        lo as i32
+    };
+    leaf.err_hi = if hi >= UNBOUNDED_HI as i64 {
+        UNBOUNDED_HI
+    } else {
+        hi as i32
+    };
+    leaf
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+    use crate::Error;
+    use proptest::prelude::*;
+    use rand::{Rng, SeedableRng};
+    use rand_pcg::Pcg64;
+
+    fn lower_bound(keys: &[u64], x: u64) -> u64 {
+        keys.partition_point(|&k| k < x) as u64
+    }
+
+    fn check_contract(keys: &[u64], rmi: &Rmi, extra: &[u64]) {
+        let n = keys.len() as u64;
+        let mut queries = vec![0u64, 1, u64::MAX, u64::MAX - 1];
+        queries.extend_from_slice(extra);
+        for &k in keys {
+            queries.extend([k, k.wrapping_sub(1), k.wrapping_add(1)]);
+        }
+        for w in keys.windows(2) {
+            queries.push(w[0] + (w[1] - w[0]) / 2);
+        }
+        let max_width = rmi.max_range_width();
+        for x in queries {
+            let (lo, hi) = rmi.predict_range(x);
+            let lb = lower_bound(keys, x);
+            assert!(lo < hi && hi <= n + 1, "bad range [{lo},{hi}) n={n}");
+            assert!(lo <= lb && lb < hi, "x={x}: lb {lb} not in [{lo},{hi})");
+            assert!(hi - lo <= max_width);
+            let p = rmi.predict(x);
+            assert!(p >= lo && p < hi);
+            assert_eq!(rmi.approx(x), (p, lo, hi));
+        }
+    }
+
+    #[test]
+    fn empty_and_single() {
+        let r = Rmi::build(&[], 10).unwrap();
+        assert_eq!(r.predict_range(3), (0, 1));
+        let r = Rmi::build(&[9], 10).unwrap();
+        assert_eq!(r.num_models(), 1);
+        check_contract(&[9], &r, &[]);
+        assert!(matches!(
+            Rmi::build(&[2, 2], 1),
+            Err(Error::OutOfOrder { .. })
+        ));
+    }
+
+    #[test]
+    fn regression_routing_during_build_and_far_queries() {
+        // Found by random_and_adversarial: routing during build used the
+        // number of leaves built so far; queries far beyond a leaf's last key
+        // must fall back to the leaf's end, not the model's (huge) bound.
+        let keys: Vec<u64> = (0..1000).map(|i| 100 + 10 * i).collect();
+        let r = Rmi::build(&keys, 16).unwrap();
+        assert_eq!(r.predict_range(u64::MAX), (1000, 1001));
+        assert_eq!(r.predict_range(0), (0, 1));
+        check_contract(&keys, &r, &[]);
+    }
+
+    #[test]
+    fn linear_keys_are_exact() {
+        let keys: Vec<u64> = (0..10_000).map(|i| 100 + 10 * i).collect();
+        let r = Rmi::build(&keys, 16).unwrap();
+        check_contract(&keys, &r, &[]);
+        assert!(r.max_range_width() <= 3);
+    }
+
+    #[test]
+    fn random_and_adversarial() {
+        let mut rng = Pcg64::seed_from_u64(23);
+        for case in 0..60 {
+            let n = rng.random_range(1..3000usize);
+            let mut keys: Vec<u64> = match case % 4 {
+                0 => (0..n).map(|_| rng.random()).collect(),
+                1 => (0..n).map(|_| rng.random_range(0..50_000)).collect(),
+                2 => (0..n).map(|i| (i as u64).pow(3)).collect(),
+                _ => (0..n)
+                    .map(|i| {
+                        if i % 3 == 0 {
+                            rng.random_range(0..100)
+                        } else {
+                            u64::MAX - rng.random_range(0..100_000)
+                        }
+                    })
+                    .collect(),
+            };
+            keys.sort_unstable();
+            keys.dedup();
+            for m in [1usize, 2, 7, 64, 5000] {
+                let r = Rmi::build(&keys, m).unwrap();
+                check_contract(&keys, &r, &[]);
+                let back = Rmi::from_bytes(&r.to_bytes()).unwrap();
+                assert_eq!(back, r);
+            }
+        }
+    }
+
+    #[test]
+    fn many_uniform_keys() {
+        let mut rng = Pcg64::seed_from_u64(4);
+        let mut keys: Vec<u64> = (0..200_000).map(|_| rng.random()).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let r = Rmi::build(&keys, 1 << 12).unwrap();
+        assert_eq!(r.num_models(), 1 << 12);
+        for i in (0..keys.len()).step_by(101) {
+            for x in [keys[i], keys[i] - 1, keys[i] + 1] {
+                let (lo, hi) = r.predict_range(x);
+                let lb = lower_bound(&keys, x);
+                assert!(lo <= lb && lb < hi);
+            }
+        }
+        assert_eq!(r.memory_bytes(), size_of::<Rmi>() + 40 * (1 << 12) + 8);
+    }
+
+    #[test]
+    fn corrupt_bytes_are_errors() {
+        let keys: Vec<u64> = (0..300u64).map(|i| i * i * 7).collect();
+        let r = Rmi::build(&keys, 8).unwrap();
+        let b = r.to_bytes();
+        for cut in [0, 5, 12, 30, b.len() / 2, b.len() - 1] {
+            assert!(Rmi::from_bytes(&b[..cut]).is_err());
+        }
+        for i in 0..b.len() {
+            let mut g = b.clone();
+            g[i] = g[i].wrapping_add(1);
+            assert!(Rmi::from_bytes(&g).is_err());
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn prop_contract(mut keys in prop::collection::vec(any::<u64>(), 1..300), m in 1usize..80, qs in prop::collection::vec(any::<u64>(), 0..40)) {
+            keys.sort_unstable();
+            keys.dedup();
+            let r = Rmi::build(&keys, m).unwrap();
+            check_contract(&keys, &r, &qs);
+        }
+
+        #[test]
+        fn prop_clustered(runs in prop::collection::vec((any::<u64>(), 1usize..100, 1u64..1000), 1..6), m in 1usize..50) {
+            let mut keys = Vec::new();
+            for (b, len, step) in runs {
+                for j in 0..len as u64 {
+                    keys.push(b.saturating_add(j * step));
+                }
+            }
+            keys.sort_unstable();
+            keys.dedup();
+            let r = Rmi::build(&keys, m).unwrap();
+            check_contract(&keys, &r, &[]);
+        }
+
+        #[test]
+        fn prop_garbage_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..300)) {
+            let _ = Rmi::from_bytes(&bytes);
+            let mut w = Writer::new(RMI_MAGIC, RMI_VERSION);
+            for &b in &bytes {
+                w.u8(b);
+            }
+            if let Ok(r) = Rmi::from_bytes(&w.finish()) {
+                for x in [0u64, 1, 1 << 40, u64::MAX] {
+                    let (lo, hi) = r.predict_range(x);
+                    prop_assert!(lo < hi && hi <= r.len() + 1);
+                }
+            }
+        }
+    }
+}
