@@ -33,4 +33,4 @@ pub use pla::{
     zero_interval,
 };
 pub use radix_spline::RadixSpline;
-pub use rmi::Rmi;
+pub use rmi::{Rmi, RmiLeaf, RmiRoot, leaf_approx};

@@ -31,22 +31,91 @@ const UNBOUNDED_LO: i32 = i32::MIN;
 /// Error bound meaning "unbounded above" (use the leaf's end position).
 const UNBOUNDED_HI: i32 = i32::MAX;
 
+/// A leaf model of an RMI.
 #[derive(Debug, Clone, Copy, PartialEq)]
-struct Leaf {
+pub struct RmiLeaf {
     /// Reference key: the line is `intercept + slope * (x - base)`.
-    base: u64,
-    slope: f64,
-    intercept: f64,
-    /// Bounds of `i - p(key_i)` over the leaf's keys (saturated sentinels
-    /// mean unbounded).
-    err_lo: i32,
-    err_hi: i32,
+    pub base: u64,
+    /// Slope (>= 0).
+    pub slope: f64,
+    /// Value of the line at `base`.
+    pub intercept: f64,
+    /// Lower bound of `i - p(key_i)` over the leaf's keys (`i32::MIN`: unbounded).
+    pub err_lo: i32,
+    /// Upper bound of `i - p(key_i)` over the leaf's keys (`i32::MAX`: unbounded).
+    pub err_hi: i32,
 }
 
-impl Leaf {
+/// Internal name kept short.
+type Leaf = RmiLeaf;
+
+impl RmiLeaf {
+    /// The leaf's integer prediction `floor(line(x))`; monotone in `x`.
     #[inline]
-    fn predict_floor(&self, x: u64) -> i64 {
+    pub fn predict_floor(&self, x: u64) -> i64 {
         floor_i64(self.intercept + self.slope * x.saturating_sub(self.base) as f64)
+    }
+}
+
+/// The root model of an RMI and the facts every query needs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RmiRoot {
+    /// Number of keys.
+    pub n: u64,
+    /// Smallest key.
+    pub min_key: u64,
+    /// Largest key.
+    pub max_key: u64,
+    /// Root slope (leaves per key unit, >= 0).
+    pub slope: f64,
+    /// Root intercept (leaf at `min_key`).
+    pub intercept: f64,
+    /// Number of leaf models.
+    pub models: usize,
+}
+
+impl RmiRoot {
+    /// The leaf `x` is routed to; monotone non-decreasing in `x`.
+    #[inline]
+    pub fn route(&self, x: u64) -> usize {
+        let t = floor_i64(self.intercept + self.slope * x.saturating_sub(self.min_key) as f64);
+        t.clamp(0, self.models.saturating_sub(1) as i64) as usize
+    }
+}
+
+/// `(pos, lo, hi)` for `x` routed to `leaf`, which owns positions
+/// `[first, end)`: the lower bound of `x` lies in `[lo, hi)`, `lo <= pos < hi`.
+/// Shared by [`Rmi::approx`] and the on-disk layout of an RMI.
+pub fn leaf_approx(root: &RmiRoot, leaf: &RmiLeaf, first: u64, end: u64, x: u64) -> (u64, u64, u64) {
+    if root.n == 0 || x <= root.min_key {
+        return (0, 0, 1);
+    }
+    if x > root.max_key {
+        return (root.n, root.n, root.n + 1);
+    }
+    if first >= end {
+        return (first, first, first + 1);
+    }
+    // The lower bound lies in [first, end] (monotone routing). The model
+    // bound p + err_lo holds when the leaf has a key >= x (else the answer
+    // is `end`), p + err_hi + 1 when it has a key <= x (else `first`), so
+    // clamping both into [first, end] keeps the answer and lo <= last.
+    let (f, e) = (first as i128, end as i128);
+    let p = leaf.predict_floor(x) as i128;
+    let lo = if leaf.err_lo == UNBOUNDED_LO {
+        f
+    } else {
+        (p + leaf.err_lo as i128).clamp(f, e)
+    };
+    let last = if leaf.err_hi == UNBOUNDED_HI {
+        e
+    } else {
+        (p + leaf.err_hi as i128 + 1).clamp(f, e)
+    };
+    if lo <= last {
+        (p.clamp(lo, last) as u64, lo as u64, last as u64 + 1)
+    } else {
+        (first, first, end + 1)
     }
 }
 
@@ -149,10 +218,11 @@ impl Rmi {
     /// The leaf `x` is routed to among `m` leaves.
     #[inline]
     fn route_among(&self, x: u64, m: usize) -> usize {
-        let t = floor_i64(
-            self.root_intercept + self.root_slope * x.saturating_sub(self.min_key) as f64,
-        );
-        t.clamp(0, m.saturating_sub(1) as i64) as usize
+        RmiRoot {
+            models: m,
+            ..self.root()
+        }
+        .route(x)
     }
 
     /// The range `[lo, hi)` holding the lower bound of `x` (index of the first
@@ -183,30 +253,29 @@ impl Rmi {
         ) else {
             return (0, 0, self.n + 1);
         };
-        if first >= end {
-            return (first, first, first + 1);
+        leaf_approx(&self.root(), leaf, first, end, x)
+    }
+
+    /// The root model.
+    pub fn root(&self) -> RmiRoot {
+        RmiRoot {
+            n: self.n,
+            min_key: self.min_key,
+            max_key: self.max_key,
+            slope: self.root_slope,
+            intercept: self.root_intercept,
+            models: self.leaves.len(),
         }
-        // The lower bound lies in [first, end] (monotone routing). The model
-        // bound p + err_lo holds when the leaf has a key >= x (else the answer
-        // is `end`), p + err_hi + 1 when it has a key <= x (else `first`), so
-        // clamping both into [first, end] keeps the answer and lo <= last.
-        let (f, e) = (first as i128, end as i128);
-        let p = leaf.predict_floor(x) as i128;
-        let lo = if leaf.err_lo == UNBOUNDED_LO {
-            f
-        } else {
-            (p + leaf.err_lo as i128).clamp(f, e)
-        };
-        let last = if leaf.err_hi == UNBOUNDED_HI {
-            e
-        } else {
-            (p + leaf.err_hi as i128 + 1).clamp(f, e)
-        };
-        if lo <= last {
-            (p.clamp(lo, last) as u64, lo as u64, last as u64 + 1)
-        } else {
-            (first, first, end + 1)
-        }
+    }
+
+    /// The leaf models.
+    pub fn leaves(&self) -> &[RmiLeaf] {
+        &self.leaves
+    }
+
+    /// `bounds[i]`: first position routed to leaf `i`; `bounds[models] = n`.
+    pub fn bounds(&self) -> &[u64] {
+        &self.bounds
     }
 
     /// The point prediction for `x`, inside [`Rmi::predict_range`].
