@@ -8,14 +8,10 @@ use std::hint::black_box;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use criterion::{
-    BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
-};
+use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
-use strata::model::{
-    LecoArray, RadixSpline, Rmi, greedy_cone, optimal_pla, optimal_pla_zero_interval,
-};
+use strata::model::{LecoArray, RadixSpline, Rmi, greedy_cone, optimal_pla, optimal_pla_zero_interval};
 
 const N: usize = 10_000_000;
 const BATCH: usize = 4096;
@@ -61,11 +57,9 @@ fn bench_pla(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("optimal_eps64", name), keys, |b, k| {
             b.iter(|| black_box(optimal_pla(k, 64)).len())
         });
-        g.bench_with_input(
-            BenchmarkId::new("zero_interval_eps8_p256", name),
-            keys,
-            |b, k| b.iter(|| black_box(optimal_pla_zero_interval(k, 8, 256)).len()),
-        );
+        g.bench_with_input(BenchmarkId::new("zero_interval_eps8_p256", name), keys, |b, k| {
+            b.iter(|| black_box(optimal_pla_zero_interval(k, 8, 256)).len())
+        });
         g.bench_with_input(BenchmarkId::new("greedy_cone_eps64", name), keys, |b, k| {
             b.iter(|| black_box(greedy_cone(k, 64)).len())
         });

@@ -92,3 +92,50 @@ fn btree_after_updates() {
         common::check_against_oracle(idx.as_ref(), &keys, &what);
     }
 }
+
+#[test]
+fn leco_zonemaps() {
+    common::battery("leco-zonemap");
+    common::battery("leco-zonemap-d");
+}
+
+#[test]
+fn pgm() {
+    for eps in [1, 16, 64, 256] {
+        common::battery(&format!("pgm:epsilon={eps}"));
+    }
+    common::battery("pgm:epsilon=64,granularity=page");
+    common::battery("pgm:epsilon=64,granularity=32,fetch=one-by-one");
+}
+
+#[test]
+fn pgm_disk() {
+    for eps in [2, 64, 512] {
+        common::battery(&format!("pgm-disk:epsilon={eps}"));
+    }
+}
+
+#[test]
+fn pgm_disk_cpr() {
+    for eps in [2, 64, 512] {
+        common::battery(&format!("pgm-disk-cpr:epsilon={eps}"));
+    }
+}
+
+#[test]
+fn rs() {
+    common::battery("rs:epsilon=16,radix_bits=10");
+    common::battery("rs:epsilon=64");
+}
+
+#[test]
+fn rmi() {
+    common::battery("rmi:models=1");
+    common::battery("rmi:models=1000");
+}
+
+#[test]
+fn fiting_static() {
+    common::battery("fiting-static:epsilon=16");
+    common::battery("fiting-static:epsilon=128");
+}

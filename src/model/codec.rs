@@ -59,12 +59,7 @@ pub(crate) fn corrupt(kind: &str, detail: impl Into<String>) -> Error {
 }
 
 /// Checks framing and returns a cursor over the body (without the checksum).
-pub(crate) fn open<'a>(
-    bytes: &'a [u8],
-    kind: &'static str,
-    magic: u64,
-    version: u32,
-) -> Result<Cursor<'a>> {
+pub(crate) fn open<'a>(bytes: &'a [u8], kind: &'static str, magic: u64, version: u32) -> Result<Cursor<'a>> {
     const MIN: usize = 8 + 4 + 4;
     if bytes.len() < MIN {
         return Err(Error::Truncated {
@@ -121,21 +116,13 @@ pub(crate) fn expect_end(c: &Cursor<'_>, kind: &str) -> Result<()> {
 /// A count read from the body, checked against the bytes left (each element
 /// takes at least `elem_bytes`), so a corrupt count cannot trigger a huge
 /// allocation.
-pub(crate) fn count(
-    c: &mut Cursor<'_>,
-    kind: &str,
-    field: &str,
-    elem_bytes: usize,
-) -> Result<usize> {
+pub(crate) fn count(c: &mut Cursor<'_>, kind: &str, field: &str, elem_bytes: usize) -> Result<usize> {
     let n = need(c.u64(), kind, field)?;
     let n = usize::try_from(n).map_err(|_| corrupt(kind, format!("{field} too large")))?;
     if n.checked_mul(elem_bytes).is_none_or(|b| b > c.remaining()) {
         return Err(corrupt(
             kind,
-            format!(
-                "{field} = {n} exceeds the remaining {} bytes",
-                c.remaining()
-            ),
+            format!("{field} = {n} exceeds the remaining {} bytes", c.remaining()),
         ));
     }
     Ok(n)

@@ -49,12 +49,7 @@ pub(crate) trait Coord: Copy + Default + PartialEq + std::fmt::Debug {
 impl Coord for i128 {
     #[inline]
     fn orient(a: Pt, b: Pt, c: Pt) -> Ordering {
-        mul_cmp(
-            b.x.wrapping_sub(a.x),
-            c.y - a.y,
-            c.x.wrapping_sub(a.x),
-            b.y - a.y,
-        )
+        mul_cmp(b.x.wrapping_sub(a.x), c.y - a.y, c.x.wrapping_sub(a.x), b.y - a.y)
     }
     #[inline]
     fn wide(self) -> i128 {
@@ -146,11 +141,7 @@ pub(crate) fn orient<Y: Coord>(a: P<Y>, b: P<Y>, c: P<Y>) -> Ordering {
 #[inline]
 pub(crate) fn floor_i64(x: f64) -> i64 {
     let t = x as i64; // truncation toward zero, saturating
-    if (t as f64) > x {
-        t.saturating_sub(1)
-    } else {
-        t
-    }
+    if (t as f64) > x { t.saturating_sub(1) } else { t }
 }
 
 /// A rational slope `num / den` with `den > 0`.
@@ -244,11 +235,7 @@ mod tests {
             (3, -(1 << 70), 2, -(1 << 70)),
         ];
         for (a, b, c, d) in cases {
-            assert_eq!(
-                mul_cmp(a, b, c, d),
-                reference_cmp(a, b, c, d),
-                "{a} {b} {c} {d}"
-            );
+            assert_eq!(mul_cmp(a, b, c, d), reference_cmp(a, b, c, d), "{a} {b} {c} {d}");
         }
     }
 

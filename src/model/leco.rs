@@ -360,11 +360,7 @@ impl LecoArray {
 
     /// [`LecoArray::encode_bounded`] with partitions of `2^log2_len` values
     /// (`log2_len` clamped to `0..=24`).
-    pub fn encode_bounded_with_partition_len(
-        lo: &[u64],
-        hi: &[u64],
-        log2_len: u32,
-    ) -> Result<Self> {
+    pub fn encode_bounded_with_partition_len(lo: &[u64], hi: &[u64], log2_len: u32) -> Result<Self> {
         Self::check_bounds(lo, hi)?;
         let log2 = log2_len.min(LIMIT_LOG2_PART);
         let mut f = Fitter::default();
@@ -422,11 +418,7 @@ impl LecoArray {
     }
 
     /// Builds the array from per-partition fits and the values to store.
-    fn assemble(
-        n: usize,
-        log2: u32,
-        mut fit: impl FnMut(usize, usize) -> (Fit, Vec<i128>),
-    ) -> Self {
+    fn assemble(n: usize, log2: u32, mut fit: impl FnMut(usize, usize) -> (Fit, Vec<i128>)) -> Self {
         let p = 1usize << log2;
         let mut parts = Vec::with_capacity(n.div_ceil(p));
         let mut bw = BitWriter::new();
@@ -763,10 +755,7 @@ mod tests {
             for q in [k.wrapping_sub(1), k.wrapping_add(1)] {
                 let exact = hi.partition_point(|&s| s <= q);
                 let got = d.upper_bound(q);
-                assert!(
-                    got == exact || (got == exact + 1 && lo[exact] <= q),
-                    "q={q}"
-                );
+                assert!(got == exact || (got == exact + 1 && lo[exact] <= q), "q={q}");
             }
         }
         assert_eq!(&LecoArray::from_bytes(&d.to_bytes()).unwrap(), d);

@@ -187,10 +187,7 @@ impl PlaStream {
 /// Segments points whose bounds all lie within `±bound`, with `i64` hulls
 /// when `bound <= 2^62` (faster) and `i128` hulls otherwise.
 fn segment_bounded(bound: i128, points: impl Iterator<Item = IntervalPoint>) -> Vec<Segment> {
-    fn run<Y: Coord>(
-        points: impl Iterator<Item = IntervalPoint>,
-        conv: impl Fn(i128) -> Y,
-    ) -> Vec<Segment> {
+    fn run<Y: Coord>(points: impl Iterator<Item = IntervalPoint>, conv: impl Fn(i128) -> Y) -> Vec<Segment> {
         let mut h = Hulls::<Y>::default();
         let mut out = Vec::new();
         for (x, lo, hi) in points {
@@ -739,10 +736,7 @@ mod tests {
             if exact {
                 assert!(feasible(pts), "segment {si} infeasible");
                 if s.end() < points.len() {
-                    assert!(
-                        !feasible(&points[s.start..=s.end()]),
-                        "segment {si} not maximal"
-                    );
+                    assert!(!feasible(&points[s.start..=s.end()]), "segment {si} not maximal");
                 }
             }
             check_line(pts, s);
@@ -766,8 +760,7 @@ mod tests {
         assert!(
             s.slope_lo <= s.slope_hi
                 || s.len == 1
-                || (s.slope_lo - s.slope_hi).abs()
-                    <= 1e-12 * s.slope_hi.abs().max(s.slope_lo.abs())
+                || (s.slope_lo - s.slope_hi).abs() <= 1e-12 * s.slope_hi.abs().max(s.slope_lo.abs())
         );
     }
 
@@ -837,23 +830,15 @@ mod tests {
                 segments += 1;
             }
             for (start, len) in [(h.u_start, h.upper.len()), (h.l_start, h.lower.len())] {
-                assert!(
-                    start < 64 || 2 * start < len,
-                    "dead prefix {start} of {len}"
-                );
+                assert!(start < 64 || 2 * start < len, "dead prefix {start} of {len}");
             }
             moved = moved.max(h.l_start).max(h.u_start);
         }
-        assert!(
-            moved >= 32 && segments < 50,
-            "moved {moved}, {segments} segments"
-        );
+        assert!(moved >= 32 && segments < 50, "moved {moved}, {segments} segments");
         // Exact check (feasibility and maximality) on a mid-size concave input
         // whose segments are long enough to compact.
         let mut rng = Pcg64::seed_from_u64(41);
-        let mut keys: Vec<u64> = (0..3000u64)
-            .map(|i| i * i + rng.random_range(0..i + 1))
-            .collect();
+        let mut keys: Vec<u64> = (0..3000u64).map(|i| i * i + rng.random_range(0..i + 1)).collect();
         keys.sort_unstable();
         keys.dedup();
         for eps in [100u64, 1000] {
@@ -904,11 +889,7 @@ mod tests {
             for eps in [0u64, 1, 2, 3] {
                 let pts = plain_points(&keys, eps);
                 let segs = optimal_pla(&keys, eps);
-                assert_eq!(
-                    segs.len(),
-                    brute_min_segments(&pts),
-                    "keys {keys:?} eps {eps}"
-                );
+                assert_eq!(segs.len(), brute_min_segments(&pts), "keys {keys:?} eps {eps}");
                 check_segments(&pts, &segs, true);
                 let cone = greedy_cone(&keys, eps);
                 assert!(cone.len() >= segs.len());
@@ -1057,9 +1038,7 @@ mod tests {
     #[test]
     fn slope_compression() {
         let mut rng = Pcg64::seed_from_u64(21);
-        let mut keys: Vec<u64> = (0..20_000)
-            .map(|_| rng.random_range(0..1u64 << 40))
-            .collect();
+        let mut keys: Vec<u64> = (0..20_000).map(|_| rng.random_range(0..1u64 << 40)).collect();
         keys.sort_unstable();
         keys.dedup();
         let eps = 32u64;
@@ -1117,8 +1096,7 @@ mod tests {
                     continue;
                 }
                 let stabs_all = ranges.iter().all(|r| {
-                    (0..ends.len())
-                        .any(|b| mask & (1 << b) != 0 && ends[b] >= r.0 && ends[b] <= r.1)
+                    (0..ends.len()).any(|b| mask & (1 << b) != 0 && ends[b] >= r.0 && ends[b] <= r.1)
                 });
                 if stabs_all {
                     best = k;

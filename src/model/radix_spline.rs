@@ -77,9 +77,7 @@ impl RadixSpline {
         check_strictly_increasing(keys)?;
         let (spline_keys, spline_pos) = spline_corridor(keys, eps);
         if spline_keys.len() >= u32::MAX as usize {
-            return Err(Error::invalid(
-                "radix spline: more than 2^32 - 1 spline points",
-            ));
+            return Err(Error::invalid("radix spline: more than 2^32 - 1 spline points"));
         }
         let mut rs = RadixSpline {
             n: keys.len() as u64,
@@ -169,8 +167,7 @@ impl RadixSpline {
     #[inline]
     fn find_segment(&self, x: u64) -> usize {
         let min = self.keys.first().copied().unwrap_or(0);
-        let b =
-            usize::try_from((x - min).checked_shr(self.shift).unwrap_or(0)).unwrap_or(usize::MAX);
+        let b = usize::try_from((x - min).checked_shr(self.shift).unwrap_or(0)).unwrap_or(usize::MAX);
         let lo = self.table.get(b).copied().unwrap_or(0) as usize;
         let ns = self.keys.len();
         let hi = (self.table.get(b.saturating_add(1)).copied().unwrap_or(0) as usize)
@@ -512,9 +509,7 @@ mod tests {
             let mut keys: Vec<u64> = match case % 4 {
                 0 => (0..n).map(|_| rng.random()).collect(),
                 1 => (0..n).map(|_| rng.random_range(0..100_000)).collect(),
-                2 => (0..n)
-                    .map(|_| u64::MAX - rng.random_range(0..10_000))
-                    .collect(),
+                2 => (0..n).map(|_| u64::MAX - rng.random_range(0..10_000)).collect(),
                 _ => (0..n)
                     .map(|i| {
                         if i % 2 == 0 {

@@ -195,10 +195,7 @@ impl Rmi {
         for leaf in 0..m {
             rmi.bounds.push(start as u64);
             let mut end = start;
-            while keys
-                .get(end)
-                .is_some_and(|&k| rmi.route_among(k, m) <= leaf)
-            {
+            while keys.get(end).is_some_and(|&k| rmi.route_among(k, m) <= leaf) {
                 end += 1;
             }
             let part = keys.get(start..end).unwrap_or(&[]);
@@ -246,11 +243,9 @@ impl Rmi {
             return (self.n, self.n, self.n + 1);
         }
         let i = self.route(x);
-        let (Some(&first), Some(&end), Some(leaf)) = (
-            self.bounds.get(i),
-            self.bounds.get(i + 1),
-            self.leaves.get(i),
-        ) else {
+        let (Some(&first), Some(&end), Some(leaf)) =
+            (self.bounds.get(i), self.bounds.get(i + 1), self.leaves.get(i))
+        else {
             return (0, 0, self.n + 1);
         };
         leaf_approx(&self.root(), leaf, first, end, x)
@@ -390,8 +385,7 @@ impl Rmi {
             return bad("root model not finite and non-decreasing");
         }
         if leaves.iter().any(|l| {
-            !(l.slope.is_finite() && l.slope >= 0.0 && l.intercept.is_finite())
-                || l.err_lo > l.err_hi
+            !(l.slope.is_finite() && l.slope >= 0.0 && l.intercept.is_finite()) || l.err_lo > l.err_hi
         }) {
             return bad("leaf model not finite and non-decreasing");
         }
@@ -496,10 +490,7 @@ mod tests {
         let r = Rmi::build(&[9], 10).unwrap();
         assert_eq!(r.num_models(), 1);
         check_contract(&[9], &r, &[]);
-        assert!(matches!(
-            Rmi::build(&[2, 2], 1),
-            Err(Error::OutOfOrder { .. })
-        ));
+        assert!(matches!(Rmi::build(&[2, 2], 1), Err(Error::OutOfOrder { .. })));
     }
 
     #[test]

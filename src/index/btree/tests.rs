@@ -1091,7 +1091,13 @@ fn registry_build_open_and_stats() {
     let mem = MemDirectory::new();
     let dir: Arc<dyn Directory> = Arc::new(mem);
     let spec: IndexSpec = "btree:fill=70,page=8192".parse().unwrap();
-    let rep = index::build_in(&spec, index::Records::ranked(&keys), dir.clone(), &BuildOptions::default()).unwrap();
+    let rep = index::build_in(
+        &spec,
+        index::Records::ranked(&keys),
+        dir.clone(),
+        &BuildOptions::default(),
+    )
+    .unwrap();
     assert_eq!(rep.config["fill"], 70);
     assert_eq!(rep.config["page"], 8192);
     assert_eq!(rep.height, Some(2));
@@ -1138,7 +1144,23 @@ fn registry_build_open_and_stats() {
         "one cached leaf"
     );
     let bad: IndexSpec = "btree:fill=0".parse().unwrap();
-    assert!(index::build_in(&bad, index::Records::ranked(&keys), dir.clone(), &BuildOptions::default()).is_err());
+    assert!(
+        index::build_in(
+            &bad,
+            index::Records::ranked(&keys),
+            dir.clone(),
+            &BuildOptions::default()
+        )
+        .is_err()
+    );
     let typo: IndexSpec = "btree:fil=50".parse().unwrap();
-    assert!(index::build_in(&typo, index::Records::ranked(&keys), dir, &BuildOptions::default()).is_err());
+    assert!(
+        index::build_in(
+            &typo,
+            index::Records::ranked(&keys),
+            dir,
+            &BuildOptions::default()
+        )
+        .is_err()
+    );
 }

@@ -127,10 +127,25 @@ pub struct SegmentLine {
 /// error bounds with the exact query-time arithmetic ([`band_predict`]).
 /// With `zero_page > 0` (item granularity only), the error of a prediction in
 /// the key's own page of `zero_page` positions is zero (Zhang §6.1).
-/// `below` is the number of positions in the layer below (`keys.len()`).
 pub fn band_layer(
     keys: &[u64],
     segments: &[SegmentLine],
+    granule: u64,
+    zero_page: u64,
+) -> Result<LayerBuild> {
+    band_layer_keyed(keys, segments, None, granule, zero_page)
+}
+
+/// [`band_layer`] with explicit entry keys: entry `j` is keyed by
+/// `entry_keys[j]`, any value in `(last key of segment j-1, first key of
+/// segment j]` (a rough separator, Zhang §8.2.1), and its line is re-anchored
+/// there. Routing of present keys is unchanged; keys in the gap before a
+/// segment may be routed to it, whose prediction then saturates at its
+/// intercept — still inside the measured bounds of its first key.
+pub fn band_layer_keyed(
+    keys: &[u64],
+    segments: &[SegmentLine],
+    entry_keys: Option<&[u64]>,
     granule: u64,
     zero_page: u64,
 ) -> Result<LayerBuild> {
@@ -148,13 +163,32 @@ pub fn band_layer(
             "a band layer over keys needs at least one segment",
         ));
     }
+    if entry_keys.is_some_and(|e| e.len() != m) {
+        return Err(Error::invalid("one entry key per segment"));
+    }
+    if segments.windows(2).any(|w| w[0].start >= w[1].start)
+        || segments.last().is_some_and(|s| s.start >= keys.len())
+    {
+        return Err(Error::invalid(
+            "segments must start at increasing positions inside the keys",
+        ));
+    }
+    // Entry key and the line's value there (re-anchored at a rough separator).
+    let anchor = |j: usize, s: &SegmentLine| -> (u64, f64) {
+        let first = keys.get(s.start).copied().unwrap_or(0);
+        match entry_keys.and_then(|e| e.get(j)) {
+            Some(&e) if e <= first => (e, s.intercept - s.slope * (first - e) as f64),
+            _ => (first, s.intercept),
+        }
+    };
     // Integer intercepts, made non-decreasing so clamping by the next
     // intercept keeps predictions monotone across entries.
     let mut intercepts: Vec<u64> = Vec::with_capacity(m);
     let mut prev = 0u64;
-    for s in segments {
-        let c = if s.intercept.is_finite() && s.intercept > 0.0 {
-            s.intercept.round() as u64
+    for (j, s) in segments.iter().enumerate() {
+        let (_, icpt) = anchor(j, s);
+        let c = if icpt.is_finite() && icpt > 0.0 {
+            icpt.round() as u64
         } else {
             0
         };
@@ -166,9 +200,7 @@ pub fn band_layer(
     let (mut eps_lo, mut eps_hi) = (0u64, 0u64);
     for (j, s) in segments.iter().enumerate() {
         let end = segments.get(j + 1).map_or(keys.len(), |t| t.start);
-        let first_key = *keys
-            .get(s.start)
-            .ok_or_else(|| Error::invalid("segment start out of range"))?;
+        let (entry_key, _) = anchor(j, s);
         let slope = if s.slope.is_finite() && s.slope > 0.0 {
             s.slope
         } else {
@@ -177,7 +209,7 @@ pub fn band_layer(
         let c = intercepts[j];
         let next = intercepts.get(j + 1).copied().unwrap_or(max_unit);
         for (i, &k) in keys.iter().enumerate().take(end).skip(s.start) {
-            let p = band_predict(first_key, slope, c, next, k, max_unit);
+            let p = band_predict(entry_key, slope, c, next, k, max_unit);
             let y = i as u64;
             if let Some(page) = y.checked_div(zero_page) {
                 let page_start = page * zero_page;
@@ -190,7 +222,7 @@ pub fn band_layer(
                 eps_lo = eps_lo.max(p.saturating_sub(u));
             }
         }
-        put_u64(&mut flat, j * 24, first_key);
+        put_u64(&mut flat, j * 24, entry_key);
         put_u64(&mut flat, j * 24 + 8, slope.to_bits());
         put_u64(&mut flat, j * 24 + 16, c);
     }
@@ -204,4 +236,133 @@ pub fn band_layer(
         flat,
         last_successor: max_unit,
     })
+}
+
+/// The lines of a segmentation.
+pub fn lines_of(segs: &[crate::model::Segment]) -> Vec<SegmentLine> {
+    segs.iter()
+        .map(|s| SegmentLine {
+            start: s.start,
+            slope: s.slope,
+            intercept: s.intercept,
+        })
+        .collect()
+}
+
+/// A layer holding one blob (a compressed layer).
+pub fn blob_layer(kind: LayerKind, bytes: Vec<u8>) -> LayerBuild {
+    LayerBuild {
+        kind,
+        flat: bytes,
+        last_successor: 0,
+    }
+}
+
+/// Separator bounds for rough separators: entry `j` may be keyed anywhere
+/// in `[last key before it + 1, its first key]` (`[0, first]` for `j = 0`).
+pub fn separator_bounds(keys: &[u64], starts: &[usize]) -> (Vec<u64>, Vec<u64>) {
+    let lo = starts
+        .iter()
+        .map(|&s| {
+            if s == 0 {
+                0
+            } else {
+                keys.get(s - 1).map_or(0, |k| k + 1)
+            }
+        })
+        .collect();
+    let hi = starts
+        .iter()
+        .map(|&s| keys.get(s).copied().unwrap_or(u64::MAX))
+        .collect();
+    (lo, hi)
+}
+
+/// A LeCo-compressed zone map over data pages of `per_page` records: exact
+/// first keys, or (`lossy`) rough separators chosen inside each gap between
+/// pages to shrink the residuals (Zhang §8, LeCo-Zonemap-D).
+pub fn leco_zone_layer(keys: &[u64], per_page: usize, lossy: bool) -> Result<LayerBuild> {
+    let starts: Vec<usize> = (0..keys.len()).step_by(per_page.max(1)).collect();
+    let leco = if lossy {
+        let (lo, hi) = separator_bounds(keys, &starts);
+        crate::model::LecoArray::encode_bounded(&lo, &hi)?
+    } else {
+        let firsts: Vec<u64> = starts.iter().filter_map(|&s| keys.get(s).copied()).collect();
+        crate::model::LecoArray::encode(&firsts)
+    };
+    Ok(blob_layer(
+        LayerKind::LecoZone {
+            span: per_page as u64,
+            lossy,
+        },
+        leco.to_bytes(),
+    ))
+}
+
+/// A radix table over `below_keys` (RadixSpline's root) with at most
+/// `2^radix_bits` buckets: entry `b` = first position whose key has prefix
+/// `(key - min) >> shift >= b`.
+pub fn radix_layer(below_keys: &[u64], radix_bits: u32) -> LayerBuild {
+    let min = below_keys.first().copied().unwrap_or(0);
+    let max = below_keys.last().copied().unwrap_or(0);
+    let span_bits = 64 - (max - min).leading_zeros();
+    let shift = span_bits.saturating_sub(radix_bits.min(crate::model::radix_spline::MAX_RADIX_BITS));
+    let buckets = ((max - min).checked_shr(shift).unwrap_or(0) + 1) as usize;
+    let mut flat = Vec::with_capacity(buckets * 8);
+    let mut i = 0usize;
+    for b in 0..buckets as u64 {
+        while below_keys
+            .get(i)
+            .is_some_and(|&k| (k - min).checked_shr(shift).unwrap_or(0) < b)
+        {
+            i += 1;
+        }
+        flat.extend_from_slice(&(i as u64).to_le_bytes());
+    }
+    LayerBuild {
+        kind: LayerKind::Radix { min_key: min, shift },
+        flat,
+        last_successor: below_keys.len() as u64,
+    }
+}
+
+/// The two layers of an RMI: leaves (over the data) and the one-entry root.
+pub fn rmi_layers(rmi: &crate::model::Rmi) -> (LayerBuild, LayerBuild) {
+    let root = rmi.root();
+    let mut leaves = Vec::with_capacity(rmi.leaves().len() * 40);
+    for (leaf, first) in rmi.leaves().iter().zip(rmi.bounds()) {
+        leaves.extend_from_slice(&leaf.base.to_le_bytes());
+        leaves.extend_from_slice(&leaf.slope.to_bits().to_le_bytes());
+        leaves.extend_from_slice(&leaf.intercept.to_bits().to_le_bytes());
+        let errs = (leaf.err_lo as u32 as u64) | ((leaf.err_hi as u32 as u64) << 32);
+        leaves.extend_from_slice(&errs.to_le_bytes());
+        leaves.extend_from_slice(&first.to_le_bytes());
+    }
+    let mut top = Vec::with_capacity(48);
+    for v in [
+        root.min_key,
+        root.max_key,
+        root.slope.to_bits(),
+        root.intercept.to_bits(),
+        root.models as u64,
+        root.n,
+    ] {
+        top.extend_from_slice(&v.to_le_bytes());
+    }
+    (
+        LayerBuild {
+            kind: LayerKind::RmiLeaf {
+                n: root.n,
+                min_key: root.min_key,
+                max_key: root.max_key,
+            },
+            flat: leaves,
+            last_successor: root.n,
+        },
+        LayerBuild {
+            kind: LayerKind::RmiRoot,
+            flat: top,
+            last_successor: 0,
+        },
+    )
 }

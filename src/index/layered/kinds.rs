@@ -4,7 +4,12 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::build::{LayerBuild, step_layer, step_stack, write_layer, zone_layer};
+use super::build::{
+    LayerBuild, SegmentLine, band_layer, band_layer_keyed, blob_layer, leco_zone_layer, lines_of,
+    radix_layer, rmi_layers, separator_bounds, step_layer, step_stack, write_layer, zone_layer,
+};
+use super::compressed::CprBand;
+use super::layer::LayerKind;
 use super::{LayeredIndex, layer_file};
 use crate::index::binary::{DATA_FILE, write_data_run};
 use crate::index::{
@@ -160,4 +165,302 @@ pub static LAYERED_KINDS: &[LayeredKind] = &[
         summary: "AirIndex's B-TREE: step layers of 4 KiB nodes (fanout 255) over the data pages",
         design: btree_static,
     },
+    LayeredKind {
+        name: "leco-zonemap",
+        summary: "zone map compressed with LeCo (Zhang G5); exactly one page per lookup",
+        design: leco_zonemap,
+    },
+    LayeredKind {
+        name: "leco-zonemap-d",
+        summary: "LeCo zone map with rough separators (Zhang LeCo-Zonemap-D); one page per lookup",
+        design: leco_zonemap_d,
+    },
+    LayeredKind {
+        name: "pgm",
+        summary: "PGM-index: optimal PLA with error epsilon, recursive layers with epsilon_rec",
+        design: pgm,
+    },
+    LayeredKind {
+        name: "pgm-disk",
+        summary: "PGM with disk-based zero intervals (Zhang G3): fewer models, same pages",
+        design: pgm_disk,
+    },
+    LayeredKind {
+        name: "pgm-disk-cpr",
+        summary: "CprLeCo_PGM_D (Zhang G3+G4): zero intervals, LeCo keys and intercepts, shared slopes",
+        design: pgm_disk_cpr,
+    },
+    LayeredKind {
+        name: "rs",
+        summary: "RadixSpline: spline points within epsilon and a radix table of radix_bits",
+        design: rs,
+    },
+    LayeredKind {
+        name: "rmi",
+        summary: "two-layer linear RMI with `models` leaf models and per-leaf error bounds",
+        design: rmi,
+    },
+    LayeredKind {
+        name: "fiting-static",
+        summary: "FITing-tree (static): greedy shrinking-cone segments with epsilon, B+-tree over them",
+        design: fiting_static,
+    },
 ];
+
+/// The prediction granularity (Zhang G2): `item` (1), `page` (records per
+/// page) or a number of records (mini-page).
+fn granularity(p: &Params, per_page: usize) -> Result<u64> {
+    let g = match p.str("granularity", "item")?.as_str() {
+        "item" => 1,
+        "page" => per_page as u64,
+        other => other.parse::<u64>().map_err(|_| {
+            Error::invalid(format!(
+                "granularity must be item, page or a number, got {other:?}"
+            ))
+        })?,
+    };
+    if g == 0 {
+        return Err(Error::invalid("granularity must be at least 1"));
+    }
+    Ok(g)
+}
+
+/// The interval each key's prediction must fall in, in prediction units.
+#[derive(Debug, Clone, Copy)]
+struct Tolerance {
+    eps: u64,
+    granule: u64,
+    zero_page: u64,
+}
+
+impl Tolerance {
+    fn interval(&self, i: usize) -> (i128, i128) {
+        if self.zero_page > 0 {
+            crate::model::zero_interval(i as u64, self.eps, self.zero_page)
+        } else {
+            let u = (i as u64 / self.granule) as i128;
+            let e = (self.eps / self.granule) as i128;
+            (u - e, u + e)
+        }
+    }
+
+    fn points<'a>(
+        &'a self,
+        keys: &'a [u64],
+        range: std::ops::Range<usize>,
+    ) -> impl Iterator<Item = crate::model::IntervalPoint> + 'a {
+        range.filter_map(move |i| {
+            let (lo, hi) = self.interval(i);
+            keys.get(i).map(|&k| (k, lo, hi))
+        })
+    }
+}
+
+/// A compressed band layer (CprLeCo_PGM_D): shared slopes, intercepts re-fitted
+/// for them, rough separators as entry keys, all measured as a plain band.
+fn cpr_band(keys: &[u64], segs: &[crate::model::Segment], tol: Tolerance) -> Result<LayerBuild> {
+    use std::collections::HashMap;
+    let ranges: Vec<(f64, f64)> = segs.iter().map(|s| (s.slope_lo, s.slope_hi)).collect();
+    let (table, assign) = crate::model::min_slope_set(&ranges);
+    let mut lines = Vec::with_capacity(segs.len());
+    for (s, &a) in segs.iter().zip(&assign) {
+        let slope = table.get(a as usize).copied().unwrap_or(s.slope);
+        let line = match crate::model::intercept_range(tol.points(keys, s.start..s.end()), s.first_key, slope)
+        {
+            Some((lo, hi)) => SegmentLine {
+                start: s.start,
+                slope,
+                intercept: 0.5 * lo + 0.5 * hi,
+            },
+            None => SegmentLine {
+                start: s.start,
+                slope: s.slope,
+                intercept: s.intercept,
+            },
+        };
+        lines.push(line);
+    }
+    let starts: Vec<usize> = segs.iter().map(|s| s.start).collect();
+    let (lo, hi) = separator_bounds(keys, &starts);
+    let seps = crate::model::LecoArray::encode_bounded(&lo, &hi)?;
+    let entry_keys: Vec<u64> = seps.iter().collect();
+    let band = band_layer_keyed(keys, &lines, Some(&entry_keys), tol.granule, tol.zero_page)?;
+    let LayerKind::Band {
+        granule,
+        zero_page,
+        eps_lo,
+        eps_hi,
+    } = band.kind
+    else {
+        return Err(Error::invalid("band layer expected"));
+    };
+    // The slopes the band layer stored (it clamps bad ones), as table indexes.
+    let mut slopes: Vec<f64> = Vec::new();
+    let mut index: HashMap<u64, u32> = HashMap::new();
+    let mut slope_of = Vec::with_capacity(segs.len());
+    let mut intercepts = Vec::with_capacity(segs.len());
+    for e in band.flat.chunks_exact(24) {
+        let bits = crate::format::bytes::get_u64(e, 8).unwrap_or(0);
+        let id = *index.entry(bits).or_insert_with(|| {
+            slopes.push(f64::from_bits(bits));
+            (slopes.len() - 1) as u32
+        });
+        slope_of.push(id);
+        intercepts.push(crate::format::bytes::get_u64(e, 16).unwrap_or(0));
+    }
+    let cpr = CprBand::from_parts(seps, slopes, &slope_of, &intercepts)?;
+    Ok(blob_layer(
+        LayerKind::CprBand {
+            granule,
+            zero_page,
+            eps_lo,
+            eps_hi,
+        },
+        cpr.to_bytes(),
+    ))
+}
+
+fn pgm_family(p: &Params, keys: &[u64], per_page: usize, zero: bool, compress: bool) -> Result<Design> {
+    let eps = p.u64("epsilon", 64)?;
+    let eps_rec = p.u64("epsilon_rec", 4)?;
+    let granule = granularity(p, per_page)?;
+    if zero && granule != 1 {
+        return Err(Error::invalid(
+            "zero intervals (pgm-disk) predict items: granularity must be item",
+        ));
+    }
+    if keys.is_empty() {
+        return Ok(Design {
+            layers: vec![],
+            models: Some(0),
+        });
+    }
+    let tol = Tolerance {
+        eps,
+        granule,
+        zero_page: if zero { per_page as u64 } else { 0 },
+    };
+    let segs = crate::model::optimal_pla_points(tol.points(keys, 0..keys.len()));
+    if compress {
+        return Ok(Design {
+            layers: vec![cpr_band(keys, &segs, tol)?],
+            models: Some(segs.len() as u64),
+        });
+    }
+    let mut models = segs.len() as u64;
+    let mut layers = vec![band_layer(keys, &lines_of(&segs), granule, tol.zero_page)?];
+    // PGM's recursion: segment the segments' keys with epsilon_rec until one remains.
+    while let Some(top) = layers.last().filter(|l| l.count() > 1) {
+        let ks = top.keys();
+        let up = crate::model::optimal_pla(&ks, eps_rec.max(1));
+        if up.len() >= ks.len() {
+            break;
+        }
+        models += up.len() as u64;
+        layers.push(band_layer(&ks, &lines_of(&up), 1, 0)?);
+    }
+    Ok(Design {
+        layers,
+        models: Some(models),
+    })
+}
+
+fn pgm(p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Result<Design> {
+    pgm_family(p, keys, per_page, false, false)
+}
+
+fn pgm_disk(p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Result<Design> {
+    pgm_family(p, keys, per_page, true, false)
+}
+
+fn pgm_disk_cpr(p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Result<Design> {
+    pgm_family(p, keys, per_page, true, true)
+}
+
+fn fiting_static(p: &Params, keys: &[u64], _per_page: usize, page_size: usize) -> Result<Design> {
+    let eps = p.u64("epsilon", 64)?;
+    if keys.is_empty() {
+        return Ok(Design {
+            layers: vec![],
+            models: Some(0),
+        });
+    }
+    let segs = crate::model::greedy_cone(keys, eps);
+    let bottom = band_layer(keys, &lines_of(&segs), 1, 0)?;
+    let above = step_stack(&bottom, page_size);
+    let mut layers = vec![bottom];
+    layers.extend(above);
+    Ok(Design {
+        layers,
+        models: Some(segs.len() as u64),
+    })
+}
+
+fn rs(p: &Params, keys: &[u64], _per_page: usize, _ps: usize) -> Result<Design> {
+    let eps = p.u64("epsilon", 64)?;
+    let radix_bits = p.u64("radix_bits", 18)? as u32;
+    if keys.is_empty() {
+        return Ok(Design {
+            layers: vec![],
+            models: Some(0),
+        });
+    }
+    let spline = crate::model::RadixSpline::build(keys, eps, radix_bits)?;
+    let points: Vec<(u64, u64)> = spline.spline_points().collect();
+    let mut lines = Vec::with_capacity(points.len());
+    for (j, &(k, pos)) in points.iter().enumerate() {
+        let slope = match points.get(j + 1) {
+            Some(&(k2, p2)) if k2 > k => (p2 - pos) as f64 / (k2 - k) as f64,
+            _ => 0.0,
+        };
+        lines.push(SegmentLine {
+            start: pos as usize,
+            slope,
+            intercept: pos as f64,
+        });
+    }
+    let band = band_layer(keys, &lines, 1, 0)?;
+    let root = radix_layer(&band.keys(), spline.radix_bits_used());
+    Ok(Design {
+        layers: vec![band, root],
+        models: Some(points.len() as u64),
+    })
+}
+
+fn rmi(p: &Params, keys: &[u64], _per_page: usize, _ps: usize) -> Result<Design> {
+    let models = p.usize("models", 1 << 16)?;
+    if keys.is_empty() {
+        return Ok(Design {
+            layers: vec![],
+            models: Some(0),
+        });
+    }
+    let r = crate::model::Rmi::build(keys, models)?;
+    let (leaves, root) = rmi_layers(&r);
+    Ok(Design {
+        layers: vec![leaves, root],
+        models: Some(r.num_models() as u64 + 1),
+    })
+}
+
+fn leco_zonemap(_p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Result<Design> {
+    Ok(Design {
+        layers: if keys.is_empty() {
+            vec![]
+        } else {
+            vec![leco_zone_layer(keys, per_page, false)?]
+        },
+        models: None,
+    })
+}
+
+fn leco_zonemap_d(_p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Result<Design> {
+    Ok(Design {
+        layers: if keys.is_empty() {
+            vec![]
+        } else {
+            vec![leco_zone_layer(keys, per_page, true)?]
+        },
+        models: None,
+    })
+}

@@ -21,8 +21,10 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::compressed::Decoded;
 use crate::format::bytes::get_u64;
 use crate::format::{PageType, PagedRun, PagedSpec};
+use crate::model::{RmiLeaf, RmiRoot, leaf_approx};
 use crate::{Error, Result};
 
 /// Magic number of an index layer file: `STRATALY`.
@@ -66,6 +68,51 @@ pub enum LayerKind {
         /// Measured bound above the prediction.
         eps_hi: u64,
     },
+    /// A band layer compressed as one blob (Zhang G4, CprLeCo_PGM_D): keys
+    /// and intercepts LeCo-compressed, slopes from a small shared table. Same
+    /// prediction and bounds as `Band`; the entry is found by binary search.
+    CprBand {
+        /// As in `Band`.
+        granule: u64,
+        /// As in `Band`.
+        zero_page: u64,
+        /// As in `Band`.
+        eps_lo: u64,
+        /// As in `Band`.
+        eps_hi: u64,
+    },
+    /// A zone map whose separators are LeCo-compressed, as one blob (Zhang
+    /// G5): exact first keys (`lossy = false`, LeCo zone map) or rough
+    /// separators inside each gap between pages (`lossy = true`, LeCo-Zonemap-D).
+    LecoZone {
+        /// Positions per entry (records per page).
+        span: u64,
+        /// Rough separators (-D variant).
+        lossy: bool,
+    },
+    /// A radix table over the layer below's keys (RadixSpline's root):
+    /// entry `b` is the first entry below whose key has radix prefix `>= b`,
+    /// prefix = `(key - min_key) >> shift`.
+    Radix {
+        /// Smallest key below.
+        min_key: u64,
+        /// Right shift giving the prefix.
+        shift: u32,
+    },
+    /// The root of a two-layer RMI: one 48-byte entry
+    /// `(min_key, max_key, slope f64, intercept f64, models, n)`; the range
+    /// below is the one leaf the key is routed to.
+    RmiRoot,
+    /// RMI leaf models: `(base u64, slope f64, intercept f64, err_lo i32 | err_hi i32 << 32, first u64)`;
+    /// the entry is chosen by the root, not by key.
+    RmiLeaf {
+        /// Number of records.
+        n: u64,
+        /// Smallest key.
+        min_key: u64,
+        /// Largest key.
+        max_key: u64,
+    },
 }
 
 impl LayerKind {
@@ -73,24 +120,38 @@ impl LayerKind {
     pub fn width(&self) -> usize {
         match self {
             LayerKind::Step => 16,
-            LayerKind::Zone { .. } => 8,
+            LayerKind::Zone { .. } | LayerKind::Radix { .. } => 8,
             LayerKind::Band { .. } => 24,
+            LayerKind::CprBand { .. } | LayerKind::LecoZone { .. } => 1,
+            LayerKind::RmiRoot => 48,
+            LayerKind::RmiLeaf { .. } => 40,
         }
+    }
+
+    /// Whether the layer is one compressed blob, decoded as a whole (read
+    /// whole from storage on every lookup when not resident).
+    pub fn is_blob(&self) -> bool {
+        matches!(self, LayerKind::CprBand { .. } | LayerKind::LecoZone { .. })
     }
 
     /// Whether ranges are exact (the wanted entry of an index layer below is
     /// inside the range); approximate layers' ranges are widened by one entry
     /// on each side when the layer below is an index layer.
     pub fn exact(&self) -> bool {
-        matches!(self, LayerKind::Step | LayerKind::Zone { .. })
+        matches!(
+            self,
+            LayerKind::Step | LayerKind::Zone { .. } | LayerKind::LecoZone { .. } | LayerKind::RmiRoot
+        )
     }
 
     /// Byte offset of the field whose successor value the entry needs.
     pub fn successor_field(&self) -> Option<usize> {
         match self {
             LayerKind::Step => Some(8),
-            LayerKind::Zone { .. } => None,
             LayerKind::Band { .. } => Some(16),
+            LayerKind::Radix { .. } => Some(0),
+            LayerKind::RmiLeaf { .. } => Some(32),
+            _ => None,
         }
     }
 
@@ -212,37 +273,136 @@ pub fn band_predict(
     raw.min(next_intercept).min(max_unit)
 }
 
+/// How a search step reaches a layer's entries.
+#[derive(Clone, Copy)]
+pub enum Access<'a> {
+    /// Fixed-width entries (resident or just read).
+    Entries(&'a dyn Entries),
+    /// A decoded blob layer.
+    Blob(&'a Decoded),
+}
+
 /// One search step in a layer: the range of positions in the layer below
 /// (count `below`) for `key`, using entries `[lo, hi)` of the window.
-pub fn step(kind: &LayerKind, e: &dyn Entries, key: u64, lo: u64, hi: u64, below: u64) -> Result<(u64, u64)> {
-    let j = last_le(e, key, lo, hi);
-    let corrupt = || Error::corruption("index layer", 0, format!("entry {j} missing from the window"));
-    match kind {
-        LayerKind::Step => {
-            let start = e.u64_at(j, 8).ok_or_else(corrupt)?;
-            let end = successor(e, j, 8).ok_or_else(corrupt)?;
+pub fn step(
+    kind: &LayerKind,
+    access: Access<'_>,
+    key: u64,
+    lo: u64,
+    hi: u64,
+    below: u64,
+) -> Result<(u64, u64)> {
+    let corrupt = |j: u64| Error::corruption("index layer", 0, format!("entry {j} missing from the window"));
+    let mismatch = || Error::corruption("index layer", 0, "layer kind and stored form disagree");
+    match (kind, access) {
+        (LayerKind::Step, Access::Entries(e)) => {
+            let j = last_le(e, key, lo, hi);
+            let start = e.u64_at(j, 8).ok_or_else(|| corrupt(j))?;
+            let end = successor(e, j, 8).ok_or_else(|| corrupt(j))?;
             Ok((start.min(below), end.min(below).max(start.min(below))))
         }
-        LayerKind::Zone { span } => {
-            let start = j.saturating_mul(*span).min(below);
-            Ok((start, start.saturating_add(*span).min(below)))
+        (LayerKind::Zone { span }, Access::Entries(e)) => {
+            let j = last_le(e, key, lo, hi);
+            Ok(span_range(j, *span, below))
         }
-        LayerKind::Band {
-            granule,
-            zero_page,
-            eps_lo,
-            eps_hi,
-        } => {
-            let k = e.u64_at(j, 0).ok_or_else(corrupt)?;
-            let slope = e.u64_at(j, 8).map(f64::from_bits).ok_or_else(corrupt)?;
-            let c = e.u64_at(j, 16).ok_or_else(corrupt)?;
-            let next = successor(e, j, 16).ok_or_else(corrupt)?;
+        (
+            LayerKind::Band {
+                granule,
+                zero_page,
+                eps_lo,
+                eps_hi,
+            },
+            Access::Entries(e),
+        ) => {
+            let j = last_le(e, key, lo, hi);
+            let k = e.u64_at(j, 0).ok_or_else(|| corrupt(j))?;
+            let slope = e.u64_at(j, 8).map(f64::from_bits).ok_or_else(|| corrupt(j))?;
+            let c = e.u64_at(j, 16).ok_or_else(|| corrupt(j))?;
+            let next = successor(e, j, 16).ok_or_else(|| corrupt(j))?;
             let g = (*granule).max(1);
-            let max_unit = below.div_ceil(g);
-            let p = band_predict(k, slope, c, next, key, max_unit);
+            let p = band_predict(k, slope, c, next, key, below.div_ceil(g));
             Ok(band_range(p, *eps_lo, *eps_hi, g, *zero_page, below))
         }
+        (LayerKind::Radix { min_key, shift }, Access::Entries(e)) => {
+            let (first, end) = e.range();
+            if first >= end {
+                return Err(corrupt(first));
+            }
+            let prefix = key.saturating_sub(*min_key).checked_shr(*shift).unwrap_or(0);
+            let b = prefix.min(end - 1 - first) + first;
+            let start = e.u64_at(b, 0).ok_or_else(|| corrupt(b))?;
+            let stop = successor(e, b, 0).ok_or_else(|| corrupt(b))?;
+            Ok((start.min(below), stop.min(below).max(start.min(below))))
+        }
+        (LayerKind::RmiRoot, Access::Entries(e)) => {
+            let root = rmi_root(e, lo).ok_or_else(|| corrupt(lo))?;
+            let leaf = root.route(key) as u64;
+            Ok((leaf.min(below), (leaf + 1).min(below)))
+        }
+        (LayerKind::RmiLeaf { n, min_key, max_key }, Access::Entries(e)) => {
+            let j = lo;
+            let leaf = RmiLeaf {
+                base: e.u64_at(j, 0).ok_or_else(|| corrupt(j))?,
+                slope: f64::from_bits(e.u64_at(j, 8).ok_or_else(|| corrupt(j))?),
+                intercept: f64::from_bits(e.u64_at(j, 16).ok_or_else(|| corrupt(j))?),
+                err_lo: e.u64_at(j, 24).ok_or_else(|| corrupt(j))? as u32 as i32,
+                err_hi: (e.u64_at(j, 24).ok_or_else(|| corrupt(j))? >> 32) as u32 as i32,
+            };
+            let first = e.u64_at(j, 32).ok_or_else(|| corrupt(j))?;
+            let end = successor(e, j, 32).ok_or_else(|| corrupt(j))?;
+            let root = RmiRoot {
+                n: *n,
+                min_key: *min_key,
+                max_key: *max_key,
+                slope: 0.0,
+                intercept: 0.0,
+                models: 0,
+            };
+            let (_, l, h) = leaf_approx(&root, &leaf, first, end, key);
+            // `leaf_approx` promises lb in [l, h); the engine's contract is weaker.
+            Ok((l.min(below), h.min(below).max(l.min(below))))
+        }
+        (LayerKind::LecoZone { span, .. }, Access::Blob(Decoded::Leco(z))) => {
+            let j = z.upper_bound(key).saturating_sub(1) as u64;
+            Ok(span_range(j, *span, below))
+        }
+        (
+            LayerKind::CprBand {
+                granule,
+                zero_page,
+                eps_lo,
+                eps_hi,
+            },
+            Access::Blob(Decoded::Cpr(c)),
+        ) => {
+            let j = c.last_le(key);
+            let (k, slope, ic) = c.entry(j).ok_or_else(|| corrupt(j as u64))?;
+            let g = (*granule).max(1);
+            let max_unit = below.div_ceil(g);
+            let next = c.intercept(j + 1).unwrap_or(max_unit);
+            let p = band_predict(k, slope, ic, next, key, max_unit);
+            Ok(band_range(p, *eps_lo, *eps_hi, g, *zero_page, below))
+        }
+        _ => Err(mismatch()),
     }
+}
+
+/// The RMI root entry at `i`.
+pub fn rmi_root(e: &dyn Entries, i: u64) -> Option<RmiRoot> {
+    Some(RmiRoot {
+        min_key: e.u64_at(i, 0)?,
+        max_key: e.u64_at(i, 8)?,
+        slope: f64::from_bits(e.u64_at(i, 16)?),
+        intercept: f64::from_bits(e.u64_at(i, 24)?),
+        models: usize::try_from(e.u64_at(i, 32)?).ok()?,
+        n: e.u64_at(i, 40)?,
+    })
+}
+
+#[inline]
+fn span_range(j: u64, span: u64, below: u64) -> (u64, u64) {
+    let start = j.saturating_mul(span).min(below);
+    (start, start.saturating_add(span).min(below))
 }
 
 /// The position range of a band prediction `p` (in granules).
@@ -250,7 +410,10 @@ pub fn step(kind: &LayerKind, e: &dyn Entries, key: u64, lo: u64, hi: u64, below
 pub fn band_range(p: u64, eps_lo: u64, eps_hi: u64, granule: u64, zero_page: u64, below: u64) -> (u64, u64) {
     let mut lo = p.saturating_sub(eps_lo).saturating_mul(granule);
     let mut hi = p.saturating_add(eps_hi).saturating_add(1).saturating_mul(granule);
-    if let (Some(first), Some(last)) = (lo.checked_div(zero_page), hi.saturating_sub(1).checked_div(zero_page)) {
+    if let (Some(first), Some(last)) = (
+        lo.checked_div(zero_page),
+        hi.saturating_sub(1).checked_div(zero_page),
+    ) {
         // Whole pages: from the page of `lo` to the page of `hi - 1`, inclusive.
         lo = first * zero_page;
         hi = last.saturating_add(1).saturating_mul(zero_page);

@@ -13,6 +13,7 @@
 //! storage on every lookup (AirIndex's cold first query).
 
 mod build;
+mod compressed;
 mod kinds;
 mod layer;
 
@@ -21,10 +22,11 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 pub use build::{LayerBuild, SegmentLine, band_layer, step_layer, step_stack, write_layer, zone_layer};
+pub use compressed::{CprBand, Decoded};
 pub use kinds::{Design, LAYERED_KINDS, LayeredKind};
 pub use layer::{
-    Entries, LAYER_MAGIC, LAYER_VERSION, LayerKind, ResidentEntries, band_predict, band_range, layer_spec,
-    step,
+    Access, Entries, LAYER_MAGIC, LAYER_VERSION, LayerKind, ResidentEntries, band_predict, band_range,
+    layer_spec, step,
 };
 
 use super::{ApproxPos, DataRunReader, Fetch, Index, IndexStats, Record};
@@ -37,18 +39,62 @@ pub fn layer_file(i: usize) -> String {
     format!("layer-{i}.bin")
 }
 
+/// A layer held in memory.
+#[derive(Debug)]
+enum Resident {
+    Entries(ResidentEntries),
+    Blob(Decoded),
+}
+
+impl Resident {
+    fn memory_bytes(&self) -> u64 {
+        match self {
+            Resident::Entries(e) => e.memory_bytes(),
+            Resident::Blob(b) => b.memory_bytes(),
+        }
+    }
+}
+
 /// One layer of an open index.
 #[derive(Debug)]
 pub struct OpenLayer {
     kind: LayerKind,
     file: PagedFile,
-    resident: Option<ResidentEntries>,
+    resident: Option<Resident>,
+    /// Positions this layer indexes: entries of a blob layer, else entries.
+    count: u64,
 }
 
 impl OpenLayer {
     fn count(&self) -> u64 {
-        self.file.meta().count
+        self.count
     }
+}
+
+/// Decodes a blob layer from its bytes.
+fn decode_blob(kind: &LayerKind, bytes: &[u8], file: &str) -> Result<Decoded> {
+    match kind {
+        LayerKind::LecoZone { .. } => Ok(Decoded::Leco(
+            crate::model::LecoArray::from_bytes(bytes)
+                .map_err(|e| Error::corruption(file, 0, format!("LeCo zone map: {e}")))?,
+        )),
+        LayerKind::CprBand { .. } => Ok(Decoded::Cpr(CprBand::from_bytes(bytes, file)?)),
+        _ => Err(Error::corruption(file, 0, "not a blob layer")),
+    }
+}
+
+fn read_blob(file: &PagedFile) -> Result<Vec<u8>> {
+    let count = file.meta().count;
+    if count == 0 {
+        return Ok(Vec::new());
+    }
+    // One read call for the whole blob, as a root layer is read.
+    let run = file.read_entries(0, count)?;
+    let mut out = Vec::with_capacity(count as usize);
+    for i in 0..count {
+        out.push(run.entry(i).and_then(|e| e.first().copied()).unwrap_or(0));
+    }
+    Ok(out)
 }
 
 /// A static layered index.
@@ -94,19 +140,32 @@ impl LayeredIndex {
                     "layer kind and entry width disagree",
                 ));
             }
-            let resident = if resident {
+            let (resident, count) = if kind.is_blob() {
+                let blob = decode_blob(&kind, &read_blob(&file)?, &file_name)?;
+                let count = blob.len() as u64;
+                (resident.then_some(Resident::Blob(blob)), count)
+            } else if resident {
                 let (flat, aux) = file.read_all()?;
-                Some(ResidentEntries {
-                    flat,
-                    aux,
-                    width: file.meta().width,
-                    per_page: file.meta().per_page as u64,
-                    count: file.meta().count,
-                })
+                let count = file.meta().count;
+                (
+                    Some(Resident::Entries(ResidentEntries {
+                        flat,
+                        aux,
+                        width: file.meta().width,
+                        per_page: file.meta().per_page as u64,
+                        count,
+                    })),
+                    count,
+                )
             } else {
-                None
+                (None, file.meta().count)
             };
-            open.push(OpenLayer { kind, file, resident });
+            open.push(OpenLayer {
+                kind,
+                file,
+                resident,
+                count,
+            });
         }
         // Loading resident layers is not part of any lookup's I/O.
         io.stats.reset();
@@ -134,11 +193,22 @@ impl LayeredIndex {
             let (lo, hi) = window;
             let range = if lo >= hi {
                 (lo.min(below), lo.min(below))
-            } else if let Some(res) = &layer.resident {
-                step(&layer.kind, res, key, lo, hi, below)?
             } else {
-                let run = layer.file.read_entries(lo, hi)?;
-                step(&layer.kind, &run, key, lo, hi, below)?
+                match &layer.resident {
+                    Some(Resident::Entries(res)) => {
+                        step(&layer.kind, Access::Entries(res), key, lo, hi, below)?
+                    }
+                    Some(Resident::Blob(b)) => step(&layer.kind, Access::Blob(b), key, lo, hi, below)?,
+                    None if layer.kind.is_blob() => {
+                        let name = layer.file.storage().name().to_string();
+                        let b = decode_blob(&layer.kind, &read_blob(&layer.file)?, &name)?;
+                        step(&layer.kind, Access::Blob(&b), key, lo, hi, below)?
+                    }
+                    None => {
+                        let run = layer.file.read_entries(lo, hi)?;
+                        step(&layer.kind, Access::Entries(&run), key, lo, hi, below)?
+                    }
+                }
             };
             window = if l > 0 && !layer.kind.exact() {
                 // The wanted entry below is the last one <= key: one before
@@ -167,8 +237,8 @@ impl LayeredIndex {
                 json!({
                     "kind": l.kind,
                     "entries": l.count(),
-                    "bytes": l.count() * l.kind.width() as u64,
-                    "resident": l.resident.is_some(),
+                    "file_bytes": l.file.meta().count * l.kind.width() as u64,
+                    "memory_bytes": l.resident.as_ref().map(Resident::memory_bytes),
                 })
             })
             .collect()
