@@ -3,7 +3,7 @@
 use std::str::FromStr;
 
 use rand::{Rng, SeedableRng};
-use rand_distr::{Beta, Binomial, Distribution, Exp1, Gamma, StandardNormal, Zipf};
+use rand_distr::{Distribution, Exp1, StandardNormal, Zipf};
 use rand_pcg::Pcg64Mcg;
 
 use crate::{Error, Result};
@@ -34,17 +34,17 @@ pub enum Dist {
         /// Target number of PGM segments at ε = 512.
         global: u64,
     },
-    /// Stand-in for SOSD `fb` (sampled user ids): heavy-tailed gaps, a few
-    /// far outliers at the top.
+    /// Stand-in for SOSD `fb` (sampled user ids): a Lévy flight (Pareto 0.8
+    /// gaps, capped) and a few far outliers at the top.
     FbLike,
-    /// Stand-in for SOSD `osm` (cell ids of map points): clustered at every
-    /// scale (a random multiplicative cascade).
+    /// Stand-in for SOSD `osm` (cell ids of map points): a Lévy flight
+    /// (Pareto 0.95 gaps), clustered at every scale.
     OsmLike,
     /// Stand-in for SOSD `wiki` (edit timestamps): a Poisson process with
     /// daily and weekly cycles, growth and bursts.
     WikiLike,
-    /// Stand-in for SOSD `books` (book popularity ids): smooth global shape,
-    /// low-variance local gaps.
+    /// Stand-in for SOSD `books` (amzn): Pareto 1.6 gaps under a slowly
+    /// varying density: hard locally, smooth globally.
     BooksLike,
 }
 
@@ -167,7 +167,18 @@ pub fn generate(dist: Dist, n: usize, seed: u64) -> Result<Vec<u64>> {
             from_gaps(n, 0, |_| z.sample(&mut r))
         }
         Dist::Ycsb => sample_distinct_seq(n, fnv1a64),
-        Dist::Hard { local, global } => hard(n, local, global, seed),
+        Dist::Hard { local, global } => {
+            // A PGM segment at error ε always covers 2ε + 1 consecutive keys
+            // (a flat line fits them), so the targets have ceilings.
+            if local > n as u64 / 20 || global > n as u64 / 1100 {
+                return Err(Error::invalid(format!(
+                    "hard: with n = {n}, at most {} segments at ε = 8 (--local) and {} at ε = 512 (--global) are possible",
+                    n / 20,
+                    n / 1100
+                )));
+            }
+            hard(n, local, global, seed)
+        }
         Dist::FbLike => fb_like(n, seed),
         Dist::OsmLike => osm_like(n, seed),
         Dist::WikiLike => wiki_like(n, seed),
@@ -294,74 +305,49 @@ fn hard(n: usize, local: u64, global: u64, seed: u64) -> Vec<u64> {
             piece_scale = (r.random_range(-2.0f64..2.0)).exp() * 4096.0;
         }
         if i % run == 0 {
-            run_mult = 1.0 + delta * if r.random::<bool>() { 1.0 } else { -1.0 };
+            // Alternate denser and sparser runs so every run boundary bends.
+            run_mult = 1.0 + delta * if (i / run) % 2 == 0 { 1.0 } else { -1.0 };
         }
         piece_scale * run_mult + r.random_range(-0.5..0.5)
     })
 }
 
+/// A Pareto(`alpha`) draw with minimum 1.
 fn pareto(r: &mut Pcg64Mcg, alpha: f64) -> f64 {
     let u: f64 = r.random_range(f64::EPSILON..1.0);
     u.powf(-1.0 / alpha)
 }
 
+/// Keys whose gaps are `scale` × Pareto(`alpha`), capped at `cap`: a Lévy
+/// flight. With `alpha < 1` the gaps have no mean and keys cluster at every
+/// scale; a PGM segment at error ε then covers about ε^alpha keys, which is
+/// how SOSD's hard data sets behave (Lan et al. Table 3). The cap bounds the
+/// largest gap, making the largest scales smoother.
+fn levy_flight(n: usize, seed: u64, stream: u64, alpha: f64, scale: f64, cap: f64) -> Vec<u64> {
+    let mut r = rng(seed, stream);
+    from_gaps(n, 1 << 24, |_| (scale * pareto(&mut r, alpha)).min(cap))
+}
+
 fn fb_like(n: usize, seed: u64) -> Vec<u64> {
-    let mut r = rng(seed, 5);
-    let gamma = Gamma::new(0.35, 1.0).expect("constant gamma parameters are valid");
-    let mut keys = from_gaps(n, 1 << 24, |_| 512.0 * gamma.sample(&mut r) * pareto(&mut r, 2.5));
+    // Calibrated against SOSD fb (Lan et al. Table 3, keys per PGM segment at
+    // ε = 16/64/256/1024: 94/382/1668/10814); see docs/datasets.md.
+    let mut keys = levy_flight(n, seed, 5, 0.8, 1000.0, 6.0e7);
     // A handful of far outliers at the top end, as in the real data set.
+    let mut r = rng(seed, 9);
     let outliers = (n / 2_000_000).clamp(if n >= 1000 { 1 } else { 0 }, 100);
-    let mut tail: Vec<u64> = (0..outliers)
-        .map(|_| r.random_range((1u64 << 62)..u64::MAX))
-        .collect();
+    let mut tail: Vec<u64> = (0..outliers).map(|_| r.random_range((1u64 << 62)..u64::MAX)).collect();
     tail.sort_unstable();
     tail.dedup();
-    let keep = n - tail.len();
-    keys.truncate(keep);
+    keys.truncate(n - tail.len());
     keys.extend(tail);
     keys
 }
 
 fn osm_like(n: usize, seed: u64) -> Vec<u64> {
-    // A random binary cascade over [0, 2^62): each node sends a Beta(a, a)
-    // share of its keys to the left half. Small `a` makes clusters and voids
-    // at every scale, as map points along a space-filling curve.
-    let depth = 24u32;
-    let width_bits = 62u32;
-    let beta = Beta::new(0.6, 0.6).expect("constant beta parameters are valid");
-    let mut r = rng(seed, 6);
-    let mut keys: Vec<u64> = Vec::with_capacity(n + n / 50);
-    let mut pending = n;
-    let mut round = 0u64;
-    while keys.len() < n {
-        let mut stack: Vec<(u64, u32, u64)> = vec![(0, 0, pending as u64)];
-        while let Some((start, level, count)) = stack.pop() {
-            if count == 0 {
-                continue;
-            }
-            if level == depth {
-                let cell = 1u64 << (width_bits - depth);
-                for _ in 0..count {
-                    keys.push(start + r.random_range(0..cell));
-                }
-                continue;
-            }
-            let w: f64 = beta.sample(&mut r);
-            let left = Binomial::new(count, w)
-                .map(|b| b.sample(&mut r))
-                .unwrap_or(count / 2);
-            let half = 1u64 << (width_bits - level - 1);
-            stack.push((start + half, level + 1, count - left));
-            stack.push((start, level + 1, left));
-        }
-        keys.sort_unstable();
-        keys.dedup();
-        pending = n.saturating_sub(keys.len());
-        round += 1;
-        r = rng(seed ^ round, 6);
-    }
-    keys.truncate(n);
-    keys
+    // Calibrated against SOSD osm (Lan et al. Table 3: 148/612/2457/9558 keys
+    // per segment at ε = 16/64/256/1024): a Lévy flight close to alpha = 1,
+    // clustered at every scale like map points along a space-filling curve.
+    levy_flight(n, seed, 6, 0.95, 1000.0, f64::INFINITY)
 }
 
 fn wiki_like(n: usize, seed: u64) -> Vec<u64> {
@@ -392,13 +378,15 @@ fn wiki_like(n: usize, seed: u64) -> Vec<u64> {
 }
 
 fn books_like(n: usize, seed: u64) -> Vec<u64> {
-    // Low-variance gaps (Gamma shape 4) under a smooth, skewed density.
+    // Calibrated against SOSD books/amzn (Zhang et al. Table 3: models at
+    // 1.01/1.5/2/3 expected pages): heavy-tailed gaps with a finite mean
+    // (Pareto 1.6), so the data is hard locally and smooth globally, under a
+    // slowly varying density.
     let mut r = rng(seed, 8);
-    let gamma = Gamma::new(4.0, 0.25).expect("constant gamma parameters are valid");
     from_gaps(n, 1 << 30, |i| {
         let u = i as f64 / n.max(1) as f64;
-        let envelope = (3.0 * (u - 0.3) * (u - 0.3) + 0.4 * (9.0 * u).sin()).exp();
-        2.0e4 * envelope * gamma.sample(&mut r)
+        let envelope = (1.5 * (u - 0.3) * (u - 0.3) + 0.3 * (6.0 * u).sin()).exp();
+        1000.0 * envelope * pareto(&mut r, 1.6)
     })
 }
 

@@ -51,6 +51,10 @@ enum Cmd {
     Verify(DirArgs),
     /// Generate data, build the index kinds and benchmark them against the B+-tree.
     Demo(demo::DemoArgs),
+    /// Describe a key file: size, range, and how hard it is for learned
+    /// indexes (PGM segments at several error bounds, with and without zero
+    /// intervals).
+    Analyze(AnalyzeArgs),
     /// List the index kinds, distributions, workloads and storage profiles.
     List,
 }
@@ -195,6 +199,15 @@ struct ProfileArgs {
 }
 
 #[derive(Args, Debug)]
+struct AnalyzeArgs {
+    #[command(flatten)]
+    keys: KeyFileArgs,
+    /// Error bounds to segment at.
+    #[arg(long, value_delimiter = ',', default_values_t = [16u64, 64, 256, 1024])]
+    eps: Vec<u64>,
+}
+
+#[derive(Args, Debug)]
 struct DirArgs {
     /// Index directory.
     dir: PathBuf,
@@ -230,6 +243,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Inspect(a) => inspect(a),
         Cmd::Verify(a) => verify(a, quiet),
         Cmd::Demo(a) => demo::run(a, quiet),
+        Cmd::Analyze(a) => analyze(a, quiet),
         Cmd::List => list(),
     }
 }
@@ -542,6 +556,29 @@ fn verify(a: DirArgs, quiet: bool) -> Result<()> {
         "{}",
         serde_json::json!({ "ok": true, "kind": idx.kind(), "pages_checked": pages, "records": idx.len() })
     );
+    Ok(())
+}
+
+fn analyze(a: AnalyzeArgs, quiet: bool) -> Result<()> {
+    let keys = read_key_file(&a.keys, quiet)?;
+    let per_page = strata::format::records_per_page(4096) as u64;
+    let pb = progress(quiet, None, "segmenting");
+    let mut segs = serde_json::Map::new();
+    for &e in &a.eps {
+        let plain = strata::model::optimal_pla(&keys, e).len();
+        let zero = strata::model::optimal_pla_zero_interval(&keys, e, per_page).len();
+        segs.insert(e.to_string(), serde_json::json!({ "pgm": plain, "pgm_zero_interval": zero }));
+    }
+    pb.finish_and_clear();
+    let out = serde_json::json!({
+        "file": a.keys.data.display().to_string(),
+        "n": keys.len(),
+        "min": keys.first(),
+        "max": keys.last(),
+        "pages_4k": (keys.len() as u64).div_ceil(per_page),
+        "segments": segs,
+    });
+    println!("{}", serde_json::to_string_pretty(&out).map_err(|e| Error::invalid(e.to_string()))?);
     Ok(())
 }
 
