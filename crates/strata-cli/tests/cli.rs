@@ -92,7 +92,7 @@ fn gen_is_deterministic() {
         "--local",
         "200",
         "--global",
-        "20",
+        "10",
         "--out",
         p(&a),
     ]);
