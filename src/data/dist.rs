@@ -335,7 +335,9 @@ fn fb_like(n: usize, seed: u64) -> Vec<u64> {
     // A handful of far outliers at the top end, as in the real data set.
     let mut r = rng(seed, 9);
     let outliers = (n / 2_000_000).clamp(if n >= 1000 { 1 } else { 0 }, 100);
-    let mut tail: Vec<u64> = (0..outliers).map(|_| r.random_range((1u64 << 62)..u64::MAX)).collect();
+    let mut tail: Vec<u64> = (0..outliers)
+        .map(|_| r.random_range((1u64 << 62)..u64::MAX))
+        .collect();
     tail.sort_unstable();
     tail.dedup();
     keys.truncate(n - tail.len());

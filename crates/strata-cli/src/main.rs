@@ -567,7 +567,10 @@ fn analyze(a: AnalyzeArgs, quiet: bool) -> Result<()> {
     for &e in &a.eps {
         let plain = strata::model::optimal_pla(&keys, e).len();
         let zero = strata::model::optimal_pla_zero_interval(&keys, e, per_page).len();
-        segs.insert(e.to_string(), serde_json::json!({ "pgm": plain, "pgm_zero_interval": zero }));
+        segs.insert(
+            e.to_string(),
+            serde_json::json!({ "pgm": plain, "pgm_zero_interval": zero }),
+        );
     }
     pb.finish_and_clear();
     let out = serde_json::json!({
@@ -578,7 +581,10 @@ fn analyze(a: AnalyzeArgs, quiet: bool) -> Result<()> {
         "pages_4k": (keys.len() as u64).div_ceil(per_page),
         "segments": segs,
     });
-    println!("{}", serde_json::to_string_pretty(&out).map_err(|e| Error::invalid(e.to_string()))?);
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&out).map_err(|e| Error::invalid(e.to_string()))?
+    );
     Ok(())
 }
 

@@ -1,9 +1,8 @@
 //! Building layers: step (B+-tree levels), zone maps and bands (linear
 //! segments with measured error bounds), and writing them as layer files.
 
-use super::layer::{LayerKind, band_predict, layer_spec};
+use super::layer::{BandEntry, LayerKind, layer_spec};
 use crate::format::PagedWriter;
-use crate::format::bytes::put_u64;
 use crate::format::paged::entries_per_page;
 use crate::storage::Directory;
 use crate::{Error, Result};
@@ -124,7 +123,7 @@ pub struct SegmentLine {
 
 /// Builds a band layer over points `(keys[i], i)` with lines from a
 /// segmentation, predicting in units of `granule` positions, measuring the
-/// error bounds with the exact query-time arithmetic ([`band_predict`]).
+/// error bounds with the exact query-time arithmetic ([`BandEntry::predict`]).
 /// With `zero_page > 0` (item granularity only), the error of a prediction in
 /// the key's own page of `zero_page` positions is zero (Zhang §6.1).
 pub fn band_layer(
@@ -181,35 +180,38 @@ pub fn band_layer_keyed(
             _ => (first, s.intercept),
         }
     };
-    // Integer intercepts, made non-decreasing so clamping by the next
-    // intercept keeps predictions monotone across entries.
-    let mut intercepts: Vec<u64> = Vec::with_capacity(m);
-    let mut prev = 0u64;
-    for (j, s) in segments.iter().enumerate() {
-        let (_, icpt) = anchor(j, s);
-        let c = if icpt.is_finite() && icpt > 0.0 {
-            icpt.round() as u64
-        } else {
-            0
-        };
-        let c = c.min(max_unit).max(prev);
-        intercepts.push(c);
-        prev = c;
-    }
-    let mut flat = vec![0u8; m * 24];
+    let entries: Vec<BandEntry> = segments
+        .iter()
+        .enumerate()
+        .map(|(j, s)| {
+            let (key, icpt) = anchor(j, s);
+            let base = (s.start as u64 / g).min(max_unit);
+            let c = if icpt.is_finite() {
+                icpt.round()
+            } else {
+                base as f64
+            };
+            let off = (c - base as f64).clamp(i32::MIN as f64, i32::MAX as f64) as i32;
+            let slope = if s.slope.is_finite() && s.slope > 0.0 {
+                s.slope as f32
+            } else {
+                0.0
+            };
+            BandEntry {
+                key,
+                slope: if slope.is_finite() { slope } else { f32::MAX },
+                off,
+                base,
+            }
+        })
+        .collect();
+    let mut flat = Vec::with_capacity(m * 24);
     let (mut eps_lo, mut eps_hi) = (0u64, 0u64);
-    for (j, s) in segments.iter().enumerate() {
+    for (j, (s, e)) in segments.iter().zip(&entries).enumerate() {
         let end = segments.get(j + 1).map_or(keys.len(), |t| t.start);
-        let (entry_key, _) = anchor(j, s);
-        let slope = if s.slope.is_finite() && s.slope > 0.0 {
-            s.slope
-        } else {
-            0.0
-        };
-        let c = intercepts[j];
-        let next = intercepts.get(j + 1).copied().unwrap_or(max_unit);
+        let next = entries.get(j + 1).map_or(max_unit, |f| f.base);
         for (i, &k) in keys.iter().enumerate().take(end).skip(s.start) {
-            let p = band_predict(entry_key, slope, c, next, k, max_unit);
+            let p = e.predict(k, next, max_unit);
             let y = i as u64;
             if let Some(page) = y.checked_div(zero_page) {
                 let page_start = page * zero_page;
@@ -222,9 +224,7 @@ pub fn band_layer_keyed(
                 eps_lo = eps_lo.max(p.saturating_sub(u));
             }
         }
-        put_u64(&mut flat, j * 24, entry_key);
-        put_u64(&mut flat, j * 24 + 8, slope.to_bits());
-        put_u64(&mut flat, j * 24 + 16, c);
+        e.write(&mut flat);
     }
     Ok(LayerBuild {
         kind: LayerKind::Band {

@@ -4,6 +4,7 @@
 //! decoded as a whole: with `resident=index` once at open, otherwise on every
 //! lookup (it is then read whole, like a root).
 
+use super::layer::BandEntry;
 use crate::format::bytes::Cursor;
 use crate::model::LecoArray;
 use crate::model::bitpack::{BitWriter, bits_needed, read_bits};
@@ -14,51 +15,66 @@ pub const CPR_BAND_MAGIC: u64 = u64::from_le_bytes(*b"STRATACB");
 /// Version of compressed band blobs.
 pub const CPR_BAND_VERSION: u32 = 1;
 
-/// A band layer in compressed form: the same `(key, slope, intercept)`
-/// entries as a plain band layer, stored as LeCo-compressed keys, a table of
-/// distinct slopes with a bit-packed index per entry, and LeCo-compressed
-/// intercepts. Decoding entry `j` gives back exactly the plain entry.
+/// A band layer in compressed form (CprLeCo_PGM_D): the same entries as a
+/// plain band layer, stored as LeCo-compressed keys (rough separators, see
+/// [`LecoArray::encode_bounded`]), a table of distinct slopes with a
+/// bit-packed index per entry, and LeCo-compressed intercept offsets (zigzag)
+/// and bases. Decoding entry `j` gives back exactly the plain entry.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CprBand {
     keys: LecoArray,
-    slopes: Vec<f64>,
+    slopes: Vec<f32>,
     idx: Vec<u64>,
     idx_bits: u32,
-    intercepts: LecoArray,
+    offs: LecoArray,
+    bases: LecoArray,
+}
+
+fn zigzag(v: i32) -> u64 {
+    ((v << 1) ^ (v >> 31)) as u32 as u64
+}
+
+fn unzigzag(v: u64) -> i32 {
+    let v = v as u32;
+    ((v >> 1) as i32) ^ -((v & 1) as i32)
 }
 
 impl CprBand {
-    /// Compresses entries: `keys` strictly increasing, `slope_of[j]` an index
-    /// into `slopes`, `intercepts` non-decreasing.
-    pub fn new(keys: &[u64], slopes: Vec<f64>, slope_of: &[u32], intercepts: &[u64]) -> Result<Self> {
-        Self::from_parts(LecoArray::encode(keys), slopes, slope_of, intercepts)
-    }
-
-    /// Like [`CprBand::new`] with the keys already compressed (e.g. rough
-    /// separators from [`LecoArray::encode_bounded`]).
-    pub fn from_parts(
-        keys: LecoArray,
-        slopes: Vec<f64>,
-        slope_of: &[u32],
-        intercepts: &[u64],
-    ) -> Result<Self> {
-        if keys.len() != slope_of.len() || keys.len() != intercepts.len() {
-            return Err(Error::invalid("compressed band: entry arrays differ in length"));
+    /// Compresses `entries`, whose keys are already compressed in `keys`
+    /// (same order, same values).
+    pub fn from_parts(keys: LecoArray, entries: &[BandEntry]) -> Result<Self> {
+        if keys.len() != entries.len()
+            || entries
+                .iter()
+                .enumerate()
+                .any(|(j, e)| keys.get(j) != Some(e.key))
+        {
+            return Err(Error::invalid("compressed band: keys and entries disagree"));
         }
-        if slope_of.iter().any(|&i| i as usize >= slopes.len()) {
-            return Err(Error::invalid("compressed band: slope index out of the table"));
+        let mut slopes: Vec<f32> = Vec::new();
+        let mut index: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
+        let mut of = Vec::with_capacity(entries.len());
+        for e in entries {
+            let id = *index.entry(e.slope.to_bits()).or_insert_with(|| {
+                slopes.push(e.slope);
+                (slopes.len() - 1) as u32
+            });
+            of.push(id);
         }
         let idx_bits = bits_needed(slopes.len().saturating_sub(1) as u64);
-        let mut w = BitWriter::with_capacity(keys.len() as u64 * idx_bits as u64);
-        for &i in slope_of {
+        let mut w = BitWriter::with_capacity(entries.len() as u64 * idx_bits as u64);
+        for &i in &of {
             w.push(i as u64, idx_bits);
         }
+        let offs: Vec<u64> = entries.iter().map(|e| zigzag(e.off)).collect();
+        let bases: Vec<u64> = entries.iter().map(|e| e.base).collect();
         Ok(CprBand {
             keys,
             slopes,
             idx: w.finish(),
             idx_bits,
-            intercepts: LecoArray::encode(intercepts),
+            offs: LecoArray::encode(&offs),
+            bases: LecoArray::encode(&bases),
         })
     }
 
@@ -78,22 +94,26 @@ impl CprBand {
         self.keys.upper_bound(key).saturating_sub(1)
     }
 
-    /// Entry `j`: `(key, slope, intercept)`.
+    /// Entry `j`.
     #[inline]
-    pub fn entry(&self, j: usize) -> Option<(u64, f64, u64)> {
-        let k = self.keys.get(j)?;
+    pub fn entry(&self, j: usize) -> Option<BandEntry> {
         let s = if self.idx_bits == 0 {
             0
         } else {
             read_bits(&self.idx, j as u64 * self.idx_bits as u64, self.idx_bits) as usize
         };
-        Some((k, *self.slopes.get(s)?, self.intercepts.get(j)?))
+        Some(BandEntry {
+            key: self.keys.get(j)?,
+            slope: *self.slopes.get(s)?,
+            off: unzigzag(self.offs.get(j)?),
+            base: self.bases.get(j)?,
+        })
     }
 
-    /// Intercept of entry `j`.
+    /// Base of entry `j`.
     #[inline]
-    pub fn intercept(&self, j: usize) -> Option<u64> {
-        self.intercepts.get(j)
+    pub fn base(&self, j: usize) -> Option<u64> {
+        self.bases.get(j)
     }
 
     /// Number of distinct slopes.
@@ -101,25 +121,35 @@ impl CprBand {
         self.slopes.len()
     }
 
+    /// Bytes of each part: keys, offsets, bases, slope table, slope indexes.
+    pub fn part_bytes(&self) -> [(&'static str, u64); 5] {
+        [
+            ("keys", self.keys.memory_bytes() as u64),
+            ("offsets", self.offs.memory_bytes() as u64),
+            ("bases", self.bases.memory_bytes() as u64),
+            ("slope_table", self.slopes.capacity() as u64 * 4),
+            ("slope_index", self.idx.capacity() as u64 * 8),
+        ]
+    }
+
     /// Heap bytes held.
     pub fn memory_bytes(&self) -> u64 {
         (self.keys.memory_bytes()
-            + self.intercepts.memory_bytes()
-            + self.slopes.capacity() * 8
+            + self.offs.memory_bytes()
+            + self.bases.memory_bytes()
+            + self.slopes.capacity() * 4
             + self.idx.capacity() * 8) as u64
     }
 
-    /// Serializes: magic, version, then length-prefixed parts.
+    /// Serializes: magic, version, then length-prefixed parts, then crc32c.
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::new();
         out.extend_from_slice(&CPR_BAND_MAGIC.to_le_bytes());
         out.extend_from_slice(&CPR_BAND_VERSION.to_le_bytes());
         out.extend_from_slice(&self.idx_bits.to_le_bytes());
-        let keys = self.keys.to_bytes();
-        let ints = self.intercepts.to_bytes();
-        for part in [&keys, &ints] {
+        for part in [self.keys.to_bytes(), self.offs.to_bytes(), self.bases.to_bytes()] {
             out.extend_from_slice(&(part.len() as u64).to_le_bytes());
-            out.extend_from_slice(part);
+            out.extend_from_slice(&part);
         }
         out.extend_from_slice(&(self.slopes.len() as u64).to_le_bytes());
         for s in &self.slopes {
@@ -159,18 +189,25 @@ impl CprBand {
             LecoArray::from_bytes(c.bytes(len).ok_or_else(|| bad("part cut"))?)
         };
         let keys = part()?;
-        let intercepts = part()?;
-        let mut words = |max: usize| -> Result<Vec<u64>> {
-            let n = usize::try_from(c.u64().ok_or_else(|| bad("cut"))?).map_err(|_| bad("too long"))?;
-            if n > max {
+        let offs = part()?;
+        let bases = part()?;
+        let n = keys.len();
+        let count = |c: &mut Cursor<'_>, max: usize| -> Result<usize> {
+            let v = usize::try_from(c.u64().ok_or_else(|| bad("cut"))?).map_err(|_| bad("too long"))?;
+            if v > max {
                 return Err(bad("array longer than the entries allow"));
             }
-            (0..n).map(|_| c.u64().ok_or_else(|| bad("array cut"))).collect()
+            Ok(v)
         };
-        let n = keys.len();
-        let slopes: Vec<f64> = words(n.max(1))?.into_iter().map(f64::from_bits).collect();
-        let idx = words((n * idx_bits as usize).div_ceil(64) + 1)?;
-        if intercepts.len() != n || (n > 0 && slopes.is_empty()) {
+        let ns = count(&mut c, n.max(1))?;
+        let slopes = (0..ns)
+            .map(|_| c.u32().map(f32::from_bits).ok_or_else(|| bad("slopes cut")))
+            .collect::<Result<Vec<f32>>>()?;
+        let nw = count(&mut c, (n * idx_bits as usize).div_ceil(64) + 1)?;
+        let idx = (0..nw)
+            .map(|_| c.u64().ok_or_else(|| bad("indexes cut")))
+            .collect::<Result<Vec<u64>>>()?;
+        if offs.len() != n || bases.len() != n || (n > 0 && slopes.is_empty()) {
             return Err(bad("parts disagree in length"));
         }
         if (idx.len() as u64) * 64 < n as u64 * idx_bits as u64 {
@@ -181,9 +218,9 @@ impl CprBand {
             slopes,
             idx,
             idx_bits,
-            intercepts,
+            offs,
+            bases,
         };
-        // Every slope index must point into the table.
         if (0..n).any(|j| band.entry(j).is_none()) {
             return Err(bad("slope index out of the table"));
         }
@@ -230,13 +267,19 @@ mod tests {
 
     #[test]
     fn cpr_band_roundtrip_and_corruption() {
-        let keys: Vec<u64> = (0..5000u64).map(|i| i * i + 7).collect();
-        let slopes = vec![0.5, 1.25, 3.0];
-        let of: Vec<u32> = (0..5000u32).map(|i| i % 3).collect();
-        let ints: Vec<u64> = (0..5000u64).map(|i| i * 10 + (i % 7)).collect();
-        let c = CprBand::new(&keys, slopes.clone(), &of, &ints).unwrap();
+        let entries: Vec<BandEntry> = (0..5000u64)
+            .map(|i| BandEntry {
+                key: i * i + 7,
+                slope: [0.5f32, 1.25, 3.0][(i % 3) as usize],
+                off: (i as i32 % 13) - 6,
+                base: i * 10,
+            })
+            .collect();
+        let keys: Vec<u64> = entries.iter().map(|e| e.key).collect();
+        let c = CprBand::from_parts(LecoArray::encode(&keys), &entries).unwrap();
+        assert_eq!(c.distinct_slopes(), 3);
         for j in [0usize, 1, 2, 999, 4999] {
-            assert_eq!(c.entry(j), Some((keys[j], slopes[of[j] as usize], ints[j])));
+            assert_eq!(c.entry(j), Some(entries[j]));
         }
         assert_eq!(c.last_le(0), 0);
         assert_eq!(c.last_le(keys[10]), 10);
@@ -250,6 +293,10 @@ mod tests {
         let mut flipped = b.clone();
         flipped[20] ^= 1;
         assert!(CprBand::from_bytes(&flipped, "t").unwrap_err().is_corruption());
-        assert!(CprBand::new(&keys, slopes, &vec![5; 5000], &ints).is_err());
+        let wrong = LecoArray::encode(&keys[1..]);
+        assert!(CprBand::from_parts(wrong, &entries).is_err());
+        for v in [0, 1, -1, i32::MAX, i32::MIN] {
+            assert_eq!(unzigzag(zigzag(v)), v);
+        }
     }
 }

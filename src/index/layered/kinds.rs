@@ -25,6 +25,8 @@ pub struct Design {
     pub layers: Vec<LayerBuild>,
     /// Models/segments of the learned layers (None for non-learned designs).
     pub models: Option<u64>,
+    /// What the recipe chose and measured (stored in the manifest).
+    pub notes: Value,
 }
 
 /// Builds a design over sorted keys with `per_page` records per data page.
@@ -79,7 +81,7 @@ impl IndexKind for LayeredKind {
         }
         Ok((
             files,
-            json!({ "data_pages": meta.pages, "layers": layers, "models": design.models }),
+            json!({ "data_pages": meta.pages, "layers": layers, "models": design.models, "notes": design.notes }),
         ))
     }
 
@@ -123,6 +125,7 @@ fn zonemap(_p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Result<Des
             vec![zone_layer(keys, per_page)]
         },
         models: None,
+        notes: Value::Null,
     })
 }
 
@@ -134,6 +137,7 @@ fn btree_static(p: &Params, keys: &[u64], per_page: usize, page_size: usize) -> 
         return Ok(Design {
             layers: vec![],
             models: None,
+            notes: Value::Null,
         });
     }
     let first = step_layer(keys, per_page);
@@ -150,7 +154,11 @@ fn btree_static(p: &Params, keys: &[u64], per_page: usize, page_size: usize) -> 
             layers.push(step_layer(&keys, fanout));
         }
     }
-    Ok(Design { layers, models: None })
+    Ok(Design {
+        layers,
+        models: None,
+        notes: Value::Null,
+    })
 }
 
 /// Every layered kind of this build.
@@ -258,8 +266,12 @@ impl Tolerance {
 
 /// A compressed band layer (CprLeCo_PGM_D): shared slopes, intercepts re-fitted
 /// for them, rough separators as entry keys, all measured as a plain band.
-fn cpr_band(keys: &[u64], segs: &[crate::model::Segment], tol: Tolerance) -> Result<LayerBuild> {
-    use std::collections::HashMap;
+fn cpr_band(
+    keys: &[u64],
+    segs: &[crate::model::Segment],
+    tol: Tolerance,
+    budget: f64,
+) -> Result<(LayerBuild, LayerBuild)> {
     let ranges: Vec<(f64, f64)> = segs.iter().map(|s| (s.slope_lo, s.slope_hi)).collect();
     let (table, assign) = crate::model::min_slope_set(&ranges);
     let mut lines = Vec::with_capacity(segs.len());
@@ -267,11 +279,25 @@ fn cpr_band(keys: &[u64], segs: &[crate::model::Segment], tol: Tolerance) -> Res
         let slope = table.get(a as usize).copied().unwrap_or(s.slope);
         let line = match crate::model::intercept_range(tol.points(keys, s.start..s.end()), s.first_key, slope)
         {
-            Some((lo, hi)) => SegmentLine {
-                start: s.start,
-                slope,
-                intercept: 0.5 * lo + 0.5 * hi,
-            },
+            // The shared slope through the middle of its feasible intercepts;
+            // with zero intervals, other intercepts if that crosses too many
+            // page boundaries.
+            Some((lo, hi)) => {
+                let mid = crate::model::Segment {
+                    slope,
+                    intercept: 0.5 * lo + 0.5 * hi,
+                    ..*s
+                };
+                if tol.zero_page > 0 {
+                    page_aware_line(keys, &mid, tol, &[slope], budget)
+                } else {
+                    SegmentLine {
+                        start: s.start,
+                        slope,
+                        intercept: mid.intercept,
+                    }
+                }
+            }
             None => SegmentLine {
                 start: s.start,
                 slope: s.slope,
@@ -294,22 +320,9 @@ fn cpr_band(keys: &[u64], segs: &[crate::model::Segment], tol: Tolerance) -> Res
     else {
         return Err(Error::invalid("band layer expected"));
     };
-    // The slopes the band layer stored (it clamps bad ones), as table indexes.
-    let mut slopes: Vec<f64> = Vec::new();
-    let mut index: HashMap<u64, u32> = HashMap::new();
-    let mut slope_of = Vec::with_capacity(segs.len());
-    let mut intercepts = Vec::with_capacity(segs.len());
-    for e in band.flat.chunks_exact(24) {
-        let bits = crate::format::bytes::get_u64(e, 8).unwrap_or(0);
-        let id = *index.entry(bits).or_insert_with(|| {
-            slopes.push(f64::from_bits(bits));
-            (slopes.len() - 1) as u32
-        });
-        slope_of.push(id);
-        intercepts.push(crate::format::bytes::get_u64(e, 16).unwrap_or(0));
-    }
-    let cpr = CprBand::from_parts(seps, slopes, &slope_of, &intercepts)?;
-    Ok(blob_layer(
+    let entries: Vec<super::layer::BandEntry> = band.flat.chunks_exact(24).map(band_entry).collect();
+    let cpr = CprBand::from_parts(seps, &entries)?;
+    let blob = blob_layer(
         LayerKind::CprBand {
             granule,
             zero_page,
@@ -317,7 +330,198 @@ fn cpr_band(keys: &[u64], segs: &[crate::model::Segment], tol: Tolerance) -> Res
             eps_hi,
         },
         cpr.to_bytes(),
-    ))
+    );
+    Ok((band, blob))
+}
+
+/// Fractions of a feasible range tried by [`page_aware_line`].
+const LINE_GRID: [f64; 5] = [0.0, 0.25, 0.5, 0.75, 1.0];
+
+/// Extra pages the lookups of the keys `range` read with the line `(slope,
+/// intercept)` anchored at `first`: the window `[p - eps, p + eps]` around a
+/// prediction spans one page more for every page boundary inside it.
+fn crossings(
+    keys: &[u64],
+    range: std::ops::Range<usize>,
+    first: u64,
+    slope: f64,
+    intercept: f64,
+    eps: u64,
+    page: u64,
+) -> u64 {
+    let page = page.max(1) as i64;
+    let eps = eps as i64;
+    let mut extra = 0u64;
+    for &k in keys.get(range).unwrap_or_default() {
+        let p = (intercept + slope * k.saturating_sub(first) as f64).floor() as i64;
+        extra += ((p + eps).div_euclid(page) - (p - eps).div_euclid(page)) as u64;
+    }
+    extra
+}
+
+/// A line of a zero-interval segment whose search windows cross few page
+/// boundaries.
+///
+/// A maximal zero-interval segment's feasible lines hug the edges of its
+/// keys' pages, and clustered keys then get predictions within `eps` of a
+/// page boundary, where the window `[p - eps, p + eps]` spans two pages. Any
+/// feasible line keeps the guarantee, so when the middle line reads more than
+/// `budget` extra pages per key, this tries a small grid of feasible slopes
+/// (`slopes`) and intercepts and keeps the line with the fewest crossings.
+fn page_aware_line(
+    keys: &[u64],
+    seg: &crate::model::Segment,
+    tol: Tolerance,
+    slopes: &[f64],
+    budget: f64,
+) -> SegmentLine {
+    let page = tol.zero_page.max(1);
+    let mut best = SegmentLine {
+        start: seg.start,
+        slope: seg.slope,
+        intercept: seg.intercept,
+    };
+    let range = seg.start..seg.end();
+    let mut best_cost = crossings(
+        keys,
+        range.clone(),
+        seg.first_key,
+        seg.slope,
+        seg.intercept,
+        tol.eps,
+        page,
+    );
+    if best_cost as f64 <= budget * seg.len as f64 {
+        return best;
+    }
+    for &slope in slopes {
+        if !slope.is_finite() || slope < 0.0 {
+            continue;
+        }
+        let Some((lo, hi)) =
+            crate::model::intercept_range(tol.points(keys, range.clone()), seg.first_key, slope)
+        else {
+            continue;
+        };
+        for f in LINE_GRID {
+            let c = lo + f * (hi - lo);
+            let cost = crossings(keys, range.clone(), seg.first_key, slope, c, tol.eps, page);
+            if cost < best_cost {
+                best_cost = cost;
+                best = SegmentLine {
+                    start: seg.start,
+                    slope,
+                    intercept: c,
+                };
+                if best_cost == 0 {
+                    return best;
+                }
+            }
+        }
+    }
+    best
+}
+
+/// Candidate slopes of a segment: a grid over its feasible slope range.
+fn slope_grid(seg: &crate::model::Segment) -> Vec<f64> {
+    if seg.slope_lo.is_finite() && seg.slope_hi.is_finite() {
+        [0.25, 0.5, 0.75]
+            .iter()
+            .map(|f| seg.slope_lo + f * (seg.slope_hi - seg.slope_lo))
+            .collect()
+    } else {
+        vec![seg.slope]
+    }
+}
+
+/// Mean extra pages (beyond the first) a lookup of a present key reads with
+/// a band layer over `keys` — measured with the query path's own arithmetic.
+fn extra_pages(keys: &[u64], band: &LayerBuild, page: u64) -> f64 {
+    let LayerKind::Band {
+        granule,
+        zero_page,
+        eps_lo,
+        eps_hi,
+    } = band.kind
+    else {
+        return f64::INFINITY;
+    };
+    let n = keys.len() as u64;
+    let entries: Vec<super::layer::BandEntry> = band.flat.chunks_exact(24).map(band_entry).collect();
+    let max_unit = n.div_ceil(granule.max(1));
+    let mut extra = 0u64;
+    let mut j = 0usize;
+    for &k in keys {
+        while entries.get(j + 1).is_some_and(|e| e.key <= k) {
+            j += 1;
+        }
+        let Some(e) = entries.get(j) else { break };
+        let next = entries.get(j + 1).map_or(max_unit, |f| f.base);
+        let (lo, hi) = super::layer::band_range(
+            e.predict(k, next, max_unit),
+            eps_lo,
+            eps_hi,
+            granule,
+            zero_page,
+            n,
+        );
+        if hi > lo {
+            extra += (hi - 1) / page - lo / page;
+        }
+    }
+    extra as f64 / n.max(1) as f64
+}
+
+fn band_entry(e: &[u8]) -> super::layer::BandEntry {
+    super::layer::BandEntry {
+        key: crate::format::bytes::get_u64(e, 0).unwrap_or(0),
+        slope: f32::from_bits(crate::format::bytes::get_u32(e, 8).unwrap_or(0)),
+        off: crate::format::bytes::get_u32(e, 12).unwrap_or(0) as i32,
+        base: crate::format::bytes::get_u64(e, 16).unwrap_or(0),
+    }
+}
+
+/// A zero-interval band over the data (pgm-disk): the widest zero-interval
+/// window `w <= eps` whose measured pages per lookup stay within plain PGM's
+/// expectation at `eps`, `1 + (2 eps + 1) / P` — Zhang's G3 promise of fewer
+/// models at the same expected I/O, checked on the actual keys. Returns the
+/// band, its segments and the window chosen.
+fn zero_interval_band(
+    keys: &[u64],
+    eps: u64,
+    per_page: usize,
+    compress: bool,
+) -> Result<(LayerBuild, Option<LayerBuild>, usize, u64, f64)> {
+    let page = per_page as u64;
+    let budget = (2 * eps + 1) as f64 / page as f64;
+    let mut windows = vec![eps, eps * 3 / 4, eps / 2, eps / 4, 0];
+    windows.dedup();
+    let mut last = None;
+    for w in windows {
+        let tol = Tolerance {
+            eps: w,
+            granule: 1,
+            zero_page: page,
+        };
+        let segs = crate::model::optimal_pla_points(tol.points(keys, 0..keys.len()));
+        let (band, blob) = if compress {
+            let (b, blob) = cpr_band(keys, &segs, tol, budget)?;
+            (b, Some(blob))
+        } else {
+            let lines: Vec<SegmentLine> = segs
+                .iter()
+                .map(|s| page_aware_line(keys, s, tol, &slope_grid(s), budget))
+                .collect();
+            (band_layer(keys, &lines, 1, page)?, None)
+        };
+        let extra = extra_pages(keys, &band, page);
+        let fits = extra <= budget + 1e-12;
+        last = Some((band, blob, segs.len(), w, extra));
+        if fits {
+            break;
+        }
+    }
+    last.ok_or_else(|| Error::invalid("no zero-interval window"))
 }
 
 fn pgm_family(p: &Params, keys: &[u64], per_page: usize, zero: bool, compress: bool) -> Result<Design> {
@@ -333,22 +537,53 @@ fn pgm_family(p: &Params, keys: &[u64], per_page: usize, zero: bool, compress: b
         return Ok(Design {
             layers: vec![],
             models: Some(0),
+            notes: Value::Null,
         });
     }
-    let tol = Tolerance {
-        eps,
-        granule,
-        zero_page: if zero { per_page as u64 } else { 0 },
+    let mut notes_out = Value::Null;
+    let (bottom, mut models) = if zero {
+        let (band, blob, segs, window, extra) = zero_interval_band(keys, eps, per_page, compress)?;
+        let mut notes = json!({
+            "zero_interval_window": window,
+            "expected_pages": 1.0 + extra,
+            "page_budget": 1.0 + (2 * eps + 1) as f64 / per_page as f64,
+        });
+        if let Some(blob) = blob {
+            if let Ok(c) = CprBand::from_bytes(&blob.flat, "build") {
+                notes["parts"] = json!(
+                    c.part_bytes()
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), *v))
+                        .collect::<std::collections::BTreeMap<_, _>>()
+                );
+                notes["distinct_slopes"] = json!(c.distinct_slopes());
+            }
+            return Ok(Design {
+                layers: vec![blob],
+                models: Some(segs as u64),
+                notes,
+            });
+        }
+        notes_out = notes;
+        (band, segs as u64)
+    } else {
+        let tol = Tolerance {
+            eps,
+            granule,
+            zero_page: 0,
+        };
+        let segs = crate::model::optimal_pla_points(tol.points(keys, 0..keys.len()));
+        if compress {
+            let (_, blob) = cpr_band(keys, &segs, tol, f64::INFINITY)?;
+            return Ok(Design {
+                layers: vec![blob],
+                models: Some(segs.len() as u64),
+                notes: Value::Null,
+            });
+        }
+        (band_layer(keys, &lines_of(&segs), granule, 0)?, segs.len() as u64)
     };
-    let segs = crate::model::optimal_pla_points(tol.points(keys, 0..keys.len()));
-    if compress {
-        return Ok(Design {
-            layers: vec![cpr_band(keys, &segs, tol)?],
-            models: Some(segs.len() as u64),
-        });
-    }
-    let mut models = segs.len() as u64;
-    let mut layers = vec![band_layer(keys, &lines_of(&segs), granule, tol.zero_page)?];
+    let mut layers = vec![bottom];
     // PGM's recursion: segment the segments' keys with epsilon_rec until one remains.
     while let Some(top) = layers.last().filter(|l| l.count() > 1) {
         let ks = top.keys();
@@ -362,6 +597,7 @@ fn pgm_family(p: &Params, keys: &[u64], per_page: usize, zero: bool, compress: b
     Ok(Design {
         layers,
         models: Some(models),
+        notes: notes_out,
     })
 }
 
@@ -383,6 +619,7 @@ fn fiting_static(p: &Params, keys: &[u64], _per_page: usize, page_size: usize) -
         return Ok(Design {
             layers: vec![],
             models: Some(0),
+            notes: Value::Null,
         });
     }
     let segs = crate::model::greedy_cone(keys, eps);
@@ -393,6 +630,7 @@ fn fiting_static(p: &Params, keys: &[u64], _per_page: usize, page_size: usize) -
     Ok(Design {
         layers,
         models: Some(segs.len() as u64),
+        notes: Value::Null,
     })
 }
 
@@ -403,6 +641,7 @@ fn rs(p: &Params, keys: &[u64], _per_page: usize, _ps: usize) -> Result<Design> 
         return Ok(Design {
             layers: vec![],
             models: Some(0),
+            notes: Value::Null,
         });
     }
     let spline = crate::model::RadixSpline::build(keys, eps, radix_bits)?;
@@ -424,6 +663,7 @@ fn rs(p: &Params, keys: &[u64], _per_page: usize, _ps: usize) -> Result<Design> 
     Ok(Design {
         layers: vec![band, root],
         models: Some(points.len() as u64),
+        notes: Value::Null,
     })
 }
 
@@ -433,6 +673,7 @@ fn rmi(p: &Params, keys: &[u64], _per_page: usize, _ps: usize) -> Result<Design>
         return Ok(Design {
             layers: vec![],
             models: Some(0),
+            notes: Value::Null,
         });
     }
     let r = crate::model::Rmi::build(keys, models)?;
@@ -440,6 +681,7 @@ fn rmi(p: &Params, keys: &[u64], _per_page: usize, _ps: usize) -> Result<Design>
     Ok(Design {
         layers: vec![leaves, root],
         models: Some(r.num_models() as u64 + 1),
+        notes: Value::Null,
     })
 }
 
@@ -451,6 +693,7 @@ fn leco_zonemap(_p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Resul
             vec![leco_zone_layer(keys, per_page, false)?]
         },
         models: None,
+        notes: Value::Null,
     })
 }
 
@@ -462,5 +705,6 @@ fn leco_zonemap_d(_p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Res
             vec![leco_zone_layer(keys, per_page, true)?]
         },
         models: None,
+        notes: Value::Null,
     })
 }

@@ -249,28 +249,64 @@ pub fn last_le(e: &dyn Entries, key: u64, lo: u64, hi: u64) -> u64 {
     if a > lo { a - 1 } else { lo }
 }
 
-/// Prediction of band entry `j` for `key`, in granules, clamped to
-/// `[0, max_unit]` and to the next entry's intercept. Integer/IEEE arithmetic
-/// that is monotone in `key`; the builder measures errors with this very
-/// function, so the stored bounds hold for it exactly.
-#[inline]
-pub fn band_predict(
-    entry_key: u64,
-    slope: f64,
-    intercept: u64,
-    next_intercept: u64,
-    key: u64,
-    max_unit: u64,
-) -> u64 {
-    let d = key.saturating_sub(entry_key) as f64;
-    let t = slope * d;
-    let raw = if t.is_finite() && t >= 0.0 {
-        // Saturating float-to-int conversion; adding in u64 saturates too.
-        intercept.saturating_add(t as u64)
-    } else {
-        intercept
-    };
-    raw.min(next_intercept).min(max_unit)
+/// One segment of a band layer (24 bytes on storage):
+///
+/// ```text
+/// 0  key   u64  first key (or a rough separator before it)
+/// 8  slope f32  units per key, >= 0
+/// 12 off   i32  intercept minus base
+/// 16 base  u64  first unit (position / granule) of the segment
+/// ```
+/// The prediction for `x` is `base + off + floor(slope * (x - key))`,
+/// clamped to `[base, next base]`: monotone in `x` across entries, and the
+/// clamp never moves a prediction away from a key of the segment (every such
+/// key's unit lies in `[base, next base]`), so it only ever shrinks errors.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BandEntry {
+    /// Entry key.
+    pub key: u64,
+    /// Slope in units per key.
+    pub slope: f32,
+    /// Intercept relative to `base`.
+    pub off: i32,
+    /// First unit of the segment.
+    pub base: u64,
+}
+
+impl BandEntry {
+    /// Reads entry `j`.
+    #[inline]
+    pub fn read(e: &dyn Entries, j: u64) -> Option<Self> {
+        let w = e.u64_at(j, 8)?;
+        Some(BandEntry {
+            key: e.u64_at(j, 0)?,
+            slope: f32::from_bits(w as u32),
+            off: (w >> 32) as u32 as i32,
+            base: e.u64_at(j, 16)?,
+        })
+    }
+
+    /// Writes the 24 bytes.
+    pub fn write(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.key.to_le_bytes());
+        out.extend_from_slice(&self.slope.to_bits().to_le_bytes());
+        out.extend_from_slice(&self.off.to_le_bytes());
+        out.extend_from_slice(&self.base.to_le_bytes());
+    }
+
+    /// The prediction for `x`, in units, given the next entry's base (or the
+    /// number of units for the last entry). The builder measures errors with
+    /// this very function, so the stored bounds hold for it exactly.
+    #[inline]
+    pub fn predict(&self, x: u64, next_base: u64, max_unit: u64) -> u64 {
+        let lo = self.base.min(max_unit);
+        let hi = next_base.min(max_unit).max(lo);
+        let t = self.slope as f64 * x.saturating_sub(self.key) as f64;
+        // Saturating float-to-int conversion floors a non-negative t.
+        let step = if t > 0.0 { t as u64 } else { 0 };
+        let raw = (self.base as i128 + self.off as i128).saturating_add(step as i128);
+        raw.clamp(lo as i128, hi as i128) as u64
+    }
 }
 
 /// How a search step reaches a layer's entries.
@@ -315,12 +351,10 @@ pub fn step(
             Access::Entries(e),
         ) => {
             let j = last_le(e, key, lo, hi);
-            let k = e.u64_at(j, 0).ok_or_else(|| corrupt(j))?;
-            let slope = e.u64_at(j, 8).map(f64::from_bits).ok_or_else(|| corrupt(j))?;
-            let c = e.u64_at(j, 16).ok_or_else(|| corrupt(j))?;
+            let entry = BandEntry::read(e, j).ok_or_else(|| corrupt(j))?;
             let next = successor(e, j, 16).ok_or_else(|| corrupt(j))?;
             let g = (*granule).max(1);
-            let p = band_predict(k, slope, c, next, key, below.div_ceil(g));
+            let p = entry.predict(key, next, below.div_ceil(g));
             Ok(band_range(p, *eps_lo, *eps_hi, g, *zero_page, below))
         }
         (LayerKind::Radix { min_key, shift }, Access::Entries(e)) => {
@@ -376,11 +410,11 @@ pub fn step(
             Access::Blob(Decoded::Cpr(c)),
         ) => {
             let j = c.last_le(key);
-            let (k, slope, ic) = c.entry(j).ok_or_else(|| corrupt(j as u64))?;
+            let entry = c.entry(j).ok_or_else(|| corrupt(j as u64))?;
             let g = (*granule).max(1);
             let max_unit = below.div_ceil(g);
-            let next = c.intercept(j + 1).unwrap_or(max_unit);
-            let p = band_predict(k, slope, ic, next, key, max_unit);
+            let next = c.base(j + 1).unwrap_or(max_unit);
+            let p = entry.predict(key, next, max_unit);
             Ok(band_range(p, *eps_lo, *eps_hi, g, *zero_page, below))
         }
         _ => Err(mismatch()),
@@ -442,18 +476,43 @@ mod tests {
 
     #[test]
     fn band_predict_is_monotone_and_clamped() {
+        let e = BandEntry {
+            key: 0,
+            slope: 1e-15,
+            off: 10,
+            base: 0,
+        };
         let mut prev = 0;
         for k in (0..1000u64).map(|i| i * (u64::MAX / 1000)) {
-            let p = band_predict(0, 1e-15, 10, 500, k, 10_000);
+            let p = e.predict(k, 500, 10_000);
             assert!(p >= prev);
             assert!(p <= 500);
             prev = p;
         }
+        let f = BandEntry {
+            key: 100,
+            slope: 1.0,
+            off: -3,
+            base: 7,
+        };
         assert_eq!(
-            band_predict(100, 1.0, 7, 1000, 50, 10_000),
+            f.predict(50, 1000, 10_000),
             7,
-            "keys below the entry saturate"
+            "below the entry: clamped to its base"
         );
-        assert_eq!(band_predict(0, f64::INFINITY, 7, 1000, 50, 10_000), 7);
+        assert_eq!(f.predict(110, 1000, 10_000), 14);
+        assert_eq!(
+            f.predict(u64::MAX, 1000, 10_000),
+            1000,
+            "clamped to the next base"
+        );
+        let inf = BandEntry {
+            slope: f32::INFINITY,
+            ..f
+        };
+        assert_eq!(inf.predict(101, 1000, 500), 500);
+        let mut b = Vec::new();
+        f.write(&mut b);
+        assert_eq!(b.len(), 24);
     }
 }

@@ -25,7 +25,7 @@ pub use build::{LayerBuild, SegmentLine, band_layer, step_layer, step_stack, wri
 pub use compressed::{CprBand, Decoded};
 pub use kinds::{Design, LAYERED_KINDS, LayeredKind};
 pub use layer::{
-    Access, Entries, LAYER_MAGIC, LAYER_VERSION, LayerKind, ResidentEntries, band_predict, band_range,
+    Access, BandEntry, Entries, LAYER_MAGIC, LAYER_VERSION, LayerKind, ResidentEntries, band_range,
     layer_spec, step,
 };
 
