@@ -185,7 +185,16 @@ pub fn band_layer_keyed(
         .enumerate()
         .map(|(j, s)| {
             let (key, icpt) = anchor(j, s);
-            let base = (s.start as u64 / g).min(max_unit);
+            // The clamp floor: the segment's first unit, or with zero intervals
+            // the middle of its first key's page. Any value in that page is as
+            // good for the page-metric error (it lies between the pages of the
+            // segment's keys); the middle keeps clamped predictions' windows
+            // inside one page, and values `page * P + P / 2` compress well.
+            let base = match (s.start as u64).checked_div(zero_page) {
+                Some(page) => page * zero_page + zero_page / 2,
+                None => s.start as u64 / g,
+            }
+            .min(max_unit);
             let c = if icpt.is_finite() {
                 icpt.round()
             } else {

@@ -28,21 +28,29 @@ pub struct CprBand {
     idx_bits: u32,
     offs: LecoArray,
     bases: LecoArray,
+    /// Bases are stored as `(base - base_bias) / base_unit` (records per page
+    /// and half a page for zero-interval bands, whose bases sit in the middle
+    /// of pages; 1 and 0 otherwise).
+    base_unit: u64,
+    base_bias: u64,
 }
 
-fn zigzag(v: i32) -> u64 {
-    ((v << 1) ^ (v >> 31)) as u32 as u64
+/// Offsets are stored shifted to be non-negative (LeCo then fits them with
+/// residuals no wider than their spread).
+fn bias(v: i32) -> u64 {
+    (v as i64 - i32::MIN as i64) as u64
 }
 
-fn unzigzag(v: u64) -> i32 {
-    let v = v as u32;
-    ((v >> 1) as i32) ^ -((v & 1) as i32)
+fn unbias(v: u64) -> i32 {
+    (v as i64 + i32::MIN as i64) as i32
 }
 
 impl CprBand {
     /// Compresses `entries`, whose keys are already compressed in `keys`
     /// (same order, same values).
-    pub fn from_parts(keys: LecoArray, entries: &[BandEntry]) -> Result<Self> {
+    pub fn from_parts(keys: LecoArray, entries: &[BandEntry], base_unit: u64, base_bias: u64) -> Result<Self> {
+        let fits = |u: u64, b: u64| u > 0 && entries.iter().all(|e| e.base >= b && (e.base - b) % u == 0);
+        let (unit, shift) = if fits(base_unit, base_bias) { (base_unit, base_bias) } else { (1, 0) };
         if keys.len() != entries.len()
             || entries
                 .iter()
@@ -66,8 +74,8 @@ impl CprBand {
         for &i in &of {
             w.push(i as u64, idx_bits);
         }
-        let offs: Vec<u64> = entries.iter().map(|e| zigzag(e.off)).collect();
-        let bases: Vec<u64> = entries.iter().map(|e| e.base).collect();
+        let offs: Vec<u64> = entries.iter().map(|e| bias(e.off)).collect();
+        let bases: Vec<u64> = entries.iter().map(|e| (e.base - shift) / unit).collect();
         Ok(CprBand {
             keys,
             slopes,
@@ -75,6 +83,8 @@ impl CprBand {
             idx_bits,
             offs: LecoArray::encode(&offs),
             bases: LecoArray::encode(&bases),
+            base_unit: unit,
+            base_bias: shift,
         })
     }
 
@@ -105,15 +115,15 @@ impl CprBand {
         Some(BandEntry {
             key: self.keys.get(j)?,
             slope: *self.slopes.get(s)?,
-            off: unzigzag(self.offs.get(j)?),
-            base: self.bases.get(j)?,
+            off: unbias(self.offs.get(j)?),
+            base: self.base(j)?,
         })
     }
 
     /// Base of entry `j`.
     #[inline]
     pub fn base(&self, j: usize) -> Option<u64> {
-        self.bases.get(j)
+        self.bases.get(j)?.checked_mul(self.base_unit)?.checked_add(self.base_bias)
     }
 
     /// Number of distinct slopes.
@@ -147,6 +157,8 @@ impl CprBand {
         out.extend_from_slice(&CPR_BAND_MAGIC.to_le_bytes());
         out.extend_from_slice(&CPR_BAND_VERSION.to_le_bytes());
         out.extend_from_slice(&self.idx_bits.to_le_bytes());
+        out.extend_from_slice(&self.base_unit.to_le_bytes());
+        out.extend_from_slice(&self.base_bias.to_le_bytes());
         for part in [self.keys.to_bytes(), self.offs.to_bytes(), self.bases.to_bytes()] {
             out.extend_from_slice(&(part.len() as u64).to_le_bytes());
             out.extend_from_slice(&part);
@@ -182,6 +194,11 @@ impl CprBand {
         let idx_bits = c.u32().ok_or_else(|| bad("cut"))?;
         if idx_bits > 32 {
             return Err(bad("slope index too wide"));
+        }
+        let base_unit = c.u64().ok_or_else(|| bad("cut"))?;
+        let base_bias = c.u64().ok_or_else(|| bad("cut"))?;
+        if base_unit == 0 {
+            return Err(bad("zero base unit"));
         }
         let mut part = || -> Result<LecoArray> {
             let len =
@@ -220,6 +237,8 @@ impl CprBand {
             idx_bits,
             offs,
             bases,
+            base_unit,
+            base_bias,
         };
         if (0..n).any(|j| band.entry(j).is_none()) {
             return Err(bad("slope index out of the table"));
@@ -276,7 +295,7 @@ mod tests {
             })
             .collect();
         let keys: Vec<u64> = entries.iter().map(|e| e.key).collect();
-        let c = CprBand::from_parts(LecoArray::encode(&keys), &entries).unwrap();
+        let c = CprBand::from_parts(LecoArray::encode(&keys), &entries, 10, 0).unwrap();
         assert_eq!(c.distinct_slopes(), 3);
         for j in [0usize, 1, 2, 999, 4999] {
             assert_eq!(c.entry(j), Some(entries[j]));
@@ -294,9 +313,9 @@ mod tests {
         flipped[20] ^= 1;
         assert!(CprBand::from_bytes(&flipped, "t").unwrap_err().is_corruption());
         let wrong = LecoArray::encode(&keys[1..]);
-        assert!(CprBand::from_parts(wrong, &entries).is_err());
+        assert!(CprBand::from_parts(wrong, &entries, 1, 0).is_err());
         for v in [0, 1, -1, i32::MAX, i32::MIN] {
-            assert_eq!(unzigzag(zigzag(v)), v);
+            assert_eq!(unbias(bias(v)), v);
         }
     }
 }

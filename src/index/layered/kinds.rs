@@ -321,7 +321,7 @@ fn cpr_band(
         return Err(Error::invalid("band layer expected"));
     };
     let entries: Vec<super::layer::BandEntry> = band.flat.chunks_exact(24).map(band_entry).collect();
-    let cpr = CprBand::from_parts(seps, &entries)?;
+    let cpr = CprBand::from_parts(seps, &entries, tol.zero_page.max(1), tol.zero_page / 2)?;
     let blob = blob_layer(
         LayerKind::CprBand {
             granule,
@@ -481,6 +481,17 @@ fn band_entry(e: &[u8]) -> super::layer::BandEntry {
     }
 }
 
+/// What [`zero_interval_band`] built and measured.
+struct ZeroBand {
+    band: LayerBuild,
+    blob: Option<LayerBuild>,
+    segments: usize,
+    window: u64,
+    extra: f64,
+    budget: f64,
+    plain_segments: usize,
+}
+
 /// A zero-interval band over the data (pgm-disk): the widest zero-interval
 /// window `w <= eps` whose measured pages per lookup stay within plain PGM's
 /// expectation at `eps`, `1 + (2 eps + 1) / P` — Zhang's G3 promise of fewer
@@ -491,9 +502,16 @@ fn zero_interval_band(
     eps: u64,
     per_page: usize,
     compress: bool,
-) -> Result<(LayerBuild, Option<LayerBuild>, usize, u64, f64)> {
+) -> Result<ZeroBand> {
     let page = per_page as u64;
-    let budget = (2 * eps + 1) as f64 / page as f64;
+    // Plain PGM's measured expected extra pages at `eps` is the budget.
+    let plain = Tolerance {
+        eps,
+        granule: 1,
+        zero_page: 0,
+    };
+    let plain_segs = crate::model::optimal_pla_points(plain.points(keys, 0..keys.len()));
+    let budget = extra_pages(keys, &band_layer(keys, &lines_of(&plain_segs), 1, 0)?, page) + 0.002;
     let mut windows = vec![eps, eps * 3 / 4, eps / 2, eps / 4, 0];
     windows.dedup();
     let mut last = None;
@@ -516,7 +534,15 @@ fn zero_interval_band(
         };
         let extra = extra_pages(keys, &band, page);
         let fits = extra <= budget + 1e-12;
-        last = Some((band, blob, segs.len(), w, extra));
+        last = Some(ZeroBand {
+            band,
+            blob,
+            segments: segs.len(),
+            window: w,
+            extra,
+            budget,
+            plain_segments: plain_segs.len(),
+        });
         if fits {
             break;
         }
@@ -542,11 +568,20 @@ fn pgm_family(p: &Params, keys: &[u64], per_page: usize, zero: bool, compress: b
     }
     let mut notes_out = Value::Null;
     let (bottom, mut models) = if zero {
-        let (band, blob, segs, window, extra) = zero_interval_band(keys, eps, per_page, compress)?;
+        let ZeroBand {
+            band,
+            blob,
+            segments: segs,
+            window,
+            extra,
+            budget,
+            plain_segments,
+        } = zero_interval_band(keys, eps, per_page, compress)?;
         let mut notes = json!({
             "zero_interval_window": window,
             "expected_pages": 1.0 + extra,
-            "page_budget": 1.0 + (2 * eps + 1) as f64 / per_page as f64,
+            "page_budget": 1.0 + budget,
+            "pgm_segments_at_epsilon": plain_segments,
         });
         if let Some(blob) = blob {
             if let Ok(c) = CprBand::from_bytes(&blob.flat, "build") {
