@@ -48,9 +48,18 @@ fn unbias(v: u64) -> i32 {
 impl CprBand {
     /// Compresses `entries`, whose keys are already compressed in `keys`
     /// (same order, same values).
-    pub fn from_parts(keys: LecoArray, entries: &[BandEntry], base_unit: u64, base_bias: u64) -> Result<Self> {
+    pub fn from_parts(
+        keys: LecoArray,
+        entries: &[BandEntry],
+        base_unit: u64,
+        base_bias: u64,
+    ) -> Result<Self> {
         let fits = |u: u64, b: u64| u > 0 && entries.iter().all(|e| e.base >= b && (e.base - b) % u == 0);
-        let (unit, shift) = if fits(base_unit, base_bias) { (base_unit, base_bias) } else { (1, 0) };
+        let (unit, shift) = if fits(base_unit, base_bias) {
+            (base_unit, base_bias)
+        } else {
+            (1, 0)
+        };
         if keys.len() != entries.len()
             || entries
                 .iter()
@@ -74,12 +83,15 @@ impl CprBand {
         for &i in &of {
             w.push(i as u64, idx_bits);
         }
+        let mut idx = w.finish();
+        idx.shrink_to_fit();
+        slopes.shrink_to_fit();
         let offs: Vec<u64> = entries.iter().map(|e| bias(e.off)).collect();
         let bases: Vec<u64> = entries.iter().map(|e| (e.base - shift) / unit).collect();
         Ok(CprBand {
             keys,
             slopes,
-            idx: w.finish(),
+            idx,
             idx_bits,
             offs: LecoArray::encode(&offs),
             bases: LecoArray::encode(&bases),
@@ -123,7 +135,10 @@ impl CprBand {
     /// Base of entry `j`.
     #[inline]
     pub fn base(&self, j: usize) -> Option<u64> {
-        self.bases.get(j)?.checked_mul(self.base_unit)?.checked_add(self.base_bias)
+        self.bases
+            .get(j)?
+            .checked_mul(self.base_unit)?
+            .checked_add(self.base_bias)
     }
 
     /// Number of distinct slopes.

@@ -497,12 +497,7 @@ struct ZeroBand {
 /// expectation at `eps`, `1 + (2 eps + 1) / P` — Zhang's G3 promise of fewer
 /// models at the same expected I/O, checked on the actual keys. Returns the
 /// band, its segments and the window chosen.
-fn zero_interval_band(
-    keys: &[u64],
-    eps: u64,
-    per_page: usize,
-    compress: bool,
-) -> Result<ZeroBand> {
+fn zero_interval_band(keys: &[u64], eps: u64, per_page: usize, compress: bool) -> Result<ZeroBand> {
     let page = per_page as u64;
     // Plain PGM's measured expected extra pages at `eps` is the budget.
     let plain = Tolerance {
