@@ -139,3 +139,9 @@ fn fiting_static() {
     common::battery("fiting-static:epsilon=16");
     common::battery("fiting-static:epsilon=128");
 }
+
+#[test]
+fn rs_disk() {
+    common::battery("rs-disk:epsilon=16,radix_bits=10");
+    common::battery("rs-disk:epsilon=128");
+}

@@ -204,6 +204,11 @@ pub static LAYERED_KINDS: &[LayeredKind] = &[
         design: rs,
     },
     LayeredKind {
+        name: "rs-disk",
+        summary: "RadixSpline with disk-based zero intervals (Zhang G3): fewer spline points, same pages",
+        design: rs_disk,
+    },
+    LayeredKind {
         name: "rmi",
         summary: "two-layer linear RMI with `models` leaf models and per-leaf error bounds",
         design: rmi,
@@ -664,7 +669,25 @@ fn fiting_static(p: &Params, keys: &[u64], _per_page: usize, page_size: usize) -
     })
 }
 
-fn rs(p: &Params, keys: &[u64], _per_page: usize, _ps: usize) -> Result<Design> {
+/// The spline of a RadixSpline as band lines: segment `j` interpolates
+/// between spline points `j` and `j + 1`.
+fn spline_lines(spline: &crate::model::RadixSpline) -> Vec<SegmentLine> {
+    let points: Vec<(u64, u64)> = spline.spline_points().collect();
+    points
+        .iter()
+        .enumerate()
+        .map(|(j, &(k, pos))| SegmentLine {
+            start: pos as usize,
+            slope: match points.get(j + 1) {
+                Some(&(k2, p2)) if k2 > k => (p2 - pos) as f64 / (k2 - k) as f64,
+                _ => 0.0,
+            },
+            intercept: pos as f64,
+        })
+        .collect()
+}
+
+fn rs_family(p: &Params, keys: &[u64], per_page: usize, zero: bool) -> Result<Design> {
     let eps = p.u64("epsilon", 64)?;
     let radix_bits = p.u64("radix_bits", 18)? as u32;
     if keys.is_empty() {
@@ -675,26 +698,47 @@ fn rs(p: &Params, keys: &[u64], _per_page: usize, _ps: usize) -> Result<Design> 
         });
     }
     let spline = crate::model::RadixSpline::build(keys, eps, radix_bits)?;
-    let points: Vec<(u64, u64)> = spline.spline_points().collect();
-    let mut lines = Vec::with_capacity(points.len());
-    for (j, &(k, pos)) in points.iter().enumerate() {
-        let slope = match points.get(j + 1) {
-            Some(&(k2, p2)) if k2 > k => (p2 - pos) as f64 / (k2 - k) as f64,
-            _ => 0.0,
-        };
-        lines.push(SegmentLine {
-            start: pos as usize,
-            slope,
-            intercept: pos as f64,
-        });
+    let mut band = band_layer(keys, &spline_lines(&spline), 1, 0)?;
+    let mut models = spline.num_spline_points() as u64;
+    let mut notes = Value::Null;
+    if zero {
+        // Zero intervals (Zhang G3 applied to RadixSpline): the widest window
+        // whose measured pages stay within plain RadixSpline's at `eps`.
+        let page = per_page as u64;
+        let budget = extra_pages(keys, &band, page) + 0.002;
+        let mut windows = vec![eps, eps * 3 / 4, eps / 2, eps / 4, 0];
+        windows.dedup();
+        for w in windows {
+            let z = crate::model::RadixSpline::build_zero_interval(keys, w, radix_bits, page)?;
+            let zb = band_layer(keys, &spline_lines(&z), 1, page)?;
+            let extra = extra_pages(keys, &zb, page);
+            if extra <= budget + 1e-12 || w == 0 {
+                notes = json!({
+                    "zero_interval_window": w,
+                    "expected_pages": 1.0 + extra,
+                    "page_budget": 1.0 + budget,
+                    "rs_points_at_epsilon": models,
+                });
+                models = z.num_spline_points() as u64;
+                band = zb;
+                break;
+            }
+        }
     }
-    let band = band_layer(keys, &lines, 1, 0)?;
     let root = radix_layer(&band.keys(), spline.radix_bits_used());
     Ok(Design {
         layers: vec![band, root],
-        models: Some(points.len() as u64),
-        notes: Value::Null,
+        models: Some(models),
+        notes,
     })
+}
+
+fn rs(p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Result<Design> {
+    rs_family(p, keys, per_page, false)
+}
+
+fn rs_disk(p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Result<Design> {
+    rs_family(p, keys, per_page, true)
 }
 
 fn rmi(p: &Params, keys: &[u64], _per_page: usize, _ps: usize) -> Result<Design> {
