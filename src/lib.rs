@@ -20,3 +20,8 @@ pub mod model;
 pub mod storage;
 
 pub use error::{Error, Result};
+
+/// The README's Rust examples, compiled as doctests so they stay correct.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
