@@ -232,7 +232,9 @@ impl Storage for CachedStorage {
         if buf.is_empty() {
             return Ok(());
         }
-        let _ = self.len.fetch_update(Relaxed, Relaxed, |l| (l != u64::MAX).then(|| l.max(offset + buf.len() as u64)));
+        let _ = self.len.fetch_update(Relaxed, Relaxed, |l| {
+            (l != u64::MAX).then(|| l.max(offset + buf.len() as u64))
+        });
         let ps = self.cache.page_size as u64;
         let end_off = offset + buf.len() as u64;
         for page_no in offset / ps..=(end_off - 1) / ps {
