@@ -486,6 +486,39 @@ fn band_entry(e: &[u8]) -> super::layer::BandEntry {
     }
 }
 
+/// The widest zero-interval window `w <= eps` whose build stays within the
+/// page budget: `eps` itself if it fits, otherwise a binary search over
+/// `[0, eps)` (extra pages grow with the window), to within `eps / 32`.
+/// `build(w)` returns the built value and its measured extra pages per
+/// lookup. Window 0 (predict the page) always fits a budget of 0 extra pages.
+fn widest_window<T>(
+    eps: u64,
+    budget: f64,
+    mut build: impl FnMut(u64) -> Result<(T, f64)>,
+) -> Result<(T, u64, f64)> {
+    let (first, extra) = build(eps)?;
+    if extra <= budget + 1e-12 || eps == 0 {
+        return Ok((first, eps, extra));
+    }
+    let (mut best, mut best_w, mut best_extra) = {
+        let (t, e) = build(0)?;
+        (t, 0, e)
+    };
+    // Invariant: `best_w` fits (or is 0), `bad` does not.
+    let mut bad = eps;
+    let tolerance = (eps / 32).max(1);
+    while bad - best_w > tolerance {
+        let mid = best_w + (bad - best_w) / 2;
+        let (t, e) = build(mid)?;
+        if e <= budget + 1e-12 {
+            (best, best_w, best_extra) = (t, mid, e);
+        } else {
+            bad = mid;
+        }
+    }
+    Ok((best, best_w, best_extra))
+}
+
 /// What [`zero_interval_band`] built and measured.
 struct ZeroBand {
     band: LayerBuild,
@@ -512,10 +545,7 @@ fn zero_interval_band(keys: &[u64], eps: u64, per_page: usize, compress: bool) -
     };
     let plain_segs = crate::model::optimal_pla_points(plain.points(keys, 0..keys.len()));
     let budget = extra_pages(keys, &band_layer(keys, &lines_of(&plain_segs), 1, 0)?, page) + 0.002;
-    let mut windows = vec![eps, eps * 3 / 4, eps / 2, eps / 4, 0];
-    windows.dedup();
-    let mut last = None;
-    for w in windows {
+    let ((band, blob, segments), window, extra) = widest_window(eps, budget, |w| {
         let tol = Tolerance {
             eps: w,
             granule: 1,
@@ -533,21 +563,17 @@ fn zero_interval_band(keys: &[u64], eps: u64, per_page: usize, compress: bool) -
             (band_layer(keys, &lines, 1, page)?, None)
         };
         let extra = extra_pages(keys, &band, page);
-        let fits = extra <= budget + 1e-12;
-        last = Some(ZeroBand {
-            band,
-            blob,
-            segments: segs.len(),
-            window: w,
-            extra,
-            budget,
-            plain_segments: plain_segs.len(),
-        });
-        if fits {
-            break;
-        }
-    }
-    last.ok_or_else(|| Error::invalid("no zero-interval window"))
+        Ok(((band, blob, segs.len()), extra))
+    })?;
+    Ok(ZeroBand {
+        band,
+        blob,
+        segments,
+        window,
+        extra,
+        budget,
+        plain_segments: plain_segs.len(),
+    })
 }
 
 fn pgm_family(p: &Params, keys: &[u64], per_page: usize, zero: bool, compress: bool) -> Result<Design> {
@@ -706,24 +732,20 @@ fn rs_family(p: &Params, keys: &[u64], per_page: usize, zero: bool) -> Result<De
         // whose measured pages stay within plain RadixSpline's at `eps`.
         let page = per_page as u64;
         let budget = extra_pages(keys, &band, page) + 0.002;
-        let mut windows = vec![eps, eps * 3 / 4, eps / 2, eps / 4, 0];
-        windows.dedup();
-        for w in windows {
+        let ((zb, points), w, extra) = widest_window(eps, budget, |w| {
             let z = crate::model::RadixSpline::build_zero_interval(keys, w, radix_bits, page)?;
             let zb = band_layer(keys, &spline_lines(&z), 1, page)?;
             let extra = extra_pages(keys, &zb, page);
-            if extra <= budget + 1e-12 || w == 0 {
-                notes = json!({
-                    "zero_interval_window": w,
-                    "expected_pages": 1.0 + extra,
-                    "page_budget": 1.0 + budget,
-                    "rs_points_at_epsilon": models,
-                });
-                models = z.num_spline_points() as u64;
-                band = zb;
-                break;
-            }
-        }
+            Ok(((zb, z.num_spline_points() as u64), extra))
+        })?;
+        notes = json!({
+            "zero_interval_window": w,
+            "expected_pages": 1.0 + extra,
+            "page_budget": 1.0 + budget,
+            "rs_points_at_epsilon": models,
+        });
+        models = points;
+        band = zb;
     }
     let root = radix_layer(&band.keys(), spline.radix_bits_used());
     Ok(Design {
