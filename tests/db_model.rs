@@ -271,7 +271,7 @@ fn concurrent_readers_see_monotonic_values_during_merges() {
     };
     let db = Db::open(dir.clone(), o.clone()).unwrap();
     let stop = AtomicBool::new(false);
-    const KEYS: u64 = 400;
+    const KEYS: u64 = 4_000;
     std::thread::scope(|s| {
         for t in 0..2u64 {
             let db = &db;

@@ -74,7 +74,7 @@ use wal::{WAL_HEADER_LEN, WalWriter, replay};
 /// Most operations one batch may hold.
 pub const MAX_BATCH_OPS: usize = 1 << 20;
 /// The dynamic stage never gets less than this share of the budget.
-const MIN_DYNAMIC_BYTES: u64 = 64 << 10;
+const MIN_DYNAMIC_BYTES: u64 = 16 << 10;
 /// A ratio trigger never merges fewer entries than this.
 const MIN_RATIO_ENTRIES: u64 = 1024;
 
