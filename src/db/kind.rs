@@ -16,7 +16,8 @@ use crate::{Error, Result};
 /// The `db` kind. Parameters:
 /// - `memory`: the memory budget in bytes (`8M`, `64M`, ...; default 64M);
 /// - `static`: `auto` (Zhang G5, default) or a layered kind name;
-/// - `epsilon`: error bound of the learned static kinds (default 64);
+/// - `epsilon`: error bound of the learned static kinds (default 8, about one
+///   page per lookup);
 /// - `trigger`: `budget` (default), `constant` (merge at `memory / 2` bytes of
 ///   the writable stage, whatever the static index takes) or `ratio:R`;
 /// - `sync`: `never` (default: the [`Index`] contract — durable at
@@ -38,7 +39,7 @@ struct KindConfig {
 fn config(params: &Params, page_size: usize) -> Result<KindConfig> {
     let memory = params.u64("memory", 64 << 20)?;
     let static_name = params.str("static", "auto")?;
-    let epsilon = params.u64("epsilon", 64)?;
+    let epsilon = params.u64("epsilon", 8)?;
     let static_kind = if static_name == "auto" {
         StaticKind::Auto { epsilon }
     } else if LEARNED.contains(&static_name.as_str()) {

@@ -37,6 +37,11 @@ pub struct DbManifest {
     pub page_size: usize,
     /// Merges completed over the store's life.
     pub merges: u64,
+    /// Records in the static stage when [`crate::db::StaticKind::Auto`] last
+    /// compared its candidates (0: never); merges reuse that choice until
+    /// the static stage has doubled.
+    #[serde(default)]
+    pub auto_decided_n: u64,
     /// Version of strata that wrote the manifest.
     pub strata_version: String,
 }
@@ -52,6 +57,7 @@ impl DbManifest {
             last_seq: 0,
             page_size,
             merges: 0,
+            auto_decided_n: 0,
             strata_version: env!("CARGO_PKG_VERSION").to_string(),
         }
     }

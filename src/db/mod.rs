@@ -534,11 +534,12 @@ impl Db {
             b.push(k, v)?;
         }
         let n = b.len();
-        let spec = b.finish(&view, &opts.static_kind)?;
+        let (spec, decided_n) = b.finish(&view, &opts.static_kind, None)?;
         let mut m = DbManifest::empty(opts.page_size);
         m.generation = 1;
         m.static_kind = spec;
         m.static_n = n;
+        m.auto_decided_n = decided_n;
         m.store(dir)?;
         Ok(n)
     }
@@ -1040,7 +1041,8 @@ impl Inner {
         }
         self.check_killed()?;
         let n = b.len();
-        let spec = b.finish(&counted, &self.opts.static_kind)?;
+        let decided = Some((manifest.static_kind.as_str(), manifest.auto_decided_n));
+        let (spec, decided_n) = b.finish(&counted, &self.opts.static_kind, decided)?;
         self.check_killed()?;
         manifest.generation = new_gen;
         manifest.static_kind = spec.clone();
@@ -1048,6 +1050,7 @@ impl Inner {
         manifest.log_start = log_start;
         manifest.last_seq = manifest.last_seq.max(frozen_max);
         manifest.merges += 1;
+        manifest.auto_decided_n = decided_n;
         manifest.store(self.dir.as_ref())?;
         // The new generation is durable. Publish it.
         let view = PrefixDirectory::new(self.dir.clone(), gen_prefix(new_gen)).with_io(self.io.clone());

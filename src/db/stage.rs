@@ -32,10 +32,12 @@ pub fn gen_of(name: &str) -> Option<u64> {
 /// Which static index a merge builds.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StaticKind {
-    /// Zhang G5: build `pgm-disk-cpr` at `epsilon` and `leco-zonemap-d`, keep
-    /// the zone map when it needs no more memory than the learned index (it
-    /// then wins on both axes: it reads exactly one page per lookup), else
-    /// the learned index.
+    /// Zhang G5: build `leco-zonemap-d` (exactly one page per lookup) and
+    /// `pgm-disk-cpr` at `epsilon` (the default, 8, keeps its expected pages
+    /// within 1% of one page on 4 KiB pages), and keep the zone map when the
+    /// learned index needs more memory for the same expected pages. The
+    /// choice is remembered and reused by merges until the static stage has
+    /// doubled.
     Auto {
         /// Error bound of `pgm-disk-cpr`.
         epsilon: u64,
@@ -46,7 +48,7 @@ pub enum StaticKind {
 
 impl Default for StaticKind {
     fn default() -> Self {
-        StaticKind::Auto { epsilon: 64 }
+        StaticKind::Auto { epsilon: 8 }
     }
 }
 
@@ -117,11 +119,31 @@ impl RunBuilder {
 
     /// Finishes the data run (synced), builds and writes the layers (each
     /// synced) and the generation's index manifest (atomically, last).
-    /// Returns the spec of the static index built.
-    pub fn finish(self, dir: &dyn Directory, kind: &StaticKind) -> Result<String> {
+    /// `decided` is an earlier automatic choice `(spec, records then)`, reused
+    /// while the records have not doubled. Returns the spec of the static
+    /// index built and the record count of the automatic choice it follows.
+    pub fn finish(
+        self,
+        dir: &dyn Directory,
+        kind: &StaticKind,
+        decided: Option<(&str, u64)>,
+    ) -> Result<(String, u64)> {
         let meta = self.writer.finish()?;
         let per_page = records_per_page(self.page_size);
         let keys = self.keys;
+        let n = keys.len() as u64;
+        let reuse = match (kind, decided) {
+            (StaticKind::Auto { .. }, Some((spec, at))) if at > 0 && n < at.saturating_mul(2) => {
+                Some((StaticKind::Spec(spec.to_string()), at))
+            }
+            _ => None,
+        };
+        let decided_n = match (&reuse, kind) {
+            (Some((_, at)), _) => *at,
+            (None, StaticKind::Auto { .. }) => n.max(1),
+            (None, StaticKind::Spec(_)) => 0,
+        };
+        let kind = reuse.as_ref().map_or(kind, |(k, _)| k);
         let (kind, params, design) = match kind {
             StaticKind::Auto { epsilon } => {
                 let mut m = Map::new();
@@ -176,7 +198,7 @@ impl RunBuilder {
             spec.push_str(if i == 0 { ":" } else { "," });
             spec.push_str(&format!("{k}={v}"));
         }
-        Ok(spec)
+        Ok((spec, decided_n))
     }
 }
 
