@@ -206,7 +206,7 @@ fn unsynced_crash_keeps_a_prefix() {
         let db = Db::open(dir.clone(), o.clone()).unwrap();
         let got: BTreeMap<u64, u64> = db.range(..).map(|x| x.unwrap()).collect();
         assert!(
-            history.iter().any(|h| *h == got),
+            history.contains(&got),
             "round {round}: the recovered state is no prefix at or after the last sync"
         );
         durable = got;

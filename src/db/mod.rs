@@ -406,17 +406,13 @@ impl Db {
             .filter(|&id| id >= manifest.log_start)
             .collect();
         segs.sort_unstable();
-        if let Some(&first) = segs.first() {
-            let mut want = manifest.log_start;
-            for &id in &segs {
-                if id != want {
-                    return Err(Error::corruption(
-                        format!("{}/{}", dir.describe(), wal_name(want)),
-                        0,
-                        format!("log segment {want} is missing (segment {id} and {first} exist)"),
-                    ));
-                }
-                want += 1;
+        for (want, &id) in (manifest.log_start..).zip(&segs) {
+            if id != want {
+                return Err(Error::corruption(
+                    format!("{}/{}", dir.describe(), wal_name(want)),
+                    0,
+                    format!("log segment {want} is missing (segment {id} exists)"),
+                ));
             }
         }
         let active = Arc::new(MemTable::new());

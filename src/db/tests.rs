@@ -111,7 +111,7 @@ fn auto_static_kind_chooses_by_memory() {
     // layer bytes (ties go to the zone map, which reads exactly one page).
     for dist in ["books-like", "osm-like"] {
         let keys = crate::data::generate(dist.parse().unwrap(), 200_000, 1).unwrap();
-        let mut size = |kind: StaticKind| {
+        let size = |kind: StaticKind| {
             let mem = MemDirectory::new();
             let o = Options {
                 static_kind: kind,
