@@ -244,6 +244,13 @@ fn interrupted_merge_files_are_removed_on_open() {
 }
 
 #[test]
+fn db_is_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<Db>();
+    check::<DbRange>();
+}
+
+#[test]
 fn bad_options_are_errors() {
     let dir: Arc<dyn Directory> = Arc::new(MemDirectory::new());
     for o in [

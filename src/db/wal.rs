@@ -498,6 +498,51 @@ mod tests {
     }
 
     #[test]
+    fn damaged_length_or_zero_tail() {
+        let dir = MemDirectory::new();
+        let f = dir.create("wal").unwrap();
+        let w = WalWriter::create(f.clone(), SyncPolicy::Always).unwrap();
+        for i in 0..5u64 {
+            w.append(i, &[WalOp::Put(i, i)]).unwrap();
+        }
+        let good = w.len();
+        // A zero-filled tail (space allocated, never written) is torn.
+        f.write_at(good, &[0u8; 300]).unwrap();
+        let r = replay(f.as_ref(), true).unwrap();
+        assert_eq!((r.batches.len(), r.valid_len, r.torn_bytes), (5, good, 300));
+        f.set_len(good).unwrap();
+        // A flipped bit in the length of a middle frame is never trusted,
+        // even when the damaged length would reach past the end of the file.
+        let mem = dir.file("wal").unwrap();
+        mem.corrupt_byte(WAL_HEADER_LEN + 3);
+        assert!(replay(f.as_ref(), true).unwrap_err().is_corruption());
+    }
+
+    #[test]
+    fn no_write_after_a_failed_group() {
+        let dir = FaultyDirectory::new();
+        let f = dir.create("wal").unwrap();
+        let w = Arc::new(WalWriter::create(f.clone(), SyncPolicy::Always).unwrap());
+        dir.plan().inject(FaultOp::Sync, 0, FaultKind::Eio, true);
+        let oks = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..4u64)
+                .map(|t| {
+                    let w = w.clone();
+                    s.spawn(move || {
+                        (0..50u64)
+                            .filter(|&i| w.append(t * 100 + i, &[WalOp::Put(i, i)]).is_ok())
+                            .count()
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).sum::<usize>()
+        });
+        assert_eq!(oks, 0, "nothing is acknowledged once a sync failed");
+        assert!(w.is_failed());
+        assert!(w.sync().is_err());
+    }
+
+    #[test]
     fn sync_failure_poisons_the_log() {
         let dir = FaultyDirectory::new();
         let f = dir.create("wal").unwrap();
