@@ -10,15 +10,18 @@
 //! - [`storage`]: files, `O_DIRECT`, I/O accounting, storage profiles, page cache;
 //! - [`format`]: pages, checksums, data runs, SOSD key files;
 //! - [`data`]: deterministic data and workload generators;
-//! - [`index`]: index kinds behind one [`index::Index`] trait.
+//! - [`index`]: index kinds behind one [`index::Index`] trait;
+//! - [`db`]: the durable hybrid store [`Db`] (WAL, dynamic stage, learned static stage).
 
 pub mod data;
+pub mod db;
 pub mod error;
 pub mod format;
 pub mod index;
 pub mod model;
 pub mod storage;
 
+pub use db::Db;
 pub use error::{Error, Result};
 
 /// The README's Rust examples, compiled as doctests so they stay correct.

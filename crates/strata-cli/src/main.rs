@@ -1,6 +1,7 @@
 //! `strata`: generate data, build, query, benchmark, profile, inspect and
 //! verify disk-resident indexes.
 
+mod db;
 mod demo;
 
 use std::io::{IsTerminal, Write};
@@ -55,6 +56,8 @@ enum Cmd {
     /// indexes (PGM segments at several error bounds, with and without zero
     /// intervals).
     Analyze(AnalyzeArgs),
+    /// The durable hybrid store: load, get, put, delete, scan, stress, stats.
+    Db(db::DbArgs),
     /// List the index kinds, distributions, workloads and storage profiles.
     List,
 }
@@ -244,6 +247,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Verify(a) => verify(a, quiet),
         Cmd::Demo(a) => demo::run(a, quiet),
         Cmd::Analyze(a) => analyze(a, quiet),
+        Cmd::Db(a) => db::run(a, quiet),
         Cmd::List => list(),
     }
 }
