@@ -139,9 +139,10 @@ def pareto(records: Sequence[Record], out: str, workload: str = "lookup", y: str
     ax.grid(True, which="both", alpha=0.3)
     t = title or f"{workload}: memory vs I/O"
     ax.set_title(t)
-    leg_title = f"not shown (no {y} data): {', '.join(sorted(set(skipped)))}" if skipped else None
-    ax.legend(title=leg_title, fontsize=8, title_fontsize=7, loc="upper right")
-    fig.tight_layout()
+    ax.legend(fontsize=8, loc="best")
+    if skipped:
+        fig.text(0.01, 0.01, f"not shown (no {y} data): {', '.join(sorted(set(skipped)))}", fontsize=7)
+    fig.tight_layout(rect=(0, 0.04 if skipped else 0, 1, 1))
     fig.savefig(out, dpi=120)
     plt.close(fig)
 
@@ -168,7 +169,7 @@ def bars(records: Sequence[Record], out: str, baseline: Optional[str] = None, da
         if n not in names:
             names.append(n)
     width = 0.8 / max(len(names), 1)
-    fig, ax = plt.subplots(figsize=(max(7, 1.2 * len(groups) * max(1, len(names)) * 0.45 + 3), 4.8))
+    fig, ax = plt.subplots(figsize=(min(14, max(7, 0.3 * len(groups) * max(1, len(names)) + 2)), 5))
     for j, name in enumerate(names):
         xs, ys, ratios = [], [], []
         for i, (g, _) in enumerate(groups):
@@ -193,10 +194,13 @@ def bars(records: Sequence[Record], out: str, baseline: Optional[str] = None, da
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels([g[1] for g in groups], fontsize=8)
     ax.set_ylabel("throughput (kops/s)")
-    ax.set_yscale("log")
+    # Log scale only when throughputs span more than 30x (cold vs warm runs).
+    tputs = [float(r["throughput_ops_s"]) for r in rs if float(r["throughput_ops_s"]) > 0]
+    if tputs and max(tputs) / min(tputs) > 30:
+        ax.set_yscale("log")
     ax.grid(True, axis="y", which="both", alpha=0.3)
     ax.set_title(title or f"throughput; labels: ratio to {baseline or 'the first index'}")
-    ax.legend(fontsize=8, ncol=2)
+    ax.legend(fontsize=8, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.12))
     fig.tight_layout()
     fig.savefig(out, dpi=120)
     plt.close(fig)

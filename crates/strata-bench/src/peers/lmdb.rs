@@ -143,7 +143,7 @@ impl Peer for Lmdb {
             let r = e.read_txn().map_err(|x| err("txn", dir, x))?;
             db.len(&r).map_err(|x| err("len", dir, x))?
         };
-        let map_addr = e.info().map_addr as usize;
+        let map_addr = mapping_of(&dir.join(DATA_FILE))?;
         let lmdb = Arc::new(LmdbIndex {
             env: e,
             db,
@@ -171,6 +171,32 @@ fn disk_bytes(dir: &Path) -> u64 {
         .filter_map(|f| std::fs::metadata(dir.join(f)).ok())
         .map(|m| m.len())
         .sum()
+}
+
+/// Start address of this process's mapping of `path` (LMDB's map), from
+/// `/proc/self/maps`. (`mdb_env_info`'s `me_mapaddr` is only set for
+/// `MDB_FIXEDMAP`.)
+fn mapping_of(path: &Path) -> Result<usize> {
+    let want = std::fs::canonicalize(path).map_err(|e| Error::io(path, e))?;
+    let want = want.to_string_lossy();
+    let maps = std::fs::read_to_string("/proc/self/maps").map_err(|e| Error::io("/proc/self/maps", e))?;
+    for line in maps.lines() {
+        let mut f = line.split_whitespace();
+        let (Some(range), Some(_perms), Some(offset)) = (f.next(), f.next(), f.next()) else {
+            continue;
+        };
+        let name = f.nth(2).unwrap_or("");
+        if name == want && u64::from_str_radix(offset, 16) == Ok(0) {
+            if let Some((start, _)) = range.split_once('-') {
+                if let Ok(a) = usize::from_str_radix(start, 16) {
+                    return Ok(a);
+                }
+            }
+        }
+    }
+    Err(Error::NotFound(format!(
+        "no mapping of {want} in /proc/self/maps"
+    )))
 }
 
 /// Evicts LMDB's non-branch pages from the page cache.

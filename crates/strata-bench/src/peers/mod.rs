@@ -69,7 +69,8 @@ pub trait Peer: Send + Sync {
 
 /// Every peer compiled into this build.
 pub fn all() -> Vec<&'static dyn Peer> {
-    #[allow(unused_mut)]
+    // Which pushes exist depends on the features.
+    #[allow(unused_mut, clippy::vec_init_then_push)]
     let mut v: Vec<&'static dyn Peer> = Vec::new();
     #[cfg(feature = "lmdb")]
     v.push(&lmdb::Lmdb);
