@@ -215,6 +215,7 @@ impl LeafEvictor {
         let len = file.metadata().map_err(|e| Error::io(&path, e))?.len();
         const PAGE: u64 = 4096;
         let mut ranges: Vec<(u64, u64)> = Vec::new();
+        let mut branches: Vec<u64> = Vec::new();
         let mut buf = vec![0u8; 1 << 20];
         let mut off = 0u64;
         // Pages 0 and 1 are LMDB's meta pages: keep them.
@@ -231,6 +232,7 @@ impl LeafEvictor {
                     None => 0,
                 };
                 if pgno < 2 || flags & P_BRANCH != 0 {
+                    branches.push(pgno * PAGE);
                     continue;
                 }
                 let start = pgno * PAGE;
@@ -241,12 +243,31 @@ impl LeafEvictor {
             }
             off += want as u64;
         }
-        Ok(LeafEvictor {
+        let mut ev = LeafEvictor {
             file,
             path,
             map_addr,
-            ranges,
-        })
+            ranges: vec![(0, len)],
+        };
+        // The scan read the file through the page cache in large folios; a
+        // folio that holds a branch page and its neighbouring leaves cannot be
+        // dropped by a DONTNEED on the leaves alone. So drop everything, turn
+        // read-ahead off and read the branch pages back one 4 KiB page each:
+        // they then sit in page-sized folios of their own.
+        ev.evict()?;
+        let fd = ev.file.as_raw_fd();
+        // SAFETY: plain syscall on an open descriptor.
+        let rc = unsafe { libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_RANDOM) };
+        if rc != 0 {
+            return Err(Error::io(&ev.path, std::io::Error::from_raw_os_error(rc)));
+        }
+        let mut page = [0u8; PAGE as usize];
+        for &off in &branches {
+            std::os::unix::fs::FileExt::read_exact_at(&ev.file, &mut page, off)
+                .map_err(|e| Error::io(&ev.path, e))?;
+        }
+        ev.ranges = ranges;
+        Ok(ev)
     }
 
     fn evict(&mut self) -> Result<()> {
