@@ -7,6 +7,7 @@
 #
 #   ./scripts/peers.sh                        # 10M keys, 20k operations per run
 #   N=1000000 OPS=5000 OUT=/tmp/peers ./scripts/peers.sh   # a quick look
+#   (DATA_DIR: where keys and indexes go; STRATA_BIN: run this strata binary)
 #
 # System packages (installed with apt-get when missing and run as root):
 #   libclang-dev    bindgen, to generate the RocksDB C API bindings;
@@ -40,7 +41,7 @@ fi
 t0=$(date +%s)
 cargo build --release -p strata-cli --features peers
 echo "peers: build took $(( $(date +%s) - t0 )) s"
-strata=$root/target/release/strata
+strata=${STRATA_BIN:-$root/target/release/strata}
 
 # Strata's B+-tree comes first: it is the baseline of the ratios and its
 # memory is the budget of the peers (RocksDB's block cache).

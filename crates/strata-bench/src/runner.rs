@@ -532,6 +532,38 @@ mod tests {
         );
     }
 
+    /// Peers answer like strata's kinds (every answer checked) and report
+    /// null I/O counters; run with `--features lmdb,rocksdb`.
+    #[cfg(any(feature = "lmdb", feature = "rocksdb"))]
+    #[test]
+    fn peers_run_the_same_workloads() {
+        let tmp = tempfile::tempdir().unwrap();
+        let keys: Vec<u64> = (0..30_000u64).map(|i| i * 7 + (i % 5)).collect();
+        let mut specs = vec!["btree"];
+        specs.extend(crate::peers::names());
+        for direct in [true, false] {
+            let mut o = opts(
+                tmp.path(),
+                &specs,
+                &["lookup", "lookup-miss", "scan", "balanced"],
+                "nvme",
+            );
+            o.direct = direct;
+            let recs = run(&o, &keys, &mut |_| {}).unwrap();
+            assert_eq!(recs.len(), 4 * specs.len());
+            for r in &recs {
+                assert_eq!(r.wrong, 0, "{} {}", r.index, r.workload);
+                let peer = r.index != "btree";
+                assert_eq!(r.io.pages_per_op.is_none(), peer, "{}", r.index);
+                assert_eq!(r.io.modelled_us_per_op.is_none(), peer);
+                assert!(r.disk_bytes > 0 && r.throughput_ops_s > 0.0);
+            }
+            // Records come in --index order although strata kinds run first.
+            assert_eq!(recs[0].index, "btree");
+            assert_eq!(recs[1].index, specs[1]);
+        }
+    }
+
     #[test]
     fn static_kind_rejects_writes() {
         let tmp = tempfile::tempdir().unwrap();
