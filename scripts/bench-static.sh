@@ -10,6 +10,9 @@ W=${1:-/tmp/strata-static}
 S=target/release/strata
 N=${N:-10000000}
 OPS=${OPS:-20000}
+# STAGES selects experiments (default: all): table3 pareto g1 g2 lookup
+STAGES=${STAGES:-table3 pareto g1 g2 lookup}
+run() { [[ " $STAGES " == *" $1 "* ]]; }
 mkdir -p "$W"
 for d in fb-like osm-like wiki-like books-like uniform; do
   [ -f "$W/$d.keys" ] || $S gen --dist "$d" --n "$N" --out "$W/$d.keys" -q
@@ -21,7 +24,7 @@ bench() { # name data ops args...
   rm -rf "$W/work-$data"
 }
 # 1. Models with and without zero intervals at 1.01 / 1.5 / 2 / 3 expected pages.
-for d in fb-like osm-like wiki-like books-like uniform; do
+run table3 && for d in fb-like osm-like wiki-like books-like uniform; do
   args=()
   for e in 1 64 128 255; do
     args+=(--index "pgm:epsilon=$e" --index "pgm-disk:epsilon=$e" --index "rs:epsilon=$e" --index "rs-disk:epsilon=$e")
@@ -29,7 +32,7 @@ for d in fb-like osm-like wiki-like books-like uniform; do
   bench table3 "$d" "$OPS" "${args[@]}" --workload lookup
 done
 # 2. Memory against pages for every kind (Pareto), fb-like and osm-like.
-for d in fb-like osm-like; do
+run pareto && for d in fb-like osm-like; do
   args=(--index btree --index btree-static --index zonemap --index leco-zonemap --index leco-zonemap-d)
   for e in 4 16 64 256 1024; do
     args+=(--index "pgm:epsilon=$e" --index "pgm-disk:epsilon=$e" --index "pgm-disk-cpr:epsilon=$e")
@@ -43,15 +46,15 @@ args=()
 for e in 16 64 256 1024; do
   args+=(--index "pgm:epsilon=$e,fetch=all-at-once" --index "pgm:epsilon=$e,fetch=one-by-one")
 done
-bench g1 fb-like "$OPS" "${args[@]}" --workload lookup --repeat 3
+run g1 && bench g1 fb-like "$OPS" "${args[@]}" --workload lookup --repeat 3
 # 4. G2: prediction granularity at a fixed search range (R_i = 2 epsilon items).
 args=()
 for e in 64 128 255; do
   for g in item 16 64 page; do args+=(--index "pgm:epsilon=$e,granularity=$g"); done
 done
-bench g2 fb-like "$OPS" "${args[@]}" --workload lookup
+run g2 && bench g2 fb-like "$OPS" "${args[@]}" --workload lookup
 # 5. Cold lookups (O_DIRECT, one thread) of the best configurations against the B+-tree.
-for d in fb-like osm-like; do
+run lookup && for d in fb-like osm-like; do
   bench lookup "$d" 100000 --index btree --index zonemap --index leco-zonemap-d --index pgm-disk:epsilon=64 \
     --index pgm-disk-cpr:epsilon=64 --index pgm-disk:epsilon=16 --index rs-disk:epsilon=64 \
     --workload lookup --repeat 3

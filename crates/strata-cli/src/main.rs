@@ -217,6 +217,15 @@ struct DirArgs {
 }
 
 fn main() -> ExitCode {
+    // Behave like other Unix tools when the reader of stdout goes away
+    // (`strata inspect DIR | head`): end quietly instead of panicking in
+    // `println!` on EPIPE.
+    #[cfg(unix)]
+    // SAFETY: called first thing in main, before any other thread exists;
+    // restoring the default disposition of SIGPIPE has no other effect.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(if cli.quiet {
         "error"
