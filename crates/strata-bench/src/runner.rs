@@ -89,6 +89,42 @@ struct Sample {
     cache_hit_ratio: Option<f64>,
 }
 
+/// The runner's own parameter `cache=SIZE` (bytes, `4M`, ...) of a spec: an
+/// LRU page cache of that many bytes in front of this configuration's
+/// storage (overriding [`BenchOptions::cache_pages`]), so that configurations
+/// given different memory run side by side. Returns the spec without it and
+/// the cache in pages.
+fn split_cache(spec: &IndexSpec, page_size: usize) -> Result<(IndexSpec, Option<usize>)> {
+    let mut map = spec.params.given().clone();
+    let Some(v) = map.remove("cache") else {
+        return Ok((spec.clone(), None));
+    };
+    let mut one = Map::new();
+    one.insert("cache".to_string(), v);
+    let bytes = strata::index::Params::from_map(one).u64("cache", 0)?;
+    let stripped = IndexSpec {
+        kind: spec.kind.clone(),
+        params: strata::index::Params::from_map(map),
+    };
+    Ok((stripped, Some((bytes / page_size.max(1) as u64) as usize)))
+}
+
+/// Copies the files of directory `from` into a new directory `to` (recursively).
+fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to).map_err(|e| Error::io(to, e))?;
+    for entry in std::fs::read_dir(from).map_err(|e| Error::io(from, e))? {
+        let entry = entry.map_err(|e| Error::io(from, e))?;
+        let src = entry.path();
+        let dst = to.join(entry.file_name());
+        if entry.file_type().map_err(|e| Error::io(&src, e))?.is_dir() {
+            copy_dir(&src, &dst)?;
+        } else {
+            std::fs::copy(&src, &dst).map_err(|e| Error::io(&src, e))?;
+        }
+    }
+    Ok(())
+}
+
 fn sanitize(spec: &str) -> String {
     spec.chars()
         .map(|c| {
@@ -125,7 +161,21 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
         .filter(|&i| !is_peer[i])
         .chain((0..opts.indexes.len()).filter(|&i| is_peer[i]))
         .collect();
+    // Each configuration's own options (its `cache=` parameter) and the spec
+    // its kind sees (without that parameter).
+    let mut own: Vec<(BenchOptions, IndexSpec)> = Vec::with_capacity(opts.indexes.len());
+    for spec in &opts.indexes {
+        let (stripped, cache) = split_cache(spec, opts.page_size)?;
+        let mut o = opts.clone();
+        if let Some(pages) = cache {
+            o.cache_pages = pages;
+        }
+        own.push((o, stripped));
+    }
     for (w_i, &workload) in opts.workloads.iter().enumerate() {
+        // Writing workloads start every repeat from a copy of one pristine
+        // build per configuration (builds of large stores are slow).
+        let mut pristine: Vec<Option<(PathBuf, BuildReport)>> = vec![None; opts.indexes.len()];
         let plan = WorkloadPlan::new(
             workload,
             keys,
@@ -138,8 +188,8 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
         for rep in 0..repeat {
             let mut budget: Option<u64> = None;
             for &i in &order {
-                let spec = &opts.indexes[i];
-                let spec_text = spec.to_string();
+                let spec_text = opts.indexes[i].to_string();
+                let (own_opts, spec) = (&own[i].0, &own[i].1);
                 let env = PeerEnv {
                     memory_budget: budget.unwrap_or(DEFAULT_PEER_BUDGET),
                     cold: opts.direct,
@@ -159,9 +209,17 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
                         (d, r, false)
                     }
                     Some((bk, bv)) => {
-                        on_event(Event::Building {
-                            spec: spec_text.clone(),
-                        });
+                        if pristine[i].is_none() {
+                            on_event(Event::Building {
+                                spec: spec_text.clone(),
+                            });
+                            let base = opts
+                                .work_dir
+                                .join(format!("{}-{}-{}-base", i, sanitize(&spec_text), workload));
+                            let r = build(spec, Records::new(bk, bv)?, &base, opts.page_size, &env)?;
+                            pristine[i] = Some((base, r));
+                        }
+                        let (base, r) = pristine[i].clone().ok_or_else(|| Error::invalid("build"))?;
                         let dir = opts.work_dir.join(format!(
                             "{}-{}-{}-{}",
                             i,
@@ -169,7 +227,10 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
                             workload,
                             rep
                         ));
-                        let r = build(spec, Records::new(bk, bv)?, &dir, opts.page_size, &env)?;
+                        if dir.exists() {
+                            std::fs::remove_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+                        }
+                        copy_dir(&base, &dir)?;
                         (dir, r, true)
                     }
                 };
@@ -182,7 +243,7 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
                 if !is_peer[i] && budget.is_none() {
                     budget = Some(report.memory_bytes);
                 }
-                let sample = run_one(opts, spec, &env, &dir, &plan, on_event);
+                let sample = run_one(own_opts, spec, &env, &dir, &plan, on_event);
                 if temporary {
                     let _ = std::fs::remove_dir_all(&dir);
                 }
@@ -195,9 +256,12 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
             let report = reports[i]
                 .take()
                 .ok_or_else(|| Error::invalid("missing build report"))?;
-            let rec = aggregate(opts, spec, workload, &plan, keys.len(), report, runs);
+            let rec = aggregate(&own[i].0, spec, workload, &plan, keys.len(), report, runs);
             on_event(Event::Done(Box::new(rec.clone())));
             records.push(rec);
+        }
+        for (base, _) in pristine.into_iter().flatten() {
+            let _ = std::fs::remove_dir_all(base);
         }
     }
     let wrong: u64 = records.iter().map(|r| r.wrong).sum();
@@ -530,6 +594,38 @@ mod tests {
             ppo <= pages.log2().ceil() + 0.01 && ppo >= pages.log2().ceil() - 1.5,
             "{ppo}"
         );
+    }
+
+    /// `cache=` gives one configuration its own page cache (counted in its
+    /// memory); writing workloads start each repeat from a copy of one build
+    /// and leave no directories behind.
+    #[test]
+    fn per_index_cache_and_pristine_copies() {
+        let tmp = tempfile::tempdir().unwrap();
+        let keys: Vec<u64> = (0..40_000u64).map(|i| i * 5 + 1).collect();
+        let o = opts(
+            tmp.path(),
+            &["btree", "btree:cache=64K", "db:memory=128K,insert=blind"],
+            &["ycsb-write-only", "ycsb-balanced", "ycsb-read-only"],
+            "nvme",
+        );
+        let recs = run(&o, &keys, &mut |_| {}).unwrap();
+        assert_eq!(recs.len(), 9);
+        for w in recs.chunks(3) {
+            assert!(w.iter().all(|r| r.wrong == 0 && r.throughput_runs.len() == 2));
+            assert_eq!(w[0].cache, "cold");
+            assert_eq!(w[1].cache, "lru:16");
+            assert_eq!(w[1].spec, "btree:cache=64K");
+            assert!(w[1].memory_bytes >= w[0].memory_bytes + 16 * 4096, "{}", w[1].workload);
+            assert_eq!(w[2].index, "db");
+        }
+        let left: Vec<_> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.contains("ycsb-write") || n.contains("ycsb-balanced"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+        assert!(split_cache(&"btree:cache=lots".parse().unwrap(), 4096).is_err());
     }
 
     /// Peers answer like strata's kinds (every answer checked) and report

@@ -141,6 +141,7 @@ struct BenchArgs {
     #[command(flatten)]
     keys: KeyFileArgs,
     /// Index configuration (repeatable); the first is the baseline of the ratios.
+    /// `cache=SIZE` (e.g. `btree:cache=4M`) gives this configuration its own LRU page cache.
     #[arg(long = "index", required = true)]
     indexes: Vec<String>,
     /// Workload (repeatable): lookup, lookup-miss, scan, write-only, read-heavy,
