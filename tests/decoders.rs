@@ -138,7 +138,13 @@ fn wal_bytes(batches: &[Vec<(u8, u64, u64)>]) -> (Vec<u8>, Vec<Vec<WalOp>>) {
     for (seq, b) in batches.iter().enumerate() {
         let ops: Vec<WalOp> = b
             .iter()
-            .map(|&(t, k, v)| if t % 4 == 0 { WalOp::Delete(k) } else { WalOp::Put(k, v) })
+            .map(|&(t, k, v)| {
+                if t % 4 == 0 {
+                    WalOp::Delete(k)
+                } else {
+                    WalOp::Put(k, v)
+                }
+            })
             .collect();
         w.append(seq as u64 + 1, &ops).unwrap();
         written.push(ops);
@@ -155,7 +161,11 @@ fn replay_checked(bytes: &[u8], last: bool) -> Option<Vec<Vec<WalOp>>> {
     match replay(mem_file(bytes).as_ref(), last) {
         Ok(r) => {
             let len = bytes.len() as u64;
-            assert!(r.valid_len <= len, "valid prefix {} past the end {len}", r.valid_len);
+            assert!(
+                r.valid_len <= len,
+                "valid prefix {} past the end {len}",
+                r.valid_len
+            );
             if last {
                 assert_eq!(r.valid_len + r.torn_bytes, len, "valid prefix + torn tail = file");
             } else {

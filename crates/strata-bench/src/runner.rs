@@ -87,6 +87,7 @@ struct Sample {
     models: Option<u64>,
     height: Option<u32>,
     cache_hit_ratio: Option<f64>,
+    store: Option<serde_json::Value>,
 }
 
 /// The runner's own parameter `cache=SIZE` (bytes, `4M`, ...) of a spec: an
@@ -213,9 +214,12 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
                             on_event(Event::Building {
                                 spec: spec_text.clone(),
                             });
-                            let base = opts
-                                .work_dir
-                                .join(format!("{}-{}-{}-base", i, sanitize(&spec_text), workload));
+                            let base = opts.work_dir.join(format!(
+                                "{}-{}-{}-base",
+                                i,
+                                sanitize(&spec_text),
+                                workload
+                            ));
                             let r = build(spec, Records::new(bk, bv)?, &base, opts.page_size, &env)?;
                             pristine[i] = Some((base, r));
                         }
@@ -415,6 +419,14 @@ fn run_one(
         models: st.models,
         height: st.height,
         cache_hit_ratio: st.extra.get("cache_hit_ratio").and_then(|v| v.as_f64()),
+        store: st.extra.get("db").map(|d| {
+            serde_json::json!({
+                "merges": d["merges"],
+                "merge_s": d["merge_seconds"],
+                "merging": d["merging"],
+                "static_kind": d["static_kind"],
+            })
+        }),
     })
 }
 
@@ -542,6 +554,7 @@ fn aggregate(
         throughput_runs,
         height: median.height,
         cache_hit_ratio: median.cache_hit_ratio,
+        store: median.store.clone(),
     }
 }
 
@@ -616,8 +629,15 @@ mod tests {
             assert_eq!(w[0].cache, "cold");
             assert_eq!(w[1].cache, "lru:16");
             assert_eq!(w[1].spec, "btree:cache=64K");
-            assert!(w[1].memory_bytes >= w[0].memory_bytes + 16 * 4096, "{}", w[1].workload);
+            assert!(
+                w[1].memory_bytes >= w[0].memory_bytes + 16 * 4096,
+                "{}",
+                w[1].workload
+            );
             assert_eq!(w[2].index, "db");
+            assert!(w[0].store.is_none());
+            let store = w[2].store.as_ref().unwrap();
+            assert!(store["merges"].is_u64() && store["static_kind"].is_string());
         }
         let left: Vec<_> = std::fs::read_dir(tmp.path())
             .unwrap()

@@ -114,7 +114,10 @@ pub fn run(a: DemoArgs, quiet: bool) -> Result<()> {
         // keys into the other 15/16, then half inserts and half lookups.
         if known.contains(&"db") {
             let wopts = BenchOptions {
-                indexes: DEMO_WRITE_SPECS.iter().map(|s| s.parse()).collect::<Result<_>>()?,
+                indexes: DEMO_WRITE_SPECS
+                    .iter()
+                    .map(|s| s.parse())
+                    .collect::<Result<_>>()?,
                 workloads: vec![Workload::YcsbWriteOnly, Workload::YcsbBalanced],
                 ops: a.ops.min(keys.len() / 16).max(1),
                 ..opts

@@ -318,8 +318,17 @@ fn demo_runs_the_store_beside_the_btree() {
     let tmp = tempfile::tempdir().unwrap();
     let json = tmp.path().join("demo.jsonl");
     let out = ok(&[
-        "demo", "--n", "20000", "--ops", "400", "--dataset", "fb-like",
-        "--dir", p(&tmp.path().join("d")), "--json", p(&json),
+        "demo",
+        "--n",
+        "20000",
+        "--ops",
+        "400",
+        "--dataset",
+        "fb-like",
+        "--dir",
+        p(&tmp.path().join("d")),
+        "--json",
+        p(&json),
     ]);
     assert!(out.contains("ycsb-balanced"), "{out}");
     let recs: Vec<serde_json::Value> = std::fs::read_to_string(&json)

@@ -44,6 +44,7 @@ fn kill_nine_never_loses_an_acknowledged_write() {
     let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(42);
     let mut model: BTreeMap<u64, u64> = BTreeMap::new();
     let mut merges_seen = 0u64;
+    let (mut acked, mut in_flight_rounds, mut in_flight_landed) = (0u64, 0u64, 0u64);
     for round in 0..kills {
         let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
             .args(["db", "stress"])
@@ -84,6 +85,7 @@ fn kill_nine_never_loses_an_acknowledged_write() {
             };
             if ack {
                 assert_eq!(in_flight, Some(w), "round {round}: ack without begin");
+                acked += 1;
                 match w.value {
                     Some(v) => model.insert(w.key, v),
                     None => model.remove(&w.key),
@@ -103,8 +105,10 @@ fn kill_nine_never_loses_an_acknowledged_write() {
                 Some(v) => m.insert(w.key, v),
                 None => m.remove(&w.key),
             };
+            in_flight_rounds += 1;
             if got.get(&w.key) != expect.get(&w.key) {
                 with(&mut expect);
+                in_flight_landed += 1;
             }
         }
         if got != expect {
@@ -124,6 +128,12 @@ fn kill_nine_never_loses_an_acknowledged_write() {
         merges_seen = merges_seen.max(db.stats().unwrap().generation);
         db.close().unwrap();
     }
+    eprintln!(
+        "kill -9: {kills} kills, {kills} reopens, {acked} acknowledged writes all present, \
+         {in_flight_rounds} kills with a write in flight ({in_flight_landed} of them landed), \
+         {merges_seen} merge generations, {} keys at the end",
+        model.len()
+    );
     assert!(merges_seen > 0, "the kills happened while merges were running");
 }
 
