@@ -90,24 +90,46 @@ struct Sample {
     store: Option<serde_json::Value>,
 }
 
-/// The runner's own parameter `cache=SIZE` (bytes, `4M`, ...) of a spec: an
-/// LRU page cache of that many bytes in front of this configuration's
-/// storage (overriding [`BenchOptions::cache_pages`]), so that configurations
-/// given different memory run side by side. Returns the spec without it and
-/// the cache in pages.
-fn split_cache(spec: &IndexSpec, page_size: usize) -> Result<(IndexSpec, Option<usize>)> {
+/// The runner's own parameters of a spec, which the index kind never sees:
+/// - `cache=SIZE` (bytes, `4M`, ...): an LRU page cache of that many bytes in
+///   front of this configuration's storage (overriding
+///   [`BenchOptions::cache_pages`]), so that configurations given different
+///   memory run side by side;
+/// - `durable=1`: the runner calls [`Index::sync`] after every write, inside
+///   the timed region, so each write is durable when it returns (for kinds
+///   without a log of their own, such as `btree`).
+#[derive(Debug, Clone)]
+struct RunnerParams {
+    spec: IndexSpec,
+    cache_pages: Option<usize>,
+    durable: bool,
+}
+
+fn split_runner_params(spec: &IndexSpec, page_size: usize) -> Result<RunnerParams> {
     let mut map = spec.params.given().clone();
-    let Some(v) = map.remove("cache") else {
-        return Ok((spec.clone(), None));
+    let cache = map.remove("cache");
+    let durable = map.remove("durable");
+    let mut own = Map::new();
+    if let Some(v) = cache.clone() {
+        own.insert("cache".to_string(), v);
+    }
+    if let Some(v) = durable {
+        own.insert("durable".to_string(), v);
+    }
+    let own = strata::index::Params::from_map(own);
+    let cache_pages = match cache {
+        Some(_) => Some((own.u64("cache", 0)? / page_size.max(1) as u64) as usize),
+        None => None,
     };
-    let mut one = Map::new();
-    one.insert("cache".to_string(), v);
-    let bytes = strata::index::Params::from_map(one).u64("cache", 0)?;
-    let stripped = IndexSpec {
-        kind: spec.kind.clone(),
-        params: strata::index::Params::from_map(map),
-    };
-    Ok((stripped, Some((bytes / page_size.max(1) as u64) as usize)))
+    let durable = own.bool("durable", false)?;
+    Ok(RunnerParams {
+        spec: IndexSpec {
+            kind: spec.kind.clone(),
+            params: strata::index::Params::from_map(map),
+        },
+        cache_pages,
+        durable,
+    })
 }
 
 /// Copies the files of directory `from` into a new directory `to` (recursively).
@@ -164,14 +186,14 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
         .collect();
     // Each configuration's own options (its `cache=` parameter) and the spec
     // its kind sees (without that parameter).
-    let mut own: Vec<(BenchOptions, IndexSpec)> = Vec::with_capacity(opts.indexes.len());
+    let mut own: Vec<(BenchOptions, RunnerParams)> = Vec::with_capacity(opts.indexes.len());
     for spec in &opts.indexes {
-        let (stripped, cache) = split_cache(spec, opts.page_size)?;
+        let rp = split_runner_params(spec, opts.page_size)?;
         let mut o = opts.clone();
-        if let Some(pages) = cache {
+        if let Some(pages) = rp.cache_pages {
             o.cache_pages = pages;
         }
-        own.push((o, stripped));
+        own.push((o, rp));
     }
     for (w_i, &workload) in opts.workloads.iter().enumerate() {
         // Writing workloads start every repeat from a copy of one pristine
@@ -190,7 +212,7 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
             let mut budget: Option<u64> = None;
             for &i in &order {
                 let spec_text = opts.indexes[i].to_string();
-                let (own_opts, spec) = (&own[i].0, &own[i].1);
+                let (own_opts, spec, durable) = (&own[i].0, &own[i].1.spec, own[i].1.durable);
                 let env = PeerEnv {
                     memory_budget: budget.unwrap_or(DEFAULT_PEER_BUDGET),
                     cold: opts.direct,
@@ -247,7 +269,7 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
                 if !is_peer[i] && budget.is_none() {
                     budget = Some(report.memory_bytes);
                 }
-                let sample = run_one(own_opts, spec, &env, &dir, &plan, on_event);
+                let sample = run_one(own_opts, spec, durable, &env, &dir, &plan, on_event);
                 if temporary {
                     let _ = std::fs::remove_dir_all(&dir);
                 }
@@ -318,7 +340,21 @@ fn open(
 }
 
 /// Runs one operation; returns whether the answer was right.
-fn exec(idx: &dyn Index, op: &Op, strict_scans: bool, buf: &mut Vec<(u64, u64)>) -> Result<bool> {
+fn exec(
+    idx: &dyn Index,
+    op: &Op,
+    strict_scans: bool,
+    durable: bool,
+    buf: &mut Vec<(u64, u64)>,
+) -> Result<bool> {
+    let ok = exec_op(idx, op, strict_scans, buf)?;
+    if durable && !matches!(op, Op::Get { .. } | Op::Scan { .. }) {
+        idx.sync()?;
+    }
+    Ok(ok)
+}
+
+fn exec_op(idx: &dyn Index, op: &Op, strict_scans: bool, buf: &mut Vec<(u64, u64)>) -> Result<bool> {
     Ok(match *op {
         Op::Get { key, expect } => idx.get(key)? == expect,
         Op::Scan {
@@ -346,9 +382,11 @@ fn exec(idx: &dyn Index, op: &Op, strict_scans: bool, buf: &mut Vec<(u64, u64)>)
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_one(
     opts: &BenchOptions,
     spec: &IndexSpec,
+    durable: bool,
     env: &PeerEnv,
     dir: &Path,
     plan: &WorkloadPlan,
@@ -378,7 +416,7 @@ fn run_one(
         let tick = (plan.ops.len() / 100).max(1);
         for (i, op) in plan.ops.iter().enumerate() {
             let s = Instant::now();
-            let ok = exec(idx.as_ref(), op, true, &mut buf)?;
+            let ok = exec(idx.as_ref(), op, true, durable, &mut buf)?;
             let ns = s.elapsed().as_nanos() as u64;
             hist.saturating_record(ns.max(1));
             wrong += u64::from(!ok);
@@ -395,7 +433,7 @@ fn run_one(
         }
         (hist, wrong)
     } else {
-        run_threads(idx.as_ref(), plan, threads)?
+        run_threads(idx.as_ref(), plan, threads, durable)?
     };
     let elapsed = t0.elapsed().saturating_sub(paused).as_secs_f64();
     let io = idx.io().snapshot().since(&before);
@@ -437,7 +475,12 @@ fn new_hist() -> Result<Histogram<u64>> {
 /// Operations are split by key so each key's operations keep their order
 /// (and expected answers stay exact); scans are only checked for order when
 /// other threads write concurrently.
-fn run_threads(idx: &dyn Index, plan: &WorkloadPlan, threads: usize) -> Result<(Histogram<u64>, u64)> {
+fn run_threads(
+    idx: &dyn Index,
+    plan: &WorkloadPlan,
+    threads: usize,
+    durable: bool,
+) -> Result<(Histogram<u64>, u64)> {
     let mut parts: Vec<Vec<&Op>> = vec![Vec::new(); threads];
     for op in &plan.ops {
         let key = match op {
@@ -460,7 +503,7 @@ fn run_threads(idx: &dyn Index, plan: &WorkloadPlan, threads: usize) -> Result<(
                     let mut buf = Vec::with_capacity(128);
                     for op in ops {
                         let t = Instant::now();
-                        let ok = exec(idx, op, strict, &mut buf)?;
+                        let ok = exec(idx, op, strict, durable, &mut buf)?;
                         hist.saturating_record((t.elapsed().as_nanos() as u64).max(1));
                         wrong += u64::from(!ok);
                     }
@@ -618,7 +661,11 @@ mod tests {
         let keys: Vec<u64> = (0..40_000u64).map(|i| i * 5 + 1).collect();
         let o = opts(
             tmp.path(),
-            &["btree", "btree:cache=64K", "db:memory=128K,insert=blind"],
+            &[
+                "btree",
+                "btree:cache=64K",
+                "db:memory=128K,insert=blind,durable=1",
+            ],
             &["ycsb-write-only", "ycsb-balanced", "ycsb-read-only"],
             "nvme",
         );
@@ -645,7 +692,7 @@ mod tests {
             .filter(|n| n.contains("ycsb-write") || n.contains("ycsb-balanced"))
             .collect();
         assert!(left.is_empty(), "{left:?}");
-        assert!(split_cache(&"btree:cache=lots".parse().unwrap(), 4096).is_err());
+        assert!(split_runner_params(&"btree:cache=lots".parse().unwrap(), 4096).is_err());
     }
 
     /// Peers answer like strata's kinds (every answer checked) and report
