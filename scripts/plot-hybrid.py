@@ -88,29 +88,37 @@ def main():
     rows = load(results)
     with open(os.path.join(out, "hybrid-table.md"), "w") as f:
         f.write(table(rows))
-    single = [r for r in rows if r["threads"] == 1]
+    # Figures: the single-threaded sweeps (files *-read-t1*.jsonl and
+    # *-write-t1*.jsonl); one series per kind and run, points by budget.
+    single = [r for r in rows if r["threads"] == 1 and ("-read-t1" in r["_file"] or "-write-t1" in r["_file"])]
     datasets = sorted({r["dataset"] for r in single})
     for w in WORKLOADS:
         fig, axes = plt.subplots(1, len(datasets), figsize=(max(5.5, 4.2 * len(datasets)), 3.6), squeeze=False)
         for ax, d in zip(axes[0], datasets):
             sel = [r for r in single if r["workload"] == w and r["dataset"] == d]
-            for kind, marker in (("btree", "s"), ("db", "o")):
-                pts = sorted(
-                    (r["memory_bytes"] / 2**20, r["throughput_ops_s"] / 1e3,
-                     min(r["throughput_runs"]) / 1e3, max(r["throughput_runs"]) / 1e3)
-                    for r in sel
-                    if r["index"] == kind
-                )
-                if pts:
-                    ax.errorbar([p[0] for p in pts], [p[1] for p in pts],
-                                yerr=[[p[1] - p[2] for p in pts], [p[3] - p[1] for p in pts]],
-                                marker=marker, capsize=3, label=kind)
+            files = sorted({r["_file"] for r in sel})
+            for fi, f in enumerate(files):
+                for kind, marker in (("btree", "s"), ("db", "o")):
+                    pts = sorted(
+                        (r["memory_bytes"] / 2**20, r["throughput_ops_s"] / 1e3,
+                         min(r["throughput_runs"]) / 1e3, max(r["throughput_runs"]) / 1e3)
+                        for r in sel
+                        if r["index"] == kind and r["_file"] == f
+                    )
+                    if pts:
+                        label = kind if len(files) == 1 else f"{kind} ({f.removesuffix('.jsonl')})"
+                        ax.errorbar([p[0] for p in pts], [p[1] for p in pts],
+                                    yerr=[[p[1] - p[2] for p in pts], [p[3] - p[1] for p in pts]],
+                                    marker=marker, capsize=3, label=label,
+                                    linestyle="-" if fi == 0 else "--")
             ax.set_title(d)
             ax.set_xscale("log")
+            ax.set_yscale("log")
             ax.set_xlabel("memory (MiB, peak)")
             ax.set_ylabel("throughput (kops/s)")
             ax.grid(True, alpha=0.3)
-            ax.legend()
+            if sel:
+                ax.legend(fontsize=7)
         fig.suptitle(f"{w}: throughput vs memory (15M keys bulk-loaded, 1 thread)", fontsize=10)
         fig.tight_layout()
         fig.savefig(os.path.join(out, f"hybrid-{w}.png"), dpi=110)
