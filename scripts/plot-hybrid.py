@@ -2,12 +2,20 @@
 """Fig. 11 analogue: throughput against memory for `db` and `btree`.
 
 Usage: plot-hybrid.py RESULTS_DIR OUT_DIR
-Reads the JSON Lines written by scripts/db-hybrid-bench.sh and writes
-hybrid-<workload>.png (one panel per data set) into OUT_DIR.
+Reads the JSON Lines written by scripts/db-hybrid-bench.sh (every *.jsonl in
+RESULTS_DIR) and writes into OUT_DIR:
+- hybrid-table.md: one row per (run, workload, configuration) with the median
+  throughput, every repeat, and the ratio to the run's baseline (its first
+  --index, a B+-tree) computed per repeat (configurations are interleaved in
+  each repeat, so repeat i of a configuration ran next to repeat i of the
+  baseline): median and [min, max] of the paired ratios;
+- hybrid-<workload>.png: throughput (median, bars = min..max of the repeats)
+  against peak memory, one panel per data set, single-threaded runs.
 """
 import glob
 import json
 import os
+import statistics
 import sys
 
 import matplotlib
@@ -22,33 +30,55 @@ def load(results):
     rows = []
     for path in sorted(glob.glob(os.path.join(results, "*.jsonl"))):
         with open(path) as f:
-            for line in f:
+            for i, line in enumerate(f):
                 if line.strip():
                     r = json.loads(line)
                     r["_file"] = os.path.basename(path)
+                    r["_line"] = i
                     rows.append(r)
     return rows
 
 
+def baseline(rows, r):
+    """The first configuration of r's run and workload (the runner's baseline)."""
+    same = [b for b in rows if b["_file"] == r["_file"] and b["workload"] == r["workload"]]
+    return min(same, key=lambda b: b["_line"])
+
+
+def paired(r, base):
+    """Per-repeat throughput ratios to the baseline."""
+    return [a / b for a, b in zip(r["throughput_runs"], base["throughput_runs"]) if b > 0]
+
+
+def name(r):
+    if r["index"] == "btree":
+        return f"btree (inner nodes + {r['cache']} cache)" if r["cache"].startswith("lru") else "btree (inner nodes)"
+    return r["spec"]
+
+
 def table(rows):
-    """Markdown table: every record, with its ratio to the B+-tree of its run."""
     lines = [
-        "| data set | workload | index | kops/s (runs) | ratio | MiB (peak) | disk MiB | pages/op | writes/op | p99 µs |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| data set | threads | workload | configuration | kops/s median (repeats) | ratio to first btree: median [min, max] "
+        "| memory MiB (peak) | disk MiB | pages/op | writes/op | p99 µs | merges |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in rows:
-        base = next(
-            b for b in rows
-            if b["index"] == "btree" and b["workload"] == r["workload"] and b["dataset"] == r["dataset"]
-            and b["_file"] == r["_file"]
-        )
+    for r in sorted(rows, key=lambda r: (r["dataset"], r["threads"], r["_file"], WORKLOADS.index(r["workload"])
+                                          if r["workload"] in WORKLOADS else 9, r["_line"])):
+        base = baseline(rows, r)
+        ratios = paired(r, base)
         runs = ", ".join(f"{x / 1e3:.1f}" for x in r["throughput_runs"])
-        spec = r["spec"] + (f" (cache {r['cache']})" if r["index"] == "btree" else "")
+        ratio = (f"{statistics.median(ratios):.2f}x [{min(ratios):.2f}, {max(ratios):.2f}]"
+                 if ratios and r is not base else "1")
+        store = r.get("store") or {}
+        merges = store.get("merges", "")
+        if store.get("merging"):
+            merges = f"{merges}+1 running"
+        io = r["io"]
         lines.append(
-            f"| {r['dataset']} | {r['workload']} | `{spec}` | {r['throughput_ops_s'] / 1e3:.1f} ({runs}) "
-            f"| {r['throughput_ops_s'] / base['throughput_ops_s']:.2f}x | {r['memory_bytes'] / 2**20:.3f} "
-            f"| {r['disk_bytes'] / 2**20:.0f} | {r['io']['pages_per_op']:.2f} | {r['io']['writes_per_op']:.3f} "
-            f"| {r['latency_ns']['p99'] / 1e3:.0f} |"
+            f"| {r['dataset']} | {r['threads']} | {r['workload']} | `{name(r)}` "
+            f"| {r['throughput_ops_s'] / 1e3:.2f} ({runs}) | {ratio} | {r['memory_bytes'] / 2**20:.3f} "
+            f"| {r['disk_bytes'] / 2**20:.0f} | {io['pages_per_op']:.2f} | {io['writes_per_op']:.2f} "
+            f"| {r['latency_ns']['p99'] / 1e3:.0f} | {merges} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -58,26 +88,38 @@ def main():
     rows = load(results)
     with open(os.path.join(out, "hybrid-table.md"), "w") as f:
         f.write(table(rows))
-    datasets = sorted({r["dataset"] for r in rows})
+    # Figures: the single-threaded sweeps (files *-read-t1*.jsonl and
+    # *-write-t1*.jsonl); one series per kind and run, points by budget.
+    single = [r for r in rows if r["threads"] == 1 and ("-read-t1" in r["_file"] or "-write-t1" in r["_file"])]
+    datasets = sorted({r["dataset"] for r in single})
     for w in WORKLOADS:
         fig, axes = plt.subplots(1, len(datasets), figsize=(max(5.5, 4.2 * len(datasets)), 3.6), squeeze=False)
         for ax, d in zip(axes[0], datasets):
-            sel = [r for r in rows if r["workload"] == w and r["dataset"] == d]
-            for kind, marker in (("btree", "s"), ("db", "o")):
-                pts = sorted(
-                    (r["memory_bytes"] / 2**20, r["throughput_ops_s"] / 1e3, r["spec"])
-                    for r in sel
-                    if r["index"] == kind
-                )
-                if pts:
-                    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, label=kind)
+            sel = [r for r in single if r["workload"] == w and r["dataset"] == d]
+            files = sorted({r["_file"] for r in sel})
+            for fi, f in enumerate(files):
+                for kind, marker in (("btree", "s"), ("db", "o")):
+                    pts = sorted(
+                        (r["memory_bytes"] / 2**20, r["throughput_ops_s"] / 1e3,
+                         min(r["throughput_runs"]) / 1e3, max(r["throughput_runs"]) / 1e3)
+                        for r in sel
+                        if r["index"] == kind and r["_file"] == f
+                    )
+                    if pts:
+                        label = kind if len(files) == 1 else f"{kind} ({f.removesuffix('.jsonl')})"
+                        ax.errorbar([p[0] for p in pts], [p[1] for p in pts],
+                                    yerr=[[p[1] - p[2] for p in pts], [p[3] - p[1] for p in pts]],
+                                    marker=marker, capsize=3, label=label,
+                                    linestyle="-" if fi == 0 else "--")
             ax.set_title(d)
             ax.set_xscale("log")
+            ax.set_yscale("log")
             ax.set_xlabel("memory (MiB, peak)")
             ax.set_ylabel("throughput (kops/s)")
             ax.grid(True, alpha=0.3)
-            ax.legend()
-        fig.suptitle(f"{w}: throughput vs memory (15M keys bulk-loaded)", fontsize=10)
+            if sel:
+                ax.legend(fontsize=7)
+        fig.suptitle(f"{w}: throughput vs memory (15M keys bulk-loaded, 1 thread)", fontsize=10)
         fig.tight_layout()
         fig.savefig(os.path.join(out, f"hybrid-{w}.png"), dpi=110)
         plt.close(fig)

@@ -111,6 +111,16 @@ fn run_model(steps: &[Step], o: &Options) {
     }
     let d = db.take().unwrap();
     check_all(&d, &model, "end");
+    let count = |f: fn(&Step) -> bool| steps.iter().filter(|s| f(s)).count();
+    eprintln!(
+        "model: {} steps ({} reboots, {} crashes, {} flushes), {} merge generations, {} keys at the end",
+        steps.len(),
+        count(|s| matches!(s, Step::Reboot)),
+        count(|s| matches!(s, Step::Crash)),
+        count(|s| matches!(s, Step::Flush)),
+        d.stats().unwrap().generation,
+        model.len()
+    );
     d.close().unwrap();
 }
 

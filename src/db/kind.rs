@@ -200,6 +200,11 @@ impl Index for DbIndex {
         self.db.sync()
     }
 
+    /// Waits for a running merge ([`Db::wait_for_merge`]).
+    fn settle(&self) -> Result<()> {
+        self.db.wait_for_merge()
+    }
+
     /// `memory_bytes` is the peak since open (dynamic stages + static index),
     /// Zhang §10.1.2's metric; `n` counts static records plus dynamic keys
     /// (an upper bound; [`Index::len`] is exact).

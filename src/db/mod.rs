@@ -668,6 +668,19 @@ impl Db {
         inner.check_writable()
     }
 
+    /// Waits until a merge under way (or handed to the background thread)
+    /// has finished, without starting one; returns the store's state (an
+    /// error if that merge failed).
+    pub fn wait_for_merge(&self) -> Result<()> {
+        let inner = &self.inner;
+        let mut ms = inner.merge.lock();
+        while ms.running {
+            inner.merge_cv.wait(&mut ms);
+        }
+        drop(ms);
+        inner.check_writable()
+    }
+
     /// Stops the background threads (a running merge finishes first) and
     /// syncs the log. Dropping the store does the same, ignoring errors.
     pub fn close(self) -> Result<()> {

@@ -280,3 +280,34 @@ fn bad_options_are_errors() {
     }
     assert!(db.write_batch(&b).is_err());
 }
+
+#[test]
+fn wait_for_merge_returns_when_no_merge_runs() {
+    let dir: Arc<dyn Directory> = Arc::new(MemDirectory::new());
+    let db = Db::open(
+        dir,
+        Options {
+            sync: SyncPolicy::Never,
+            ..small(true)
+        },
+    )
+    .unwrap();
+    db.wait_for_merge().unwrap();
+    let mut merges_before = Vec::new();
+    for i in 0..40_000u64 {
+        db.put(i.wrapping_mul(0x9E37_79B9_7F4A_7C15), i).unwrap();
+        if i % 10_000 == 9_999 {
+            db.wait_for_merge().unwrap();
+            let st = db.stats().unwrap();
+            assert!(!st.merging, "a merge still runs after wait_for_merge");
+            assert_eq!(st.frozen_entries, 0);
+            merges_before.push(st.merges);
+        }
+    }
+    assert!(merges_before.last().unwrap() > &0, "{merges_before:?}");
+    // It starts no merge of its own: the writable stage keeps its entries.
+    let active = db.stats().unwrap().active_entries;
+    db.wait_for_merge().unwrap();
+    assert_eq!(db.stats().unwrap().active_entries, active);
+    db.close().unwrap();
+}

@@ -188,6 +188,13 @@ pub trait Index: Send + Sync {
         Ok(())
     }
 
+    /// Waits until background work that earlier writes started (a store's
+    /// merge) has finished, so that a benchmark charges it to the writes.
+    /// Kinds without background work return at once.
+    fn settle(&self) -> Result<()> {
+        Ok(())
+    }
+
     /// Sizes and shape.
     fn stats(&self) -> Result<IndexStats>;
 

@@ -87,6 +87,12 @@ pub struct BenchRecord {
     pub height: Option<u32>,
     /// Page cache hit ratio, when a cache was used.
     pub cache_hit_ratio: Option<f64>,
+    /// The `db` store's merge activity in the median run: `merges` done,
+    /// `merge_s` spent merging, whether a merge was still `merging` when the
+    /// last operation returned, and the `static_kind` in use (absent for
+    /// other kinds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<serde_json::Value>,
 }
 
 /// A readable table of records, with throughput ratios to the first index of

@@ -87,6 +87,65 @@ struct Sample {
     models: Option<u64>,
     height: Option<u32>,
     cache_hit_ratio: Option<f64>,
+    store: Option<serde_json::Value>,
+}
+
+/// The runner's own parameters of a spec, which the index kind never sees:
+/// - `cache=SIZE` (bytes, `4M`, ...): an LRU page cache of that many bytes in
+///   front of this configuration's storage (overriding
+///   [`BenchOptions::cache_pages`]), so that configurations given different
+///   memory run side by side;
+/// - `durable=1`: the runner calls [`Index::sync`] after every write, inside
+///   the timed region, so each write is durable when it returns (for kinds
+///   without a log of their own, such as `btree`).
+#[derive(Debug, Clone)]
+struct RunnerParams {
+    spec: IndexSpec,
+    cache_pages: Option<usize>,
+    durable: bool,
+}
+
+fn split_runner_params(spec: &IndexSpec, page_size: usize) -> Result<RunnerParams> {
+    let mut map = spec.params.given().clone();
+    let cache = map.remove("cache");
+    let durable = map.remove("durable");
+    let mut own = Map::new();
+    if let Some(v) = cache.clone() {
+        own.insert("cache".to_string(), v);
+    }
+    if let Some(v) = durable {
+        own.insert("durable".to_string(), v);
+    }
+    let own = strata::index::Params::from_map(own);
+    let cache_pages = match cache {
+        Some(_) => Some((own.u64("cache", 0)? / page_size.max(1) as u64) as usize),
+        None => None,
+    };
+    let durable = own.bool("durable", false)?;
+    Ok(RunnerParams {
+        spec: IndexSpec {
+            kind: spec.kind.clone(),
+            params: strata::index::Params::from_map(map),
+        },
+        cache_pages,
+        durable,
+    })
+}
+
+/// Copies the files of directory `from` into a new directory `to` (recursively).
+fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to).map_err(|e| Error::io(to, e))?;
+    for entry in std::fs::read_dir(from).map_err(|e| Error::io(from, e))? {
+        let entry = entry.map_err(|e| Error::io(from, e))?;
+        let src = entry.path();
+        let dst = to.join(entry.file_name());
+        if entry.file_type().map_err(|e| Error::io(&src, e))?.is_dir() {
+            copy_dir(&src, &dst)?;
+        } else {
+            std::fs::copy(&src, &dst).map_err(|e| Error::io(&src, e))?;
+        }
+    }
+    Ok(())
 }
 
 fn sanitize(spec: &str) -> String {
@@ -125,7 +184,21 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
         .filter(|&i| !is_peer[i])
         .chain((0..opts.indexes.len()).filter(|&i| is_peer[i]))
         .collect();
+    // Each configuration's own options (its `cache=` parameter) and the spec
+    // its kind sees (without that parameter).
+    let mut own: Vec<(BenchOptions, RunnerParams)> = Vec::with_capacity(opts.indexes.len());
+    for spec in &opts.indexes {
+        let rp = split_runner_params(spec, opts.page_size)?;
+        let mut o = opts.clone();
+        if let Some(pages) = rp.cache_pages {
+            o.cache_pages = pages;
+        }
+        own.push((o, rp));
+    }
     for (w_i, &workload) in opts.workloads.iter().enumerate() {
+        // Writing workloads start every repeat from a copy of one pristine
+        // build per configuration (builds of large stores are slow).
+        let mut pristine: Vec<Option<(PathBuf, BuildReport)>> = vec![None; opts.indexes.len()];
         let plan = WorkloadPlan::new(
             workload,
             keys,
@@ -138,8 +211,8 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
         for rep in 0..repeat {
             let mut budget: Option<u64> = None;
             for &i in &order {
-                let spec = &opts.indexes[i];
-                let spec_text = spec.to_string();
+                let spec_text = opts.indexes[i].to_string();
+                let (own_opts, spec, durable) = (&own[i].0, &own[i].1.spec, own[i].1.durable);
                 let env = PeerEnv {
                     memory_budget: budget.unwrap_or(DEFAULT_PEER_BUDGET),
                     cold: opts.direct,
@@ -159,9 +232,20 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
                         (d, r, false)
                     }
                     Some((bk, bv)) => {
-                        on_event(Event::Building {
-                            spec: spec_text.clone(),
-                        });
+                        if pristine[i].is_none() {
+                            on_event(Event::Building {
+                                spec: spec_text.clone(),
+                            });
+                            let base = opts.work_dir.join(format!(
+                                "{}-{}-{}-base",
+                                i,
+                                sanitize(&spec_text),
+                                workload
+                            ));
+                            let r = build(spec, Records::new(bk, bv)?, &base, opts.page_size, &env)?;
+                            pristine[i] = Some((base, r));
+                        }
+                        let (base, r) = pristine[i].clone().ok_or_else(|| Error::invalid("build"))?;
                         let dir = opts.work_dir.join(format!(
                             "{}-{}-{}-{}",
                             i,
@@ -169,7 +253,10 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
                             workload,
                             rep
                         ));
-                        let r = build(spec, Records::new(bk, bv)?, &dir, opts.page_size, &env)?;
+                        if dir.exists() {
+                            std::fs::remove_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+                        }
+                        copy_dir(&base, &dir)?;
                         (dir, r, true)
                     }
                 };
@@ -182,7 +269,7 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
                 if !is_peer[i] && budget.is_none() {
                     budget = Some(report.memory_bytes);
                 }
-                let sample = run_one(opts, spec, &env, &dir, &plan, on_event);
+                let sample = run_one(own_opts, spec, durable, &env, &dir, &plan, on_event);
                 if temporary {
                     let _ = std::fs::remove_dir_all(&dir);
                 }
@@ -195,9 +282,12 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
             let report = reports[i]
                 .take()
                 .ok_or_else(|| Error::invalid("missing build report"))?;
-            let rec = aggregate(opts, spec, workload, &plan, keys.len(), report, runs);
+            let rec = aggregate(&own[i].0, spec, workload, &plan, keys.len(), report, runs);
             on_event(Event::Done(Box::new(rec.clone())));
             records.push(rec);
+        }
+        for (base, _) in pristine.into_iter().flatten() {
+            let _ = std::fs::remove_dir_all(base);
         }
     }
     let wrong: u64 = records.iter().map(|r| r.wrong).sum();
@@ -250,7 +340,21 @@ fn open(
 }
 
 /// Runs one operation; returns whether the answer was right.
-fn exec(idx: &dyn Index, op: &Op, strict_scans: bool, buf: &mut Vec<(u64, u64)>) -> Result<bool> {
+fn exec(
+    idx: &dyn Index,
+    op: &Op,
+    strict_scans: bool,
+    durable: bool,
+    buf: &mut Vec<(u64, u64)>,
+) -> Result<bool> {
+    let ok = exec_op(idx, op, strict_scans, buf)?;
+    if durable && !matches!(op, Op::Get { .. } | Op::Scan { .. }) {
+        idx.sync()?;
+    }
+    Ok(ok)
+}
+
+fn exec_op(idx: &dyn Index, op: &Op, strict_scans: bool, buf: &mut Vec<(u64, u64)>) -> Result<bool> {
     Ok(match *op {
         Op::Get { key, expect } => idx.get(key)? == expect,
         Op::Scan {
@@ -278,9 +382,11 @@ fn exec(idx: &dyn Index, op: &Op, strict_scans: bool, buf: &mut Vec<(u64, u64)>)
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_one(
     opts: &BenchOptions,
     spec: &IndexSpec,
+    durable: bool,
     env: &PeerEnv,
     dir: &Path,
     plan: &WorkloadPlan,
@@ -310,7 +416,7 @@ fn run_one(
         let tick = (plan.ops.len() / 100).max(1);
         for (i, op) in plan.ops.iter().enumerate() {
             let s = Instant::now();
-            let ok = exec(idx.as_ref(), op, true, &mut buf)?;
+            let ok = exec(idx.as_ref(), op, true, durable, &mut buf)?;
             let ns = s.elapsed().as_nanos() as u64;
             hist.saturating_record(ns.max(1));
             wrong += u64::from(!ok);
@@ -327,8 +433,13 @@ fn run_one(
         }
         (hist, wrong)
     } else {
-        run_threads(idx.as_ref(), plan, threads)?
+        run_threads(idx.as_ref(), plan, threads, durable)?
     };
+    if plan.workload.writes() {
+        // Background work the writes started (a store's merge) is part of
+        // their cost: the clock stops when it has finished.
+        idx.settle()?;
+    }
     let elapsed = t0.elapsed().saturating_sub(paused).as_secs_f64();
     let io = idx.io().snapshot().since(&before);
     let st = idx.stats()?;
@@ -351,6 +462,14 @@ fn run_one(
         models: st.models,
         height: st.height,
         cache_hit_ratio: st.extra.get("cache_hit_ratio").and_then(|v| v.as_f64()),
+        store: st.extra.get("db").map(|d| {
+            serde_json::json!({
+                "merges": d["merges"],
+                "merge_s": d["merge_seconds"],
+                "merging": d["merging"],
+                "static_kind": d["static_kind"],
+            })
+        }),
     })
 }
 
@@ -361,7 +480,12 @@ fn new_hist() -> Result<Histogram<u64>> {
 /// Operations are split by key so each key's operations keep their order
 /// (and expected answers stay exact); scans are only checked for order when
 /// other threads write concurrently.
-fn run_threads(idx: &dyn Index, plan: &WorkloadPlan, threads: usize) -> Result<(Histogram<u64>, u64)> {
+fn run_threads(
+    idx: &dyn Index,
+    plan: &WorkloadPlan,
+    threads: usize,
+    durable: bool,
+) -> Result<(Histogram<u64>, u64)> {
     let mut parts: Vec<Vec<&Op>> = vec![Vec::new(); threads];
     for op in &plan.ops {
         let key = match op {
@@ -384,7 +508,7 @@ fn run_threads(idx: &dyn Index, plan: &WorkloadPlan, threads: usize) -> Result<(
                     let mut buf = Vec::with_capacity(128);
                     for op in ops {
                         let t = Instant::now();
-                        let ok = exec(idx, op, strict, &mut buf)?;
+                        let ok = exec(idx, op, strict, durable, &mut buf)?;
                         hist.saturating_record((t.elapsed().as_nanos() as u64).max(1));
                         wrong += u64::from(!ok);
                     }
@@ -478,6 +602,7 @@ fn aggregate(
         throughput_runs,
         height: median.height,
         cache_hit_ratio: median.cache_hit_ratio,
+        store: median.store.clone(),
     }
 }
 
@@ -530,6 +655,51 @@ mod tests {
             ppo <= pages.log2().ceil() + 0.01 && ppo >= pages.log2().ceil() - 1.5,
             "{ppo}"
         );
+    }
+
+    /// `cache=` gives one configuration its own page cache (counted in its
+    /// memory); writing workloads start each repeat from a copy of one build
+    /// and leave no directories behind.
+    #[test]
+    fn per_index_cache_and_pristine_copies() {
+        let tmp = tempfile::tempdir().unwrap();
+        let keys: Vec<u64> = (0..40_000u64).map(|i| i * 5 + 1).collect();
+        let o = opts(
+            tmp.path(),
+            &[
+                "btree",
+                "btree:cache=64K",
+                "db:memory=128K,insert=blind,durable=1",
+            ],
+            &["ycsb-write-only", "ycsb-balanced", "ycsb-read-only"],
+            "nvme",
+        );
+        let recs = run(&o, &keys, &mut |_| {}).unwrap();
+        assert_eq!(recs.len(), 9);
+        for w in recs.chunks(3) {
+            assert!(w.iter().all(|r| r.wrong == 0 && r.throughput_runs.len() == 2));
+            assert_eq!(w[0].cache, "cold");
+            assert_eq!(w[1].cache, "lru:16");
+            assert_eq!(w[1].spec, "btree:cache=64K");
+            assert!(
+                w[1].memory_bytes >= w[0].memory_bytes + 16 * 4096,
+                "{}",
+                w[1].workload
+            );
+            assert_eq!(w[2].index, "db");
+            assert!(w[0].store.is_none());
+            let store = w[2].store.as_ref().unwrap();
+            assert!(store["merges"].is_u64() && store["static_kind"].is_string());
+            // The clock of a writing run stops after the merges it started.
+            assert_eq!(store["merging"], false, "{}", w[2].workload);
+        }
+        let left: Vec<_> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.contains("ycsb-write") || n.contains("ycsb-balanced"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+        assert!(split_runner_params(&"btree:cache=lots".parse().unwrap(), 4096).is_err());
     }
 
     /// Peers answer like strata's kinds (every answer checked) and report

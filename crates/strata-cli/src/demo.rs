@@ -28,6 +28,11 @@ const DEMO_SPECS: &[&str] = &[
     "fiting-static:epsilon=64",
 ];
 
+/// The write-then-read part: the durable store against the B+-tree, which
+/// gets its pinned inner nodes plus a page cache as large as the store's
+/// whole budget (so the B+-tree holds more memory than the store).
+const DEMO_WRITE_SPECS: &[&str] = &["btree:cache=1M", "db:memory=1M,insert=blind"];
+
 #[derive(Args, Debug)]
 pub struct DemoArgs {
     /// Keys per data set.
@@ -105,6 +110,34 @@ pub fn run(a: DemoArgs, quiet: bool) -> Result<()> {
         );
         print!("{}", strata_bench::format_table(&recs));
         all.extend(recs);
+        // Writes, then reads of the written keys: inserts of 1/16 of the
+        // keys into the other 15/16, then half inserts and half lookups.
+        if known.contains(&"db") {
+            let wopts = BenchOptions {
+                indexes: DEMO_WRITE_SPECS
+                    .iter()
+                    .map(|s| s.parse())
+                    .collect::<Result<_>>()?,
+                workloads: vec![Workload::YcsbWriteOnly, Workload::YcsbBalanced],
+                ops: a.ops.min(keys.len() / 16).max(1),
+                ..opts
+            };
+            if !quiet {
+                eprintln!(
+                    "\n{}: writes (durable store `db` with a 1 MiB budget vs the B+-tree with a 1 MiB page cache)",
+                    dist.name()
+                );
+            }
+            let recs = crate::run_bench(&wopts, &keys, crate::JsonSink::Discard, quiet)?;
+            print!(
+                "\n{} — {} keys, 15/16 bulk-loaded, {} writes / mixed operations each\n",
+                dist.name(),
+                keys.len(),
+                wopts.ops
+            );
+            print!("{}", strata_bench::format_table(&recs));
+            all.extend(recs);
+        }
     }
     if let Some(p) = &a.json {
         let mut text = String::new();

@@ -141,6 +141,8 @@ struct BenchArgs {
     #[command(flatten)]
     keys: KeyFileArgs,
     /// Index configuration (repeatable); the first is the baseline of the ratios.
+    /// `cache=SIZE` (e.g. `btree:cache=4M`) gives this configuration its own LRU page cache;
+    /// `durable=1` syncs the index after every write (inside the timed region).
     #[arg(long = "index", required = true)]
     indexes: Vec<String>,
     /// Workload (repeatable): lookup, lookup-miss, scan, write-only, read-heavy,

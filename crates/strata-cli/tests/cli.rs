@@ -312,3 +312,37 @@ fn bench_emits_the_fixed_fields() {
         .unwrap();
     assert_eq!(zl["io"]["pages_per_op"], 1.0);
 }
+
+#[test]
+fn demo_runs_the_store_beside_the_btree() {
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("demo.jsonl");
+    let out = ok(&[
+        "demo",
+        "--n",
+        "20000",
+        "--ops",
+        "400",
+        "--dataset",
+        "fb-like",
+        "--dir",
+        p(&tmp.path().join("d")),
+        "--json",
+        p(&json),
+    ]);
+    assert!(out.contains("ycsb-balanced"), "{out}");
+    let recs: Vec<serde_json::Value> = std::fs::read_to_string(&json)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for w in ["ycsb-write-only", "ycsb-balanced"] {
+        let kinds: Vec<&str> = recs
+            .iter()
+            .filter(|r| r["workload"] == w)
+            .map(|r| r["index"].as_str().unwrap())
+            .collect();
+        assert_eq!(kinds, ["btree", "db"], "{w}");
+    }
+    assert!(recs.iter().all(|r| r["wrong"] == 0));
+}
