@@ -21,7 +21,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 pub use manifest::{MANIFEST_FILE, MANIFEST_MAGIC, MANIFEST_VERSION, Manifest};
-pub use params::{IndexSpec, Params};
+pub use params::{IndexSpec, Params, parse_size};
 pub use registry::{
     BuildOptions, BuildReport, IndexKind, OpenOptions, Residency, build, build_in, build_records, kinds,
     open, open_in,

@@ -96,7 +96,7 @@ enum DbCmd {
 }
 
 fn options(s: &StoreArgs) -> Result<Options> {
-    let memory = parse_size(&s.memory)
+    let memory = strata::index::parse_size(&s.memory)
         .ok_or_else(|| Error::invalid(format!("--memory must be a size such as 64M, got {:?}", s.memory)))?;
     let sync = match s.sync.as_str() {
         "every" | "always" => SyncPolicy::Always,
@@ -112,21 +112,6 @@ fn options(s: &StoreArgs) -> Result<Options> {
     })
 }
 
-/// `4096`, `64k`, `8M`, `1G` as bytes.
-fn parse_size(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let n: u64 = num.parse().ok()?;
-    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        _ => return None,
-    };
-    n.checked_mul(mult)
-}
 
 fn out(line: std::fmt::Arguments<'_>) -> Result<()> {
     let mut o = std::io::stdout().lock();
