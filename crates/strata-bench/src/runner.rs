@@ -145,6 +145,7 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
                     cold: opts.direct,
                     page_size: opts.page_size,
                 };
+                let build_spec = with_budget(spec, budget)?;
                 let (dir, report, temporary) = match &plan.bulk {
                     None => {
                         if static_builds[i].is_none() {
@@ -152,7 +153,7 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
                                 spec: spec_text.clone(),
                             });
                             let dir = opts.work_dir.join(format!("{}-{}", i, sanitize(&spec_text)));
-                            let rep = build(spec, Records::ranked(keys), &dir, opts.page_size, &env)?;
+                            let rep = build(&build_spec, Records::ranked(keys), &dir, opts.page_size, &env)?;
                             static_builds[i] = Some((dir, rep));
                         }
                         let (d, r) = static_builds[i].clone().ok_or_else(|| Error::invalid("build"))?;
@@ -169,7 +170,7 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
                             workload,
                             rep
                         ));
-                        let r = build(spec, Records::new(bk, bv)?, &dir, opts.page_size, &env)?;
+                        let r = build(&build_spec, Records::new(bk, bv)?, &dir, opts.page_size, &env)?;
                         (dir, r, true)
                     }
                 };
@@ -207,6 +208,23 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
         )));
     }
     Ok(records)
+}
+
+/// `spec` with its parameter `memory=budget` (a strata kind with a memory
+/// budget, such as `db`) replaced by the run's budget: the memory of the
+/// first strata index, the one the peers get. The record's `config` shows the
+/// bytes.
+fn with_budget(spec: &IndexSpec, budget: Option<u64>) -> Result<IndexSpec> {
+    if spec.params.given().get("memory").and_then(|v| v.as_str()) != Some("budget") {
+        return Ok(spec.clone());
+    }
+    match budget {
+        Some(b) if peers::find(&spec.kind).is_none() => Ok(spec.clone().with("memory", b)),
+        _ => Err(Error::invalid(format!(
+            "{spec}: memory=budget takes the memory of the first strata index of the run, \
+             so another strata index (the baseline, e.g. btree) must come before it"
+        ))),
+    }
 }
 
 /// Builds `spec` into `dir`: a peer if one has the kind's name (peers are
