@@ -70,6 +70,10 @@ for ds in fb-like osm-like; do
     # Writes (updatable kinds only): half bulk-loaded, then inserts.
     "$strata" bench "${common[@]}" "${write_kinds[@]}" --workload write-only --workload balanced \
         --json "$out/$ds-write.jsonl"
+    # The hybrid store at the budget and at its default 64 MiB, beside btree:
+    # how much of its write cost is merging within a sub-MiB budget.
+    "$strata" bench "${common[@]}" --index btree --index $db --index db:memory=64M \
+        --workload write-only --workload balanced --json "$out/$ds-write-db.jsonl"
 done
 
 # Figures (the Python package is built by scripts/test-python.sh).
@@ -87,5 +91,7 @@ for ds in fb-like osm-like; do
         --baseline btree --out "$out/bars-$ds.png" --title "$ds: throughput, ratio to strata btree"
     "${plot[@]}" "$out/$ds-cold.jsonl" --kind latency --workload lookup --out "$out/latency-lookup-cold-$ds.png" \
         --title "$ds: cold lookup latency"
+    "${plot[@]}" "$out/$ds-write-db.jsonl" --kind bars --baseline btree --out "$out/bars-db-$ds.png" \
+        --title "$ds: hybrid store db at btree's memory and at 64 MiB, ratio to btree"
 done
 echo "peers: results and figures in $out ($(( $(date +%s) - t0 )) s in all)"

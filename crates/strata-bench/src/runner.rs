@@ -582,6 +582,39 @@ mod tests {
         }
     }
 
+    /// `memory=budget` takes the memory of the first strata index (btree's
+    /// build report), and needs one before it.
+    #[test]
+    fn memory_budget_comes_from_the_baseline() {
+        let tmp = tempfile::tempdir().unwrap();
+        let keys: Vec<u64> = (0..50_000u64).map(|i| i * 11).collect();
+        let mut o = opts(
+            tmp.path(),
+            &["btree", "db:memory=budget"],
+            &["lookup", "write-only"],
+            "nvme",
+        );
+        o.repeat = 1;
+        let recs = run(&o, &keys, &mut |_| {}).unwrap();
+        assert_eq!(recs.len(), 4);
+        for pair in recs.chunks(2) {
+            let (b, d) = (&pair[0], &pair[1]);
+            assert_eq!((b.index.as_str(), d.index.as_str()), ("btree", "db"));
+            assert_eq!(d.wrong, 0);
+            // The budget is btree's memory after its build (its record shows
+            // the memory at the end of the run).
+            let budget = d.config["memory"].as_u64().unwrap();
+            assert!(
+                budget > 0 && budget <= b.memory_bytes,
+                "{budget} vs {}",
+                b.memory_bytes
+            );
+        }
+        let o = opts(tmp.path(), &["db:memory=budget", "btree"], &["lookup"], "nvme");
+        let e = run(&o, &keys, &mut |_| {}).unwrap_err();
+        assert!(e.to_string().contains("memory=budget"), "{e}");
+    }
+
     #[test]
     fn static_kind_rejects_writes() {
         let tmp = tempfile::tempdir().unwrap();
