@@ -30,7 +30,7 @@ fn u64_array<'py>(v: &Bound<'py, PyAny>, name: &str) -> PyResult<PyReadonlyArray
         return Ok(a);
     }
     let conv = v.py().import("strata")?.getattr("as_keys")?.call1((v, name))?;
-    Ok(conv.extract::<PyReadonlyArray1<'py, u64>>()?)
+    conv.extract::<PyReadonlyArray1<'py, u64>>()
 }
 
 /// `"always"`, `"never"` or a number of milliseconds (int).
