@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Builds strata with the peer systems (LMDB, RocksDB) and runs the peer
 # comparison of docs/results/peers.md: cold and warm lookups and scans over
-# strata's B+-tree, the best static strata kinds, LMDB and RocksDB, then
-# write-only and balanced over the updatable ones, on fb-like and osm-like
-# keys; then draws the figures with strata.plot.
+# strata's B+-tree, the best static strata kinds, the hybrid store `db`, LMDB
+# and RocksDB, then write-only and balanced over the updatable ones, on
+# fb-like and osm-like keys; then draws the figures with strata.plot.
 #
 #   ./scripts/peers.sh                        # 10M keys, 20k operations per run
 #   N=1000000 OPS=5000 OUT=/tmp/peers ./scripts/peers.sh   # a quick look
-#   (DATA_DIR: where keys and indexes go; STRATA_BIN: run this strata binary)
+#   (DATA_DIR: where keys and indexes go; KEYS_DIR: reuse $KEYS_DIR/$ds.keys
+#   when it holds N keys; STRATA_BIN: run this strata binary)
 #
 # System packages (installed with apt-get when missing and run as root):
 #   libclang-dev    bindgen, to generate the RocksDB C API bindings;
@@ -44,12 +45,19 @@ echo "peers: build took $(( $(date +%s) - t0 )) s"
 strata=${STRATA_BIN:-$root/target/release/strata}
 
 # Strata's B+-tree comes first: it is the baseline of the ratios and its
-# memory is the budget of the peers (RocksDB's block cache).
-read_kinds=(--index btree --index lmdb --index rocksdb --index pgm-disk-cpr --index leco-zonemap-d --index zonemap)
-write_kinds=(--index btree --index lmdb --index rocksdb)
+# memory is the budget of the peers (RocksDB's block cache) and of the hybrid
+# store (`db:memory=budget`: dynamic stages + static index within btree's
+# memory; log not synced per write, as LMDB and RocksDB here).
+db=db:memory=budget
+read_kinds=(--index btree --index lmdb --index rocksdb --index pgm-disk-cpr --index leco-zonemap-d --index zonemap --index $db)
+write_kinds=(--index btree --index lmdb --index rocksdb --index $db)
 
 for ds in fb-like osm-like; do
     keys=$data/$ds-$n.keys
+    if [ -n "${KEYS_DIR:-}" ] && [ -f "$KEYS_DIR/$ds.keys" ] \
+        && [ "$(od -An -tu8 -N8 "$KEYS_DIR/$ds.keys" | tr -d ' ')" = "$n" ]; then
+        keys=$KEYS_DIR/$ds.keys
+    fi
     [ -f "$keys" ] || "$strata" gen --dist "$ds" --n "$n" --out "$keys"
     common=(--data "$keys" --dataset "$ds" --ops "$ops" --profile nvme --work-dir "$data/$ds-$n.bench")
     # Cold: strata reads with O_DIRECT; LMDB's leaves are evicted from the
@@ -62,6 +70,10 @@ for ds in fb-like osm-like; do
     # Writes (updatable kinds only): half bulk-loaded, then inserts.
     "$strata" bench "${common[@]}" "${write_kinds[@]}" --workload write-only --workload balanced \
         --json "$out/$ds-write.jsonl"
+    # The hybrid store at the budget and at its default 64 MiB, beside btree:
+    # how much of its write cost is merging within a sub-MiB budget.
+    "$strata" bench "${common[@]}" --index btree --index $db --index db:memory=64M \
+        --workload write-only --workload balanced --json "$out/$ds-write-db.jsonl"
 done
 
 # Figures (the Python package is built by scripts/test-python.sh).
@@ -79,5 +91,7 @@ for ds in fb-like osm-like; do
         --baseline btree --out "$out/bars-$ds.png" --title "$ds: throughput, ratio to strata btree"
     "${plot[@]}" "$out/$ds-cold.jsonl" --kind latency --workload lookup --out "$out/latency-lookup-cold-$ds.png" \
         --title "$ds: cold lookup latency"
+    "${plot[@]}" "$out/$ds-write-db.jsonl" --kind bars --baseline btree --out "$out/bars-db-$ds.png" \
+        --title "$ds: hybrid store db at btree's memory and at 64 MiB, ratio to btree"
 done
 echo "peers: results and figures in $out ($(( $(date +%s) - t0 )) s in all)"

@@ -12,6 +12,17 @@ library (the extension module ``strata._strata``):
 >>> idx.get_many(keys[:3]).tolist()
 [0, 1, 2]
 
+The durable hybrid store (write-ahead log, in-memory dynamic stage, learned
+static stage on disk) is :class:`Db`:
+
+>>> import tempfile
+>>> with strata.Db(tempfile.mkdtemp(), memory="8M") as db:
+...     db.put(5, 50)
+...     db.put_many(keys[:3], [10, 11, 12])
+...     db.delete(5)
+...     db.get(int(keys[1])), db.get(5), len(db)
+(11, None, 3)
+
 Key arrays are passed to Rust as numpy buffers without copying when they are
 C-contiguous ``uint64`` (anything else is converted once). Batch calls
 (``Index.get_many``, ``Index.range``, ``build``, ``bench``) release the GIL.
@@ -19,11 +30,11 @@ C-contiguous ``uint64`` (anything else is converted once). Batch calls
 Errors mirror ``strata::Error``: every exception derives from
 :class:`StrataError` (see ``strata.errors``).
 
-Extension points: the hybrid store ``strata.Db`` and the tuner
-``strata.tune`` are written on other branches. When they land, each is one
-Rust file in ``crates/strata-py/src/`` (registered in ``lib.rs``), one name in
-``_EXTENSIONS`` below and its stub in ``_strata.pyi``; until then, using them
-raises ``AttributeError`` naming the branch.
+Extension point: the tuner ``strata.tune`` is written on another branch.
+When it lands, it is one Rust file in ``crates/strata-py/src/`` (registered
+in ``lib.rs``), one name in ``_EXTENSIONS`` below and its stub in
+``_strata.pyi``; until then, using it raises ``AttributeError`` naming the
+branch.
 """
 
 from __future__ import annotations
@@ -40,6 +51,8 @@ from . import _strata
 from ._strata import (
     BadMagicError,
     CorruptionError,
+    DB_MAX_BATCH,
+    Db,
     Index,
     InjectedError,
     InvalidInputError,
@@ -62,6 +75,8 @@ __version__: str = _strata.__version__
 __all__ = [
     "BadMagicError",
     "CorruptionError",
+    "DB_MAX_BATCH",
+    "Db",
     "Index",
     "InjectedError",
     "InvalidInputError",
@@ -93,7 +108,6 @@ MISSING: int = 2**64 - 1
 
 # Names provided by other branches once they land: name -> where it comes from.
 _EXTENSIONS = {
-    "Db": "the hybrid store strata::Db (src/db/, branch `db`)",
     "tune": "AirTune strata::tune (src/tune/, branch `tune`)",
 }
 

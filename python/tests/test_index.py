@@ -215,7 +215,8 @@ def test_listings():
 
 
 def test_extension_points_are_explicit():
-    for name in ("Db", "tune"):
+    assert strata.Db is strata._strata.Db and "Db" in strata.__all__
+    for name in ("tune",):
         with pytest.raises(AttributeError, match="branch"):
             getattr(strata, name)
     with pytest.raises(AttributeError):

@@ -218,6 +218,7 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
                     cold: opts.direct,
                     page_size: opts.page_size,
                 };
+                let build_spec = with_budget(spec, budget)?;
                 let (dir, report, temporary) = match &plan.bulk {
                     None => {
                         if static_builds[i].is_none() {
@@ -225,7 +226,7 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
                                 spec: spec_text.clone(),
                             });
                             let dir = opts.work_dir.join(format!("{}-{}", i, sanitize(&spec_text)));
-                            let rep = build(spec, Records::ranked(keys), &dir, opts.page_size, &env)?;
+                            let rep = build(&build_spec, Records::ranked(keys), &dir, opts.page_size, &env)?;
                             static_builds[i] = Some((dir, rep));
                         }
                         let (d, r) = static_builds[i].clone().ok_or_else(|| Error::invalid("build"))?;
@@ -242,7 +243,7 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
                                 sanitize(&spec_text),
                                 workload
                             ));
-                            let r = build(spec, Records::new(bk, bv)?, &base, opts.page_size, &env)?;
+                            let r = build(&build_spec, Records::new(bk, bv)?, &base, opts.page_size, &env)?;
                             pristine[i] = Some((base, r));
                         }
                         let (base, r) = pristine[i].clone().ok_or_else(|| Error::invalid("build"))?;
@@ -297,6 +298,23 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
         )));
     }
     Ok(records)
+}
+
+/// `spec` with its parameter `memory=budget` (a strata kind with a memory
+/// budget, such as `db`) replaced by the run's budget: the memory of the
+/// first strata index, the one the peers get. The record's `config` shows the
+/// bytes.
+fn with_budget(spec: &IndexSpec, budget: Option<u64>) -> Result<IndexSpec> {
+    if spec.params.given().get("memory").and_then(|v| v.as_str()) != Some("budget") {
+        return Ok(spec.clone());
+    }
+    match budget {
+        Some(b) if peers::find(&spec.kind).is_none() => Ok(spec.clone().with("memory", b)),
+        _ => Err(Error::invalid(format!(
+            "{spec}: memory=budget takes the memory of the first strata index of the run, \
+             so another strata index (the baseline, e.g. btree) must come before it"
+        ))),
+    }
 }
 
 /// Builds `spec` into `dir`: a peer if one has the kind's name (peers are
@@ -732,6 +750,39 @@ mod tests {
             assert_eq!(recs[0].index, "btree");
             assert_eq!(recs[1].index, specs[1]);
         }
+    }
+
+    /// `memory=budget` takes the memory of the first strata index (btree's
+    /// build report), and needs one before it.
+    #[test]
+    fn memory_budget_comes_from_the_baseline() {
+        let tmp = tempfile::tempdir().unwrap();
+        let keys: Vec<u64> = (0..50_000u64).map(|i| i * 11).collect();
+        let mut o = opts(
+            tmp.path(),
+            &["btree", "db:memory=budget"],
+            &["lookup", "write-only"],
+            "nvme",
+        );
+        o.repeat = 1;
+        let recs = run(&o, &keys, &mut |_| {}).unwrap();
+        assert_eq!(recs.len(), 4);
+        for pair in recs.chunks(2) {
+            let (b, d) = (&pair[0], &pair[1]);
+            assert_eq!((b.index.as_str(), d.index.as_str()), ("btree", "db"));
+            assert_eq!(d.wrong, 0);
+            // The budget is btree's memory after its build (its record shows
+            // the memory at the end of the run).
+            let budget = d.config["memory"].as_u64().unwrap();
+            assert!(
+                budget > 0 && budget <= b.memory_bytes,
+                "{budget} vs {}",
+                b.memory_bytes
+            );
+        }
+        let o = opts(tmp.path(), &["db:memory=budget", "btree"], &["lookup"], "nvme");
+        let e = run(&o, &keys, &mut |_| {}).unwrap_err();
+        assert!(e.to_string().contains("memory=budget"), "{e}");
     }
 
     #[test]

@@ -36,7 +36,7 @@ impl PyIndex {
 }
 
 /// The keys of a numpy array: borrowed when C-contiguous, copied otherwise.
-fn key_slice<'a>(keys: &'a PyReadonlyArray1<'_, u64>, owned: &'a mut Vec<u64>) -> &'a [u64] {
+pub fn key_slice<'a>(keys: &'a PyReadonlyArray1<'_, u64>, owned: &'a mut Vec<u64>) -> &'a [u64] {
     match keys.as_slice() {
         Ok(s) => s,
         Err(_) => {
@@ -47,7 +47,7 @@ fn key_slice<'a>(keys: &'a PyReadonlyArray1<'_, u64>, owned: &'a mut Vec<u64>) -
 }
 
 /// Records as an `(m, 2)` uint64 array: column 0 keys, column 1 values.
-fn records_array<'py>(py: Python<'py>, recs: &[(u64, u64)]) -> PyResult<Bound<'py, PyArray2<u64>>> {
+pub fn records_array<'py>(py: Python<'py>, recs: &[(u64, u64)]) -> PyResult<Bound<'py, PyArray2<u64>>> {
     let mut flat = Vec::with_capacity(recs.len() * 2);
     for &(k, v) in recs {
         flat.push(k);

@@ -9,21 +9,21 @@
 //! | `errors.rs` | `StrataError` and its subclasses (mirror `strata::Error`) |
 //! | `data.rs` | `gen`, `read_keys`, `write_keys`, `dists` |
 //! | `index.rs` | `Index`, `build`, `open` |
+//! | `db.rs` | `Db` (the hybrid store `strata::Db`) |
 //! | `bench.rs` | `bench`, `workloads`, `peers` |
 //! | this file | `kinds`, `profiles`, `__version__` |
 //!
-//! Extension points. The hybrid store (`strata::Db`, branch `db`) and AirTune
-//! (`strata::tune`, branch `tune`) are added the same way: a file `db.rs`
-//! (a `#[pyclass] Db` over `strata::db::Db`, methods mapping errors with
-//! `errors::IntoPyResult`) or `tune.rs` (a `#[pyfunction] tune` returning the
-//! tuner's JSON as a dict), each with a `register(m)` called from
-//! [`_strata`] below; then one import line in python/strata/__init__.py and
-//! its stub in python/strata/_strata.pyi. Nothing else changes: errors,
-//! conversions and the build already cover them.
+//! Extension points. AirTune (`strata::tune`, branch `tune`) is added the
+//! way `db.rs` was: a file `tune.rs` (a `#[pyfunction] tune` returning the
+//! tuner's JSON as a dict, errors mapped with `errors::IntoPyResult`) with a
+//! `register(m)` called from [`_strata`] below; then one import line in
+//! python/strata/__init__.py and its stub in python/strata/_strata.pyi.
+//! Nothing else changes: errors, conversions and the build already cover it.
 
 mod bench;
 mod convert;
 mod data;
+mod db;
 mod errors;
 mod index;
 
@@ -54,6 +54,7 @@ fn _strata(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     data::register(m)?;
     index::register(m)?;
+    db::register(m)?;
     bench::register(m)?;
     m.add_function(wrap_pyfunction!(kinds, m)?)?;
     m.add_function(wrap_pyfunction!(profiles, m)?)?;
