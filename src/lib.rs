@@ -10,7 +10,8 @@
 //! - [`storage`]: files, `O_DIRECT`, I/O accounting, storage profiles, page cache;
 //! - [`format`]: pages, checksums, data runs, SOSD key files;
 //! - [`data`]: deterministic data and workload generators;
-//! - [`index`]: index kinds behind one [`index::Index`] trait.
+//! - [`index`]: index kinds behind one [`index::Index`] trait;
+//! - [`tune`]: the storage cost model and AirTune.
 
 pub mod data;
 pub mod error;
@@ -18,5 +19,6 @@ pub mod format;
 pub mod index;
 pub mod model;
 pub mod storage;
+pub mod tune;
 
 pub use error::{Error, Result};

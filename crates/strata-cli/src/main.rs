@@ -2,6 +2,7 @@
 //! verify disk-resident indexes.
 
 mod demo;
+mod tune;
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -57,6 +58,8 @@ enum Cmd {
     Analyze(AnalyzeArgs),
     /// List the index kinds, distributions, workloads and storage profiles.
     List,
+    /// Tune the layers of an index for a storage profile (AirTune) and build it.
+    Tune(tune::TuneArgs),
 }
 
 #[derive(Args, Debug)]
@@ -245,6 +248,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Demo(a) => demo::run(a, quiet),
         Cmd::Analyze(a) => analyze(a, quiet),
         Cmd::List => list(),
+        Cmd::Tune(a) => tune::run(a, quiet),
     }
 }
 

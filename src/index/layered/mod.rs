@@ -10,7 +10,10 @@
 //!
 //! With `resident=index` every layer is held in memory and only data pages are
 //! read (Zhang's setting); with `resident=none` every layer is read from
-//! storage on every lookup (AirIndex's cold first query).
+//! storage on every lookup (AirIndex's cold first query). A design tuned for
+//! a memory budget (`air:memory_budget=BYTES`) records how many top layers
+//! fit the budget (`resident_layers` in its manifest notes); with
+//! `resident=index` only those are held in memory.
 
 mod build;
 mod compressed;
@@ -21,9 +24,11 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-pub use build::{LayerBuild, SegmentLine, band_layer, step_layer, step_stack, write_layer, zone_layer};
+pub use build::{
+    LayerBuild, SegmentLine, band_layer, leco_zone_layer, step_layer, step_stack, write_layer, zone_layer,
+};
 pub use compressed::{CprBand, Decoded};
-pub use kinds::{Design, LAYERED_KINDS, LayeredKind};
+pub use kinds::{Design, LAYERED_KINDS, LayeredKind, compressed_band, page_aware_lines};
 pub use layer::{
     Access, BandEntry, Entries, LAYER_MAGIC, LAYER_VERSION, LayerKind, ResidentEntries, band_range,
     layer_spec, step,
@@ -71,8 +76,8 @@ impl OpenLayer {
     }
 }
 
-/// Decodes a blob layer from its bytes.
-fn decode_blob(kind: &LayerKind, bytes: &[u8], file: &str) -> Result<Decoded> {
+/// Decodes a blob layer from its bytes (as a lookup or `resident=index` does).
+pub fn decode_blob(kind: &LayerKind, bytes: &[u8], file: &str) -> Result<Decoded> {
     match kind {
         LayerKind::LecoZone { .. } => Ok(Decoded::Leco(
             crate::model::LecoArray::from_bytes(bytes)
@@ -122,9 +127,26 @@ impl LayeredIndex {
         fetch: Fetch,
         models: Option<u64>,
     ) -> Result<Self> {
+        let pinned = if resident { layers } else { 0 };
+        Self::open_pinned(kind, dir, io, layers, pinned, fetch, models)
+    }
+
+    /// Like [`LayeredIndex::open`], holding only the top `pinned` layers in
+    /// memory (the root first); the layers below them are read from storage
+    /// on every lookup. `pinned >= layers` pins every layer.
+    pub fn open_pinned(
+        kind: &str,
+        dir: Arc<dyn Directory>,
+        io: &crate::storage::IoContext,
+        layers: usize,
+        pinned: usize,
+        fetch: Fetch,
+        models: Option<u64>,
+    ) -> Result<Self> {
         let run = crate::format::DataRun::open(io.wrap(dir.open(super::binary::DATA_FILE)?))?;
         let mut open = Vec::with_capacity(layers);
         for i in 0..layers {
+            let resident = i + pinned.min(layers) >= layers;
             let name = layer_file(i);
             let raw = dir.open(&name)?;
             let file_name = raw.name().to_string();
