@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Runs every test of strata: the Rust workspace (unit, property, conformance,
-# model and crash tests). CI calls this through .ci/run.
+# model and crash tests), then the Python package (built into a virtual
+# environment with maturin and tested with pytest; see scripts/test-python.sh).
+# CI calls this through .ci/run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo test --workspace --all-targets
-cargo test --workspace --doc
+# strata-py is a cdylib without Rust tests: pytest covers it below.
+cargo test --workspace --exclude strata-py --all-targets
+cargo test --workspace --exclude strata-py --doc
+./scripts/test-python.sh

@@ -11,9 +11,11 @@
 //! - [`format`]: pages, checksums, data runs, SOSD key files;
 //! - [`data`]: deterministic data and workload generators;
 //! - [`index`]: index kinds behind one [`index::Index`] trait;
+//! - [`db`]: the durable hybrid store [`Db`] (WAL, dynamic stage, learned static stage);
 //! - [`tune`]: the storage cost model and AirTune.
 
 pub mod data;
+pub mod db;
 pub mod error;
 pub mod format;
 pub mod index;
@@ -21,4 +23,10 @@ pub mod model;
 pub mod storage;
 pub mod tune;
 
+pub use db::Db;
 pub use error::{Error, Result};
+
+/// The README's Rust examples, compiled as doctests so they stay correct.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

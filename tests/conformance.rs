@@ -201,3 +201,9 @@ fn air_memory_budget() {
     air_light("air:profile=custom:5:1,memory_budget=8192", true);
     air_light("air:profile=sata-ssd,memory_budget=64k", true);
 }
+
+#[test]
+fn rs_disk() {
+    common::battery("rs-disk:epsilon=16,radix_bits=10");
+    common::battery("rs-disk:epsilon=128");
+}

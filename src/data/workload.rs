@@ -47,6 +47,15 @@ pub enum Workload {
     YcsbE,
     /// YCSB F: 50% reads, 50% read-modify-writes.
     YcsbF,
+    /// Zhang et al. §10.1.1 read-only (YCSB C): a random 15/16 of the keys
+    /// bulk-loaded, then uniform reads.
+    YcsbReadOnly,
+    /// Zhang et al. §10.1.1 write-only: 15/16 bulk-loaded, then inserts of
+    /// the other keys in random order.
+    YcsbWriteOnly,
+    /// Zhang et al. §10.1.1 balanced: 15/16 bulk-loaded, then 50% inserts
+    /// and 50% uniform reads of present keys, in random order.
+    YcsbBalanced,
 }
 
 impl Workload {
@@ -65,6 +74,9 @@ impl Workload {
         "ycsb-d",
         "ycsb-e",
         "ycsb-f",
+        "ycsb-read-only",
+        "ycsb-write-only",
+        "ycsb-balanced",
     ];
 
     /// The workload's name.
@@ -83,6 +95,9 @@ impl Workload {
             Workload::YcsbD => "ycsb-d",
             Workload::YcsbE => "ycsb-e",
             Workload::YcsbF => "ycsb-f",
+            Workload::YcsbReadOnly => "ycsb-read-only",
+            Workload::YcsbWriteOnly => "ycsb-write-only",
+            Workload::YcsbBalanced => "ycsb-balanced",
         }
     }
 
@@ -90,7 +105,11 @@ impl Workload {
     pub fn writes(&self) -> bool {
         !matches!(
             self,
-            Workload::Lookup | Workload::LookupMiss | Workload::Scan | Workload::YcsbC
+            Workload::Lookup
+                | Workload::LookupMiss
+                | Workload::Scan
+                | Workload::YcsbC
+                | Workload::YcsbReadOnly
         )
     }
 
@@ -104,6 +123,16 @@ impl Workload {
                 | Workload::Balanced
                 | Workload::YcsbD
                 | Workload::YcsbE
+        )
+    }
+
+    /// Whether the bulk load holds 15/16 of the keys (Zhang et al. §10.1:
+    /// 150M of 200M keys loaded, 10M operations: the same 15 : 1 ratio of
+    /// bulk-loaded keys to operations when the key file holds bulk + ops).
+    fn zhang_bulk(&self) -> bool {
+        matches!(
+            self,
+            Workload::YcsbReadOnly | Workload::YcsbWriteOnly | Workload::YcsbBalanced
         )
     }
 }
@@ -125,6 +154,9 @@ impl FromStr for Workload {
             "ycsb-d" | "d" => Workload::YcsbD,
             "ycsb-e" | "e" => Workload::YcsbE,
             "ycsb-f" | "f" => Workload::YcsbF,
+            "ycsb-read-only" => Workload::YcsbReadOnly,
+            "ycsb-write-only" => Workload::YcsbWriteOnly,
+            "ycsb-balanced" => Workload::YcsbBalanced,
             _ => {
                 return Err(Error::invalid(format!(
                     "unknown workload {s:?}; known: {}",
@@ -295,10 +327,16 @@ impl WorkloadPlan {
         let mut r = Pcg64Mcg::seed_from_u64(seed ^ 0x5752_4b4c);
         let rank = |k: u64| keys.partition_point(|&x| x < k) as u64;
         // Split: bulk ranks and the insert order of the rest.
-        let (bulk_ranks, mut inserts): (Vec<u64>, Vec<u64>) = if workload.half_bulk() {
+        let (bulk_ranks, mut inserts): (Vec<u64>, Vec<u64>) = if workload.half_bulk() || workload.zhang_bulk()
+        {
             let mut perm: Vec<u64> = (0..n as u64).collect();
             perm.shuffle(&mut r);
-            let rest = perm.split_off(n.div_ceil(2));
+            let keep = if workload.half_bulk() {
+                n.div_ceil(2)
+            } else {
+                n - n / 16
+            };
+            let rest = perm.split_off(keep);
             (perm, rest)
         } else {
             ((0..n as u64).collect(), Vec::new())
@@ -311,7 +349,7 @@ impl WorkloadPlan {
         for &b in &bulk_ranks {
             present.bits[b as usize] = true;
         }
-        let bulk = if workload.half_bulk() {
+        let bulk = if workload.half_bulk() || workload.zhang_bulk() {
             let mut ranks = bulk_ranks;
             ranks.sort_unstable();
             let bk: Vec<u64> = ranks.iter().map(|&i| keys[i as usize]).collect();
@@ -371,7 +409,23 @@ impl WorkloadPlan {
         };
         for step in 0..ops {
             let op = match workload {
-                Workload::Lookup | Workload::YcsbC => get_of(&present, pick(&present, &mut r)),
+                Workload::Lookup | Workload::YcsbC | Workload::YcsbReadOnly => {
+                    get_of(&present, pick(&present, &mut r))
+                }
+                Workload::YcsbWriteOnly => match insert(&mut present, &mut inserts) {
+                    Some(op) => op,
+                    None => break,
+                },
+                Workload::YcsbBalanced => {
+                    if r.random::<bool>() {
+                        match insert(&mut present, &mut inserts) {
+                            Some(op) => op,
+                            None => break,
+                        }
+                    } else {
+                        get_of(&present, pick(&present, &mut r))
+                    }
+                }
                 Workload::LookupMiss => Op::Get {
                     key: absent_key(keys, &mut r)?,
                     expect: None,
@@ -542,7 +596,7 @@ mod tests {
                 let plan = WorkloadPlan::new(w, &keys, 3_000, choice, 9).unwrap();
                 assert!(!plan.ops.is_empty(), "{name}");
                 replay(&plan, &keys);
-                assert_eq!(plan.bulk.is_some(), w.half_bulk());
+                assert_eq!(plan.bulk.is_some(), w.half_bulk() || w.zhang_bulk());
             }
         }
     }
@@ -557,6 +611,25 @@ mod tests {
         assert_eq!(plan.ops.len(), 50_000, "write-only inserts the other half");
         let plan = WorkloadPlan::new(Workload::LookupMiss, &keys, 100, KeyChoice::Uniform, 1).unwrap();
         assert!(plan.ops.iter().all(|o| matches!(o, Op::Get { expect: None, .. })));
+    }
+
+    #[test]
+    fn zhang_workloads_load_fifteen_sixteenths() {
+        let keys: Vec<u64> = (0..16_000u64).collect();
+        for w in [
+            Workload::YcsbReadOnly,
+            Workload::YcsbWriteOnly,
+            Workload::YcsbBalanced,
+        ] {
+            let plan = WorkloadPlan::new(w, &keys, 1_000, KeyChoice::Uniform, 3).unwrap();
+            assert_eq!(plan.bulk_len(keys.len()), 15_000, "{w}");
+            let inserts = plan.ops.iter().filter(|o| matches!(o, Op::Insert { .. })).count();
+            match w {
+                Workload::YcsbReadOnly => assert_eq!(inserts, 0),
+                Workload::YcsbWriteOnly => assert_eq!(inserts, 1_000),
+                _ => assert!((400..600).contains(&inserts), "{inserts}"),
+            }
+        }
     }
 
     #[test]

@@ -1,19 +1,24 @@
 //! The write-ahead log: checksummed frames, group commit, torn-tail recovery.
 //!
-//! A log segment is a sequence of *frames*. Every write to the file is one
-//! frame holding one or more batches (group commit: concurrent writers'
-//! batches share a write and a sync). A frame:
+//! A log segment is a 16-byte header (magic `STRATAWL` u64, version u32,
+//! reserved u32) followed by *frames*. Every write to the file is one frame
+//! holding one or more batches (group commit: concurrent writers' batches
+//! share a write and a sync). A frame, all integers little-endian:
 //!
 //! ```text
-//! +--------+--------+----------------------------------------------+
-//! | crc32c | length | payload: batches                             |
-//! |  u32   |  u32   | batch: seq u64 | count u32 | count × op      |
-//! +--------+--------+ op: tag u8 (1 put, 2 delete) | key u64 | value u64
+//! +--------+---------+--------+----------------------------------------------+
+//! | length | len_crc | crc    | payload: batches                             |
+//! |  u32   |  u32    |  u32   | batch: seq u64 | count u32 | count × op      |
+//! +--------+---------+--------+ op: tag u8 (1 put, 2 delete) | key u64 | value u64
 //! ```
-//! `crc32c` covers `length` and the payload. Recovery reads frames in order;
-//! a frame cut short by the end of the file, or failing its checksum while
-//! being the last frame, is a torn write and is dropped with everything
-//! after it. A bad frame with valid bytes after it is corruption.
+//! `len_crc` is the crc32c of the 4 length bytes, so a damaged length is
+//! never trusted; `crc` is the crc32c of the payload. Recovery reads frames
+//! in order. In the newest segment a *torn tail* is dropped with everything
+//! after it: a header cut by the end of the file, a frame whose length runs
+//! past the end of the file or ends exactly at it with a bad payload, or a
+//! damaged header followed only by zero bytes. Any other bad frame, and any
+//! bad frame in an older segment, is [`Error::Corruption`]. See
+//! `docs/format/db.md`.
 
 use std::sync::Arc;
 
@@ -29,7 +34,7 @@ pub const WAL_MAGIC: u64 = u64::from_le_bytes(*b"STRATAWL");
 pub const WAL_VERSION: u32 = 1;
 /// Segment header: magic u64, version u32, reserved u32.
 pub const WAL_HEADER_LEN: u64 = 16;
-const FRAME_HEADER: usize = 8;
+const FRAME_HEADER: usize = 12;
 const OP_LEN: usize = 17;
 
 /// One write operation.
@@ -82,7 +87,9 @@ fn decode_batches(payload: &[u8], file: &str, offset: u64) -> Result<Vec<WalBatc
         let count = get_u32(payload, pos + 8).ok_or_else(|| bad("batch header cut"))? as usize;
         pos += 12;
         let need = count.checked_mul(OP_LEN).ok_or_else(|| bad("batch too large"))?;
-        let body = payload.get(pos..pos + need).ok_or_else(|| bad("batch body cut"))?;
+        let body = payload
+            .get(pos..pos + need)
+            .ok_or_else(|| bad("batch body cut"))?;
         let mut ops = Vec::with_capacity(count);
         for c in body.chunks_exact(OP_LEN) {
             let tag = c.first().copied().unwrap_or(0);
@@ -153,38 +160,77 @@ pub fn replay(storage: &dyn Storage, last: bool) -> Result<Replay> {
     let mut out = Replay::default();
     let mut pos = WAL_HEADER_LEN as usize;
     while pos < size {
-        let frame_ok = (|| {
-            let crc = get_u32(&bytes, pos)?;
-            let flen = get_u32(&bytes, pos + 4)? as usize;
-            let end = pos.checked_add(FRAME_HEADER)?.checked_add(flen)?;
-            let body = bytes.get(pos + 4..end)?;
-            (crc32c::crc32c(body) == crc).then_some(end)
-        })();
-        match frame_ok {
-            Some(end) => {
+        match check_frame(&bytes, pos, size) {
+            Frame::Good { end } => {
                 let payload = bytes.get(pos + FRAME_HEADER..end).unwrap_or_default();
                 out.batches.extend(decode_batches(payload, &name, pos as u64)?);
                 pos = end;
             }
-            None => {
-                // Torn iff this is the newest segment and the bad frame
-                // reaches the end of the file (nothing was written after it).
-                let flen = get_u32(&bytes, pos + 4).map_or(usize::MAX, |l| l as usize);
-                let reaches_end = pos.saturating_add(FRAME_HEADER).saturating_add(flen) >= size;
-                if last && reaches_end {
-                    out.torn_bytes = (size - pos) as u64;
-                    break;
-                }
+            Frame::Torn if last => {
+                out.torn_bytes = (size - pos) as u64;
+                break;
+            }
+            Frame::Torn => {
                 return Err(Error::corruption(
                     &name,
                     pos as u64,
-                    format!("log frame at byte {pos} fails its checksum and is followed by more data"),
+                    format!("log frame at byte {pos} is cut short in a segment that is not the newest"),
+                ));
+            }
+            Frame::Bad(what) => {
+                return Err(Error::corruption(
+                    &name,
+                    pos as u64,
+                    format!("log frame at byte {pos}: {what}"),
                 ));
             }
         }
     }
     out.valid_len = pos as u64;
     Ok(out)
+}
+
+/// What recovery makes of the bytes at one frame position.
+enum Frame {
+    /// A valid frame ending at `end`.
+    Good { end: usize },
+    /// The damage a write interrupted at the end of the file leaves.
+    Torn,
+    /// Damage that no interrupted append explains.
+    Bad(&'static str),
+}
+
+fn check_frame(bytes: &[u8], pos: usize, size: usize) -> Frame {
+    let rest = bytes.get(pos..size).unwrap_or_default();
+    let (Some(len), Some(len_crc), Some(crc)) = (get_u32(rest, 0), get_u32(rest, 4), get_u32(rest, 8)) else {
+        // The header itself is cut by the end of the file.
+        return Frame::Torn;
+    };
+    if crc32c::crc32c(&len.to_le_bytes()) != len_crc {
+        // A zero-filled tail is space a crash allocated but never wrote.
+        return if rest.iter().all(|&b| b == 0) {
+            Frame::Torn
+        } else {
+            Frame::Bad("frame header fails its checksum")
+        };
+    }
+    let Some(end) = pos
+        .checked_add(FRAME_HEADER)
+        .and_then(|p| p.checked_add(len as usize))
+    else {
+        return Frame::Bad("frame length overflows");
+    };
+    if end > size {
+        return Frame::Torn;
+    }
+    let payload = bytes.get(pos + FRAME_HEADER..end).unwrap_or_default();
+    if crc32c::crc32c(payload) == crc {
+        Frame::Good { end }
+    } else if end == size {
+        Frame::Torn
+    } else {
+        Frame::Bad("payload fails its checksum and is followed by more data")
+    }
 }
 
 /// When appends are made durable.
@@ -291,6 +337,14 @@ impl WalWriter {
                     None => Ok(()),
                 };
             }
+            if let Some(e) = &st.failed {
+                // An earlier frame failed: never write (or sync) after it, so
+                // no later batch is acknowledged past a lost one.
+                return Err(Error::Io {
+                    file: self.storage.name().to_string(),
+                    source: std::io::Error::other(format!("log is unusable after an earlier failure: {e}")),
+                });
+            }
             if !st.writing {
                 // Become the leader: write everything pending as one frame.
                 st.writing = true;
@@ -314,12 +368,13 @@ impl WalWriter {
     }
 
     fn write_frame(&self, offset: u64, payload: &[u8]) -> Result<u64> {
+        let len = u32::try_from(payload.len())
+            .map_err(|_| Error::invalid(format!("log frame of {} bytes is too large", payload.len())))?;
         let mut frame = Vec::with_capacity(FRAME_HEADER + payload.len());
-        frame.extend_from_slice(&[0u8; 4]);
-        frame.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        frame.extend_from_slice(&len.to_le_bytes());
+        frame.extend_from_slice(&crc32c::crc32c(&len.to_le_bytes()).to_le_bytes());
+        frame.extend_from_slice(&crc32c::crc32c(payload).to_le_bytes());
         frame.extend_from_slice(payload);
-        let crc = crc32c::crc32c(frame.get(4..).unwrap_or_default());
-        put_u32(&mut frame, 0, crc);
         self.storage.write_at(offset, &frame)?;
         if self.sync == SyncPolicy::Always {
             self.storage.sync()?;
@@ -327,9 +382,28 @@ impl WalWriter {
         Ok(frame.len() as u64)
     }
 
-    /// Syncs everything written so far.
+    /// Syncs everything written so far. A failed sync poisons the log like a
+    /// failed append (the kernel may have dropped the unsynced pages).
     pub fn sync(&self) -> Result<()> {
-        self.storage.sync()
+        {
+            let st = self.state.lock();
+            if let Some(e) = &st.failed {
+                return Err(Error::Io {
+                    file: self.storage.name().to_string(),
+                    source: std::io::Error::other(format!("log is unusable after an earlier failure: {e}")),
+                });
+            }
+        }
+        let r = self.storage.sync();
+        if let Err(e) = &r {
+            self.state.lock().failed = Some(e.to_string());
+        }
+        r
+    }
+
+    /// Whether an earlier write or sync failed (the log refuses appends).
+    pub fn is_failed(&self) -> bool {
+        self.state.lock().failed.is_some()
     }
 
     /// The sync policy.
@@ -424,12 +498,60 @@ mod tests {
     }
 
     #[test]
+    fn damaged_length_or_zero_tail() {
+        let dir = MemDirectory::new();
+        let f = dir.create("wal").unwrap();
+        let w = WalWriter::create(f.clone(), SyncPolicy::Always).unwrap();
+        for i in 0..5u64 {
+            w.append(i, &[WalOp::Put(i, i)]).unwrap();
+        }
+        let good = w.len();
+        // A zero-filled tail (space allocated, never written) is torn.
+        f.write_at(good, &[0u8; 300]).unwrap();
+        let r = replay(f.as_ref(), true).unwrap();
+        assert_eq!((r.batches.len(), r.valid_len, r.torn_bytes), (5, good, 300));
+        f.set_len(good).unwrap();
+        // A flipped bit in the length of a middle frame is never trusted,
+        // even when the damaged length would reach past the end of the file.
+        let mem = dir.file("wal").unwrap();
+        mem.corrupt_byte(WAL_HEADER_LEN + 3);
+        assert!(replay(f.as_ref(), true).unwrap_err().is_corruption());
+    }
+
+    #[test]
+    fn no_write_after_a_failed_group() {
+        let dir = FaultyDirectory::new();
+        let f = dir.create("wal").unwrap();
+        let w = Arc::new(WalWriter::create(f.clone(), SyncPolicy::Always).unwrap());
+        dir.plan().inject(FaultOp::Sync, 0, FaultKind::Eio, true);
+        let oks = std::thread::scope(|s| {
+            let hs: Vec<_> = (0..4u64)
+                .map(|t| {
+                    let w = w.clone();
+                    s.spawn(move || {
+                        (0..50u64)
+                            .filter(|&i| w.append(t * 100 + i, &[WalOp::Put(i, i)]).is_ok())
+                            .count()
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).sum::<usize>()
+        });
+        assert_eq!(oks, 0, "nothing is acknowledged once a sync failed");
+        assert!(w.is_failed());
+        assert!(w.sync().is_err());
+    }
+
+    #[test]
     fn sync_failure_poisons_the_log() {
         let dir = FaultyDirectory::new();
         let f = dir.create("wal").unwrap();
         let w = WalWriter::create(f, SyncPolicy::Always).unwrap();
         dir.plan().inject(FaultOp::Sync, 0, FaultKind::Eio, false);
         assert!(w.append(1, &[WalOp::Put(1, 1)]).is_err());
-        assert!(w.append(2, &[WalOp::Put(2, 2)]).is_err(), "no write is acknowledged after a failed sync");
+        assert!(
+            w.append(2, &[WalOp::Put(2, 2)]).is_err(),
+            "no write is acknowledged after a failed sync"
+        );
     }
 }

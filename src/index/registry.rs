@@ -129,6 +129,7 @@ pub trait IndexKind: Send + Sync {
 pub fn kinds() -> Vec<&'static dyn IndexKind> {
     let mut k: Vec<&'static dyn IndexKind> = vec![&super::binary::BinaryKind, &super::btree::BTreeKind];
     k.extend(super::layered::LAYERED_KINDS.iter().map(|l| l as &dyn IndexKind));
+    k.push(&crate::db::DbKind);
     k
 }
 

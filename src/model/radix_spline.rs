@@ -75,7 +75,22 @@ impl RadixSpline {
     /// offending position). O(n) time plus O(2^r) for the table.
     pub fn build(keys: &[u64], eps: u64, radix_bits: u32) -> Result<Self> {
         check_strictly_increasing(keys)?;
-        let (spline_keys, spline_pos) = spline_corridor(keys, eps);
+        Self::build_from(keys, eps, radix_bits, spline_corridor(keys, eps))
+    }
+
+    /// Like [`RadixSpline::build`], with Zhang's disk-based zero intervals:
+    /// key `i` may be interpolated anywhere on its page of `page_items`
+    /// positions, widened by `eps` (see `pla::zero_interval`). The spline
+    /// needs fewer points; its plain error bounds are then up to a page wider
+    /// (an on-disk index measures page-level bounds instead).
+    pub fn build_zero_interval(keys: &[u64], eps: u64, radix_bits: u32, page_items: u64) -> Result<Self> {
+        check_strictly_increasing(keys)?;
+        let corridor = spline_corridor_with(keys, |i| super::pla::zero_interval(i as u64, eps, page_items));
+        Self::build_from(keys, eps, radix_bits, corridor)
+    }
+
+    fn build_from(keys: &[u64], eps: u64, radix_bits: u32, corridor: (Vec<u64>, Vec<u64>)) -> Result<Self> {
+        let (spline_keys, spline_pos) = corridor;
         if spline_keys.len() >= u32::MAX as usize {
             return Err(Error::invalid("radix spline: more than 2^32 - 1 spline points"));
         }
@@ -348,13 +363,21 @@ impl RadixSpline {
 /// interpolating between consecutive points is within `eps` of every key's
 /// position. Always includes the first and last key. Exact arithmetic.
 fn spline_corridor(keys: &[u64], eps: u64) -> (Vec<u64>, Vec<u64>) {
+    let e = eps as i128;
+    spline_corridor_with(keys, |i| (i as i128 - e, i as i128 + e))
+}
+
+/// The greedy spline corridor where point `i` may be interpolated anywhere
+/// in `interval(i)` (which must contain `i`): knots are data points at their
+/// positions; a new knot starts when the corridor of slopes from the last
+/// knot closes.
+fn spline_corridor_with(keys: &[u64], interval: impl Fn(usize) -> (i128, i128)) -> (Vec<u64>, Vec<u64>) {
     let (mut sk, mut sp) = (Vec::new(), Vec::new());
     let Some(&first) = keys.first() else {
         return (sk, sp);
     };
     sk.push(first);
     sp.push(0);
-    let e = eps as i128;
     let mut base = Pt::new(first, 0);
     let mut base_idx = 0usize;
     // Corridor of slopes [lower, upper] from the base point.
@@ -363,14 +386,17 @@ fn spline_corridor(keys: &[u64], eps: u64) -> (Vec<u64>, Vec<u64>) {
     for (i, &k) in keys.iter().enumerate().skip(1) {
         let p = Pt::new(k, i as i128);
         let s = Slope::between(base, p);
+        let (lo_i, hi_i) = interval(i);
+        // From the slope through point `i`, the slopes through the ends of
+        // its interval (same denominator: same x).
         let widen = |s: Slope| {
             (
                 Slope {
-                    num: s.num - e,
+                    num: s.num - (i as i128 - lo_i),
                     den: s.den,
                 },
                 Slope {
-                    num: s.num + e,
+                    num: s.num + (hi_i - i as i128),
                     den: s.den,
                 },
             )
@@ -621,5 +647,39 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn zero_interval_spline_needs_fewer_points_and_stays_in_pages() {
+        let mut k = 0u64;
+        let keys: Vec<u64> = (0..50_000u64)
+            .map(|i| {
+                k += 1 + (i * 7919) % 97 + if i % 1000 == 0 { 10_000 } else { 0 };
+                k
+            })
+            .collect();
+        for eps in [1u64, 16, 64] {
+            let plain = RadixSpline::build(&keys, eps, 12).unwrap();
+            let zero = RadixSpline::build_zero_interval(&keys, eps, 12, 255).unwrap();
+            assert!(zero.num_spline_points() <= plain.num_spline_points(), "eps {eps}");
+            let pts: Vec<(u64, u64)> = zero.spline_points().collect();
+            let mut j = 0usize;
+            for (i, &x) in keys.iter().enumerate() {
+                while j + 1 < pts.len() && pts[j + 1].0 <= x {
+                    j += 1;
+                }
+                let (k0, p0) = pts[j];
+                let y = if j + 1 < pts.len() {
+                    let (k1, p1) = pts[j + 1];
+                    p0 as f64 + (p1 - p0) as f64 * (x - k0) as f64 / (k1 - k0) as f64
+                } else {
+                    p0 as f64
+                };
+                let page = (i as u64 / 255) * 255;
+                assert!(y >= page as f64 - eps as f64 - 1e-6, "key {i}: {y}");
+                assert!(y <= (page + 254 + eps) as f64 + 1e-6, "key {i}: {y}");
+            }
+        }
+        assert!(RadixSpline::build_zero_interval(&[3, 2], 4, 8, 255).is_err());
     }
 }

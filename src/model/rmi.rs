@@ -176,9 +176,16 @@ impl Rmi {
         let m = models.clamp(1, n.max(1)).min(MAX_MODELS);
         let min_key = keys.first().copied().unwrap_or(0);
         let scale = m as f64 / n.max(1) as f64;
+        // The root is fitted to the keys without the 0.1 % at each end: a few
+        // far outliers (SOSD fb has them) would otherwise squeeze every other
+        // key into the first leaf. Routing stays monotone; outliers land in
+        // the first or last leaf, whose bounds cover them.
+        let trim = n / 1000;
         let (root_slope, root_intercept) = least_squares(|| {
             keys.iter()
                 .enumerate()
+                .skip(trim)
+                .take(n.saturating_sub(2 * trim))
                 .map(|(i, &k)| ((k - min_key) as f64, i as f64 * scale))
         });
         let mut rmi = Rmi {

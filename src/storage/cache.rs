@@ -127,15 +127,21 @@ pub struct CachedStorage {
     inner: Arc<dyn Storage>,
     cache: Arc<PageCache>,
     file_id: u64,
+    /// File length, tracked through this handle's writes (no syscall per read).
+    len: AtomicU64,
 }
 
 impl CachedStorage {
-    /// Puts `cache` in front of `inner`.
+    /// Puts `cache` in front of `inner`. The file must be changed only
+    /// through this handle while it is open (its length is tracked here).
     pub fn new(inner: Arc<dyn Storage>, cache: Arc<PageCache>) -> Self {
+        // u64::MAX: unknown (the length query failed); ask the storage then.
+        let len = inner.len().unwrap_or(u64::MAX);
         CachedStorage {
             inner,
             cache,
             file_id: NEXT_FILE_ID.fetch_add(1, Relaxed),
+            len: AtomicU64::new(len),
         }
     }
 
@@ -164,7 +170,10 @@ impl Storage for CachedStorage {
         let end_off = offset + buf.len() as u64;
         let first = offset / ps;
         let last = (end_off - 1) / ps;
-        let file_len = self.inner.len()?;
+        let file_len = match self.len.load(Relaxed) {
+            u64::MAX => self.inner.len()?,
+            l => l,
+        };
         if end_off > file_len {
             return Err(Error::Io {
                 file: self.inner.name().to_string(),
@@ -223,6 +232,9 @@ impl Storage for CachedStorage {
         if buf.is_empty() {
             return Ok(());
         }
+        let _ = self.len.fetch_update(Relaxed, Relaxed, |l| {
+            (l != u64::MAX).then(|| l.max(offset + buf.len() as u64))
+        });
         let ps = self.cache.page_size as u64;
         let end_off = offset + buf.len() as u64;
         for page_no in offset / ps..=(end_off - 1) / ps {
@@ -238,11 +250,15 @@ impl Storage for CachedStorage {
     }
 
     fn len(&self) -> Result<u64> {
-        self.inner.len()
+        match self.len.load(Relaxed) {
+            u64::MAX => self.inner.len(),
+            l => Ok(l),
+        }
     }
 
     fn set_len(&self, len: u64) -> Result<()> {
         self.inner.set_len(len)?;
+        self.len.store(len, Relaxed);
         let ps = self.cache.page_size as u64;
         // The page holding the new end changes size; drop it and all after it.
         self.cache.drop_file_from(self.file_id, len / ps);

@@ -8,6 +8,7 @@
 //! operation, modelled time under a storage profile, memory and disk bytes.
 //! Peers (LMDB, RocksDB) plug in as index kinds behind cargo features.
 
+pub mod peers;
 mod report;
 mod runner;
 

@@ -10,7 +10,11 @@ use strata::index::{self, BuildOptions, BuildReport, Index, IndexSpec, OpenOptio
 use strata::storage::{IoSnapshot, StorageProfile};
 use strata::{Error, Result};
 
+use crate::peers::{self, COLD_EVERY, Cooler, PeerEnv};
 use crate::report::{BenchRecord, IoPerOp, Latency};
+
+/// Memory budget of a peer when the run has no strata index to take it from.
+pub const DEFAULT_PEER_BUDGET: u64 = 8 << 20;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -110,6 +114,17 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
     let mut records = Vec::new();
     // Read-only builds are shared by every read-only workload and repeat.
     let mut static_builds: Vec<Option<(PathBuf, BuildReport)>> = vec![None; opts.indexes.len()];
+    // Strata indexes run before peers in each repeat, so that a peer can take
+    // the memory of the first strata index as its budget.
+    let is_peer: Vec<bool> = opts
+        .indexes
+        .iter()
+        .map(|s| peers::find(&s.kind).is_some())
+        .collect();
+    let order: Vec<usize> = (0..opts.indexes.len())
+        .filter(|&i| !is_peer[i])
+        .chain((0..opts.indexes.len()).filter(|&i| is_peer[i]))
+        .collect();
     for (w_i, &workload) in opts.workloads.iter().enumerate() {
         let plan = WorkloadPlan::new(
             workload,
@@ -121,8 +136,15 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
         let mut samples: Vec<Vec<Sample>> = (0..opts.indexes.len()).map(|_| Vec::new()).collect();
         let mut reports: Vec<Option<BuildReport>> = vec![None; opts.indexes.len()];
         for rep in 0..repeat {
-            for (i, spec) in opts.indexes.iter().enumerate() {
+            let mut budget: Option<u64> = None;
+            for &i in &order {
+                let spec = &opts.indexes[i];
                 let spec_text = spec.to_string();
+                let env = PeerEnv {
+                    memory_budget: budget.unwrap_or(DEFAULT_PEER_BUDGET),
+                    cold: opts.direct,
+                    page_size: opts.page_size,
+                };
                 let (dir, report, temporary) = match &plan.bulk {
                     None => {
                         if static_builds[i].is_none() {
@@ -130,7 +152,7 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
                                 spec: spec_text.clone(),
                             });
                             let dir = opts.work_dir.join(format!("{}-{}", i, sanitize(&spec_text)));
-                            let rep = build(spec, Records::ranked(keys), &dir, opts.page_size)?;
+                            let rep = build(spec, Records::ranked(keys), &dir, opts.page_size, &env)?;
                             static_builds[i] = Some((dir, rep));
                         }
                         let (d, r) = static_builds[i].clone().ok_or_else(|| Error::invalid("build"))?;
@@ -147,7 +169,7 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
                             workload,
                             rep
                         ));
-                        let r = build(spec, Records::new(bk, bv)?, &dir, opts.page_size)?;
+                        let r = build(spec, Records::new(bk, bv)?, &dir, opts.page_size, &env)?;
                         (dir, r, true)
                     }
                 };
@@ -157,7 +179,10 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
                     repeat: rep,
                     ops: plan.ops.len(),
                 });
-                let sample = run_one(opts, &dir, &plan, on_event);
+                if !is_peer[i] && budget.is_none() {
+                    budget = Some(report.memory_bytes);
+                }
+                let sample = run_one(opts, spec, &env, &dir, &plan, on_event);
                 if temporary {
                     let _ = std::fs::remove_dir_all(&dir);
                 }
@@ -184,15 +209,35 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
     Ok(records)
 }
 
-fn build(spec: &IndexSpec, records: Records<'_>, dir: &Path, page_size: usize) -> Result<BuildReport> {
+/// Builds `spec` into `dir`: a peer if one has the kind's name (peers are
+/// resolved before the strata registry), a strata index otherwise.
+fn build(
+    spec: &IndexSpec,
+    records: Records<'_>,
+    dir: &Path,
+    page_size: usize,
+    env: &PeerEnv,
+) -> Result<BuildReport> {
     if dir.exists() {
         std::fs::remove_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     }
-    index::build_records(spec, records, dir, &BuildOptions { page_size })
+    match peers::find(&spec.kind) {
+        Some(p) => p.build(spec, records, dir, env),
+        None => index::build_records(spec, records, dir, &BuildOptions { page_size }),
+    }
 }
 
-fn open(opts: &BenchOptions, dir: &Path) -> Result<Box<dyn Index>> {
-    index::open(
+fn open(
+    opts: &BenchOptions,
+    spec: &IndexSpec,
+    env: &PeerEnv,
+    dir: &Path,
+) -> Result<(Box<dyn Index>, Option<Cooler>)> {
+    if let Some(p) = peers::find(&spec.kind) {
+        let o = p.open(spec, dir, env)?;
+        return Ok((o.index, o.cooler));
+    }
+    let idx = index::open(
         dir,
         &OpenOptions {
             direct: opts.direct,
@@ -200,7 +245,8 @@ fn open(opts: &BenchOptions, dir: &Path) -> Result<Box<dyn Index>> {
             cache_pages: opts.cache_pages,
             profile: Some(opts.profile.clone()),
         },
-    )
+    )?;
+    Ok((idx, None))
 }
 
 /// Runs one operation; returns whether the answer was right.
@@ -234,11 +280,19 @@ fn exec(idx: &dyn Index, op: &Op, strict_scans: bool, buf: &mut Vec<(u64, u64)>)
 
 fn run_one(
     opts: &BenchOptions,
+    spec: &IndexSpec,
+    env: &PeerEnv,
     dir: &Path,
     plan: &WorkloadPlan,
     on_event: &mut dyn FnMut(Event),
 ) -> Result<Sample> {
-    let idx = open(opts, dir)?;
+    let (idx, mut cooler) = open(opts, spec, env, dir)?;
+    // A cold peer's cache is emptied between operations of read-only runs,
+    // outside the timed region (see `peers`).
+    if plan.workload.writes() {
+        cooler = None;
+    }
+    let mut paused = std::time::Duration::ZERO;
     if plan.workload.writes() && !idx.supports_updates() {
         return Err(Error::Unsupported(format!(
             "index kind {} is static; workload {} writes (use an updatable kind such as btree)",
@@ -263,12 +317,19 @@ fn run_one(
             if i % tick == 0 {
                 on_event(Event::Progress { done: i });
             }
+            if let Some(c) = cooler.as_mut() {
+                if (i + 1) % COLD_EVERY == 0 {
+                    let p = Instant::now();
+                    c()?;
+                    paused += p.elapsed();
+                }
+            }
         }
         (hist, wrong)
     } else {
         run_threads(idx.as_ref(), plan, threads)?
     };
-    let elapsed = t0.elapsed().as_secs_f64();
+    let elapsed = t0.elapsed().saturating_sub(paused).as_secs_f64();
     let io = idx.io().snapshot().since(&before);
     let st = idx.stats()?;
     Ok(Sample {
@@ -366,7 +427,9 @@ fn aggregate(
     let median = &runs[order[order.len() / 2]];
     let wrong = runs.iter().map(|s| s.wrong).sum();
     let ops = plan.ops.len().max(1) as f64;
-    let per = |x: u64| Some(x as f64 / ops);
+    // Peers do not count their I/O through strata's storage layer: null.
+    let exposes_io = peers::find(&spec.kind).is_none();
+    let per = |x: u64| exposes_io.then_some(x as f64 / ops);
     let cache = if opts.cache_pages > 0 {
         format!("lru:{}", opts.cache_pages)
     } else if opts.direct {
@@ -393,7 +456,7 @@ fn aggregate(
             pages_per_op: per(median.io.pages_read),
             reads_per_op: per(median.io.read_calls),
             bytes_per_op: per(median.io.bytes_read),
-            modelled_us_per_op: Some(median.io.modelled_read_ns() / 1e3 / ops),
+            modelled_us_per_op: exposes_io.then_some(median.io.modelled_read_ns() / 1e3 / ops),
             writes_per_op: per(median.io.write_calls),
         },
         memory_bytes: median.memory_bytes,
@@ -467,6 +530,38 @@ mod tests {
             ppo <= pages.log2().ceil() + 0.01 && ppo >= pages.log2().ceil() - 1.5,
             "{ppo}"
         );
+    }
+
+    /// Peers answer like strata's kinds (every answer checked) and report
+    /// null I/O counters; run with `--features lmdb,rocksdb`.
+    #[cfg(any(feature = "lmdb", feature = "rocksdb"))]
+    #[test]
+    fn peers_run_the_same_workloads() {
+        let tmp = tempfile::tempdir().unwrap();
+        let keys: Vec<u64> = (0..30_000u64).map(|i| i * 7 + (i % 5)).collect();
+        let mut specs = vec!["btree"];
+        specs.extend(crate::peers::names());
+        for direct in [true, false] {
+            let mut o = opts(
+                tmp.path(),
+                &specs,
+                &["lookup", "lookup-miss", "scan", "balanced"],
+                "nvme",
+            );
+            o.direct = direct;
+            let recs = run(&o, &keys, &mut |_| {}).unwrap();
+            assert_eq!(recs.len(), 4 * specs.len());
+            for r in &recs {
+                assert_eq!(r.wrong, 0, "{} {}", r.index, r.workload);
+                let peer = r.index != "btree";
+                assert_eq!(r.io.pages_per_op.is_none(), peer, "{}", r.index);
+                assert_eq!(r.io.modelled_us_per_op.is_none(), peer);
+                assert!(r.disk_bytes > 0 && r.throughput_ops_s > 0.0);
+            }
+            // Records come in --index order although strata kinds run first.
+            assert_eq!(recs[0].index, "btree");
+            assert_eq!(recs[1].index, specs[1]);
+        }
     }
 
     #[test]

@@ -23,6 +23,7 @@ const DEMO_SPECS: &[&str] = &[
     "pgm-disk:epsilon=64",
     "pgm-disk-cpr:epsilon=64",
     "rs:epsilon=64",
+    "rs-disk:epsilon=64",
     "rmi",
     "fiting-static:epsilon=64",
 ];

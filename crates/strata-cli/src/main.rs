@@ -1,6 +1,7 @@
 //! `strata`: generate data, build, query, benchmark, profile, inspect and
 //! verify disk-resident indexes.
 
+mod db;
 mod demo;
 mod tune;
 
@@ -56,6 +57,8 @@ enum Cmd {
     /// indexes (PGM segments at several error bounds, with and without zero
     /// intervals).
     Analyze(AnalyzeArgs),
+    /// The durable hybrid store: load, get, put, delete, scan, stress, stats.
+    Db(db::DbArgs),
     /// List the index kinds, distributions, workloads and storage profiles.
     List,
     /// Tune the layers of an index for a storage profile (AirTune) and build it.
@@ -247,6 +250,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Verify(a) => verify(a, quiet),
         Cmd::Demo(a) => demo::run(a, quiet),
         Cmd::Analyze(a) => analyze(a, quiet),
+        Cmd::Db(a) => db::run(a, quiet),
         Cmd::List => list(),
         Cmd::Tune(a) => tune::run(a, quiet),
     }

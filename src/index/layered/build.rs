@@ -195,12 +195,13 @@ pub fn band_layer_keyed(
                 None => s.start as u64 / g,
             }
             .min(max_unit);
-            let c = if icpt.is_finite() {
-                icpt.round()
+            let scale = super::layer::OFF_SCALE as f64;
+            let off = if icpt.is_finite() {
+                ((icpt - base as f64) * scale).round()
             } else {
-                base as f64
+                0.0
             };
-            let off = (c - base as f64).clamp(i32::MIN as f64, i32::MAX as f64) as i32;
+            let off = off.clamp(i32::MIN as f64, i32::MAX as f64) as i32;
             let slope = if s.slope.is_finite() && s.slope > 0.0 {
                 s.slope as f32
             } else {

@@ -207,6 +207,11 @@ pub static LAYERED_KINDS: &[LayeredKind] = &[
         design: rs,
     },
     LayeredKind {
+        name: "rs-disk",
+        summary: "RadixSpline with disk-based zero intervals (Zhang G3): fewer spline points, same pages",
+        design: rs_disk,
+    },
+    LayeredKind {
         name: "rmi",
         summary: "two-layer linear RMI with `models` leaf models and per-leaf error bounds",
         design: rmi,
@@ -533,6 +538,39 @@ fn band_entry(e: &[u8]) -> super::layer::BandEntry {
     }
 }
 
+/// The widest zero-interval window `w <= eps` whose build stays within the
+/// page budget: `eps` itself if it fits, otherwise a binary search over
+/// `[0, eps)` (extra pages grow with the window), to within `eps / 32`.
+/// `build(w)` returns the built value and its measured extra pages per
+/// lookup. Window 0 (predict the page) always fits a budget of 0 extra pages.
+fn widest_window<T>(
+    eps: u64,
+    budget: f64,
+    mut build: impl FnMut(u64) -> Result<(T, f64)>,
+) -> Result<(T, u64, f64)> {
+    let (first, extra) = build(eps)?;
+    if extra <= budget + 1e-12 || eps == 0 {
+        return Ok((first, eps, extra));
+    }
+    let (mut best, mut best_w, mut best_extra) = {
+        let (t, e) = build(0)?;
+        (t, 0, e)
+    };
+    // Invariant: `best_w` fits (or is 0), `bad` does not.
+    let mut bad = eps;
+    let tolerance = (eps / 32).max(1);
+    while bad - best_w > tolerance {
+        let mid = best_w + (bad - best_w) / 2;
+        let (t, e) = build(mid)?;
+        if e <= budget + 1e-12 {
+            (best, best_w, best_extra) = (t, mid, e);
+        } else {
+            bad = mid;
+        }
+    }
+    Ok((best, best_w, best_extra))
+}
+
 /// What [`zero_interval_band`] built and measured.
 struct ZeroBand {
     band: LayerBuild,
@@ -559,10 +597,7 @@ fn zero_interval_band(keys: &[u64], eps: u64, per_page: usize, compress: bool) -
     };
     let plain_segs = crate::model::optimal_pla_points(plain.points(keys, 0..keys.len()));
     let budget = extra_pages(keys, &band_layer(keys, &lines_of(&plain_segs), 1, 0)?, page) + 0.002;
-    let mut windows = vec![eps, eps * 3 / 4, eps / 2, eps / 4, 0];
-    windows.dedup();
-    let mut last = None;
-    for w in windows {
+    let ((band, blob, segments), window, extra) = widest_window(eps, budget, |w| {
         let tol = Tolerance {
             eps: w,
             granule: 1,
@@ -580,21 +615,17 @@ fn zero_interval_band(keys: &[u64], eps: u64, per_page: usize, compress: bool) -
             (band_layer(keys, &lines, 1, page)?, None)
         };
         let extra = extra_pages(keys, &band, page);
-        let fits = extra <= budget + 1e-12;
-        last = Some(ZeroBand {
-            band,
-            blob,
-            segments: segs.len(),
-            window: w,
-            extra,
-            budget,
-            plain_segments: plain_segs.len(),
-        });
-        if fits {
-            break;
-        }
-    }
-    last.ok_or_else(|| Error::invalid("no zero-interval window"))
+        Ok(((band, blob, segs.len()), extra))
+    })?;
+    Ok(ZeroBand {
+        band,
+        blob,
+        segments,
+        window,
+        extra,
+        budget,
+        plain_segments: plain_segs.len(),
+    })
 }
 
 fn pgm_family(p: &Params, keys: &[u64], per_page: usize, zero: bool, compress: bool) -> Result<Design> {
@@ -716,7 +747,25 @@ fn fiting_static(p: &Params, keys: &[u64], _per_page: usize, page_size: usize) -
     })
 }
 
-fn rs(p: &Params, keys: &[u64], _per_page: usize, _ps: usize) -> Result<Design> {
+/// The spline of a RadixSpline as band lines: segment `j` interpolates
+/// between spline points `j` and `j + 1`.
+fn spline_lines(spline: &crate::model::RadixSpline) -> Vec<SegmentLine> {
+    let points: Vec<(u64, u64)> = spline.spline_points().collect();
+    points
+        .iter()
+        .enumerate()
+        .map(|(j, &(k, pos))| SegmentLine {
+            start: pos as usize,
+            slope: match points.get(j + 1) {
+                Some(&(k2, p2)) if k2 > k => (p2 - pos) as f64 / (k2 - k) as f64,
+                _ => 0.0,
+            },
+            intercept: pos as f64,
+        })
+        .collect()
+}
+
+fn rs_family(p: &Params, keys: &[u64], per_page: usize, zero: bool) -> Result<Design> {
     let eps = p.u64("epsilon", 64)?;
     let radix_bits = p.u64("radix_bits", 18)? as u32;
     if keys.is_empty() {
@@ -727,26 +776,43 @@ fn rs(p: &Params, keys: &[u64], _per_page: usize, _ps: usize) -> Result<Design> 
         });
     }
     let spline = crate::model::RadixSpline::build(keys, eps, radix_bits)?;
-    let points: Vec<(u64, u64)> = spline.spline_points().collect();
-    let mut lines = Vec::with_capacity(points.len());
-    for (j, &(k, pos)) in points.iter().enumerate() {
-        let slope = match points.get(j + 1) {
-            Some(&(k2, p2)) if k2 > k => (p2 - pos) as f64 / (k2 - k) as f64,
-            _ => 0.0,
-        };
-        lines.push(SegmentLine {
-            start: pos as usize,
-            slope,
-            intercept: pos as f64,
+    let mut band = band_layer(keys, &spline_lines(&spline), 1, 0)?;
+    let mut models = spline.num_spline_points() as u64;
+    let mut notes = Value::Null;
+    if zero {
+        // Zero intervals (Zhang G3 applied to RadixSpline): the widest window
+        // whose measured pages stay within plain RadixSpline's at `eps`.
+        let page = per_page as u64;
+        let budget = extra_pages(keys, &band, page) + 0.002;
+        let ((zb, points), w, extra) = widest_window(eps, budget, |w| {
+            let z = crate::model::RadixSpline::build_zero_interval(keys, w, radix_bits, page)?;
+            let zb = band_layer(keys, &spline_lines(&z), 1, page)?;
+            let extra = extra_pages(keys, &zb, page);
+            Ok(((zb, z.num_spline_points() as u64), extra))
+        })?;
+        notes = json!({
+            "zero_interval_window": w,
+            "expected_pages": 1.0 + extra,
+            "page_budget": 1.0 + budget,
+            "rs_points_at_epsilon": models,
         });
+        models = points;
+        band = zb;
     }
-    let band = band_layer(keys, &lines, 1, 0)?;
     let root = radix_layer(&band.keys(), spline.radix_bits_used());
     Ok(Design {
         layers: vec![band, root],
-        models: Some(points.len() as u64),
-        notes: Value::Null,
+        models: Some(models),
+        notes,
     })
+}
+
+fn rs(p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Result<Design> {
+    rs_family(p, keys, per_page, false)
+}
+
+fn rs_disk(p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Result<Design> {
+    rs_family(p, keys, per_page, true)
 }
 
 fn rmi(p: &Params, keys: &[u64], _per_page: usize, _ps: usize) -> Result<Design> {

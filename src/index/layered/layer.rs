@@ -249,16 +249,19 @@ pub fn last_le(e: &dyn Entries, key: u64, lo: u64, hi: u64) -> u64 {
     if a > lo { a - 1 } else { lo }
 }
 
+/// Fixed-point scale of [`BandEntry::off`]: sixteenths of a unit.
+pub const OFF_SCALE: i128 = 16;
+
 /// One segment of a band layer (24 bytes on storage):
 ///
 /// ```text
 /// 0  key   u64  first key (or a rough separator before it)
 /// 8  slope f32  units per key, >= 0
-/// 12 off   i32  intercept minus base
+/// 12 off   i32  intercept minus base, in sixteenths of a unit
 /// 16 base  u64  first unit (position / granule) of the segment
 /// ```
-/// The prediction for `x` is `base + off + floor(slope * (x - key))`,
-/// clamped to `[base, next base]`: monotone in `x` across entries, and the
+/// The prediction for `x` is `round(base + off/16 + slope * (x - key))`
+/// (the product floored to sixteenths), clamped to `[base, next base]`: monotone in `x` across entries, and the
 /// clamp never moves a prediction away from a key of the segment (every such
 /// key's unit lies in `[base, next base]`), so it only ever shrinks errors.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -267,7 +270,7 @@ pub struct BandEntry {
     pub key: u64,
     /// Slope in units per key.
     pub slope: f32,
-    /// Intercept relative to `base`.
+    /// Intercept relative to `base`, in sixteenths of a unit.
     pub off: i32,
     /// First unit of the segment.
     pub base: u64,
@@ -301,10 +304,14 @@ impl BandEntry {
     pub fn predict(&self, x: u64, next_base: u64, max_unit: u64) -> u64 {
         let lo = self.base.min(max_unit);
         let hi = next_base.min(max_unit).max(lo);
-        let t = self.slope as f64 * x.saturating_sub(self.key) as f64;
+        // In sixteenths of a unit: the intercept keeps 4 fractional bits, and
+        // the prediction is rounded to the nearest unit (not floored), so a
+        // key within `eps` units of the real line is within `eps` of `p`.
+        let t = self.slope as f64 * x.saturating_sub(self.key) as f64 * OFF_SCALE as f64;
         // Saturating float-to-int conversion floors a non-negative t.
         let step = if t > 0.0 { t as u64 } else { 0 };
-        let raw = (self.base as i128 + self.off as i128).saturating_add(step as i128);
+        let q = (self.base as i128 * OFF_SCALE + self.off as i128).saturating_add(step as i128);
+        let raw = (q + OFF_SCALE / 2).div_euclid(OFF_SCALE);
         raw.clamp(lo as i128, hi as i128) as u64
     }
 }
@@ -479,7 +486,7 @@ mod tests {
         let e = BandEntry {
             key: 0,
             slope: 1e-15,
-            off: 10,
+            off: 160,
             base: 0,
         };
         let mut prev = 0;
@@ -489,10 +496,11 @@ mod tests {
             assert!(p <= 500);
             prev = p;
         }
+        // Intercept 7 - 3 = 4 units, one unit per key.
         let f = BandEntry {
             key: 100,
             slope: 1.0,
-            off: -3,
+            off: -48,
             base: 7,
         };
         assert_eq!(
@@ -506,6 +514,10 @@ mod tests {
             1000,
             "clamped to the next base"
         );
+        // Rounded to the nearest unit: 4 + 0.5 * 9 = 8.5 -> 9; 4 + 0.5 * 8 = 8.
+        let h = BandEntry { slope: 0.5, ..f };
+        assert_eq!(h.predict(109, 1000, 10_000), 9);
+        assert_eq!(h.predict(108, 1000, 10_000), 8);
         let inf = BandEntry {
             slope: f32::INFINITY,
             ..f

@@ -1,0 +1,224 @@
+//! `strata db`: load, query, update and stress a durable store.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use rand::{Rng, SeedableRng};
+use strata::db::{Db, Options, SyncPolicy, WriteBatch};
+use strata::{Error, Result};
+
+use crate::KeyFileArgs;
+
+/// `strata db ...`.
+#[derive(Args, Debug)]
+pub struct DbArgs {
+    #[command(subcommand)]
+    cmd: DbCmd,
+}
+
+#[derive(Args, Debug, Clone)]
+struct StoreArgs {
+    /// Store directory (created if missing).
+    dir: PathBuf,
+    /// Memory budget of the store (dynamic stages + static index), e.g. 64M.
+    #[arg(long, default_value = "64M")]
+    memory: String,
+    /// When writes are synced: every, never, or a number of milliseconds.
+    #[arg(long, default_value = "every")]
+    sync: String,
+}
+
+#[derive(Subcommand, Debug)]
+enum DbCmd {
+    /// Load a key file (value = each key's rank): a bulk load into a new
+    /// store, batched puts into an existing one.
+    Load {
+        #[command(flatten)]
+        store: StoreArgs,
+        #[command(flatten)]
+        keys: KeyFileArgs,
+    },
+    /// Print the value of a key.
+    Get {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Key.
+        key: u64,
+    },
+    /// Insert or overwrite a key.
+    Put {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Key.
+        key: u64,
+        /// Value.
+        value: u64,
+    },
+    /// Delete a key.
+    Delete {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Key.
+        key: u64,
+    },
+    /// Print records from the lower bound of a key.
+    Scan {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// First key.
+        #[arg(long, default_value_t = 0)]
+        from: u64,
+        /// Number of records.
+        #[arg(long, default_value_t = 10)]
+        count: usize,
+    },
+    /// Random puts and deletes, printing `begin OP KEY VALUE` before each
+    /// write and `ack OP KEY VALUE` once it is acknowledged (flushed per line).
+    Stress {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// Number of writes.
+        #[arg(long, default_value_t = 100_000)]
+        ops: u64,
+        /// Random seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Keys are drawn from [0, keys).
+        #[arg(long, default_value_t = 100_000)]
+        keys: u64,
+    },
+    /// Print the store's statistics as JSON.
+    Stats {
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+fn options(s: &StoreArgs) -> Result<Options> {
+    let memory = parse_size(&s.memory)
+        .ok_or_else(|| Error::invalid(format!("--memory must be a size such as 64M, got {:?}", s.memory)))?;
+    let sync = match s.sync.as_str() {
+        "every" | "always" => SyncPolicy::Always,
+        "never" => SyncPolicy::Never,
+        ms => SyncPolicy::EveryMs(ms.parse().map_err(|_| {
+            Error::invalid(format!("--sync must be every, never or milliseconds, got {ms:?}"))
+        })?),
+    };
+    Ok(Options {
+        memory_budget: memory,
+        sync,
+        ..Options::default()
+    })
+}
+
+/// `4096`, `64k`, `8M`, `1G` as bytes.
+fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let n: u64 = num.parse().ok()?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        _ => return None,
+    };
+    n.checked_mul(mult)
+}
+
+fn out(line: std::fmt::Arguments<'_>) -> Result<()> {
+    let mut o = std::io::stdout().lock();
+    o.write_fmt(line)
+        .and_then(|_| o.write_all(b"\n"))
+        .and_then(|_| o.flush())
+        .map_err(|e| Error::io("stdout", e))
+}
+
+/// Runs `strata db ...`.
+pub fn run(a: DbArgs, quiet: bool) -> Result<()> {
+    match a.cmd {
+        DbCmd::Load { store, keys } => {
+            let opts = options(&store)?;
+            let data = crate::read_key_file(&keys, quiet)?;
+            let fs = strata::storage::FsDirectory::create_all(&store.dir)?;
+            if strata::db::DbManifest::load(&fs)?.is_none() {
+                let n = Db::bulk_load(&fs, &opts, data.iter().enumerate().map(|(i, &k)| (k, i as u64)))?;
+                out(format_args!("loaded {n} records into a new store"))
+            } else {
+                let db = Db::open_path(&store.dir, opts)?;
+                let mut b = WriteBatch::new();
+                for (i, &k) in data.iter().enumerate() {
+                    b.put(k, i as u64);
+                    if b.len() == 10_000 {
+                        db.write_batch(&b)?;
+                        b.clear();
+                    }
+                }
+                db.write_batch(&b)?;
+                db.close()?;
+                out(format_args!("put {} records into the existing store", data.len()))
+            }
+        }
+        DbCmd::Get { store, key } => {
+            let db = Db::open_path(&store.dir, options(&store)?)?;
+            match db.get(key)? {
+                Some(v) => out(format_args!("{key}\t{v}")),
+                None => out(format_args!("{key}\tnot found")),
+            }
+        }
+        DbCmd::Put { store, key, value } => {
+            let db = Db::open_path(&store.dir, options(&store)?)?;
+            db.put(key, value)?;
+            db.close()
+        }
+        DbCmd::Delete { store, key } => {
+            let db = Db::open_path(&store.dir, options(&store)?)?;
+            db.delete(key)?;
+            db.close()
+        }
+        DbCmd::Scan { store, from, count } => {
+            let db = Db::open_path(&store.dir, options(&store)?)?;
+            for r in db.range(from..).take(count) {
+                let (k, v) = r?;
+                out(format_args!("{k}\t{v}"))?;
+            }
+            Ok(())
+        }
+        DbCmd::Stress {
+            store,
+            ops,
+            seed,
+            keys,
+        } => {
+            if keys == 0 {
+                return Err(Error::invalid("--keys must be positive"));
+            }
+            let db = Db::open_path(&store.dir, options(&store)?)?;
+            let mut r = rand_pcg::Pcg64Mcg::seed_from_u64(seed);
+            for _ in 0..ops {
+                let key = r.random_range(0..keys);
+                if r.random_range(0..4) == 0 {
+                    out(format_args!("begin delete {key} 0"))?;
+                    db.delete(key)?;
+                    out(format_args!("ack delete {key} 0"))?;
+                } else {
+                    let value: u64 = r.random();
+                    out(format_args!("begin put {key} {value}"))?;
+                    db.put(key, value)?;
+                    out(format_args!("ack put {key} {value}"))?;
+                }
+            }
+            db.close()
+        }
+        DbCmd::Stats { store } => {
+            let db = Db::open_path(&store.dir, options(&store)?)?;
+            let s = db.stats()?;
+            out(format_args!(
+                "{}",
+                serde_json::to_string_pretty(&s).map_err(|e| Error::invalid(e.to_string()))?
+            ))
+        }
+    }
+}

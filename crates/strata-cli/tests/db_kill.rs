@@ -1,0 +1,169 @@
+//! kill -9 during `strata db stress`: every acknowledged write must be in the
+//! store when it is reopened, and no reopen may fail. `STRATA_FULL=1` runs
+//! the acceptance run of 100 kills; CI runs a handful.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use rand::{Rng, SeedableRng};
+use strata::db::{Db, Options};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Write {
+    key: u64,
+    value: Option<u64>,
+}
+
+fn parse(line: &str) -> Option<(bool, Write)> {
+    let mut it = line.split_whitespace();
+    let ack = match it.next()? {
+        "begin" => false,
+        "ack" => true,
+        _ => return None,
+    };
+    let op = it.next()?;
+    let key = it.next()?.parse().ok()?;
+    let value: u64 = it.next()?.parse().ok()?;
+    let value = match op {
+        "put" => Some(value),
+        "delete" => None,
+        _ => return None,
+    };
+    Some((ack, Write { key, value }))
+}
+
+#[test]
+fn kill_nine_never_loses_an_acknowledged_write() {
+    let full = std::env::var("STRATA_FULL").is_ok_and(|v| v == "1");
+    let kills = if full { 100 } else { 6 };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("store");
+    let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(42);
+    let mut model: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut merges_seen = 0u64;
+    for round in 0..kills {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args(["db", "stress"])
+            .arg(&dir)
+            .args([
+                "--ops", "1000000", "--keys", "2000", "--memory", "32K", "--sync", "every",
+            ])
+            .args(["--seed", &(round as u64 + 1).to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            // Only whole lines count: a line cut by the kill is not an ack.
+            let mut r = BufReader::new(stdout);
+            let mut lines = Vec::new();
+            let mut buf = Vec::new();
+            while r.read_until(b'\n', &mut buf).unwrap_or(0) > 0 {
+                if buf.last() == Some(&b'\n') {
+                    lines.push(String::from_utf8_lossy(&buf).trim_end().to_string());
+                }
+                buf.clear();
+            }
+            lines
+        });
+        std::thread::sleep(Duration::from_millis(rng.random_range(50..600)));
+        child.kill().unwrap(); // SIGKILL
+        let status = child.wait().unwrap();
+        let lines = reader.join().unwrap();
+        if status.success() {
+            panic!("round {round}: stress finished before the kill");
+        }
+        let mut in_flight: Option<Write> = None;
+        for l in &lines {
+            let Some((ack, w)) = parse(l) else {
+                panic!("round {round}: unexpected output line {l:?}");
+            };
+            if ack {
+                assert_eq!(in_flight, Some(w), "round {round}: ack without begin");
+                match w.value {
+                    Some(v) => model.insert(w.key, v),
+                    None => model.remove(&w.key),
+                };
+                in_flight = None;
+            } else {
+                in_flight = Some(w);
+            }
+        }
+        let db = Db::open_path(&dir, Options::default())
+            .unwrap_or_else(|e| panic!("round {round}: reopen after kill -9 failed: {e}"));
+        let got: BTreeMap<u64, u64> = db.range(..).map(|r| r.unwrap()).collect();
+        let mut expect = model.clone();
+        if let Some(w) = in_flight {
+            // The write in flight may or may not have made it.
+            let with = |m: &mut BTreeMap<u64, u64>| match w.value {
+                Some(v) => m.insert(w.key, v),
+                None => m.remove(&w.key),
+            };
+            if got.get(&w.key) != expect.get(&w.key) {
+                with(&mut expect);
+            }
+        }
+        if got != expect {
+            let missing: Vec<_> = expect
+                .iter()
+                .filter(|(k, v)| got.get(k) != Some(v))
+                .take(5)
+                .collect();
+            let extra: Vec<_> = got
+                .iter()
+                .filter(|(k, v)| expect.get(k) != Some(v))
+                .take(5)
+                .collect();
+            panic!("round {round}: acknowledged writes missing {missing:?}, unexpected {extra:?}");
+        }
+        model = got;
+        merges_seen = merges_seen.max(db.stats().unwrap().generation);
+        db.close().unwrap();
+    }
+    assert!(merges_seen > 0, "the kills happened while merges were running");
+}
+
+fn strata(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "strata {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn db_subcommands() {
+    let tmp = tempfile::tempdir().unwrap();
+    let keys = tmp.path().join("keys.sosd");
+    let store = tmp.path().join("store");
+    let (k, s) = (keys.to_str().unwrap(), store.to_str().unwrap());
+    strata(&["gen", "--dist", "uniform", "--n", "5000", "--out", k, "--quiet"]);
+    assert!(strata(&["db", "load", s, "--data", k, "--quiet"]).contains("loaded 5000"));
+    let first = strata(&["db", "scan", s, "--count", "3"]);
+    let lines: Vec<&str> = first.lines().collect();
+    assert_eq!(lines.len(), 3);
+    let k0: u64 = lines[0].split('\t').next().unwrap().parse().unwrap();
+    assert!(lines[0].ends_with("\t0"), "values are ranks: {first}");
+    assert_eq!(strata(&["db", "get", s, &k0.to_string()]), format!("{k0}\t0\n"));
+    strata(&["db", "put", s, "7", "70"]);
+    assert_eq!(strata(&["db", "get", s, "7"]), "7\t70\n");
+    strata(&["db", "delete", s, &k0.to_string()]);
+    assert!(strata(&["db", "get", s, &k0.to_string()]).contains("not found"));
+    let st: serde_json::Value = serde_json::from_str(&strata(&["db", "stats", s])).unwrap();
+    assert_eq!(st["static_records"], 5000);
+    assert_eq!(st["active_entries"], 2);
+    let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(["db", "get", s, "not-a-key"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+}

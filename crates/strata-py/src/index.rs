@@ -1,0 +1,354 @@
+//! `strata.Index`: an opened index directory, and the functions that build
+//! and open one.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1};
+use parking_lot::RwLock;
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use strata::index::{self, BuildOptions, Index, IndexSpec, OpenOptions, Records, Residency};
+use strata::storage::StorageProfile;
+
+use crate::convert::{py_to_param, to_py_via_json};
+use crate::errors::{IntoPyResult, InvalidInputError};
+
+/// Records fetched per `Index::scan` call while collecting a range.
+const RANGE_BATCH: usize = 4096;
+
+/// An opened index (any kind). Thread-safe: methods release the GIL while
+/// they read storage, so several Python threads can query one index at once.
+#[pyclass(module = "strata._strata", name = "Index", frozen, weakref)]
+pub struct PyIndex {
+    inner: RwLock<Option<Arc<dyn Index>>>,
+    path: PathBuf,
+    report: Option<Py<PyDict>>,
+}
+
+impl PyIndex {
+    fn idx(&self) -> PyResult<Arc<dyn Index>> {
+        self.inner
+            .read()
+            .clone()
+            .ok_or_else(|| InvalidInputError::new_err(format!("index {} is closed", self.path.display())))
+    }
+}
+
+/// The keys of a numpy array: borrowed when C-contiguous, copied otherwise.
+fn key_slice<'a>(keys: &'a PyReadonlyArray1<'_, u64>, owned: &'a mut Vec<u64>) -> &'a [u64] {
+    match keys.as_slice() {
+        Ok(s) => s,
+        Err(_) => {
+            *owned = keys.as_array().iter().copied().collect();
+            owned
+        }
+    }
+}
+
+/// Records as an `(m, 2)` uint64 array: column 0 keys, column 1 values.
+fn records_array<'py>(py: Python<'py>, recs: &[(u64, u64)]) -> PyResult<Bound<'py, PyArray2<u64>>> {
+    let mut flat = Vec::with_capacity(recs.len() * 2);
+    for &(k, v) in recs {
+        flat.push(k);
+        flat.push(v);
+    }
+    PyArray1::from_vec(py, flat).reshape([recs.len(), 2])
+}
+
+#[pymethods]
+impl PyIndex {
+    /// The kind name (`btree`, `pgm-disk-cpr`, ...).
+    #[getter]
+    fn kind(&self) -> PyResult<String> {
+        Ok(self.idx()?.kind().to_string())
+    }
+
+    /// The index directory.
+    #[getter]
+    fn path(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    /// What `build` reported (sizes, build time), or None for an index opened with `open`.
+    #[getter]
+    fn build_report(&self, py: Python<'_>) -> Option<Py<PyDict>> {
+        self.report.as_ref().map(|r| r.clone_ref(py))
+    }
+
+    /// Whether the index was closed.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.read().is_none()
+    }
+
+    fn __len__(&self) -> PyResult<usize> {
+        Ok(self.idx()?.len() as usize)
+    }
+
+    fn __contains__(&self, py: Python<'_>, key: u64) -> PyResult<bool> {
+        let idx = self.idx()?;
+        Ok(py.detach(|| idx.get(key)).py()?.is_some())
+    }
+
+    fn __repr__(&self) -> String {
+        match self.inner.read().as_ref() {
+            Some(i) => format!(
+                "<strata.Index kind={} n={} path={:?}>",
+                i.kind(),
+                i.len(),
+                self.path.display()
+            ),
+            None => format!("<strata.Index closed path={:?}>", self.path.display()),
+        }
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __exit__(
+        &self,
+        _ty: Option<Bound<'_, PyAny>>,
+        _value: Option<Bound<'_, PyAny>>,
+        _tb: Option<Bound<'_, PyAny>>,
+    ) -> bool {
+        self.close();
+        false
+    }
+
+    /// Releases the index's files. Further calls raise InvalidInputError.
+    fn close(&self) {
+        self.inner.write().take();
+    }
+
+    /// The value of `key`, or None.
+    fn get(&self, py: Python<'_>, key: u64) -> PyResult<Option<u64>> {
+        let idx = self.idx()?;
+        py.detach(|| idx.get(key)).py()
+    }
+
+    /// Values of many keys in one call (no Python loop; the GIL is released).
+    ///
+    /// Returns a uint64 array of the same length; absent keys get `missing`.
+    /// With `with_found=True`, returns `(values, found)` where `found` is a
+    /// bool array.
+    #[pyo3(signature = (keys, missing = u64::MAX, with_found = false))]
+    fn get_many<'py>(
+        &self,
+        py: Python<'py>,
+        keys: PyReadonlyArray1<'py, u64>,
+        missing: u64,
+        with_found: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let idx = self.idx()?;
+        let mut owned = Vec::new();
+        let ks = key_slice(&keys, &mut owned);
+        let (values, found) = py
+            .detach(|| -> strata::Result<(Vec<u64>, Vec<bool>)> {
+                let mut values = Vec::with_capacity(ks.len());
+                let mut found = Vec::with_capacity(if with_found { ks.len() } else { 0 });
+                for &k in ks {
+                    let v = idx.get(k)?;
+                    values.push(v.unwrap_or(missing));
+                    if with_found {
+                        found.push(v.is_some());
+                    }
+                }
+                Ok((values, found))
+            })
+            .py()?;
+        let values = PyArray1::from_vec(py, values).into_any();
+        if with_found {
+            let found = PyArray1::from_vec(py, found).into_any();
+            Ok((values, found).into_pyobject(py)?.into_any())
+        } else {
+            Ok(values)
+        }
+    }
+
+    /// The first record with key >= `key`, as `(key, value)`, or None.
+    fn lower_bound(&self, py: Python<'_>, key: u64) -> PyResult<Option<(u64, u64)>> {
+        let idx = self.idx()?;
+        py.detach(|| idx.lower_bound(key)).py()
+    }
+
+    /// Up to `count` records with key >= `start`, as an `(m, 2)` uint64 array
+    /// (column 0 keys, column 1 values).
+    fn scan<'py>(&self, py: Python<'py>, start: u64, count: usize) -> PyResult<Bound<'py, PyArray2<u64>>> {
+        let idx = self.idx()?;
+        let recs = py
+            .detach(|| {
+                let mut out = Vec::with_capacity(count.min(1 << 20));
+                idx.scan(start, count, &mut out).map(|_| out)
+            })
+            .py()?;
+        records_array(py, &recs)
+    }
+
+    /// All records with `lo <= key < hi`, as an `(m, 2)` uint64 array
+    /// (column 0 keys, column 1 values).
+    fn range<'py>(&self, py: Python<'py>, lo: u64, hi: u64) -> PyResult<Bound<'py, PyArray2<u64>>> {
+        let idx = self.idx()?;
+        let recs = py
+            .detach(|| -> strata::Result<Vec<(u64, u64)>> {
+                let mut out: Vec<(u64, u64)> = Vec::new();
+                let mut from = lo;
+                while from < hi {
+                    let start = out.len();
+                    idx.scan(from, RANGE_BATCH, &mut out)?;
+                    let got = out.len() - start;
+                    if let Some(cut) = out[start..].iter().position(|r| r.0 >= hi) {
+                        out.truncate(start + cut);
+                        break;
+                    }
+                    match out.last() {
+                        Some(&(k, _)) if got == RANGE_BATCH && k < u64::MAX => from = k + 1,
+                        _ => break,
+                    }
+                }
+                Ok(out)
+            })
+            .py()?;
+        records_array(py, &recs)
+    }
+
+    /// The model's prediction for `key` as `(pos, lo, hi)` (learned kinds), or None.
+    fn approx(&self, py: Python<'_>, key: u64) -> PyResult<Option<(u64, u64, u64)>> {
+        let idx = self.idx()?;
+        Ok(py.detach(|| idx.approx(key)).py()?.map(|a| (a.pos, a.lo, a.hi)))
+    }
+
+    /// Whether `insert` and `delete` are supported (updatable kinds such as `btree`).
+    fn supports_updates(&self) -> PyResult<bool> {
+        Ok(self.idx()?.supports_updates())
+    }
+
+    /// Inserts or updates `key`; returns the previous value. UnsupportedError on static kinds.
+    fn insert(&self, py: Python<'_>, key: u64, value: u64) -> PyResult<Option<u64>> {
+        let idx = self.idx()?;
+        py.detach(|| idx.insert(key, value)).py()
+    }
+
+    /// Removes `key`; returns whether it was present. UnsupportedError on static kinds.
+    fn delete(&self, py: Python<'_>, key: u64) -> PyResult<bool> {
+        let idx = self.idx()?;
+        py.detach(|| idx.delete(key)).py()
+    }
+
+    /// Makes completed writes durable.
+    fn sync(&self, py: Python<'_>) -> PyResult<()> {
+        let idx = self.idx()?;
+        py.detach(|| idx.sync()).py()
+    }
+
+    /// Sizes and shape: kind, n, memory_bytes, disk_bytes, models, height, extra.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let idx = self.idx()?;
+        let st = py.detach(|| idx.stats()).py()?;
+        to_py_via_json(py, &st)
+    }
+
+    /// I/O counters since the index was opened: read_calls, pages_read,
+    /// bytes_read, write_calls, bytes_written, syncs, modelled_read_ns.
+    fn io<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let snap = self.idx()?.io().snapshot();
+        let d = to_py_via_json(py, &snap)?;
+        d.set_item("modelled_read_ns", snap.modelled_read_ns())?;
+        Ok(d)
+    }
+
+    /// Resets the I/O counters to zero.
+    fn reset_io(&self) -> PyResult<()> {
+        self.idx()?.io().reset();
+        Ok(())
+    }
+
+    /// Reads every page and checks every checksum; returns the pages checked.
+    /// CorruptionError if a check fails.
+    fn verify(&self, py: Python<'_>) -> PyResult<u64> {
+        let idx = self.idx()?;
+        py.detach(|| idx.verify(&mut |_| {})).py()
+    }
+}
+
+fn open_options(
+    resident: &str,
+    direct: bool,
+    cache_pages: usize,
+    profile: Option<&str>,
+) -> strata::Result<OpenOptions> {
+    Ok(OpenOptions {
+        direct,
+        resident: resident.parse::<Residency>()?,
+        cache_pages,
+        profile: profile.map(StorageProfile::named).transpose()?,
+    })
+}
+
+/// Opens the index directory at `path`.
+#[pyfunction]
+#[pyo3(signature = (path, resident = "index", direct = false, cache_pages = 0, profile = None, build_report = None))]
+pub fn open(
+    py: Python<'_>,
+    path: PathBuf,
+    resident: &str,
+    direct: bool,
+    cache_pages: usize,
+    profile: Option<&str>,
+    build_report: Option<Py<PyDict>>,
+) -> PyResult<PyIndex> {
+    let opts = open_options(resident, direct, cache_pages, profile).py()?;
+    let idx = py.detach(|| index::open(&path, &opts)).py()?;
+    Ok(PyIndex {
+        inner: RwLock::new(Some(Arc::from(idx))),
+        path,
+        report: build_report,
+    })
+}
+
+/// Builds `spec` (a kind name, optionally with `:key=value,...`) over sorted,
+/// distinct `keys` into `path`; `params` adds parameters; `values` (same
+/// length) replaces the default values (each key's rank). Returns the build
+/// report as a dict.
+#[pyfunction]
+#[pyo3(signature = (keys, spec, path, params = None, values = None, page_size = 4096))]
+pub fn build<'py>(
+    py: Python<'py>,
+    keys: PyReadonlyArray1<'py, u64>,
+    spec: &str,
+    path: PathBuf,
+    params: Option<Bound<'py, PyDict>>,
+    values: Option<PyReadonlyArray1<'py, u64>>,
+    page_size: usize,
+) -> PyResult<Bound<'py, PyAny>> {
+    let mut spec: IndexSpec = spec.parse().py()?;
+    if let Some(p) = params {
+        for (k, v) in p.iter() {
+            let name: String = k.extract()?;
+            spec = spec.with(&name, py_to_param(&name, &v)?);
+        }
+    }
+    let mut owned_k = Vec::new();
+    let ks = key_slice(&keys, &mut owned_k);
+    let mut owned_v = Vec::new();
+    let vs = values.as_ref().map(|v| key_slice(v, &mut owned_v));
+    let report = py
+        .detach(move || {
+            let records = match vs {
+                Some(v) => Records::new(ks, v)?,
+                None => Records::ranked(ks),
+            };
+            index::build_records(&spec, records, &path, &BuildOptions { page_size })
+        })
+        .py()?;
+    to_py_via_json(py, &report)
+}
+
+/// Adds `Index`, `build` and `open` to the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyIndex>()?;
+    m.add_function(wrap_pyfunction!(open, m)?)?;
+    m.add_function(wrap_pyfunction!(build, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,61 @@
+//! Python bindings of strata: the extension module `strata._strata`.
+//!
+//! The Python package `strata` (python/strata/) re-exports this module and
+//! adds pure-Python helpers (argument conversion, temporary directories,
+//! `strata.plot`). Each file here registers one part of the API:
+//!
+//! | file | Python names |
+//! |---|---|
+//! | `errors.rs` | `StrataError` and its subclasses (mirror `strata::Error`) |
+//! | `data.rs` | `gen`, `read_keys`, `write_keys`, `dists` |
+//! | `index.rs` | `Index`, `build`, `open` |
+//! | `bench.rs` | `bench`, `workloads`, `peers` |
+//! | this file | `kinds`, `profiles`, `__version__` |
+//!
+//! Extension points. The hybrid store (`strata::Db`, branch `db`) and AirTune
+//! (`strata::tune`, branch `tune`) are added the same way: a file `db.rs`
+//! (a `#[pyclass] Db` over `strata::db::Db`, methods mapping errors with
+//! `errors::IntoPyResult`) or `tune.rs` (a `#[pyfunction] tune` returning the
+//! tuner's JSON as a dict), each with a `register(m)` called from
+//! [`_strata`] below; then one import line in python/strata/__init__.py and
+//! its stub in python/strata/_strata.pyi. Nothing else changes: errors,
+//! conversions and the build already cover them.
+
+mod bench;
+mod convert;
+mod data;
+mod errors;
+mod index;
+
+use pyo3::prelude::*;
+
+/// Every index kind of this build as `(name, summary)` pairs (peers included
+/// when compiled in).
+#[pyfunction]
+fn kinds() -> Vec<(&'static str, &'static str)> {
+    let mut out: Vec<(&'static str, &'static str)> = strata::index::kinds()
+        .iter()
+        .map(|k| (k.name(), k.summary()))
+        .collect();
+    out.extend(strata_bench::peers::all().iter().map(|p| (p.name(), p.summary())));
+    out
+}
+
+/// The named storage profiles as `(name, latency_us, bandwidth_bytes_per_s, source)`.
+#[pyfunction]
+fn profiles() -> Vec<(&'static str, f64, f64, &'static str)> {
+    strata::storage::PRESETS.to_vec()
+}
+
+/// The extension module.
+#[pymodule]
+fn _strata(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    errors::register(m)?;
+    data::register(m)?;
+    index::register(m)?;
+    bench::register(m)?;
+    m.add_function(wrap_pyfunction!(kinds, m)?)?;
+    m.add_function(wrap_pyfunction!(profiles, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,277 @@
+"""strata: disk-resident learned indexes, from Python.
+
+Ordered ``uint64 -> uint64`` indexes whose small models live in memory and
+whose data lives in checksummed pages on disk. This package wraps the Rust
+library (the extension module ``strata._strata``):
+
+>>> import strata
+>>> keys = strata.gen("osm-like", 100_000, seed=42)     # numpy uint64, sorted
+>>> idx = strata.build(keys, kind="pgm-disk-cpr", path=None, epsilon=64)
+>>> int(idx.get(int(keys[7])))                           # values default to ranks
+7
+>>> idx.get_many(keys[:3]).tolist()
+[0, 1, 2]
+
+Key arrays are passed to Rust as numpy buffers without copying when they are
+C-contiguous ``uint64`` (anything else is converted once). Batch calls
+(``Index.get_many``, ``Index.range``, ``build``, ``bench``) release the GIL.
+
+Errors mirror ``strata::Error``: every exception derives from
+:class:`StrataError` (see ``strata.errors``).
+
+Extension points: the hybrid store ``strata.Db`` and the tuner
+``strata.tune`` are written on other branches. When they land, each is one
+Rust file in ``crates/strata-py/src/`` (registered in ``lib.rs``), one name in
+``_EXTENSIONS`` below and its stub in ``_strata.pyi``; until then, using them
+raises ``AttributeError`` naming the branch.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import weakref
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _strata
+from ._strata import (
+    BadMagicError,
+    CorruptionError,
+    Index,
+    InjectedError,
+    InvalidInputError,
+    IoError,
+    NotFoundError,
+    OutOfOrderError,
+    StrataError,
+    TruncatedError,
+    UnsupportedError,
+    UnsupportedVersionError,
+    dists,
+    kinds,
+    peers,
+    profiles,
+    workloads,
+)
+
+__version__: str = _strata.__version__
+
+__all__ = [
+    "BadMagicError",
+    "CorruptionError",
+    "Index",
+    "InjectedError",
+    "InvalidInputError",
+    "IoError",
+    "NotFoundError",
+    "OutOfOrderError",
+    "StrataError",
+    "TruncatedError",
+    "UnsupportedError",
+    "UnsupportedVersionError",
+    "as_keys",
+    "bench",
+    "build",
+    "dists",
+    "gen",
+    "kinds",
+    "open",
+    "peers",
+    "profiles",
+    "read_keys",
+    "workloads",
+    "write_keys",
+]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+#: Value that ``Index.get_many`` returns for absent keys unless told otherwise.
+MISSING: int = 2**64 - 1
+
+# Names provided by other branches once they land: name -> where it comes from.
+_EXTENSIONS = {
+    "Db": "the hybrid store strata::Db (src/db/, branch `db`)",
+    "tune": "AirTune strata::tune (src/tune/, branch `tune`)",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXTENSIONS:
+        if hasattr(_strata, name):
+            return getattr(_strata, name)
+        raise AttributeError(
+            f"strata.{name} is not in this build: it will wrap {_EXTENSIONS[name]} "
+            "when that branch lands (see crates/strata-py/src/lib.rs)"
+        )
+    raise AttributeError(f"module 'strata' has no attribute {name!r}")
+
+
+def as_keys(keys: Any, name: str = "keys") -> np.ndarray:
+    """Returns ``keys`` as a C-contiguous ``uint64`` array.
+
+    A C-contiguous ``uint64`` array is returned as it is (no copy). Other
+    integer arrays and sequences are converted once; negative keys raise
+    :class:`InvalidInputError`, non-integer input raises ``TypeError``.
+    """
+    if isinstance(keys, np.ndarray) and keys.dtype == np.uint64 and keys.ndim == 1:
+        return keys if keys.flags.c_contiguous else np.ascontiguousarray(keys)
+    arr = np.asarray(keys)
+    if arr.ndim != 1:
+        raise InvalidInputError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    if arr.size == 0:
+        return np.zeros(0, dtype=np.uint64)
+    if arr.dtype.kind == "u":
+        return np.ascontiguousarray(arr, dtype=np.uint64)
+    if arr.dtype.kind == "i":
+        if int(arr.min()) < 0:
+            raise InvalidInputError(f"{name} must be >= 0 (uint64), got {int(arr.min())}")
+        return np.ascontiguousarray(arr, dtype=np.uint64)
+    if arr.dtype.kind == "O":
+        try:
+            return np.array([int(k) for k in arr], dtype=np.uint64)
+        except OverflowError as e:
+            raise InvalidInputError(f"{name} must fit in uint64: {e}") from None
+    raise TypeError(f"{name} must be integers (uint64), got dtype {arr.dtype}")
+
+
+def gen(dist: str, n: int, seed: int = 42) -> np.ndarray:
+    """``n`` strictly increasing keys of distribution ``dist``, deterministic for ``seed``.
+
+    ``dist`` is one of :func:`dists` (``uniform``, ``fb-like``, ``osm-like``,
+    ``hard:local=L,global=G``, ...). Returns a ``uint64`` array owned by numpy.
+    """
+    return _strata.gen(dist, n, seed)
+
+
+def read_keys(path: PathLike, dedup: bool = False, width: str = "auto") -> np.ndarray:
+    """Reads a SOSD key file (little-endian ``u64`` count, then the keys).
+
+    ``width`` is ``"u64"``, ``"u32"`` or ``"auto"`` (from the file size). Keys
+    must be strictly increasing (:class:`OutOfOrderError` names the first
+    offender), or non-decreasing with ``dedup=True``, which drops repeats.
+    """
+    return _strata.read_keys(os.fspath(path), dedup, width)
+
+
+def write_keys(path: PathLike, keys: Any, width: str = "u64") -> None:
+    """Writes ``keys`` as a SOSD key file (``width`` ``"u64"`` or ``"u32"``)."""
+    _strata.write_keys(os.fspath(path), as_keys(keys), width)
+
+
+def open(
+    path: PathLike,
+    resident: str = "index",
+    direct: bool = False,
+    cache_pages: int = 0,
+    profile: Optional[str] = None,
+) -> Index:
+    """Opens the index directory at ``path`` (written by :func:`build` or ``strata build``).
+
+    - ``resident``: ``"index"`` keeps models and inner nodes in memory and
+      reads only data pages from storage; ``"none"`` reads every level.
+    - ``direct``: read with ``O_DIRECT`` (cold reads that bypass the OS cache;
+      the file system must support it).
+    - ``cache_pages``: pages of an LRU buffer pool in front of storage.
+    - ``profile``: storage profile whose modelled time ``Index.io()`` reports
+      (``nvme``, ``hdd``, ..., ``custom:LAT_US:BW_MB_S``; see :func:`profiles`).
+    """
+    return _strata.open(os.fspath(path), resident, direct, cache_pages, profile)
+
+
+def build(
+    keys: Any,
+    kind: str = "pgm-disk-cpr",
+    path: Optional[PathLike] = None,
+    *,
+    values: Any = None,
+    page_size: int = 4096,
+    resident: str = "index",
+    direct: bool = False,
+    cache_pages: int = 0,
+    profile: Optional[str] = None,
+    **params: Union[int, float, str, bool],
+) -> Index:
+    """Builds an index of ``kind`` over sorted, distinct ``keys`` and opens it.
+
+    ``kind`` is a kind name (see :func:`kinds`), optionally with parameters
+    (``"pgm:epsilon=64"``); keyword ``params`` add more (``epsilon=64``).
+    ``values`` (same length) replaces the default values, each key's rank.
+    ``path`` is the index directory (created; an index already there is
+    replaced); with ``path=None`` a temporary directory is used and removed
+    when the returned index is garbage-collected. The open options are those
+    of :func:`open`. The build report (sizes, build time) is
+    ``Index.build_report``.
+
+    Raises :class:`OutOfOrderError` for unsorted or duplicate keys and
+    :class:`InvalidInputError` for unknown kinds or parameters.
+    """
+    k = as_keys(keys)
+    v = None if values is None else as_keys(values, "values")
+    temporary = path is None
+    p = tempfile.mkdtemp(prefix="strata-") if temporary else os.fspath(path)
+    try:
+        report = _strata.build(k, kind, p, params or None, v, page_size)
+        idx = _strata.open(p, resident, direct, cache_pages, profile, report)
+    except BaseException:
+        if temporary:
+            shutil.rmtree(p, ignore_errors=True)
+        raise
+    if temporary:
+        weakref.finalize(idx, shutil.rmtree, p, True)
+    return idx
+
+
+def bench(
+    keys: Any,
+    indexes: Union[str, Sequence[str]],
+    workloads: Union[str, Sequence[str]] = ("lookup",),
+    *,
+    ops: int = 100_000,
+    profile: str = "nvme",
+    resident: str = "index",
+    cache_pages: int = 0,
+    direct: bool = True,
+    repeat: int = 1,
+    seed: int = 1,
+    key_choice: str = "uniform",
+    threads: int = 1,
+    work_dir: Optional[PathLike] = None,
+    page_size: int = 4096,
+    dataset: str = "data",
+) -> List[Dict[str, Any]]:
+    """Runs the experiment runner of ``strata bench`` and returns its JSON records.
+
+    Every workload (see :func:`workloads`) runs on every index spec over the
+    same ``keys``; the first spec is the baseline of the ratios. Each record
+    is a dict with the fields of ``BENCHMARKS.md`` (``throughput_ops_s``,
+    ``latency_ns``, ``io``, ``memory_bytes``, ``bits_per_key``, ...), exactly
+    as ``strata bench`` writes them. Peers (``lmdb``, ``rocksdb``) are
+    available when the extension was built with those features
+    (:func:`peers`). ``direct=True`` reads with ``O_DIRECT`` (cold); the
+    ``work_dir`` (default: a temporary directory, removed afterwards) must be
+    on a file system that supports it, or pass ``direct=False``.
+
+    Raises :class:`InvalidInputError` if any answer was wrong.
+    """
+    k = as_keys(keys)
+    idx_list = [indexes] if isinstance(indexes, str) else list(indexes)
+    wl_list = [workloads] if isinstance(workloads, str) else list(workloads)
+    temporary = work_dir is None
+    wd = tempfile.mkdtemp(prefix="strata-bench-", dir=_bench_tmp()) if temporary else os.fspath(work_dir)
+    try:
+        return _strata.bench(
+            k, idx_list, wl_list, wd, ops, profile, resident, cache_pages, direct,
+            repeat, seed, key_choice, threads, page_size, dataset,
+        )
+    finally:
+        if temporary:
+            shutil.rmtree(wd, ignore_errors=True)
+
+
+def _bench_tmp() -> Optional[str]:
+    # /tmp is often tmpfs, which refuses O_DIRECT; prefer a disk-backed
+    # directory when the user names one.
+    return os.environ.get("STRATA_BENCH_TMP") or None

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Builds strata with the peer systems (LMDB, RocksDB) and runs the peer
+# comparison of docs/results/peers.md: cold and warm lookups and scans over
+# strata's B+-tree, the best static strata kinds, LMDB and RocksDB, then
+# write-only and balanced over the updatable ones, on fb-like and osm-like
+# keys; then draws the figures with strata.plot.
+#
+#   ./scripts/peers.sh                        # 10M keys, 20k operations per run
+#   N=1000000 OPS=5000 OUT=/tmp/peers ./scripts/peers.sh   # a quick look
+#   (DATA_DIR: where keys and indexes go; STRATA_BIN: run this strata binary)
+#
+# System packages (installed with apt-get when missing and run as root):
+#   libclang-dev    bindgen, to generate the RocksDB C API bindings;
+#   librocksdb-dev  Debian's prebuilt RocksDB (7.8), linked through
+#                   ROCKSDB_LIB_DIR so that RocksDB's C++ sources are not
+#                   compiled here. STRATA_VENDORED_ROCKSDB=1 compiles the
+#                   RocksDB bundled with the crate instead (hours on 2 cores).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+n=${N:-10000000}
+ops=${OPS:-20000}
+out=${OUT:-$root/docs/results/peers}
+data=${DATA_DIR:-$root/bench-data}
+venv=${STRATA_VENV:-$root/.venv}
+mkdir -p "$out" "$data"
+
+if [ -z "${STRATA_VENDORED_ROCKSDB:-}" ]; then
+    need=()
+    dpkg -s libclang-dev >/dev/null 2>&1 || need+=(libclang-dev)
+    dpkg -s librocksdb-dev >/dev/null 2>&1 || need+=(librocksdb-dev)
+    if [ ${#need[@]} -gt 0 ]; then
+        echo "peers: installing ${need[*]}"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
+    fi
+    multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
+    export ROCKSDB_LIB_DIR=${ROCKSDB_LIB_DIR:-/usr/lib/$multiarch}
+fi
+
+t0=$(date +%s)
+cargo build --release -p strata-cli --features peers
+echo "peers: build took $(( $(date +%s) - t0 )) s"
+strata=${STRATA_BIN:-$root/target/release/strata}
+
+# Strata's B+-tree comes first: it is the baseline of the ratios and its
+# memory is the budget of the peers (RocksDB's block cache).
+read_kinds=(--index btree --index lmdb --index rocksdb --index pgm-disk-cpr --index leco-zonemap-d --index zonemap)
+write_kinds=(--index btree --index lmdb --index rocksdb)
+
+for ds in fb-like osm-like; do
+    keys=$data/$ds-$n.keys
+    [ -f "$keys" ] || "$strata" gen --dist "$ds" --n "$n" --out "$keys"
+    common=(--data "$keys" --dataset "$ds" --ops "$ops" --profile nvme --work-dir "$data/$ds-$n.bench")
+    # Cold: strata reads with O_DIRECT; LMDB's leaves are evicted from the
+    # page cache every 64 operations; RocksDB reads with O_DIRECT.
+    "$strata" bench "${common[@]}" "${read_kinds[@]}" --workload lookup --workload scan \
+        --repeat 3 --json "$out/$ds-cold.jsonl"
+    # Warm: everything through the OS page cache (files just written).
+    "$strata" bench "${common[@]}" "${read_kinds[@]}" --workload lookup --workload scan \
+        --repeat 3 --no-direct --json "$out/$ds-warm.jsonl"
+    # Writes (updatable kinds only): half bulk-loaded, then inserts.
+    "$strata" bench "${common[@]}" "${write_kinds[@]}" --workload write-only --workload balanced \
+        --json "$out/$ds-write.jsonl"
+done
+
+# Figures (the Python package is built by scripts/test-python.sh).
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import strata.plot" 2>/dev/null; then
+    ./scripts/test-python.sh -q -x -k "plot" >/dev/null
+fi
+plot=("$venv/bin/python" -m strata.plot)
+cat "$out"/*-cold.jsonl "$out"/*-warm.jsonl "$out"/*-write.jsonl > "$out/all.jsonl"
+for ds in fb-like osm-like; do
+    "${plot[@]}" "$out/$ds-cold.jsonl" --kind pareto --workload lookup --out "$out/pareto-pages-$ds.png" \
+        --title "$ds, cold lookups: memory vs pages per lookup"
+    "${plot[@]}" "$out/$ds-cold.jsonl" --kind pareto --y latency --workload lookup \
+        --out "$out/pareto-latency-$ds.png" --title "$ds, cold lookups: memory vs median latency"
+    "${plot[@]}" "$out/$ds-cold.jsonl" "$out/$ds-warm.jsonl" "$out/$ds-write.jsonl" --kind bars \
+        --baseline btree --out "$out/bars-$ds.png" --title "$ds: throughput, ratio to strata btree"
+    "${plot[@]}" "$out/$ds-cold.jsonl" --kind latency --workload lookup --out "$out/latency-lookup-cold-$ds.png" \
+        --title "$ds: cold lookup latency"
+done
+echo "peers: results and figures in $out ($(( $(date +%s) - t0 )) s in all)"

@@ -1,0 +1,282 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::storage::{FaultKind, FaultOp, FaultyDirectory, MemDirectory};
+
+fn small(background: bool) -> Options {
+    Options {
+        memory_budget: 256 << 10,
+        background_merge: background,
+        static_kind: StaticKind::Spec("pgm-disk-cpr:epsilon=16".into()),
+        ..Options::default()
+    }
+}
+
+fn contents(db: &Db) -> BTreeMap<u64, u64> {
+    db.range(..).map(|r| r.unwrap()).collect()
+}
+
+#[test]
+fn put_get_delete_range_and_merges() {
+    let mem = MemDirectory::new();
+    let dir: Arc<dyn Directory> = Arc::new(mem.clone());
+    let db = Db::open(dir.clone(), small(true)).unwrap();
+    let mut model = BTreeMap::new();
+    for i in 0..30_000u64 {
+        let k = (i * 7919) % 20_011;
+        if i % 5 == 4 {
+            db.delete(k).unwrap();
+            model.remove(&k);
+        } else {
+            db.put(k, i).unwrap();
+            model.insert(k, i);
+        }
+    }
+    db.flush().unwrap();
+    let st = db.stats().unwrap();
+    assert!(st.merges >= 2, "{st:?}");
+    assert_eq!(st.active_entries, 0);
+    assert_eq!(contents(&db), model);
+    assert_eq!(db.count().unwrap(), model.len() as u64);
+    for k in [0u64, 1, 5, 20_010, 20_011, u64::MAX] {
+        assert_eq!(db.get(k).unwrap(), model.get(&k).copied());
+    }
+    let r: Vec<u64> = db.range(100..=200).map(|r| r.unwrap().0).collect();
+    let want: Vec<u64> = model.range(100..=200).map(|(k, _)| *k).collect();
+    assert_eq!(r, want);
+    // Only the current generation's files, the manifest and one segment remain.
+    let names = mem.list().unwrap();
+    let gens: std::collections::BTreeSet<u64> = names.iter().filter_map(|n| gen_of(n)).collect();
+    assert_eq!(gens.len(), 1, "{names:?}");
+    assert_eq!(
+        names.iter().filter(|n| wal_id(n).is_some()).count(),
+        1,
+        "{names:?}"
+    );
+    db.close().unwrap();
+    let db = Db::open(dir, small(false)).unwrap();
+    assert_eq!(contents(&db), model);
+}
+
+#[test]
+fn unsynced_writes_are_lost_on_crash_but_synced_ones_survive() {
+    let mem = MemDirectory::new();
+    let dir: Arc<dyn Directory> = Arc::new(mem.clone());
+    let opts = Options {
+        sync: SyncPolicy::Never,
+        ..small(true)
+    };
+    let db = Db::open(dir.clone(), opts.clone()).unwrap();
+    db.put(1, 10).unwrap();
+    db.sync().unwrap();
+    db.put(2, 20).unwrap();
+    db.kill();
+    mem.crash();
+    let db = Db::open(dir, opts).unwrap();
+    assert_eq!(db.get(1).unwrap(), Some(10));
+    assert_eq!(db.get(2).unwrap(), None);
+}
+
+#[test]
+fn bulk_load_then_updates() {
+    let mem = MemDirectory::new();
+    let keys: Vec<u64> = (0..50_000u64).map(|i| i * 3).collect();
+    let n = Db::bulk_load(&mem, &small(true), keys.iter().map(|&k| (k, k + 1))).unwrap();
+    assert_eq!(n, 50_000);
+    assert!(
+        Db::bulk_load(&mem, &small(true), [(1, 1)]).is_err(),
+        "a second bulk load"
+    );
+    let dir: Arc<dyn Directory> = Arc::new(mem);
+    let db = Db::open(dir, small(true)).unwrap();
+    assert_eq!(db.get(3).unwrap(), Some(4));
+    assert_eq!(db.get(4).unwrap(), None);
+    db.put(4, 0).unwrap();
+    db.delete(3).unwrap();
+    assert_eq!(
+        db.range(0..7).map(|r| r.unwrap()).collect::<Vec<_>>(),
+        vec![(0, 1), (4, 0), (6, 7)]
+    );
+    assert_eq!(db.count().unwrap(), 50_000);
+    let st = db.stats().unwrap();
+    assert_eq!(st.static_records, 50_000);
+    assert!(st.static_index_bytes > 0 && st.disk_bytes > 50_000 * 16);
+}
+
+#[test]
+fn auto_static_kind_chooses_by_memory() {
+    // Auto keeps whichever of pgm-disk-cpr and leco-zonemap-d holds fewer
+    // layer bytes (ties go to the zone map, which reads exactly one page).
+    for dist in ["books-like", "osm-like"] {
+        let keys = crate::data::generate(dist.parse().unwrap(), 200_000, 1).unwrap();
+        let size = |kind: StaticKind| {
+            let mem = MemDirectory::new();
+            let o = Options {
+                static_kind: kind,
+                ..Options::default()
+            };
+            Db::bulk_load(&mem, &o, keys.iter().map(|&k| (k, k))).unwrap();
+            let spec = DbManifest::load(&mem).unwrap().unwrap().static_kind;
+            let db = Db::open(Arc::new(mem), o).unwrap();
+            (spec, db.stats().unwrap().static_index_bytes)
+        };
+        let (auto, auto_bytes) = size(StaticKind::Auto { epsilon: 64 });
+        let (_, pgm) = size(StaticKind::Spec("pgm-disk-cpr:epsilon=64".into()));
+        let (_, zone) = size(StaticKind::Spec("leco-zonemap-d".into()));
+        assert!(
+            auto_bytes <= pgm.max(zone),
+            "{dist}: {auto} {auto_bytes} pgm {pgm} zone {zone}"
+        );
+        if zone <= pgm / 2 {
+            assert_eq!(auto, "leco-zonemap-d", "{dist}: zone {zone} pgm {pgm}");
+        }
+        if pgm <= zone / 2 {
+            assert!(auto.starts_with("pgm-disk-cpr"), "{dist}: zone {zone} pgm {pgm}");
+        }
+    }
+}
+
+#[test]
+fn wal_failure_refuses_writes_and_loses_nothing_acknowledged() {
+    let fd = FaultyDirectory::new();
+    let dir: Arc<dyn Directory> = Arc::new(fd.clone());
+    let db = Db::open(dir.clone(), small(true)).unwrap();
+    for k in 0..100 {
+        db.put(k, k).unwrap();
+    }
+    fd.plan().inject(FaultOp::Sync, 0, FaultKind::Eio, false);
+    assert!(db.put(1000, 1).is_err());
+    assert!(db.put(1001, 1).is_err(), "poisoned");
+    assert_eq!(db.get(5).unwrap(), Some(5), "reads go on");
+    db.kill();
+    fd.crash();
+    let db = Db::open(dir, small(true)).unwrap();
+    for k in 0..100 {
+        assert_eq!(db.get(k).unwrap(), Some(k));
+    }
+    assert_eq!(db.get(1001).unwrap(), None);
+}
+
+#[test]
+fn merge_failure_keeps_everything_and_reopen_recovers() {
+    let fd = FaultyDirectory::new();
+    let dir: Arc<dyn Directory> = Arc::new(fd.clone());
+    let db = Db::open(dir.clone(), small(false)).unwrap();
+    let mut acked = BTreeMap::new();
+    // Fail the writes of the first merge's data run.
+    let mut failed = false;
+    for k in 0..40_000u64 {
+        if k == 100 {
+            fd.plan().inject(FaultOp::Write, 40, FaultKind::Eio, true);
+        }
+        match db.put(k, k * 2) {
+            Ok(()) => {
+                acked.insert(k, k * 2);
+            }
+            Err(_) => {
+                failed = true;
+                break;
+            }
+        }
+    }
+    assert!(failed, "the merge's injected failure surfaced");
+    for (&k, &v) in acked.iter().take(50) {
+        assert_eq!(db.get(k).unwrap(), Some(v));
+    }
+    db.kill();
+    fd.crash();
+    let db = Db::open(dir, small(false)).unwrap();
+    assert_eq!(contents(&db), acked);
+}
+
+#[test]
+fn corrupt_manifest_and_log_are_errors() {
+    let mem = MemDirectory::new();
+    let dir: Arc<dyn Directory> = Arc::new(mem.clone());
+    let db = Db::open(dir.clone(), small(true)).unwrap();
+    for k in 0..50 {
+        db.put(k, k).unwrap();
+    }
+    db.close().unwrap();
+    // A flipped byte inside an acknowledged frame (not at the tail).
+    let seg = mem
+        .list()
+        .unwrap()
+        .into_iter()
+        .find(|n| wal_id(n).is_some())
+        .unwrap();
+    mem.file(&seg).unwrap().corrupt_byte(WAL_HEADER_LEN + 20);
+    assert!(Db::open(dir.clone(), small(true)).unwrap_err().is_corruption());
+    mem.file(&seg).unwrap().corrupt_byte(WAL_HEADER_LEN + 20);
+    Db::open(dir.clone(), small(true)).unwrap().close().unwrap();
+    mem.file(DB_MANIFEST_FILE).unwrap().corrupt_byte(30);
+    assert!(Db::open(dir.clone(), small(true)).unwrap_err().is_corruption());
+    mem.file(DB_MANIFEST_FILE).unwrap().corrupt_byte(30);
+    mem.remove(DB_MANIFEST_FILE).unwrap();
+    assert!(
+        Db::open(dir, small(true)).unwrap_err().is_corruption(),
+        "log without manifest"
+    );
+}
+
+#[test]
+fn interrupted_merge_files_are_removed_on_open() {
+    let mem = MemDirectory::new();
+    let dir: Arc<dyn Directory> = Arc::new(mem.clone());
+    let db = Db::open(dir.clone(), small(true)).unwrap();
+    db.put(1, 1).unwrap();
+    db.close().unwrap();
+    mem.create("g000009-data.run").unwrap();
+    mem.create("strata-db.manifest.tmp").unwrap();
+    mem.create("unrelated").unwrap();
+    let db = Db::open(dir, small(true)).unwrap();
+    assert_eq!(db.get(1).unwrap(), Some(1));
+    let names = mem.list().unwrap();
+    assert!(
+        !names
+            .iter()
+            .any(|n| n.starts_with("g000009") || n.ends_with(".tmp")),
+        "{names:?}"
+    );
+    assert!(names.contains(&"unrelated".to_string()));
+}
+
+#[test]
+fn db_is_send_and_sync() {
+    fn check<T: Send + Sync>() {}
+    check::<Db>();
+    check::<DbRange>();
+}
+
+#[test]
+fn bad_options_are_errors() {
+    let dir: Arc<dyn Directory> = Arc::new(MemDirectory::new());
+    for o in [
+        Options {
+            memory_budget: 0,
+            ..Options::default()
+        },
+        Options {
+            static_kind: StaticKind::Spec("btree".into()),
+            ..Options::default()
+        },
+        Options {
+            sync: SyncPolicy::EveryMs(0),
+            ..Options::default()
+        },
+        Options {
+            page_size: 1000,
+            ..Options::default()
+        },
+    ] {
+        assert!(Db::open(dir.clone(), o).is_err());
+    }
+    let db = Db::open(dir, Options::default()).unwrap();
+    let mut b = WriteBatch::new();
+    for k in 0..(MAX_BATCH_OPS as u64 + 1) {
+        b.put(k, k);
+    }
+    assert!(db.write_batch(&b).is_err());
+}
