@@ -215,7 +215,7 @@ def test_listings():
 
 
 def test_extension_points_are_explicit():
-    for name in ("Db", "tune"):
+    for name in ("Db",):
         with pytest.raises(AttributeError, match="branch"):
             getattr(strata, name)
     with pytest.raises(AttributeError):

@@ -23,7 +23,7 @@ pub(crate) struct TuneArgs {
     #[arg(long, default_value = "nvme")]
     profile: String,
     /// Directory to build the tuned index in (kind `air`).
-    #[arg(long, required_unless_present_any = ["no_build", "map_latency_us"])]
+    #[arg(long, required_unless_present_any = ["no_build", "map_latency_us", "profiles"])]
     out: Option<PathBuf>,
     /// Candidates kept per layer of the search (AirIndex's k).
     #[arg(long, default_value_t = 5)]
@@ -64,12 +64,17 @@ pub(crate) struct TuneArgs {
     /// ... times each of these bandwidths (MB/s); reports the designs, writes no index.
     #[arg(long, value_delimiter = ',', requires = "map_latency_us")]
     map_bandwidth_mb_s: Vec<f64>,
+    /// Tune for each of these profiles (comma-separated names, as --profile)
+    /// with one tuner, so layers are built once; reports every design (with
+    /// --grid and --compare per profile), writes no index.
+    #[arg(long, value_delimiter = ',', conflicts_with = "map_latency_us")]
+    profiles: Vec<String>,
 }
 
 /// Runs `strata tune`.
 pub(crate) fn run(a: TuneArgs, quiet: bool) -> Result<()> {
     let keys = read_key_file(&a.keys, quiet)?;
-    if !a.map_latency_us.is_empty() {
+    if !a.map_latency_us.is_empty() || !a.profiles.is_empty() {
         return design_map(&a, &keys, quiet);
     }
     let near = a.out.clone().unwrap_or_else(|| a.keys.data.clone());
@@ -296,8 +301,10 @@ fn table(r: &Value) -> String {
     out
 }
 
-/// Tunes for every (latency, bandwidth) pair with one tuner (layers are
-/// built once and shared) and reports each design.
+/// Tunes for every (latency, bandwidth) pair, or for every profile of
+/// `--profiles`, with one tuner (layers are built once and shared) and
+/// reports each design; `--compare` specs are modelled once and costed under
+/// every profile.
 fn design_map(a: &TuneArgs, keys: &[u64], quiet: bool) -> Result<()> {
     let per_page = strata::format::records_per_page(a.page);
     let params = Params::from_map(serde_json::Map::from_iter([
@@ -308,46 +315,88 @@ fn design_map(a: &TuneArgs, keys: &[u64], quiet: bool) -> Result<()> {
         ("memory_budget".to_string(), json!(a.memory_budget)),
     ]));
     let (base, samples) = options_from_params(&params)?;
+    let mut profiles: Vec<StorageProfile> = Vec::new();
+    for name in &a.profiles {
+        profiles.push(resolve_profile(name, &a.keys.data, quiet)?);
+    }
+    for &lat in &a.map_latency_us {
+        for &bw in &a.map_bandwidth_mb_s {
+            profiles.push(StorageProfile::new(format!("custom:{lat}:{bw}"), lat, bw * 1e6)?);
+        }
+    }
     let tuner = Tuner::new(keys, per_page, a.page, samples)?;
-    let total = (a.map_latency_us.len() * a.map_bandwidth_mb_s.len()) as u64;
-    let pb = progress(quiet, Some(total), "design map");
+    let mut compared = Vec::new();
+    for c in &a.compare {
+        let s: IndexSpec = c.parse()?;
+        let (cost, views, shape) = model_spec(&s, keys, a.page, tuner.sample())?;
+        compared.push((c.clone(), cost, views.len(), shape));
+    }
+    let pb = progress(quiet, Some(profiles.len() as u64), "tuning");
     let t0 = Instant::now();
     let mut points = Vec::new();
     let mut text = String::new();
     let _ = writeln!(
         text,
-        "{:>12} {:>12} {:>7} {:>14} {:>14}  layers",
-        "latency µs", "MB/s", "height", "read bytes", "µs"
+        "{:>12} {:>12} {:>7} {:>14} {:>14} {:>12}  layers",
+        "latency µs", "MB/s", "height", "read bytes", "µs", "best fixed µs"
     );
-    for &lat in &a.map_latency_us {
-        for &bw in &a.map_bandwidth_mb_s {
-            let mut o = base.clone();
-            o.profile = StorageProfile::new(format!("custom:{lat}:{bw}"), lat, bw * 1e6)?;
-            let t = tuner.tune(&o)?;
-            let names: Vec<String> = t
-                .layers
-                .iter()
-                .map(|l| format!("{}({})", l.builder, l.lambda))
-                .collect();
-            let _ = writeln!(
-                text,
-                "{lat:>12} {bw:>12} {:>7} {:>14.0} {:>14.1}  {}",
-                t.layers.len(),
-                t.read_bytes,
-                t.cost_ns / 1e3,
-                names.join(" < ")
+    for prof in &profiles {
+        let mut o = base.clone();
+        o.profile = prof.clone();
+        let t1 = Instant::now();
+        let t = tuner.tune(&o)?;
+        let tune_s = t1.elapsed().as_secs_f64();
+        let names: Vec<String> = t
+            .layers
+            .iter()
+            .map(|l| format!("{}({})", l.builder, l.lambda))
+            .collect();
+        let best_fixed = t.best_fixed().map_or(f64::NAN, |b| b.cost_ns);
+        let _ = writeln!(
+            text,
+            "{:>12.1} {:>12.1} {:>7} {:>14.0} {:>14.1} {:>12.1}  {}",
+            prof.latency_us(),
+            prof.bandwidth_mb_s(),
+            t.layers.len(),
+            t.read_bytes,
+            t.cost_ns / 1e3,
+            best_fixed / 1e3,
+            names.join(" < ")
+        );
+        let mut point = json!({
+            "profile": prof.name,
+            "latency_us": prof.latency_us(),
+            "bandwidth_mb_s": prof.bandwidth_mb_s(),
+            "layers": t.layers.len(),
+            "read_bytes": t.read_bytes,
+            "cost_ns": t.cost_ns,
+            "builders": names,
+            "source": t.source,
+            "tune_s": tune_s,
+        });
+        if !a.profiles.is_empty() {
+            point["design"] = t.notes();
+            point["compare"] = Value::Array(
+                compared
+                    .iter()
+                    .map(|(spec, cost, layers, shape)| {
+                        json!({
+                            "spec": spec,
+                            "modelled_ns": cost.expected_ns(prof),
+                            "read_bytes": cost.mean_bytes(),
+                            "calls": cost.calls(),
+                            "layers": layers,
+                            "shape": shape,
+                        })
+                    })
+                    .collect(),
             );
-            points.push(json!({
-                "latency_us": lat,
-                "bandwidth_mb_s": bw,
-                "layers": t.layers.len(),
-                "read_bytes": t.read_bytes,
-                "cost_ns": t.cost_ns,
-                "builders": names,
-                "source": t.source,
-            }));
-            pb.inc(1);
         }
+        if a.grid {
+            point["fixed"] = serde_json::to_value(&t.fixed).map_err(|e| Error::invalid(e.to_string()))?;
+        }
+        points.push(point);
+        pb.inc(1);
     }
     pb.finish_and_clear();
     let report = json!({
@@ -356,6 +405,7 @@ fn design_map(a: &TuneArgs, keys: &[u64], quiet: bool) -> Result<()> {
         "builders": a.builders,
         "latency_us": a.map_latency_us,
         "bandwidth_mb_s": a.map_bandwidth_mb_s,
+        "profiles": a.profiles,
         "points": points,
         "map_s": t0.elapsed().as_secs_f64(),
     });
@@ -398,6 +448,7 @@ mod tests {
             grid: true,
             map_latency_us: vec![],
             map_bandwidth_mb_s: vec![],
+            profiles: vec![],
         };
         run(args, true).unwrap();
         let r: Value = serde_json::from_str(&std::fs::read_to_string(&json_out).unwrap()).unwrap();
@@ -439,10 +490,29 @@ mod tests {
             grid: false,
             map_latency_us: vec![1.0, 1000.0],
             map_bandwidth_mb_s: vec![1.0, 1000.0],
+            profiles: vec![],
         };
         run(base(), true).unwrap();
         let r: Value = serde_json::from_str(&std::fs::read_to_string(&json_out).unwrap()).unwrap();
         assert_eq!(r["points"].as_array().unwrap().len(), 4);
+        // Named profiles with the grid and comparisons, one tuner.
+        let mut named = base();
+        named.map_latency_us = vec![];
+        named.map_bandwidth_mb_s = vec![];
+        named.profiles = vec!["nvme".into(), "nfs".into()];
+        named.grid = true;
+        named.compare = vec!["btree-static".into()];
+        run(named, true).unwrap();
+        let r: Value = serde_json::from_str(&std::fs::read_to_string(&json_out).unwrap()).unwrap();
+        let points = r["points"].as_array().unwrap();
+        assert_eq!(points.len(), 2);
+        for p in points {
+            let air = p["cost_ns"].as_f64().unwrap();
+            assert!(air <= p["compare"][0]["modelled_ns"].as_f64().unwrap());
+            assert!(!p["fixed"].as_array().unwrap().is_empty());
+            assert_eq!(p["design"]["modelled_ns"].as_f64().unwrap(), air);
+        }
+        assert_eq!(points[1]["profile"], "nfs");
         let mut bad = base();
         bad.map_latency_us = vec![];
         bad.memory_budget = "lots".into();

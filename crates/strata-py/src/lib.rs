@@ -10,22 +10,22 @@
 //! | `data.rs` | `gen`, `read_keys`, `write_keys`, `dists` |
 //! | `index.rs` | `Index`, `build`, `open` |
 //! | `bench.rs` | `bench`, `workloads`, `peers` |
+//! | `tune.rs` | `tune` (AirTune) |
 //! | this file | `kinds`, `profiles`, `__version__` |
 //!
-//! Extension points. The hybrid store (`strata::Db`, branch `db`) and AirTune
-//! (`strata::tune`, branch `tune`) are added the same way: a file `db.rs`
-//! (a `#[pyclass] Db` over `strata::db::Db`, methods mapping errors with
-//! `errors::IntoPyResult`) or `tune.rs` (a `#[pyfunction] tune` returning the
-//! tuner's JSON as a dict), each with a `register(m)` called from
-//! [`_strata`] below; then one import line in python/strata/__init__.py and
-//! its stub in python/strata/_strata.pyi. Nothing else changes: errors,
-//! conversions and the build already cover them.
+//! Extension points. The hybrid store (`strata::Db`, branch `db`) is added
+//! the way `tune.rs` was: a file `db.rs` (a `#[pyclass] Db` over
+//! `strata::db::Db`, methods mapping errors with `errors::IntoPyResult`) with
+//! a `register(m)` called from [`_strata`] below; then one import line in
+//! python/strata/__init__.py and its stub in python/strata/_strata.pyi.
+//! Nothing else changes: errors, conversions and the build already cover it.
 
 mod bench;
 mod convert;
 mod data;
 mod errors;
 mod index;
+mod tune;
 
 use pyo3::prelude::*;
 
@@ -55,6 +55,7 @@ fn _strata(m: &Bound<'_, PyModule>) -> PyResult<()> {
     data::register(m)?;
     index::register(m)?;
     bench::register(m)?;
+    tune::register(m)?;
     m.add_function(wrap_pyfunction!(kinds, m)?)?;
     m.add_function(wrap_pyfunction!(profiles, m)?)?;
     Ok(())
