@@ -49,18 +49,23 @@ use crate::{Error, Result};
 pub const PARTITION: usize = 1 << 20;
 
 /// A family of layer builders.
+/// Serialised by [`Family::name`] (`gstep`, `gband`, …).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Family {
     /// Greedy step (AirIndex GStep): `Step` entries over page-aligned pieces.
+    #[serde(rename = "gstep")]
     GStep,
     /// Greedy band (AirIndex GBand): optimal PLA with a byte precision.
+    #[serde(rename = "gband")]
     GBand,
     /// Equal band (AirIndex EBand): equal position groups, fitted lines.
+    #[serde(rename = "eband")]
     EBand,
     /// Step with implicit starts (a zone map over any layer): `Zone` entries.
     Zone,
     /// Zero-interval PLA band over the data (Zhang G3).
+    #[serde(rename = "zband")]
     ZBand,
     /// LeCo-compressed zone map (Zhang G5), root only.
     Leco,
@@ -427,6 +432,13 @@ mod tests {
             width: 16,
             per_page: 255,
             is_data: true,
+        }
+    }
+
+    #[test]
+    fn family_names_serialise_as_their_names() {
+        for f in Family::ALL {
+            assert_eq!(serde_json::to_value(f).unwrap(), serde_json::json!(f.name()));
         }
     }
 
