@@ -93,11 +93,19 @@ fn read_blob(file: &PagedFile) -> Result<Vec<u8>> {
     if count == 0 {
         return Ok(Vec::new());
     }
-    // One read call for the whole blob, as a root layer is read.
+    // One read call for the whole blob, as a root layer is read; the bytes
+    // are copied a page at a time (one-byte entries).
     let run = file.read_entries(0, count)?;
+    let per_page = run.per_page().max(1);
     let mut out = Vec::with_capacity(count as usize);
-    for i in 0..count {
-        out.push(run.entry(i).and_then(|e| e.first().copied()).unwrap_or(0));
+    let mut i = 0;
+    while i < count {
+        let n = (per_page - i % per_page).min(count - i);
+        let bytes = run
+            .entries_in_page(i, n)
+            .ok_or_else(|| Error::invalid(format!("blob entries [{i}, {}) not in the run", i + n)))?;
+        out.extend_from_slice(bytes);
+        i += n;
     }
     Ok(out)
 }
