@@ -150,6 +150,24 @@ def acceptance(w):
     return "\n".join(out)
 
 
+def model_vs_iostats(w):
+    """The tuner's modelled bytes per lookup against IoStats of `strata bench`
+    (air:profile=nfs, resident=none, its own random lookups)."""
+    out = ["| data set | modelled bytes/lookup (tuner, 65,536 sampled keys) | IoStats bytes/lookup (bench, 2,000 lookups × 3) | difference | modelled reads | IoStats reads |",
+           "|---|---|---|---|---|---|"]
+    for d in SETS:
+        r = load_json(f"{w}/optimal-{d}.json")
+        rows = [x for x in load_lines(f"{w}/cold-{d}.jsonl") if x["spec"] == "air:profile=nfs"]
+        if not r or not rows:
+            continue
+        p = next(x for x in r["points"] if x["profile"] == "nfs")
+        io = rows[0]["io"]
+        m = p["design"]["expected_read_bytes"]
+        out.append(f"| {d} | {m:,.0f} | {io['bytes_per_op']:,.0f} | {(io['bytes_per_op'] - m) / m * 100:+.2f}% | "
+                   f"{len(p['design']['layers']) + 1} | {io['reads_per_op']:.2f} |")
+    return "\n".join(out)
+
+
 def measured(w):
     """Table 3: measured cold lookups here (O_DIRECT), with IoStats figures."""
     local = load_json(f"{w}/local-profile.json")
@@ -371,6 +389,7 @@ def main():
         ("1. Cold first-query latency, modelled", cold_modelled(w, figs)),
         ("1b. Cold first-query latency, measured here", measured(w)),
         ("2. Acceptance / optimality", acceptance(w)),
+        ("2a. Cost model against IoStats", model_vs_iostats(w)),
         ("2b. Fixed designs by builder (fb-like)", optimality_fig(w, figs)),
         ("3. Design map", design_map(w, figs)),
         ("4. Warm curve", warm(w, figs)),

@@ -568,7 +568,12 @@ mod tests {
         // Entries of one page are contiguous; a span across pages is not.
         let page_of_100 = run.entries_in_page(pp, pp).unwrap();
         assert_eq!(page_of_100.len(), pp as usize * 24);
-        assert_eq!(page_of_100, (pp..2 * pp).flat_map(|i| run.entry(i).unwrap().to_vec()).collect::<Vec<u8>>());
+        assert_eq!(
+            page_of_100,
+            (pp..2 * pp)
+                .flat_map(|i| run.entry(i).unwrap().to_vec())
+                .collect::<Vec<u8>>()
+        );
         assert!(run.entries_in_page(pp - 1, 2).is_none());
         let (_, end) = run.entry_range();
         assert!(run.entries_in_page(end, 1).is_none(), "not in the run");

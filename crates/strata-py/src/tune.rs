@@ -89,8 +89,8 @@ pub fn tune<'py>(
                 }
                 Some(out) => {
                     let built = index::build(&spec, ks, &out, &BuildOptions { page_size })?;
-                    report["build"] = serde_json::to_value(&built)
-                        .map_err(|e| strata::Error::invalid(e.to_string()))?;
+                    report["build"] =
+                        serde_json::to_value(&built).map_err(|e| strata::Error::invalid(e.to_string()))?;
                     let m = index::Manifest::load(&FsDirectory::open(&out)?)?;
                     report["design"] = m.description.get("notes").cloned().unwrap_or(Value::Null);
                     report["out"] = json!(out.display().to_string());

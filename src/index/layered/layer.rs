@@ -514,9 +514,18 @@ mod tests {
         for &base in &bases {
             for &off in &offs {
                 for &slope in &slopes {
-                    let e = BandEntry { key: 5, slope, off, base };
+                    let e = BandEntry {
+                        key: 5,
+                        slope,
+                        off,
+                        base,
+                    };
                     for &x in &xs {
-                        for (next, max) in [(base.saturating_add(1000), u64::MAX), (u64::MAX, u64::MAX), (10, 20)] {
+                        for (next, max) in [
+                            (base.saturating_add(1000), u64::MAX),
+                            (u64::MAX, u64::MAX),
+                            (10, 20),
+                        ] {
                             assert_eq!(
                                 e.predict(x, next, max),
                                 predict_i128(&e, x, next, max),
