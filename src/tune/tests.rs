@@ -376,3 +376,53 @@ fn bad_input_is_an_error() {
     assert!(model_spec(&"btree".parse().unwrap(), &all, 4096, tuner.sample()).is_err());
     assert!(model_spec(&"pgm:epsilom=3".parse().unwrap(), &all, 4096, tuner.sample()).is_err());
 }
+
+#[test]
+fn a_page_cache_starts_cold() {
+    // The warm curve's first lookup pays for every level, the root included,
+    // whatever the open read through the cache.
+    let all = keys("fb-like", 60_000);
+    for spec in [
+        "air:profile=nfs",
+        "leco-zonemap-d",
+        "btree-static",
+        "pgm:epsilon=64",
+    ] {
+        let dir: Arc<dyn Directory> = Arc::new(MemDirectory::new());
+        let s: IndexSpec = spec.parse().unwrap();
+        index::build_in(&s, Records::ranked(&all), dir.clone(), &BuildOptions::default()).unwrap();
+        let open = |cache_pages| {
+            index::open_in(
+                dir.clone(),
+                &OpenOptions {
+                    resident: Residency::None,
+                    cache_pages,
+                    ..Default::default()
+                },
+            )
+            .unwrap()
+        };
+        let (cold, cached) = (open(0), open(4096));
+        for idx in [&cold, &cached] {
+            assert_eq!(idx.get(all[4321]).unwrap(), Some(4321));
+        }
+        let first = cached.io().snapshot();
+        assert_eq!(
+            first.read_calls,
+            cold.io().snapshot().read_calls,
+            "{spec}: first lookup"
+        );
+        assert_eq!(
+            first.bytes_read,
+            cold.io().snapshot().bytes_read,
+            "{spec}: first lookup"
+        );
+        // The same key again is served by the cache.
+        cached.get(all[4321]).unwrap();
+        assert_eq!(
+            cached.io().snapshot().read_calls,
+            first.read_calls,
+            "{spec}: cached"
+        );
+    }
+}

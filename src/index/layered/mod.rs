@@ -197,8 +197,13 @@ impl LayeredIndex {
                 count,
             });
         }
-        // Loading resident layers is not part of any lookup's I/O.
+        // Loading resident layers is not part of any lookup's I/O; the page
+        // cache starts empty too, so that the first lookups pay for every
+        // page they read (opening read file headers through it).
         io.stats.reset();
+        if let Some(cache) = &io.cache {
+            cache.clear();
+        }
         Ok(LayeredIndex {
             kind: kind.to_string(),
             data: DataRunReader::new(run),
