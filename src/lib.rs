@@ -11,7 +11,8 @@
 //! - [`format`]: pages, checksums, data runs, SOSD key files;
 //! - [`data`]: deterministic data and workload generators;
 //! - [`index`]: index kinds behind one [`index::Index`] trait;
-//! - [`db`]: the durable hybrid store [`Db`] (WAL, dynamic stage, learned static stage).
+//! - [`db`]: the durable hybrid store [`Db`] (WAL, dynamic stage, learned static stage);
+//! - [`tune`]: the storage cost model and AirTune.
 
 pub mod data;
 pub mod db;
@@ -20,6 +21,7 @@ pub mod format;
 pub mod index;
 pub mod model;
 pub mod storage;
+pub mod tune;
 
 pub use db::Db;
 pub use error::{Error, Result};

@@ -141,6 +141,68 @@ fn fiting_static() {
 }
 
 #[test]
+fn air() {
+    // A tuned design under the full battery (O_DIRECT included), for a
+    // cheap-call, costly-byte profile (5 µs, 1 MB/s) that makes deeper,
+    // mixed stacks pay off even on small data.
+    common::battery("air:profile=custom:5:1,top_k=3");
+}
+
+/// Builds `spec` in memory over every data set and checks it against the
+/// oracle read from storage, and with `pinned` also with the index pinned
+/// (the full battery above covers files, O_DIRECT and the page cache).
+fn air_light(spec: &str, pinned: bool) {
+    use std::sync::Arc;
+    use strata::index::{self, BuildOptions, OpenOptions, Records, Residency};
+    use strata::storage::{Directory, MemDirectory};
+    for (name, keys) in common::datasets() {
+        let dir: Arc<dyn Directory> = Arc::new(MemDirectory::new());
+        let s: strata::index::IndexSpec = spec.parse().unwrap();
+        index::build_in(&s, Records::ranked(&keys), dir.clone(), &BuildOptions::default())
+            .unwrap_or_else(|e| panic!("{spec} on {name}: build failed: {e}"));
+        let variants: &[(Residency, usize)] = if pinned {
+            &[(Residency::None, 3), (Residency::Index, 1)]
+        } else {
+            &[(Residency::None, 3)]
+        };
+        for &(resident, stride) in variants {
+            let opts = OpenOptions {
+                resident,
+                ..Default::default()
+            };
+            let idx = index::open_in(dir.clone(), &opts).unwrap();
+            common::check_sampled(
+                idx.as_ref(),
+                &keys,
+                &format!("{spec} on {name} ({resident})"),
+                stride,
+            );
+        }
+    }
+}
+
+#[test]
+fn air_each_builder() {
+    // Every layer builder forced alone (one family at every level), and
+    // other profiles and search widths.
+    for b in [
+        "gstep", "gband", "eband", "zone", "zband", "leco", "leco-d", "cpr", "airindex",
+    ] {
+        air_light(&format!("air:profile=custom:5:1,top_k=2,builders={b}"), false);
+    }
+    for p in ["nvme", "nfs,top_k=1", "hdd,top_k=8"] {
+        air_light(&format!("air:profile={p}"), false);
+    }
+}
+
+#[test]
+fn air_memory_budget() {
+    // Only the top layers that fit the budget are pinned with resident=index.
+    air_light("air:profile=custom:5:1,memory_budget=8192", true);
+    air_light("air:profile=sata-ssd,memory_budget=64k", true);
+}
+
+#[test]
 fn rs_disk() {
     common::battery("rs-disk:epsilon=16,radix_bits=10");
     common::battery("rs-disk:epsilon=128");

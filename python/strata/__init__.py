@@ -30,11 +30,13 @@ C-contiguous ``uint64`` (anything else is converted once). Batch calls
 Errors mirror ``strata::Error``: every exception derives from
 :class:`StrataError` (see ``strata.errors``).
 
-Extension point: the tuner ``strata.tune`` is written on another branch.
-When it lands, it is one Rust file in ``crates/strata-py/src/`` (registered
-in ``lib.rs``), one name in ``_EXTENSIONS`` below and its stub in
-``_strata.pyi``; until then, using it raises ``AttributeError`` naming the
-branch.
+:func:`tune` runs AirTune: it chooses the layers of an index (kind ``air``)
+for a storage profile and optionally builds it.
+
+Extension points: a binding written on another branch is one Rust file in
+``crates/strata-py/src/`` (registered in ``lib.rs``), one name in
+``_EXTENSIONS`` below and its stub in ``_strata.pyi``; until it lands, using
+it raises ``AttributeError`` naming the branch.
 """
 
 from __future__ import annotations
@@ -97,6 +99,7 @@ __all__ = [
     "peers",
     "profiles",
     "read_keys",
+    "tune",
     "workloads",
     "write_keys",
 ]
@@ -107,9 +110,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 MISSING: int = 2**64 - 1
 
 # Names provided by other branches once they land: name -> where it comes from.
-_EXTENSIONS = {
-    "tune": "AirTune strata::tune (src/tune/, branch `tune`)",
-}
+_EXTENSIONS: Dict[str, str] = {}
 
 
 def __getattr__(name: str) -> Any:
@@ -283,6 +284,56 @@ def bench(
     finally:
         if temporary:
             shutil.rmtree(wd, ignore_errors=True)
+
+
+def tune(
+    keys_or_path: Any,
+    profile: str = "nvme",
+    out: Optional[PathLike] = None,
+    top_k: int = 5,
+    memory_budget: int = 0,
+    *,
+    builders: str = "all",
+    threads: int = 0,
+    samples: int = 65536,
+    page_size: int = 4096,
+) -> Dict[str, Any]:
+    """Tunes a layered index for a storage profile with AirTune (kind ``air``).
+
+    ``keys_or_path`` is a key array (sorted, distinct ``uint64``) or the path
+    of a SOSD key file. ``profile`` is a preset (``nvme``, ``sata-ssd``,
+    ``hdd``, ``azure-ssd``, ``nfs``, ...; see :func:`profiles`),
+    ``custom:LAT_US:BW_MB_S``, or ``local``: the device is measured first
+    (where ``out`` will be, else the key file's directory, else the temporary
+    directory). ``top_k`` is the number of candidates kept per layer of the
+    search; ``memory_budget`` (bytes, 0 = none) asks for the fastest index
+    whose pinned top layers fit in that much memory. ``builders`` restricts
+    the layer builders (``all``, ``airindex`` or names joined by ``+``).
+
+    Returns the report as a dict. ``report["design"]`` describes the chosen
+    index: ``layers`` bottom-up (``builder``, ``lambda`` granularity in bytes,
+    ``entries``, ``bytes``, ``pages``, ``reads_below_bytes`` expected bytes read
+    from the layer below per lookup, ``reads_below_ns``), the ``root`` read,
+    ``modelled_ns`` (expected cold lookup time under the profile) and
+    ``expected_read_bytes``. With ``out`` the index is built there (open it
+    with :func:`open`; its manifest stores the same design) and the report
+    has ``build``; without it only the design is computed and ``tune_s`` is
+    the tuning time. ``report["spec"]`` rebuilds the same index with
+    :func:`build`.
+    """
+    local_dir = None
+    if isinstance(keys_or_path, (str, os.PathLike)):
+        path = os.fspath(keys_or_path)
+        k = read_keys(path)
+        local_dir = os.path.dirname(os.path.abspath(path))
+    else:
+        k = as_keys(keys_or_path)
+    o = None if out is None else os.fspath(out)
+    if o is not None:
+        local_dir = os.path.dirname(os.path.abspath(o))
+    return _strata.tune(
+        k, profile, o, top_k, memory_budget, builders, threads, samples, page_size, local_dir,
+    )
 
 
 def _bench_tmp() -> Optional[str]:

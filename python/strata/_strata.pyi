@@ -196,3 +196,15 @@ def bench(
     page_size: int = 4096,
     dataset: str = "data",
 ) -> List[Dict[str, Any]]: ...
+def tune(
+    keys: _U64Array,
+    profile: str = "nvme",
+    out: Optional[_Path] = None,
+    top_k: int = 5,
+    memory_budget: int = 0,
+    builders: str = "all",
+    threads: int = 0,
+    samples: int = 65536,
+    page_size: int = 4096,
+    local_dir: Optional[_Path] = None,
+) -> Dict[str, Any]: ...

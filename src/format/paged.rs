@@ -496,6 +496,18 @@ impl PagedRun {
         self.buf.get(off..off + self.width)
     }
 
+    /// The bytes of entries `[i, i + n)`, contiguous when they lie in one
+    /// page (None otherwise, or when the run does not hold them).
+    #[inline]
+    pub fn entries_in_page(&self, i: u64, n: u64) -> Option<&[u8]> {
+        let (_, hi) = self.entry_range();
+        if n == 0 || i % self.per_page + n > self.per_page || i.checked_add(n)? > hi {
+            return None;
+        }
+        let off = self.offset_of(i)?;
+        self.buf.get(off..off + n as usize * self.width)
+    }
+
     /// The `u64` at byte `field` of entry `i`.
     #[inline]
     pub fn u64_at(&self, i: u64, field: usize) -> Option<u64> {
@@ -553,6 +565,20 @@ mod tests {
         }
         // aux of a page = aux given with its last entry = index of the next entry.
         let pp = meta.per_page as u64;
+        // Entries of one page are contiguous; a span across pages is not.
+        let page_of_100 = run.entries_in_page(pp, pp).unwrap();
+        assert_eq!(page_of_100.len(), pp as usize * 24);
+        assert_eq!(
+            page_of_100,
+            (pp..2 * pp)
+                .flat_map(|i| run.entry(i).unwrap().to_vec())
+                .collect::<Vec<u8>>()
+        );
+        assert!(run.entries_in_page(pp - 1, 2).is_none());
+        let (_, end) = run.entry_range();
+        assert!(run.entries_in_page(end, 1).is_none(), "not in the run");
+        assert!(run.entries_in_page(end - 1, 2).is_none(), "past the run");
+        assert!(run.entries_in_page(pp, 0).is_none());
         assert_eq!(run.aux_of_page(1), Some(2 * pp));
         let (flat, aux) = p.read_all().unwrap();
         assert_eq!(flat.len(), 1000 * 24);

@@ -11,7 +11,8 @@ use strata::{Error, Result};
 use strata_bench::BenchOptions;
 
 /// The configurations the demo runs, baseline first; kinds this build does
-/// not have are skipped.
+/// not have are skipped. `air` (AirTune for the demo's profile, in its
+/// memory-budget mode: the demo keeps index layers in memory) is added last.
 const DEMO_SPECS: &[&str] = &[
     "btree",
     "binary",
@@ -58,12 +59,15 @@ pub struct DemoArgs {
 pub fn run(a: DemoArgs, quiet: bool) -> Result<()> {
     std::fs::create_dir_all(&a.dir).map_err(|e| Error::io(&a.dir, e))?;
     let known: Vec<&str> = strata::index::kinds().iter().map(|k| k.name()).collect();
+    let profile = StorageProfile::named(&a.profile)?;
+    let air = format!("air:profile={},memory_budget=1M", a.profile);
     let specs: Vec<IndexSpec> = DEMO_SPECS
         .iter()
+        .copied()
+        .chain(std::iter::once(air.as_str()))
         .filter(|s| known.contains(&s.split(':').next().unwrap_or("")))
         .map(|s| s.parse())
         .collect::<Result<_>>()?;
-    let profile = StorageProfile::named(&a.profile)?;
     let mut all = Vec::new();
     for name in &a.datasets {
         let dist: Dist = name.parse()?;

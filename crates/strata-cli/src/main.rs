@@ -3,6 +3,7 @@
 
 mod db;
 mod demo;
+mod tune;
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -60,6 +61,8 @@ enum Cmd {
     Db(db::DbArgs),
     /// List the index kinds, distributions, workloads and storage profiles.
     List,
+    /// Tune the layers of an index for a storage profile (AirTune) and build it.
+    Tune(tune::TuneArgs),
 }
 
 #[derive(Args, Debug)]
@@ -260,6 +263,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Analyze(a) => analyze(a, quiet),
         Cmd::Db(a) => db::run(a, quiet),
         Cmd::List => list(),
+        Cmd::Tune(a) => tune::run(a, quiet),
     }
 }
 

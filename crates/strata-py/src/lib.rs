@@ -11,14 +11,14 @@
 //! | `index.rs` | `Index`, `build`, `open` |
 //! | `db.rs` | `Db` (the hybrid store `strata::Db`) |
 //! | `bench.rs` | `bench`, `workloads`, `peers` |
+//! | `tune.rs` | `tune` (AirTune) |
 //! | this file | `kinds`, `profiles`, `__version__` |
 //!
-//! Extension points. AirTune (`strata::tune`, branch `tune`) is added the
-//! way `db.rs` was: a file `tune.rs` (a `#[pyfunction] tune` returning the
-//! tuner's JSON as a dict, errors mapped with `errors::IntoPyResult`) with a
+//! Adding a binding: a file like `db.rs` or `tune.rs` (a `#[pyclass]` or
+//! `#[pyfunction]`, errors mapped with `errors::IntoPyResult`) with a
 //! `register(m)` called from [`_strata`] below; then one import line in
 //! python/strata/__init__.py and its stub in python/strata/_strata.pyi.
-//! Nothing else changes: errors, conversions and the build already cover it.
+//! Errors, conversions and the build already cover it.
 
 mod bench;
 mod convert;
@@ -26,6 +26,7 @@ mod data;
 mod db;
 mod errors;
 mod index;
+mod tune;
 
 use pyo3::prelude::*;
 
@@ -56,6 +57,7 @@ fn _strata(m: &Bound<'_, PyModule>) -> PyResult<()> {
     index::register(m)?;
     db::register(m)?;
     bench::register(m)?;
+    tune::register(m)?;
     m.add_function(wrap_pyfunction!(kinds, m)?)?;
     m.add_function(wrap_pyfunction!(profiles, m)?)?;
     Ok(())

@@ -104,15 +104,18 @@ impl IndexKind for LayeredKind {
             .and_then(Value::as_str)
             .unwrap_or("all-at-once")
             .parse()?;
-        let idx = LayeredIndex::open(
-            self.name,
-            dir,
-            &io,
-            layers,
-            opts.resident == Residency::Index,
-            fetch,
-            models,
-        )?;
+        // With `resident=index` every layer is pinned, unless the design says
+        // how many top layers fit its memory budget (`air:memory_budget`).
+        let pinned = match opts.resident {
+            Residency::Index => m
+                .description
+                .get("notes")
+                .and_then(|n| n.get("resident_layers"))
+                .and_then(Value::as_u64)
+                .map_or(layers, |r| usize::try_from(r).unwrap_or(layers).min(layers)),
+            Residency::None => 0,
+        };
+        let idx = LayeredIndex::open_pinned(self.name, dir, &io, layers, pinned, fetch, models)?;
         Ok(Box::new(idx))
     }
 }
@@ -217,6 +220,11 @@ pub static LAYERED_KINDS: &[LayeredKind] = &[
         name: "fiting-static",
         summary: "FITing-tree (static): greedy shrinking-cone segments with epsilon, B+-tree over them",
         design: fiting_static,
+    },
+    LayeredKind {
+        name: "air",
+        summary: "AirIndex: layers chosen by AirTune for a storage profile (profile, top_k, memory_budget)",
+        design: crate::tune::air_design,
     },
 ];
 
@@ -437,6 +445,50 @@ fn slope_grid(seg: &crate::model::Segment) -> Vec<f64> {
     } else {
         vec![seg.slope]
     }
+}
+
+/// Lines for zero-interval segments (`segs`, starts absolute in `keys`,
+/// built with window `eps` around pages of `page` positions) whose search
+/// windows cross few page boundaries: each segment keeps its middle line
+/// unless that reads more than `budget` extra pages per key, in which case
+/// the feasible line with the fewest crossings on a small grid of slopes and
+/// intercepts is used. Any returned line keeps the zero-interval guarantee.
+pub fn page_aware_lines(
+    keys: &[u64],
+    segs: &[crate::model::Segment],
+    eps: u64,
+    page: u64,
+    budget: f64,
+) -> Vec<SegmentLine> {
+    let tol = Tolerance {
+        eps,
+        granule: 1,
+        zero_page: page,
+    };
+    segs.iter()
+        .map(|s| page_aware_line(keys, s, tol, &slope_grid(s), budget))
+        .collect()
+}
+
+/// A compressed band layer (CprLeCo_PGM_D, Zhang G4) over `keys` from a
+/// segmentation `segs` (starts absolute) made with error `eps` and, when
+/// `zero_page > 0`, zero intervals of that many positions: slopes shared,
+/// intercepts re-fitted, rough separators as keys, errors measured with the
+/// query arithmetic. `budget` is the extra pages per key a zero-interval
+/// line may cause before other feasible lines are tried. One blob layer.
+pub fn compressed_band(
+    keys: &[u64],
+    segs: &[crate::model::Segment],
+    eps: u64,
+    zero_page: u64,
+    budget: f64,
+) -> Result<LayerBuild> {
+    let tol = Tolerance {
+        eps,
+        granule: 1,
+        zero_page,
+    };
+    cpr_band(keys, segs, tol, budget).map(|(_, blob)| blob)
 }
 
 /// Mean extra pages (beyond the first) a lookup of a present key reads with

@@ -310,6 +310,18 @@ impl BandEntry {
         let t = self.slope as f64 * x.saturating_sub(self.key) as f64 * OFF_SCALE as f64;
         // Saturating float-to-int conversion floors a non-negative t.
         let step = if t > 0.0 { t as u64 } else { 0 };
+        // The same arithmetic in i64 when nothing overflows (every position
+        // below 2^58), as i128 division is a slow library call.
+        let fast = i64::try_from(self.base)
+            .ok()
+            .and_then(|b| b.checked_mul(OFF_SCALE as i64))
+            .and_then(|b| b.checked_add(i64::from(self.off)))
+            .and_then(|b| b.checked_add(i64::try_from(step).ok()?))
+            .and_then(|q| q.checked_add(OFF_SCALE as i64 / 2));
+        if let Some(q) = fast {
+            let raw = q.div_euclid(OFF_SCALE as i64);
+            return u64::try_from(raw).unwrap_or(0).clamp(lo, hi);
+        }
         let q = (self.base as i128 * OFF_SCALE + self.off as i128).saturating_add(step as i128);
         let raw = (q + OFF_SCALE / 2).div_euclid(OFF_SCALE);
         raw.clamp(lo as i128, hi as i128) as u64
@@ -479,6 +491,53 @@ mod tests {
         // Clamped to the layer below.
         assert_eq!(band_range(0, 5, 5, 1, 0, 3), (0, 3));
         assert_eq!(band_range(u64::MAX, 5, 5, 1, 0, 3), (3, 3));
+    }
+
+    /// `BandEntry::predict` computed in i128 throughout (the definition).
+    fn predict_i128(e: &BandEntry, x: u64, next_base: u64, max_unit: u64) -> u64 {
+        let lo = e.base.min(max_unit);
+        let hi = next_base.min(max_unit).max(lo);
+        let t = e.slope as f64 * x.saturating_sub(e.key) as f64 * OFF_SCALE as f64;
+        let step = if t > 0.0 { t as u64 } else { 0 };
+        let q = (e.base as i128 * OFF_SCALE + e.off as i128).saturating_add(step as i128);
+        let raw = (q + OFF_SCALE / 2).div_euclid(OFF_SCALE);
+        raw.clamp(lo as i128, hi as i128) as u64
+    }
+
+    #[test]
+    fn band_predict_fast_path_matches_i128() {
+        let bases = [0, 1, 7, 1 << 20, (1 << 58) - 1, 1 << 59, u64::MAX / 16, u64::MAX];
+        let offs = [i32::MIN, -17, -8, -1, 0, 7, 8, 9, i32::MAX];
+        let slopes = [0.0f32, 1e-15, 1e-6, 0.5, 1.0, 3.7, 1e9, f32::MAX];
+        let xs = [0, 1, 99, 1 << 32, u64::MAX / 3, u64::MAX];
+        let mut checked = 0;
+        for &base in &bases {
+            for &off in &offs {
+                for &slope in &slopes {
+                    let e = BandEntry {
+                        key: 5,
+                        slope,
+                        off,
+                        base,
+                    };
+                    for &x in &xs {
+                        for (next, max) in [
+                            (base.saturating_add(1000), u64::MAX),
+                            (u64::MAX, u64::MAX),
+                            (10, 20),
+                        ] {
+                            assert_eq!(
+                                e.predict(x, next, max),
+                                predict_i128(&e, x, next, max),
+                                "{e:?} x={x} next={next} max={max}"
+                            );
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked > 10_000);
     }
 
     #[test]

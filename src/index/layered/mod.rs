@@ -10,7 +10,10 @@
 //!
 //! With `resident=index` every layer is held in memory and only data pages are
 //! read (Zhang's setting); with `resident=none` every layer is read from
-//! storage on every lookup (AirIndex's cold first query).
+//! storage on every lookup (AirIndex's cold first query). A design tuned for
+//! a memory budget (`air:memory_budget=BYTES`) records how many top layers
+//! fit the budget (`resident_layers` in its manifest notes); with
+//! `resident=index` only those are held in memory.
 
 mod build;
 mod compressed;
@@ -21,9 +24,11 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-pub use build::{LayerBuild, SegmentLine, band_layer, step_layer, step_stack, write_layer, zone_layer};
+pub use build::{
+    LayerBuild, SegmentLine, band_layer, leco_zone_layer, step_layer, step_stack, write_layer, zone_layer,
+};
 pub use compressed::{CprBand, Decoded};
-pub use kinds::{Design, LAYERED_KINDS, LayeredKind};
+pub use kinds::{Design, LAYERED_KINDS, LayeredKind, compressed_band, page_aware_lines};
 pub use layer::{
     Access, BandEntry, Entries, LAYER_MAGIC, LAYER_VERSION, LayerKind, ResidentEntries, band_range,
     layer_spec, step,
@@ -71,8 +76,8 @@ impl OpenLayer {
     }
 }
 
-/// Decodes a blob layer from its bytes.
-fn decode_blob(kind: &LayerKind, bytes: &[u8], file: &str) -> Result<Decoded> {
+/// Decodes a blob layer from its bytes (as a lookup or `resident=index` does).
+pub fn decode_blob(kind: &LayerKind, bytes: &[u8], file: &str) -> Result<Decoded> {
     match kind {
         LayerKind::LecoZone { .. } => Ok(Decoded::Leco(
             crate::model::LecoArray::from_bytes(bytes)
@@ -88,11 +93,19 @@ fn read_blob(file: &PagedFile) -> Result<Vec<u8>> {
     if count == 0 {
         return Ok(Vec::new());
     }
-    // One read call for the whole blob, as a root layer is read.
+    // One read call for the whole blob, as a root layer is read; the bytes
+    // are copied a page at a time (one-byte entries).
     let run = file.read_entries(0, count)?;
+    let per_page = run.per_page().max(1);
     let mut out = Vec::with_capacity(count as usize);
-    for i in 0..count {
-        out.push(run.entry(i).and_then(|e| e.first().copied()).unwrap_or(0));
+    let mut i = 0;
+    while i < count {
+        let n = (per_page - i % per_page).min(count - i);
+        let bytes = run
+            .entries_in_page(i, n)
+            .ok_or_else(|| Error::invalid(format!("blob entries [{i}, {}) not in the run", i + n)))?;
+        out.extend_from_slice(bytes);
+        i += n;
     }
     Ok(out)
 }
@@ -122,9 +135,26 @@ impl LayeredIndex {
         fetch: Fetch,
         models: Option<u64>,
     ) -> Result<Self> {
+        let pinned = if resident { layers } else { 0 };
+        Self::open_pinned(kind, dir, io, layers, pinned, fetch, models)
+    }
+
+    /// Like [`LayeredIndex::open`], holding only the top `pinned` layers in
+    /// memory (the root first); the layers below them are read from storage
+    /// on every lookup. `pinned >= layers` pins every layer.
+    pub fn open_pinned(
+        kind: &str,
+        dir: Arc<dyn Directory>,
+        io: &crate::storage::IoContext,
+        layers: usize,
+        pinned: usize,
+        fetch: Fetch,
+        models: Option<u64>,
+    ) -> Result<Self> {
         let run = crate::format::DataRun::open(io.wrap(dir.open(super::binary::DATA_FILE)?))?;
         let mut open = Vec::with_capacity(layers);
         for i in 0..layers {
+            let resident = i + pinned.min(layers) >= layers;
             let name = layer_file(i);
             let raw = dir.open(&name)?;
             let file_name = raw.name().to_string();
@@ -167,8 +197,13 @@ impl LayeredIndex {
                 count,
             });
         }
-        // Loading resident layers is not part of any lookup's I/O.
+        // Loading resident layers is not part of any lookup's I/O; the page
+        // cache starts empty too, so that the first lookups pay for every
+        // page they read (opening read file headers through it).
         io.stats.reset();
+        if let Some(cache) = &io.cache {
+            cache.clear();
+        }
         Ok(LayeredIndex {
             kind: kind.to_string(),
             data: DataRunReader::new(run),

@@ -1,0 +1,563 @@
+//! Layer builders (AirIndex §5.2, Appendix A.1) producing strata layers.
+//!
+//! A builder turns the *outline* of a layer — its entry keys, entry `i` at
+//! position `i` — into a new layer above it. AirIndex measures granularity
+//! `λ` in bytes of the layer below; strata's layers are paged arrays of
+//! fixed-width entries read in whole pages, so each builder maps `λ` to a
+//! parameter in positions of the layer below (`w` = its entry width: 16 for
+//! data records, 16/8/24 for step/zone/band entries):
+//!
+//! | builder | AirIndex | strata layer | `λ` maps to |
+//! |---|---|---|---|
+//! | `gstep` | GStep(p, λ) | `Step` `(key, start)` | pieces of `q = max(1, ⌊λ / page⌋)` whole pages below |
+//! | `gband` | GBand(λ) | `Band` | optimal PLA with `ε = max(1, ⌊(λ/w − 1)/2⌋)`: a window of `2ε+1` positions ≈ `λ` bytes |
+//! | `eband` | EBand(λ) | `Band` | groups of `max(2, ⌊λ/w⌋)` positions, each with a fitted line |
+//! | `zone` | — | `Zone` `(key)` | as `gstep`, starts implicit (all pieces are equal) |
+//! | `zband` | — | `Band` with zero intervals | as `gband`, error counted outside the key's page (data only) |
+//! | `leco` | — | `LecoZone` | a LeCo-compressed zone map, pieces as `gstep` (root only) |
+//! | `leco-d` | — | `LecoZone` lossy | with rough separators (data only, root only) |
+//! | `cpr` | — | `CprBand` | a compressed band, `ε` as `zband` over data, as `gband` above (root only) |
+//!
+//! How `p` and `λ` of GStep map: a step piece covering part of a page reads
+//! the whole page anyway, and pieces with the same number of whole pages all
+//! read the same, so pieces are page-aligned runs of `q` pages (the greedy
+//! packing of fixed-width positions under `λ` bytes). `p`, the pieces per
+//! node, is the node the layer *above* reads: a window of this layer's
+//! entries, read in whole pages — so it is set by the granularity of the
+//! layer above, not by this builder. A `Band` layer holds one pair of error
+//! bounds for all its segments (strata's format), so EBand's per-group fit
+//! costs the worst group's error everywhere; GBand does not suffer from it.
+//!
+//! Builders over more than a million positions segment 1M-position
+//! partitions in parallel (page-aligned for zero intervals) and merge the
+//! segments; error bounds are measured once over the merged layer with the
+//! query arithmetic, so the layer is valid whatever the partitioning.
+
+use std::sync::Arc;
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::index::layered::{
+    LayerBuild, SegmentLine, band_layer, compressed_band, leco_zone_layer, page_aware_lines, step_layer,
+    zone_layer,
+};
+use crate::model::Segment;
+use crate::{Error, Result};
+
+/// Positions per partition of the parallel segmentation.
+pub const PARTITION: usize = 1 << 20;
+
+/// A family of layer builders.
+/// Serialised by [`Family::name`] (`gstep`, `gband`, …).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Family {
+    /// Greedy step (AirIndex GStep): `Step` entries over page-aligned pieces.
+    #[serde(rename = "gstep")]
+    GStep,
+    /// Greedy band (AirIndex GBand): optimal PLA with a byte precision.
+    #[serde(rename = "gband")]
+    GBand,
+    /// Equal band (AirIndex EBand): equal position groups, fitted lines.
+    #[serde(rename = "eband")]
+    EBand,
+    /// Step with implicit starts (a zone map over any layer): `Zone` entries.
+    Zone,
+    /// Zero-interval PLA band over the data (Zhang G3).
+    #[serde(rename = "zband")]
+    ZBand,
+    /// LeCo-compressed zone map (Zhang G5), root only.
+    Leco,
+    /// LeCo zone map with rough separators (Zhang LeCo-Zonemap-D), data only, root only.
+    LecoD,
+    /// Compressed band (Zhang G4, CprLeCo_PGM_D), root only.
+    Cpr,
+}
+
+impl Family {
+    /// Every family, in the order candidates are listed.
+    pub const ALL: [Family; 8] = [
+        Family::GStep,
+        Family::GBand,
+        Family::EBand,
+        Family::Zone,
+        Family::ZBand,
+        Family::Leco,
+        Family::LecoD,
+        Family::Cpr,
+    ];
+
+    /// AirIndex's three builders.
+    pub const AIRINDEX: [Family; 3] = [Family::GStep, Family::GBand, Family::EBand];
+
+    /// The name used in parameters and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::GStep => "gstep",
+            Family::GBand => "gband",
+            Family::EBand => "eband",
+            Family::Zone => "zone",
+            Family::ZBand => "zband",
+            Family::Leco => "leco",
+            Family::LecoD => "leco-d",
+            Family::Cpr => "cpr",
+        }
+    }
+
+    /// Parses one name.
+    pub fn parse(s: &str) -> Result<Self> {
+        Family::ALL.into_iter().find(|f| f.name() == s).ok_or_else(|| {
+            let names: Vec<&str> = Family::ALL.iter().map(|f| f.name()).collect();
+            Error::invalid(format!(
+                "unknown layer builder {s:?}; known: {}, all, airindex",
+                names.join(", ")
+            ))
+        })
+    }
+
+    /// Parses a list separated by `+` (or `,` or spaces): family names,
+    /// `all` or `airindex` (gstep+gband+eband). Duplicates are dropped.
+    pub fn parse_list(s: &str) -> Result<Vec<Self>> {
+        let mut out: Vec<Family> = Vec::new();
+        for part in s.split(['+', ',', ' ']).filter(|p| !p.is_empty()) {
+            let add: Vec<Family> = match part {
+                "all" => Family::ALL.to_vec(),
+                "airindex" => Family::AIRINDEX.to_vec(),
+                other => vec![Family::parse(other)?],
+            };
+            for f in add {
+                if !out.contains(&f) {
+                    out.push(f);
+                }
+            }
+        }
+        if out.is_empty() {
+            return Err(Error::invalid("no layer builder given"));
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Whether the layer is a compressed blob: read whole wherever it sits,
+    /// so it is only ever a root.
+    pub fn root_only(self) -> bool {
+        matches!(self, Family::Leco | Family::LecoD | Family::Cpr)
+    }
+
+    /// Whether the builder applies over the data only.
+    pub fn data_only(self) -> bool {
+        matches!(self, Family::ZBand | Family::LecoD)
+    }
+}
+
+impl std::fmt::Display for Family {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The layer a builder builds over: its entry keys (strictly increasing,
+/// entry `i` at position `i`), entry width and entries per page.
+#[derive(Debug, Clone, Copy)]
+pub struct Outline<'a> {
+    /// Entry keys (record keys for the data).
+    pub keys: &'a [u64],
+    /// Bytes per entry.
+    pub width: usize,
+    /// Entries per page.
+    pub per_page: u64,
+    /// Whether this is the data run.
+    pub is_data: bool,
+}
+
+/// A builder's parameter in positions of the layer below.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Param {
+    /// Positions per entry (whole pages below).
+    Span(u64),
+    /// Error bound in positions.
+    Eps(u64),
+    /// Positions per equal group.
+    Group(u64),
+}
+
+/// One layer builder: a family at a granularity `λ` (bytes of the layer below).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Builder {
+    /// The family.
+    pub family: Family,
+    /// Granularity in bytes.
+    pub lambda: u64,
+}
+
+impl Builder {
+    /// The builder's parameter over `below`, or `None` when the family does
+    /// not apply there or the layer would not be smaller than `below`.
+    pub fn param(&self, below: &Outline<'_>, page_size: usize) -> Option<Param> {
+        let count = below.keys.len() as u64;
+        let w = below.width.max(1) as u64;
+        let per_page = below.per_page.max(1);
+        if count < 2 || (self.family.data_only() && !below.is_data) {
+            return None;
+        }
+        let positions = self.lambda / w;
+        let eps = (positions.saturating_sub(1) / 2).max(1);
+        let param = match self.family {
+            Family::GStep | Family::Zone | Family::Leco | Family::LecoD => {
+                let q = (self.lambda / page_size.max(1) as u64).max(1);
+                Param::Span(q.saturating_mul(per_page))
+            }
+            Family::GBand => Param::Eps(eps),
+            Family::EBand => Param::Group(positions.max(2)),
+            Family::ZBand => Param::Eps(positions.saturating_sub(1) / 2),
+            Family::Cpr if below.is_data => Param::Eps(positions.saturating_sub(1) / 2),
+            Family::Cpr => Param::Eps(eps),
+        };
+        let useful = match (self.family, param) {
+            (_, Param::Span(s)) | (_, Param::Group(s)) => s < count,
+            // A zero-interval band needs more than one page to point into.
+            (Family::ZBand, Param::Eps(_)) => count > per_page,
+            (Family::Cpr, Param::Eps(e)) if below.is_data => count > per_page && 2 * e + 1 < count,
+            (_, Param::Eps(e)) => 2 * e + 1 < count,
+        };
+        useful.then_some(param)
+    }
+
+    /// The PLA segmentation `(eps, zero-interval page)` the builder starts
+    /// from with parameter `param` over `below`, if it uses one.
+    pub fn segmentation(&self, param: Param, below: &Outline<'_>) -> Option<(u64, u64)> {
+        match (self.family, param) {
+            (Family::GBand, Param::Eps(e)) => Some((e, 0)),
+            (Family::ZBand, Param::Eps(e)) => Some((e, below.per_page.max(1))),
+            (Family::Cpr, Param::Eps(e)) => Some((e, if below.is_data { below.per_page.max(1) } else { 0 })),
+            _ => None,
+        }
+    }
+
+    /// Builds the layer over `below`. Fails if the builder does not apply
+    /// (see [`Builder::param`]).
+    pub fn build(&self, below: &Outline<'_>, page_size: usize) -> Result<LayerBuild> {
+        self.build_with(below, page_size, &|eps, page| {
+            Arc::new(segment(below.keys, eps, page))
+        })
+    }
+
+    /// [`Builder::build`] taking the PLA segmentation of `below` with error
+    /// `eps` and zero-interval page `page` (0: plain) from `segments`, so
+    /// builders that share one (`zband` and `cpr` over the data, `gband`
+    /// and `cpr` above) compute it once. `segments` must return
+    /// [`segment`]`(below.keys, eps, page)`.
+    pub fn build_with(
+        &self,
+        below: &Outline<'_>,
+        page_size: usize,
+        segments: &dyn Fn(u64, u64) -> Arc<Vec<Segment>>,
+    ) -> Result<LayerBuild> {
+        let param = self.param(below, page_size).ok_or_else(|| {
+            Error::invalid(format!(
+                "builder {}({}) does not apply over this layer",
+                self.family, self.lambda
+            ))
+        })?;
+        let keys = below.keys;
+        let pp = below.per_page.max(1);
+        match (self.family, param) {
+            (Family::GStep, Param::Span(s)) => Ok(step_layer(keys, to_usize(s)?)),
+            (Family::Zone, Param::Span(s)) => Ok(zone_layer(keys, to_usize(s)?)),
+            (Family::Leco, Param::Span(s)) => leco_zone_layer(keys, to_usize(s)?, false),
+            (Family::LecoD, Param::Span(s)) => leco_zone_layer(keys, to_usize(s)?, true),
+            (Family::GBand, Param::Eps(e)) => {
+                let segs = segments(e, 0);
+                band_layer(keys, &lines(&segs), 1, 0)
+            }
+            (Family::EBand, Param::Group(g)) => band_layer(keys, &equal_lines(keys, to_usize(g)?), 1, 0),
+            (Family::ZBand, Param::Eps(e)) => {
+                let segs = segments(e, pp);
+                let budget = f64::INFINITY;
+                let parts = split_segments(&segs, PARTITION);
+                let ls: Vec<Vec<SegmentLine>> = parts
+                    .par_iter()
+                    .map(|s| page_aware_lines(keys, s, e, pp, budget))
+                    .collect();
+                band_layer(keys, &ls.concat(), 1, pp)
+            }
+            (Family::Cpr, Param::Eps(e)) => {
+                let zp = if below.is_data { pp } else { 0 };
+                let segs = segments(e, zp);
+                compressed_band(keys, &segs, e, zp, f64::INFINITY)
+            }
+            _ => Err(Error::invalid("builder family and parameter disagree")),
+        }
+    }
+}
+
+fn to_usize(v: u64) -> Result<usize> {
+    usize::try_from(v).map_err(|_| Error::invalid(format!("layer parameter {v} too large")))
+}
+
+/// `λ_low · base^i` for `i = 0, 1, …` up to `λ_high` (AirIndex's granularity
+/// exponentiation), rounded to whole bytes, without duplicates.
+pub fn granularity_grid(low: u64, high: u64, base: f64) -> Result<Vec<u64>> {
+    if low == 0 || high < low {
+        return Err(Error::invalid(format!(
+            "granularity bounds must satisfy 0 < low <= high, got {low} and {high}"
+        )));
+    }
+    if !(base.is_finite() && base > 1.0) {
+        return Err(Error::invalid(format!(
+            "granularity base must be greater than 1, got {base}"
+        )));
+    }
+    let mut out: Vec<u64> = Vec::new();
+    let mut x = low as f64;
+    while x <= high as f64 * (1.0 + 1e-9) && out.len() < 4096 {
+        let v = x.round() as u64;
+        if out.last() != Some(&v) {
+            out.push(v);
+        }
+        x *= base;
+    }
+    Ok(out)
+}
+
+/// Optimal PLA of `keys` (positions = indexes) with error `eps`, with zero
+/// intervals of `page` positions when `page > 0`; partitions of about
+/// [`PARTITION`] positions (whole pages) are segmented in parallel and the
+/// segments merged (starts and intercepts made absolute).
+pub fn segment(keys: &[u64], eps: u64, page: u64) -> Vec<Segment> {
+    let part = match (PARTITION as u64).checked_div(page) {
+        Some(pages) => (pages.max(1) * page) as usize,
+        None => PARTITION,
+    };
+    let starts: Vec<usize> = (0..keys.len()).step_by(part.max(1)).collect();
+    let parts: Vec<Vec<Segment>> = starts
+        .par_iter()
+        .map(|&a| {
+            let b = (a + part).min(keys.len());
+            let slice = keys.get(a..b).unwrap_or_default();
+            let mut segs = if page > 0 {
+                crate::model::optimal_pla_zero_interval(slice, eps, page)
+            } else {
+                crate::model::optimal_pla(slice, eps)
+            };
+            for s in &mut segs {
+                s.start += a;
+                s.intercept += a as f64;
+            }
+            segs
+        })
+        .collect();
+    parts.concat()
+}
+
+/// Splits segments into runs covering about `positions` positions each.
+fn split_segments(segs: &[Segment], positions: usize) -> Vec<&[Segment]> {
+    let mut out = Vec::new();
+    let mut from = 0;
+    let mut covered = 0;
+    for (i, s) in segs.iter().enumerate() {
+        covered += s.len;
+        if covered >= positions {
+            out.push(segs.get(from..=i).unwrap_or_default());
+            from = i + 1;
+            covered = 0;
+        }
+    }
+    if from < segs.len() {
+        out.push(segs.get(from..).unwrap_or_default());
+    }
+    out
+}
+
+fn lines(segs: &[Segment]) -> Vec<SegmentLine> {
+    segs.iter()
+        .map(|s| SegmentLine {
+            start: s.start,
+            slope: s.slope,
+            intercept: s.intercept,
+        })
+        .collect()
+}
+
+/// EBand's lines: groups of `group` positions, each with the line through
+/// its end points shifted to the middle of its residuals (the minimax
+/// intercept for that slope).
+pub fn equal_lines(keys: &[u64], group: usize) -> Vec<SegmentLine> {
+    let group = group.max(1);
+    let groups = keys.len().div_ceil(group);
+    (0..groups)
+        .into_par_iter()
+        .with_min_len(256)
+        .map(|g| {
+            let a = g * group;
+            let part = keys.get(a..(a + group).min(keys.len())).unwrap_or_default();
+            let (Some(&k0), Some(&kl)) = (part.first(), part.last()) else {
+                return SegmentLine {
+                    start: a,
+                    slope: 0.0,
+                    intercept: a as f64,
+                };
+            };
+            let slope = if kl > k0 && part.len() > 1 {
+                (part.len() - 1) as f64 / (kl - k0) as f64
+            } else {
+                0.0
+            };
+            let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+            for (i, &k) in part.iter().enumerate() {
+                let r = i as f64 - slope * (k - k0) as f64;
+                lo = lo.min(r);
+                hi = hi.max(r);
+            }
+            SegmentLine {
+                start: a,
+                slope,
+                intercept: a as f64 + 0.5 * (lo + hi),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+    use crate::index::layered::LayerKind;
+
+    fn outline(keys: &[u64]) -> Outline<'_> {
+        Outline {
+            keys,
+            width: 16,
+            per_page: 255,
+            is_data: true,
+        }
+    }
+
+    #[test]
+    fn family_names_serialise_as_their_names() {
+        for f in Family::ALL {
+            assert_eq!(serde_json::to_value(f).unwrap(), serde_json::json!(f.name()));
+        }
+    }
+
+    #[test]
+    fn grid_and_names() {
+        assert_eq!(
+            granularity_grid(256, 4096, 2.0).unwrap(),
+            vec![256, 512, 1024, 2048, 4096]
+        );
+        assert_eq!(granularity_grid(100, 100, 2.0).unwrap(), vec![100]);
+        assert!(granularity_grid(0, 10, 2.0).is_err());
+        assert!(granularity_grid(10, 5, 2.0).is_err());
+        assert!(granularity_grid(10, 50, 1.0).is_err());
+        let g = granularity_grid(256, 1 << 20, 1.5).unwrap();
+        assert!(g.windows(2).all(|w| w[0] < w[1]));
+        for f in Family::ALL {
+            assert_eq!(Family::parse(f.name()).unwrap(), f);
+        }
+        assert_eq!(
+            Family::parse_list("gband+gstep+gband").unwrap(),
+            vec![Family::GStep, Family::GBand]
+        );
+        assert_eq!(Family::parse_list("airindex").unwrap(), Family::AIRINDEX.to_vec());
+        assert_eq!(Family::parse_list("all").unwrap().len(), Family::ALL.len());
+        assert!(Family::parse_list("btree").is_err());
+        assert!(Family::parse_list("").is_err());
+    }
+
+    #[test]
+    fn lambda_maps_to_whole_pages_and_error_windows() {
+        let keys: Vec<u64> = (0..100_000u64).map(|i| i * 7 + (i % 13)).collect();
+        let o = outline(&keys);
+        let b = |family, lambda| Builder { family, lambda }.param(&o, 4096);
+        // Sub-page steps read a page anyway: all map to one page.
+        assert_eq!(b(Family::GStep, 256), Some(Param::Span(255)));
+        assert_eq!(b(Family::GStep, 4096), Some(Param::Span(255)));
+        assert_eq!(b(Family::Zone, 3 * 4096 + 5), Some(Param::Span(3 * 255)));
+        assert_eq!(b(Family::GBand, 256), Some(Param::Eps(7)));
+        assert_eq!(b(Family::GBand, 4096), Some(Param::Eps(127)));
+        assert_eq!(b(Family::EBand, 4096), Some(Param::Group(256)));
+        assert_eq!(b(Family::ZBand, 16), Some(Param::Eps(0)));
+        // Too coarse to shrink the layer: not a candidate.
+        assert_eq!(b(Family::GStep, 1 << 30), None);
+        // Data-only builders do not apply over an index layer.
+        let upper = Outline { is_data: false, ..o };
+        assert_eq!(
+            Builder {
+                family: Family::ZBand,
+                lambda: 4096
+            }
+            .param(&upper, 4096),
+            None
+        );
+        assert_eq!(
+            Builder {
+                family: Family::LecoD,
+                lambda: 4096
+            }
+            .param(&upper, 4096),
+            None
+        );
+        assert!(
+            Builder {
+                family: Family::ZBand,
+                lambda: 4096
+            }
+            .build(&upper, 4096)
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn partitioned_segmentation_is_valid_and_merged() {
+        // More than one partition: segments must tile the keys in order.
+        let n = PARTITION + PARTITION / 2 + 77;
+        let keys: Vec<u64> = (0..n as u64).map(|i| i * 3 + (i * i % 97)).collect();
+        for page in [0u64, 255] {
+            let segs = segment(&keys, 16, page);
+            let mut next = 0;
+            for s in &segs {
+                assert_eq!(s.start, next);
+                next = s.end();
+            }
+            assert_eq!(next, n);
+            // Each segment's line respects its error on its own keys.
+            for s in segs.iter().step_by(97) {
+                for (i, &k) in keys.iter().enumerate().take(s.end()).skip(s.start) {
+                    let (lo, hi) = if page > 0 {
+                        crate::model::zero_interval(i as u64, 16, page)
+                    } else {
+                        (i as i128 - 16, i as i128 + 16)
+                    };
+                    let p = s.predict(k);
+                    assert!(p >= lo as f64 - 1e-6 && p <= hi as f64 + 1e-6, "{page} {i} {p}");
+                }
+            }
+        }
+        let band = Builder {
+            family: Family::GBand,
+            lambda: 1024,
+        }
+        .build(&outline(&keys), 4096)
+        .unwrap();
+        let LayerKind::Band { eps_lo, eps_hi, .. } = band.kind else {
+            panic!()
+        };
+        assert!(eps_lo <= 32 && eps_hi <= 32, "{eps_lo} {eps_hi}");
+    }
+
+    #[test]
+    fn equal_lines_fit_their_groups() {
+        let keys: Vec<u64> = (0..10_000u64).map(|i| i * i).collect();
+        let ls = equal_lines(&keys, 100);
+        assert_eq!(ls.len(), 100);
+        assert!(ls.windows(2).all(|w| w[0].start + 100 == w[1].start));
+        let band = band_layer(&keys, &ls, 1, 0).unwrap();
+        let LayerKind::Band { eps_lo, eps_hi, .. } = band.kind else {
+            panic!()
+        };
+        assert!(eps_lo < 100 && eps_hi < 100);
+    }
+}

@@ -1,0 +1,679 @@
+//! The storage cost model `L_SM` (AirIndex §4.3, Eq. 5–6) over strata's
+//! paged layers.
+//!
+//! AirIndex counts bytes: the root layer is read whole (`s(Θ_L)` bytes), every
+//! other layer and the data in the byte range `Δ(x; Θ_l)` the layer above
+//! predicted. strata reads whole pages, so the model here counts exactly what
+//! [`LayeredIndex::predict`](crate::index::layered::LayeredIndex::predict)
+//! and the data run reader read, computed from the *built* layers with the
+//! engine's own search step ([`step`]):
+//!
+//! - the root: all of its pages, in one read call;
+//! - a non-root layer: the pages covering the window the layer above
+//!   predicted (widened by one entry on each side when the layer above is
+//!   approximate and the layer is an index layer), in one call; a compressed
+//!   (blob) layer is read whole;
+//! - the data: the pages covering the final range, in one call.
+//!
+//! Query keys are uniform over the existing keys (AirIndex's `X`), sampled
+//! ([`QuerySample`]). For every read the model keeps a histogram of pages per
+//! lookup ([`ReadHistogram`]), so the expected time is exact for any
+//! monotone `T`, and for the affine profiles it equals
+//! `calls × latency + bytes / bandwidth` — what [`IoSnapshot::modelled_ns_under`](crate::storage::IoSnapshot::modelled_ns_under)
+//! charges for the same lookups.
+
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+
+use crate::format::paged::entries_per_page;
+use crate::index::layered::{
+    Access, BandEntry, Decoded, Entries, LayerBuild, LayerKind, ResidentEntries, band_range, decode_blob,
+    step,
+};
+use crate::storage::StorageProfile;
+use crate::{Error, Result};
+
+/// Query keys for the model: existing keys drawn uniformly (with
+/// replacement) by a seeded generator, sorted; every key when there are no
+/// more than the sample size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuerySample {
+    keys: Vec<u64>,
+}
+
+impl QuerySample {
+    /// Draws `size` keys from `keys` (all of them when `keys.len() <= size`).
+    /// Deterministic for a seed.
+    pub fn new(keys: &[u64], size: usize, seed: u64) -> Self {
+        if keys.len() <= size {
+            return QuerySample { keys: keys.to_vec() };
+        }
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(seed);
+        let mut pos: Vec<usize> = (0..size).map(|_| rng.random_range(0..keys.len())).collect();
+        pos.sort_unstable();
+        QuerySample {
+            keys: pos.iter().filter_map(|&i| keys.get(i).copied()).collect(),
+        }
+    }
+
+    /// Every key of `keys` (the exact expectation).
+    pub fn all(keys: &[u64]) -> Self {
+        QuerySample { keys: keys.to_vec() }
+    }
+
+    /// The sampled keys, sorted.
+    pub fn keys(&self) -> &[u64] {
+        &self.keys
+    }
+
+    /// Number of sampled lookups.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether the sample is empty.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+}
+
+/// How many pages one layer (or the data) is read for, over the sampled
+/// lookups: `(pages, lookups)` pairs, ascending by pages. A lookup that reads
+/// 0 pages issues no read call.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ReadHistogram {
+    counts: Vec<(u64, u64)>,
+    lookups: u64,
+}
+
+impl ReadHistogram {
+    /// A histogram of the given per-lookup page counts.
+    pub fn from_pages(pages: impl IntoIterator<Item = u64>) -> Self {
+        let mut c = PageCounter::default();
+        for p in pages {
+            c.add(p, 1);
+        }
+        c.finish()
+    }
+
+    /// Every lookup reads `pages` pages.
+    pub fn constant(pages: u64, lookups: u64) -> Self {
+        ReadHistogram {
+            counts: if lookups > 0 {
+                vec![(pages, lookups)]
+            } else {
+                vec![]
+            },
+            lookups,
+        }
+    }
+
+    /// `(pages, lookups)` pairs.
+    pub fn counts(&self) -> &[(u64, u64)] {
+        &self.counts
+    }
+
+    /// Number of lookups counted.
+    pub fn lookups(&self) -> u64 {
+        self.lookups
+    }
+
+    fn mean_of(&self, f: impl Fn(u64) -> f64) -> f64 {
+        if self.lookups == 0 {
+            return 0.0;
+        }
+        let sum: f64 = self.counts.iter().map(|&(p, c)| f(p) * c as f64).sum();
+        sum / self.lookups as f64
+    }
+
+    /// Mean pages read per lookup.
+    pub fn mean_pages(&self) -> f64 {
+        self.mean_of(|p| p as f64)
+    }
+
+    /// Mean bytes read per lookup (pages are read whole).
+    pub fn mean_bytes(&self, page_size: usize) -> f64 {
+        self.mean_pages() * page_size as f64
+    }
+
+    /// Mean read calls per lookup (1 for every lookup that reads a page).
+    pub fn calls(&self) -> f64 {
+        self.mean_of(|p| if p > 0 { 1.0 } else { 0.0 })
+    }
+
+    /// `E_x[T(bytes read)]` in nanoseconds.
+    pub fn expected_ns(&self, profile: &StorageProfile, page_size: usize) -> f64 {
+        self.mean_of(|p| {
+            if p > 0 {
+                profile.read_ns(p * page_size as u64)
+            } else {
+                0.0
+            }
+        })
+    }
+}
+
+/// A built layer held in memory the way a lookup sees it (entries with each
+/// page's successor word, or a decoded blob), for running the engine's search
+/// step without storage.
+#[derive(Debug)]
+pub struct LayerView {
+    kind: LayerKind,
+    repr: Repr,
+    count: u64,
+    per_page: u64,
+    pages: u64,
+    page_size: usize,
+    last_successor: u64,
+    memory_bytes: u64,
+}
+
+#[derive(Debug)]
+enum Repr {
+    Entries(ResidentEntries),
+    Blob { bytes: Vec<u8>, decoded: Box<Decoded> },
+}
+
+impl LayerView {
+    /// Lays out `layer` as [`write_layer`](crate::index::layered::write_layer)
+    /// stores it in pages of `page_size` bytes. Takes the entries without
+    /// copying them; [`LayerView::to_build`] gives the layer back.
+    pub fn new(layer: LayerBuild, page_size: usize) -> Result<Self> {
+        let LayerBuild {
+            kind,
+            flat,
+            last_successor,
+        } = layer;
+        let width = kind.width();
+        if width == 0 || page_size <= crate::format::page::PAGE_HEADER_LEN + width {
+            return Err(Error::invalid("layer entries do not fit a page"));
+        }
+        let per_page = entries_per_page(page_size, width) as u64;
+        let stored = (flat.len() / width) as u64;
+        let pages = stored.div_ceil(per_page);
+        if kind.is_blob() {
+            let decoded = decode_blob(&kind, &flat, "tuned layer")?;
+            let count = decoded.len() as u64;
+            let memory_bytes = decoded.memory_bytes();
+            return Ok(LayerView {
+                kind,
+                repr: Repr::Blob {
+                    bytes: flat,
+                    decoded: Box::new(decoded),
+                },
+                count,
+                per_page,
+                pages,
+                page_size,
+                last_successor,
+                memory_bytes,
+            });
+        }
+        let succ = kind.successor_field();
+        let aux: Vec<u64> = (0..pages)
+            .map(|p| {
+                let last = ((p + 1) * per_page).min(stored) - 1;
+                match succ {
+                    Some(f) if last + 1 < stored => {
+                        crate::format::bytes::get_u64(&flat, (last as usize + 1) * width + f)
+                            .unwrap_or(last_successor)
+                    }
+                    Some(_) => last_successor,
+                    None => 0,
+                }
+            })
+            .collect();
+        // What `resident=index` holds: entries back to back and one aux word per page.
+        let memory_bytes = stored * width as u64 + pages * 8;
+        Ok(LayerView {
+            kind,
+            repr: Repr::Entries(ResidentEntries {
+                flat,
+                aux,
+                width,
+                per_page,
+                count: stored,
+            }),
+            count: stored,
+            per_page,
+            pages,
+            page_size,
+            last_successor,
+            memory_bytes,
+        })
+    }
+
+    /// The layer as built (a copy of its entries).
+    pub fn to_build(&self) -> LayerBuild {
+        let flat = match &self.repr {
+            Repr::Entries(e) => e.flat.clone(),
+            Repr::Blob { bytes, .. } => bytes.clone(),
+        };
+        LayerBuild {
+            kind: self.kind.clone(),
+            flat,
+            last_successor: self.last_successor,
+        }
+    }
+
+    /// The layer kind.
+    pub fn kind(&self) -> &LayerKind {
+        &self.kind
+    }
+
+    /// Positions the layer indexes (entries; decoded entries of a blob).
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Entries per page of the layer file.
+    pub fn per_page(&self) -> u64 {
+        self.per_page
+    }
+
+    /// Pages of the layer file (without the header page).
+    pub fn pages(&self) -> u64 {
+        self.pages
+    }
+
+    /// Bytes a root read of this layer reads: all its pages.
+    pub fn read_bytes(&self) -> u64 {
+        self.pages * self.page_size as u64
+    }
+
+    /// Bytes of entries (of the blob) as stored.
+    pub fn stored_bytes(&self) -> u64 {
+        match &self.repr {
+            Repr::Entries(e) => e.flat.len() as u64,
+            Repr::Blob { bytes, .. } => bytes.len() as u64,
+        }
+    }
+
+    /// Bytes the layer takes in memory when pinned (what
+    /// [`Index::stats`](crate::index::Index::stats) reports for it).
+    pub fn memory_bytes(&self) -> u64 {
+        self.memory_bytes
+    }
+
+    /// Whether the layer is a compressed blob (read whole wherever it is).
+    pub fn is_blob(&self) -> bool {
+        self.kind.is_blob()
+    }
+
+    /// Key of entry `i` (entry layers only).
+    pub fn key(&self, i: u64) -> Option<u64> {
+        match &self.repr {
+            Repr::Entries(e) => Entries::u64_at(e, i, 0),
+            Repr::Blob { .. } => None,
+        }
+    }
+
+    /// Entry keys (entry layers only; empty for blobs): the outline the next
+    /// layer up is built over, positions being entry indexes.
+    pub fn keys(&self) -> Vec<u64> {
+        match &self.repr {
+            Repr::Entries(e) => e
+                .flat
+                .chunks_exact(e.width)
+                .map(|c| crate::format::bytes::get_u64(c, 0).unwrap_or(u64::MAX))
+                .collect(),
+            Repr::Blob { .. } => Vec::new(),
+        }
+    }
+
+    /// The engine's search step over entries `[lo, hi)` of this layer.
+    pub fn step(&self, key: u64, lo: u64, hi: u64, below: u64) -> Result<(u64, u64)> {
+        match &self.repr {
+            Repr::Entries(e) => step(&self.kind, Access::Entries(e), key, lo, hi, below),
+            Repr::Blob { decoded, .. } => step(&self.kind, Access::Blob(decoded), key, lo, hi, below),
+        }
+    }
+
+    /// Whether the range of a step finds the wanted entry of an index layer
+    /// below exactly (no widening).
+    pub fn exact(&self) -> bool {
+        self.kind.exact()
+    }
+
+    /// Whether a step's result depends only on the entry the key falls in
+    /// (step, zone, band and compressed layers), so it can be evaluated per
+    /// edge rather than top-down.
+    pub fn window_free(&self) -> bool {
+        matches!(
+            self.kind,
+            LayerKind::Step
+                | LayerKind::Zone { .. }
+                | LayerKind::Band { .. }
+                | LayerKind::CprBand { .. }
+                | LayerKind::LecoZone { .. }
+        )
+    }
+}
+
+/// What is below a layer, as far as reading it goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Below {
+    /// Positions (entries or records).
+    pub count: u64,
+    /// Positions per page.
+    pub per_page: u64,
+    /// Pages.
+    pub pages: u64,
+    /// An index layer (windows of approximate layers above are widened), not the data.
+    pub index_layer: bool,
+    /// A blob (read whole).
+    pub blob: bool,
+}
+
+impl Below {
+    /// The data run of `n` records, `per_page` to a page.
+    pub fn data(n: u64, per_page: u64) -> Self {
+        Below {
+            count: n,
+            per_page: per_page.max(1),
+            pages: n.div_ceil(per_page.max(1)),
+            index_layer: false,
+            blob: false,
+        }
+    }
+
+    /// An index layer.
+    pub fn layer(v: &LayerView) -> Self {
+        Below {
+            count: v.count(),
+            per_page: v.per_page().max(1),
+            pages: v.pages(),
+            index_layer: true,
+            blob: v.is_blob(),
+        }
+    }
+
+    /// The window of this level a lookup reads, given the range the layer
+    /// above returned (exactly as the engine turns one into the other).
+    #[inline]
+    pub fn window(&self, range: (u64, u64), above_exact: bool) -> (u64, u64) {
+        let mut w = if self.index_layer && !above_exact {
+            (
+                range.0.saturating_sub(1),
+                range.1.saturating_add(1).min(self.count),
+            )
+        } else {
+            range
+        };
+        if self.index_layer && w.0 >= w.1 && self.count > 0 {
+            let a = w.0.min(self.count - 1);
+            w = (a, a + 1);
+        }
+        w
+    }
+
+    /// Pages a read of `window` touches (0 when the window is empty; all of
+    /// them for a blob).
+    #[inline]
+    pub fn pages_of(&self, window: (u64, u64)) -> u64 {
+        let (lo, hi) = (window.0, window.1.min(self.count));
+        if lo >= hi {
+            0
+        } else if self.blob {
+            self.pages
+        } else {
+            (hi - 1) / self.per_page - lo / self.per_page + 1
+        }
+    }
+}
+
+/// Counts lookups per number of pages read.
+#[derive(Default)]
+struct PageCounter {
+    small: Vec<u64>,
+    large: std::collections::BTreeMap<u64, u64>,
+    lookups: u64,
+}
+
+impl PageCounter {
+    #[inline]
+    fn add(&mut self, pages: u64, lookups: u64) {
+        self.lookups += lookups;
+        match self.small.get_mut(pages as usize) {
+            Some(c) => *c += lookups,
+            None if pages < 4096 => {
+                self.small.resize(pages as usize + 1, 0);
+                if let Some(c) = self.small.get_mut(pages as usize) {
+                    *c += lookups;
+                }
+            }
+            None => *self.large.entry(pages).or_insert(0) += lookups,
+        }
+    }
+
+    fn finish(self) -> ReadHistogram {
+        let mut counts: Vec<(u64, u64)> = self
+            .small
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c > 0)
+            .map(|(p, &c)| (p as u64, c))
+            .collect();
+        counts.extend(self.large);
+        ReadHistogram {
+            counts,
+            lookups: self.lookups,
+        }
+    }
+}
+
+/// Pages of `below` read per sampled lookup when `upper` (a window-free
+/// layer over it) predicts the windows: the expected read cost of the edge
+/// between them, `E_x[T(Δ(x; Θ))]`.
+///
+/// The entry each sampled key falls in is found by a merge walk (keys are
+/// sorted), and the range is then computed with the engine's arithmetic
+/// ([`step`] for every kind; for step and zone layers once per entry, as it
+/// depends on the entry only; for band layers with [`BandEntry::predict`] and
+/// [`band_range`], the body of `step`), so the windows are exactly those of a
+/// lookup whose upper layers found the right entry — which a valid index
+/// always does for existing keys.
+pub fn edge_reads(upper: &LayerView, below: &Below, sample: &QuerySample) -> Result<ReadHistogram> {
+    if !upper.window_free() {
+        return Err(Error::Unsupported(format!(
+            "the edge cost of a {:?} layer depends on the layers above it; evaluate the whole stack",
+            upper.kind()
+        )));
+    }
+    let mut out = PageCounter::default();
+    let exact = upper.exact();
+    let entries = match &upper.repr {
+        Repr::Entries(e) => e,
+        Repr::Blob { .. } => {
+            for &x in sample.keys() {
+                let r = upper.step(x, 0, upper.count(), below.count)?;
+                out.add(below.pages_of(below.window(r, exact)), 1);
+            }
+            return Ok(out.finish());
+        }
+    };
+    let count = upper.count();
+    let keys = sample.keys();
+    let key_at = |j: u64| Entries::u64_at(entries, j, 0);
+    // Runs of sampled keys falling in the same entry: [a, b) of `keys`, entry j.
+    let mut a = 0usize;
+    let mut j = 0u64;
+    while a < keys.len() {
+        let x0 = keys.get(a).copied().unwrap_or(0);
+        while j + 1 < count && key_at(j + 1).is_some_and(|k| k <= x0) {
+            j += 1;
+        }
+        let next_key = if j + 1 < count { key_at(j + 1) } else { None };
+        let b = match next_key {
+            Some(k) => a + keys.get(a..).unwrap_or_default().partition_point(|&x| x < k),
+            None => keys.len(),
+        };
+        let run = keys.get(a..b).unwrap_or_default();
+        match upper.kind() {
+            LayerKind::Band {
+                granule,
+                zero_page,
+                eps_lo,
+                eps_hi,
+            } => {
+                let e = BandEntry::read(entries, j).ok_or_else(|| missing(j))?;
+                let next = entries
+                    .u64_at(j + 1, 16)
+                    .or_else(|| entries.page_aux(j))
+                    .ok_or_else(|| missing(j))?;
+                let g = (*granule).max(1);
+                let max_unit = below.count.div_ceil(g);
+                for &x in run {
+                    let p = e.predict(x, next, max_unit);
+                    let r = band_range(p, *eps_lo, *eps_hi, g, *zero_page, below.count);
+                    out.add(below.pages_of(below.window(r, exact)), 1);
+                }
+            }
+            _ => {
+                // Step and zone ranges depend on the entry only.
+                let Some(&x) = run.first() else { break };
+                let r = upper.step(x, j, j + 1, below.count)?;
+                out.add(below.pages_of(below.window(r, exact)), run.len() as u64);
+            }
+        }
+        a = b.max(a + 1);
+    }
+    Ok(out.finish())
+}
+
+fn missing(j: u64) -> Error {
+    Error::corruption("tuned layer", 0, format!("entry {j} missing"))
+}
+
+/// The modelled reads of a whole stack: for every sampled lookup, what the
+/// engine reads top-down. Exact for every layer kind (radix tables and RMI
+/// steps that depend on the window included).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StackCost {
+    /// Pages read from each layer per lookup, bottom-up (`layers[0]` is the
+    /// layer over the data); the top one is the root read.
+    pub layers: Vec<ReadHistogram>,
+    /// Data pages read per lookup.
+    pub data: ReadHistogram,
+    /// Page size of every file.
+    pub page_size: usize,
+}
+
+impl StackCost {
+    /// Expected lookup time under `profile`, in nanoseconds (Eq. 6).
+    pub fn expected_ns(&self, profile: &StorageProfile) -> f64 {
+        self.layers
+            .iter()
+            .chain(std::iter::once(&self.data))
+            .map(|h| h.expected_ns(profile, self.page_size))
+            .sum()
+    }
+
+    /// Expected bytes read per lookup.
+    pub fn mean_bytes(&self) -> f64 {
+        self.layers
+            .iter()
+            .chain(std::iter::once(&self.data))
+            .map(|h| h.mean_bytes(self.page_size))
+            .sum()
+    }
+
+    /// Expected read calls per lookup.
+    pub fn calls(&self) -> f64 {
+        self.layers
+            .iter()
+            .chain(std::iter::once(&self.data))
+            .map(ReadHistogram::calls)
+            .sum()
+    }
+}
+
+/// Simulates the lookups of `sample` on a stack of `views` (bottom-up) over a
+/// data run of `n` records with `data_per_page` records per page, the top
+/// `pinned` layers held in memory (they cost nothing). Replicates
+/// [`LayeredIndex::predict`](crate::index::layered::LayeredIndex::predict)
+/// and the all-at-once data read step by step.
+pub fn evaluate_stack(
+    n: u64,
+    data_per_page: u64,
+    views: &[LayerView],
+    pinned: usize,
+    sample: &QuerySample,
+    page_size: usize,
+) -> Result<StackCost> {
+    let m = views.len();
+    let data = Below::data(n, data_per_page);
+    let mut layer_pages: Vec<Vec<u64>> = vec![Vec::with_capacity(sample.len()); m];
+    let mut data_pages = Vec::with_capacity(sample.len());
+    let mut scratch = vec![0u64; m];
+    for &x in sample.keys() {
+        let window = walk(n, data_per_page, views, pinned, x, &mut scratch)?;
+        for (h, &p) in layer_pages.iter_mut().zip(&scratch) {
+            h.push(p);
+        }
+        data_pages.push(data.pages_of(window));
+    }
+    Ok(StackCost {
+        layers: layer_pages.into_iter().map(ReadHistogram::from_pages).collect(),
+        data: ReadHistogram::from_pages(data_pages),
+        page_size,
+    })
+}
+
+/// The range of the data run a lookup of `x` reads through `views`
+/// (bottom-up) over `n` records: what
+/// [`LayeredIndex::predict`](crate::index::layered::LayeredIndex::predict)
+/// returns, computed in memory.
+pub fn predict_range(n: u64, views: &[LayerView], x: u64) -> Result<(u64, u64)> {
+    let mut scratch = vec![0u64; views.len()];
+    walk(n, 1, views, 0, x, &mut scratch)
+}
+
+/// One lookup top-down: writes the pages read from each layer into
+/// `pages` (0 for pinned layers) and returns the data window.
+fn walk(
+    n: u64,
+    data_per_page: u64,
+    views: &[LayerView],
+    pinned: usize,
+    x: u64,
+    pages: &mut [u64],
+) -> Result<(u64, u64)> {
+    let m = views.len();
+    let data = Below::data(n, data_per_page);
+    let Some(top) = views.last() else {
+        return Ok((0, n));
+    };
+    let mut window = (0u64, top.count());
+    for l in (0..m).rev() {
+        let (Some(layer), Some(read)) = (views.get(l), pages.get_mut(l)) else {
+            return Err(Error::invalid("layer index out of range"));
+        };
+        let below = match l.checked_sub(1) {
+            None => data,
+            Some(b) => views
+                .get(b)
+                .map(Below::layer)
+                .ok_or_else(|| Error::invalid("layer index out of range"))?,
+        };
+        let (lo, hi) = window;
+        let range = if lo >= hi {
+            *read = 0;
+            (lo.min(below.count), lo.min(below.count))
+        } else {
+            let resident = l + pinned.min(m) >= m;
+            *read = if resident {
+                0
+            } else {
+                Below::layer(layer).pages_of(window)
+            };
+            layer.step(x, lo, hi, below.count)?
+        };
+        window = if l > 0 {
+            below.window(range, layer.exact())
+        } else {
+            range
+        };
+    }
+    Ok(window)
+}
