@@ -219,8 +219,12 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
                     page_size: opts.page_size,
                 };
                 let build_spec = with_budget(spec, budget)?;
-                let (dir, report, temporary) = match &plan.bulk {
-                    None => {
+                // Read-only workloads over all keys share one build per
+                // configuration; a workload that writes starts every repeat
+                // from a copy of a pristine build, so no run sees another's
+                // writes (their expected answers assume the bulk-loaded state).
+                let (dir, report, temporary) = match (&plan.bulk, plan.workload.writes()) {
+                    (None, false) => {
                         if static_builds[i].is_none() {
                             on_event(Event::Building {
                                 spec: spec_text.clone(),
@@ -232,7 +236,7 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
                         let (d, r) = static_builds[i].clone().ok_or_else(|| Error::invalid("build"))?;
                         (d, r, false)
                     }
-                    Some((bk, bv)) => {
+                    (bulk, _) => {
                         if pristine[i].is_none() {
                             on_event(Event::Building {
                                 spec: spec_text.clone(),
@@ -243,7 +247,11 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
                                 sanitize(&spec_text),
                                 workload
                             ));
-                            let r = build(&build_spec, Records::new(bk, bv)?, &base, opts.page_size, &env)?;
+                            let records = match bulk {
+                                Some((bk, bv)) => Records::new(bk, bv)?,
+                                None => Records::ranked(keys),
+                            };
+                            let r = build(&build_spec, records, &base, opts.page_size, &env)?;
                             pristine[i] = Some((base, r));
                         }
                         let (base, r) = pristine[i].clone().ok_or_else(|| Error::invalid("build"))?;
@@ -678,6 +686,28 @@ mod tests {
     /// `cache=` gives one configuration its own page cache (counted in its
     /// memory); writing workloads start each repeat from a copy of one build
     /// and leave no directories behind.
+    /// YCSB A/B/F update keys of a full bulk load: every repeat and every
+    /// later workload must start from the bulk-loaded records again (a
+    /// shared build once carried one run's updates into the next, whose
+    /// expected values then disagreed).
+    #[test]
+    fn writes_never_leak_into_other_runs() {
+        let tmp = tempfile::tempdir().unwrap();
+        let keys: Vec<u64> = (0..20_000u64).map(|i| i * 11 + 3).collect();
+        let o = opts(
+            tmp.path(),
+            &["btree", "db:memory=256K"],
+            &["ycsb-f", "ycsb-a", "ycsb-b", "lookup"],
+            "nvme",
+        );
+        let recs = run(&o, &keys, &mut |_| {}).unwrap();
+        assert_eq!(recs.len(), 8);
+        for r in &recs {
+            assert_eq!(r.wrong, 0, "{} {}", r.spec, r.workload);
+            assert_eq!(r.throughput_runs.len(), 2);
+        }
+    }
+
     #[test]
     fn per_index_cache_and_pristine_copies() {
         let tmp = tempfile::tempdir().unwrap();

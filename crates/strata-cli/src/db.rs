@@ -112,7 +112,6 @@ fn options(s: &StoreArgs) -> Result<Options> {
     })
 }
 
-
 fn out(line: std::fmt::Arguments<'_>) -> Result<()> {
     let mut o = std::io::stdout().lock();
     o.write_fmt(line)
