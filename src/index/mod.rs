@@ -13,6 +13,7 @@ pub mod layered;
 mod manifest;
 mod params;
 mod registry;
+pub(crate) use registry::check_keys;
 mod scan;
 
 use std::collections::BTreeMap;

@@ -50,21 +50,7 @@ use crate::index::{IndexSpec, Params};
 use crate::storage::StorageProfile;
 use crate::{Error, Result};
 
-/// Checks that keys are strictly increasing, naming the first offender.
-pub(crate) fn check_keys(keys: &[u64]) -> Result<()> {
-    for (i, w) in keys.windows(2).enumerate() {
-        if let [a, b] = w {
-            if b <= a {
-                return Err(Error::OutOfOrder {
-                    position: i as u64 + 1,
-                    previous: *a,
-                    got: *b,
-                });
-            }
-        }
-    }
-    Ok(())
-}
+pub(crate) use crate::index::check_keys;
 
 /// Tuning options from the parameters of kind `air`: `profile` (a preset
 /// name or `custom:LAT_US:BW_MB_S`; default `nvme`), `top_k` (5),
