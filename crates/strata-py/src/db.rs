@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use numpy::{PyArray1, PyArray2, PyReadonlyArray1};
+use numpy::{PyArray2, PyReadonlyArray1};
 use parking_lot::RwLock;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
@@ -14,7 +14,7 @@ use strata::{Db, Error};
 
 use crate::convert::{py_to_param, to_py_via_json};
 use crate::errors::{IntoPyResult, InvalidInputError};
-use crate::index::{key_slice, records_array};
+use crate::index::{key_slice, lookup_many, records_array, values_and_found};
 
 /// A byte count from Python: an int, or a string with a unit (`"64M"`).
 fn size_param(name: &str, v: &Bound<'_, PyAny>) -> PyResult<u64> {
@@ -270,25 +270,8 @@ impl PyDb {
         let keys = u64_array(&keys, "keys")?;
         let mut owned = Vec::new();
         let ks = key_slice(&keys, &mut owned);
-        let (values, found) = self.with(py, |db| {
-            let mut values = Vec::with_capacity(ks.len());
-            let mut found = Vec::with_capacity(if with_found { ks.len() } else { 0 });
-            for &k in ks {
-                let v = db.get(k)?;
-                values.push(v.unwrap_or(missing));
-                if with_found {
-                    found.push(v.is_some());
-                }
-            }
-            Ok((values, found))
-        })?;
-        let values = PyArray1::from_vec(py, values).into_any();
-        if with_found {
-            let found = PyArray1::from_vec(py, found).into_any();
-            Ok((values, found).into_pyobject(py)?.into_any())
-        } else {
-            Ok(values)
-        }
+        let (values, found) = self.with(py, |db| lookup_many(ks, missing, with_found, |k| db.get(k)))?;
+        values_and_found(py, values, found, with_found)
     }
 
     /// Inserts or overwrites `key` (durable on return with `sync="always"`).

@@ -46,6 +46,43 @@ pub fn key_slice<'a>(keys: &'a PyReadonlyArray1<'_, u64>, owned: &'a mut Vec<u64
     }
 }
 
+/// Looks up every key of `ks` with `get`: the values (`missing` for absent
+/// keys) and, with `with_found`, whether each key was present. Shared by
+/// `Index.get_many` and `Db.get_many`.
+pub fn lookup_many(
+    ks: &[u64],
+    missing: u64,
+    with_found: bool,
+    mut get: impl FnMut(u64) -> strata::Result<Option<u64>>,
+) -> strata::Result<(Vec<u64>, Vec<bool>)> {
+    let mut values = Vec::with_capacity(ks.len());
+    let mut found = Vec::with_capacity(if with_found { ks.len() } else { 0 });
+    for &k in ks {
+        let v = get(k)?;
+        values.push(v.unwrap_or(missing));
+        if with_found {
+            found.push(v.is_some());
+        }
+    }
+    Ok((values, found))
+}
+
+/// The result of a `get_many`: the values array, or `(values, found)`.
+pub fn values_and_found<'py>(
+    py: Python<'py>,
+    values: Vec<u64>,
+    found: Vec<bool>,
+    with_found: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let values = PyArray1::from_vec(py, values).into_any();
+    if with_found {
+        let found = PyArray1::from_vec(py, found).into_any();
+        Ok((values, found).into_pyobject(py)?.into_any())
+    } else {
+        Ok(values)
+    }
+}
+
 /// Records as an `(m, 2)` uint64 array: column 0 keys, column 1 values.
 pub fn records_array<'py>(py: Python<'py>, recs: &[(u64, u64)]) -> PyResult<Bound<'py, PyArray2<u64>>> {
     let mut flat = Vec::with_capacity(recs.len() * 2);
@@ -145,26 +182,9 @@ impl PyIndex {
         let mut owned = Vec::new();
         let ks = key_slice(&keys, &mut owned);
         let (values, found) = py
-            .detach(|| -> strata::Result<(Vec<u64>, Vec<bool>)> {
-                let mut values = Vec::with_capacity(ks.len());
-                let mut found = Vec::with_capacity(if with_found { ks.len() } else { 0 });
-                for &k in ks {
-                    let v = idx.get(k)?;
-                    values.push(v.unwrap_or(missing));
-                    if with_found {
-                        found.push(v.is_some());
-                    }
-                }
-                Ok((values, found))
-            })
+            .detach(|| lookup_many(ks, missing, with_found, |k| idx.get(k)))
             .py()?;
-        let values = PyArray1::from_vec(py, values).into_any();
-        if with_found {
-            let found = PyArray1::from_vec(py, found).into_any();
-            Ok((values, found).into_pyobject(py)?.into_any())
-        } else {
-            Ok(values)
-        }
+        values_and_found(py, values, found, with_found)
     }
 
     /// The first record with key >= `key`, as `(key, value)`, or None.
