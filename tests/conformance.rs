@@ -97,6 +97,7 @@ fn btree_after_updates() {
 fn leco_zonemaps() {
     common::battery("leco-zonemap");
     common::battery("leco-zonemap-d");
+    common::battery("gap-zonemap-d");
 }
 
 #[test]

@@ -32,10 +32,11 @@ pub fn gen_of(name: &str) -> Option<u64> {
 /// Which static index a merge builds.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StaticKind {
-    /// Zhang G5: build `leco-zonemap-d` (exactly one page per lookup) and
-    /// `pgm-disk-cpr` at `epsilon` (the default, 8, keeps its expected pages
-    /// within 1% of one page on 4 KiB pages), and keep the zone map when the
-    /// learned index needs more memory for the same expected pages. The
+    /// Zhang G5: build the zone maps `gap-zonemap-d` and `leco-zonemap-d`
+    /// (exactly one page per lookup) and `pgm-disk-cpr` at `epsilon` (the
+    /// default, 8, keeps its expected pages within 1% of one page on 4 KiB
+    /// pages), and keep the smallest, a zone map on a tie (the learned index
+    /// must need less memory to be worth its extra pages). The
     /// choice is remembered and reused by merges until the static stage has
     /// doubled.
     Auto {
@@ -149,16 +150,23 @@ impl RunBuilder {
                 let mut m = Map::new();
                 m.insert("epsilon".into(), Value::from(*epsilon));
                 let pgm_params = Params::from_map(m);
-                let pgm = layered("pgm-disk-cpr")?;
-                let zone = layered("leco-zonemap-d")?;
-                let zp = Params::default();
-                let z = (zone.design)(&zp, &keys, per_page, self.page_size)?;
-                let p = (pgm.design)(&pgm_params, &keys, per_page, self.page_size)?;
-                if design_bytes(&z) <= design_bytes(&p) {
-                    (zone, zp, z)
-                } else {
-                    (pgm, pgm_params, p)
+                // The zone maps first: on a tie they win (exactly one page).
+                let mut best: Option<(&LayeredKind, Params, Design)> = None;
+                for (name, params) in [
+                    ("gap-zonemap-d", Params::default()),
+                    ("leco-zonemap-d", Params::default()),
+                    ("pgm-disk-cpr", pgm_params),
+                ] {
+                    let k = layered(name)?;
+                    let d = (k.design)(&params, &keys, per_page, self.page_size)?;
+                    if best
+                        .as_ref()
+                        .is_none_or(|(_, _, b)| design_bytes(&d) < design_bytes(b))
+                    {
+                        best = Some((k, params, d));
+                    }
                 }
+                best.ok_or_else(|| Error::invalid("no static kind to choose from"))?
             }
             StaticKind::Spec(s) => {
                 let spec: crate::index::IndexSpec = s.parse()?;

@@ -107,8 +107,8 @@ fn bulk_load_then_updates() {
 
 #[test]
 fn auto_static_kind_chooses_by_memory() {
-    // Auto keeps whichever of pgm-disk-cpr and leco-zonemap-d holds fewer
-    // layer bytes (ties go to the zone map, which reads exactly one page).
+    // Auto keeps whichever of pgm-disk-cpr, gap-zonemap-d and leco-zonemap-d
+    // holds the fewest layer bytes (ties go to a zone map: one page).
     for dist in ["books-like", "osm-like"] {
         let keys = crate::data::generate(dist.parse().unwrap(), 200_000, 1).unwrap();
         let size = |kind: StaticKind| {
@@ -124,13 +124,19 @@ fn auto_static_kind_chooses_by_memory() {
         };
         let (auto, auto_bytes) = size(StaticKind::Auto { epsilon: 64 });
         let (_, pgm) = size(StaticKind::Spec("pgm-disk-cpr:epsilon=64".into()));
-        let (_, zone) = size(StaticKind::Spec("leco-zonemap-d".into()));
-        assert!(
-            auto_bytes <= pgm.max(zone),
-            "{dist}: {auto} {auto_bytes} pgm {pgm} zone {zone}"
+        let (_, leco) = size(StaticKind::Spec("leco-zonemap-d".into()));
+        let (_, gap) = size(StaticKind::Spec("gap-zonemap-d".into()));
+        let zone = leco.min(gap);
+        assert_eq!(
+            auto_bytes,
+            pgm.min(zone),
+            "{dist}: {auto} {auto_bytes} pgm {pgm} leco {leco} gap {gap}"
         );
         if zone <= pgm / 2 {
-            assert_eq!(auto, "leco-zonemap-d", "{dist}: zone {zone} pgm {pgm}");
+            assert!(
+                auto.ends_with("zonemap-d"),
+                "{dist}: {auto} zone {zone} pgm {pgm}"
+            );
         }
         if pgm <= zone / 2 {
             assert!(auto.starts_with("pgm-disk-cpr"), "{dist}: zone {zone} pgm {pgm}");

@@ -7,6 +7,8 @@
 //! - [`rmi`]: a two-layer linear recursive model index;
 //! - [`leco`]: LeCo learned compression of `u64` sequences, lossless and the
 //!   lossy-within-bounds `-D` variant for zone maps;
+//! - [`gapcode`]: gap-coded rough separators (values chosen inside bounds,
+//!   gaps stored at the coarsest precision each bound allows);
 //! - [`bitpack`]: fixed-width bit packing.
 //!
 //! Models that answer lookups ([`RadixSpline`], [`Rmi`]) return a range
@@ -21,11 +23,13 @@
 pub mod bitpack;
 mod codec;
 mod exact;
+pub mod gapcode;
 pub mod leco;
 pub mod pla;
 pub mod radix_spline;
 pub mod rmi;
 
+pub use gapcode::{DeltaArray, GapArray};
 pub use leco::LecoArray;
 pub use pla::{
     IntervalPoint, PREDICTION_TOLERANCE, PlaStream, Segment, greedy_cone, greedy_cone_points,

@@ -346,6 +346,7 @@ impl LayerView {
                 | LayerKind::Band { .. }
                 | LayerKind::CprBand { .. }
                 | LayerKind::LecoZone { .. }
+                | LayerKind::GapZone { .. }
         )
     }
 }

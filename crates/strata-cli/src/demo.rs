@@ -20,6 +20,7 @@ const DEMO_SPECS: &[&str] = &[
     "zonemap",
     "leco-zonemap",
     "leco-zonemap-d",
+    "gap-zonemap-d",
     "pgm:epsilon=64",
     "pgm-disk:epsilon=64",
     "pgm-disk-cpr:epsilon=64",

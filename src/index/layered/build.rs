@@ -215,12 +215,28 @@ pub fn band_layer_keyed(
             }
         })
         .collect();
-    let mut flat = Vec::with_capacity(m * 24);
+    let starts: Vec<usize> = segments.iter().map(|s| s.start).collect();
+    Ok(band_of_entries(keys, &starts, &entries, g, zero_page))
+}
+
+/// A band layer of given entries over `keys` (entry `j`'s keys start at
+/// `starts[j]`), its error bounds measured with the query-time arithmetic
+/// ([`BandEntry::predict`]), as [`band_layer`] measures them.
+pub fn band_of_entries(
+    keys: &[u64],
+    starts: &[usize],
+    entries: &[BandEntry],
+    granule: u64,
+    zero_page: u64,
+) -> LayerBuild {
+    let g = granule.max(1);
+    let max_unit = (keys.len() as u64).div_ceil(g);
+    let mut flat = Vec::with_capacity(entries.len() * 24);
     let (mut eps_lo, mut eps_hi) = (0u64, 0u64);
-    for (j, (s, e)) in segments.iter().zip(&entries).enumerate() {
-        let end = segments.get(j + 1).map_or(keys.len(), |t| t.start);
+    for (j, (&start, e)) in starts.iter().zip(entries).enumerate() {
+        let end = starts.get(j + 1).map_or(keys.len(), |&t| t);
         let next = entries.get(j + 1).map_or(max_unit, |f| f.base);
-        for (i, &k) in keys.iter().enumerate().take(end).skip(s.start) {
+        for (i, &k) in keys.iter().enumerate().take(end).skip(start) {
             let p = e.predict(k, next, max_unit);
             let y = i as u64;
             if let Some(page) = y.checked_div(zero_page) {
@@ -236,7 +252,7 @@ pub fn band_layer_keyed(
         }
         e.write(&mut flat);
     }
-    Ok(LayerBuild {
+    LayerBuild {
         kind: LayerKind::Band {
             granule: g,
             zero_page,
@@ -245,7 +261,7 @@ pub fn band_layer_keyed(
         },
         flat,
         last_successor: max_unit,
-    })
+    }
 }
 
 /// The lines of a segmentation.
@@ -306,6 +322,21 @@ pub fn leco_zone_layer(keys: &[u64], per_page: usize, lossy: bool) -> Result<Lay
             lossy,
         },
         leco.to_bytes(),
+    ))
+}
+
+/// A zone map over data pages of `per_page` records whose rough separators
+/// are gap-coded ([`crate::model::GapArray`]): each lies in the gap before
+/// its page, stored at the precision that gap allows.
+pub fn gap_zone_layer(keys: &[u64], per_page: usize) -> Result<LayerBuild> {
+    let starts: Vec<usize> = (0..keys.len()).step_by(per_page.max(1)).collect();
+    let (lo, hi) = separator_bounds(keys, &starts);
+    let gaps = crate::model::GapArray::encode_bounded(&lo, &hi)?;
+    Ok(blob_layer(
+        LayerKind::GapZone {
+            span: per_page as u64,
+        },
+        gaps.to_bytes(),
     ))
 }
 

@@ -6,33 +6,37 @@
 
 use super::layer::BandEntry;
 use crate::format::bytes::Cursor;
-use crate::model::LecoArray;
 use crate::model::bitpack::{BitWriter, bits_needed, read_bits};
+use crate::model::{DeltaArray, GapArray, LecoArray};
 use crate::{Error, Result};
 
 /// Magic of a compressed band blob: `STRATACB`.
 pub const CPR_BAND_MAGIC: u64 = u64::from_le_bytes(*b"STRATACB");
 /// Version of compressed band blobs.
-pub const CPR_BAND_VERSION: u32 = 1;
+pub const CPR_BAND_VERSION: u32 = 2;
 
-/// A band layer in compressed form (CprLeCo_PGM_D): the same entries as a
-/// plain band layer, stored as LeCo-compressed keys (rough separators, see
-/// [`LecoArray::encode_bounded`]), a table of distinct slopes with a
-/// bit-packed index per entry, and LeCo-compressed intercept offsets (zigzag)
-/// and bases. Decoding entry `j` gives back exactly the plain entry.
+/// A band layer in compressed form (CprLeCo_PGM_D, with strata's codes): the
+/// same entries as a plain band layer, stored as gap-coded rough separators
+/// ([`GapArray`]), a sorted table of the distinct slopes (gap-coded float
+/// bits) with a bit-packed index per entry, LeCo-compressed intercept offsets
+/// (in units of `off_unit` sixteenths) and delta-coded bases ([`DeltaArray`]).
+/// Decoding entry `j` gives back exactly the plain entry.
 #[derive(Debug, Clone, PartialEq)]
 pub struct CprBand {
-    keys: LecoArray,
-    slopes: Vec<f32>,
+    keys: GapArray,
+    slopes: GapArray,
     idx: Vec<u64>,
     idx_bits: u32,
     offs: LecoArray,
-    bases: LecoArray,
+    bases: DeltaArray,
     /// Bases are stored as `(base - base_bias) / base_unit` (records per page
     /// and half a page for zero-interval bands, whose bases sit in the middle
     /// of pages; 1 and 0 otherwise).
     base_unit: u64,
     base_bias: u64,
+    /// Offsets are stored divided by this (sixteenths per stored unit): the
+    /// builder may round intercepts to whole positions or more.
+    off_unit: i32,
 }
 
 /// Offsets are stored shifted to be non-negative (LeCo then fits them with
@@ -47,56 +51,58 @@ fn unbias(v: u64) -> i32 {
 
 impl CprBand {
     /// Compresses `entries`, whose keys are already compressed in `keys`
-    /// (same order, same values).
+    /// (same order, same values). Slopes must not be negative or NaN.
     pub fn from_parts(
-        keys: LecoArray,
+        keys: GapArray,
         entries: &[BandEntry],
         base_unit: u64,
         base_bias: u64,
+        off_unit: i32,
     ) -> Result<Self> {
+        if off_unit < 1 || entries.iter().any(|e| e.off % off_unit != 0) {
+            return Err(Error::invalid(
+                "compressed band: offsets are not multiples of their unit",
+            ));
+        }
+        if entries
+            .iter()
+            .any(|e| e.slope.is_nan() || e.slope.is_sign_negative())
+        {
+            return Err(Error::invalid("compressed band: slopes must be >= 0"));
+        }
         let fits = |u: u64, b: u64| u > 0 && entries.iter().all(|e| e.base >= b && (e.base - b) % u == 0);
         let (unit, shift) = if fits(base_unit, base_bias) {
             (base_unit, base_bias)
         } else {
             (1, 0)
         };
-        if keys.len() != entries.len()
-            || entries
-                .iter()
-                .enumerate()
-                .any(|(j, e)| keys.get(j) != Some(e.key))
-        {
+        if keys.len() != entries.len() || !keys.iter().eq(entries.iter().map(|e| e.key)) {
             return Err(Error::invalid("compressed band: keys and entries disagree"));
         }
-        let mut slopes: Vec<f32> = Vec::new();
-        let mut index: std::collections::HashMap<u32, u32> = std::collections::HashMap::new();
-        let mut of = Vec::with_capacity(entries.len());
-        for e in entries {
-            let id = *index.entry(e.slope.to_bits()).or_insert_with(|| {
-                slopes.push(e.slope);
-                (slopes.len() - 1) as u32
-            });
-            of.push(id);
-        }
-        let idx_bits = bits_needed(slopes.len().saturating_sub(1) as u64);
+        // Bits of non-negative floats sort as the floats do.
+        let mut table: Vec<u64> = entries.iter().map(|e| u64::from(e.slope.to_bits())).collect();
+        table.sort_unstable();
+        table.dedup();
+        let idx_bits = bits_needed(table.len().saturating_sub(1) as u64);
         let mut w = BitWriter::with_capacity(entries.len() as u64 * idx_bits as u64);
-        for &i in &of {
+        for e in entries {
+            let i = table.partition_point(|&t| t < u64::from(e.slope.to_bits()));
             w.push(i as u64, idx_bits);
         }
         let mut idx = w.finish();
         idx.shrink_to_fit();
-        slopes.shrink_to_fit();
-        let offs: Vec<u64> = entries.iter().map(|e| bias(e.off)).collect();
+        let offs: Vec<u64> = entries.iter().map(|e| bias(e.off / off_unit)).collect();
         let bases: Vec<u64> = entries.iter().map(|e| (e.base - shift) / unit).collect();
         Ok(CprBand {
             keys,
-            slopes,
+            slopes: GapArray::encode(&table)?,
             idx,
             idx_bits,
             offs: LecoArray::encode(&offs),
-            bases: LecoArray::encode(&bases),
+            bases: DeltaArray::encode(&bases)?,
             base_unit: unit,
             base_bias: shift,
+            off_unit,
         })
     }
 
@@ -110,35 +116,46 @@ impl CprBand {
         self.keys.is_empty()
     }
 
-    /// Index of the last entry whose key is `<= key` (0 if none).
+    /// The entry a lookup of `key` uses (the last whose key is `<= key`, or
+    /// the first) and the next entry's base (`None` for the last entry).
     #[inline]
-    pub fn last_le(&self, key: u64) -> usize {
-        self.keys.upper_bound(key).saturating_sub(1)
+    pub fn find(&self, key: u64) -> Option<(BandEntry, Option<u64>)> {
+        let (j, k) = match self.keys.last_le(key) {
+            Some(found) => found,
+            None => (0, self.keys.get(0)?),
+        };
+        self.assemble(j, k)
     }
 
     /// Entry `j`.
-    #[inline]
     pub fn entry(&self, j: usize) -> Option<BandEntry> {
-        let s = if self.idx_bits == 0 {
-            0
-        } else {
-            read_bits(&self.idx, j as u64 * self.idx_bits as u64, self.idx_bits) as usize
-        };
-        Some(BandEntry {
-            key: self.keys.get(j)?,
-            slope: *self.slopes.get(s)?,
-            off: unbias(self.offs.get(j)?),
-            base: self.base(j)?,
-        })
+        self.assemble(j, self.keys.get(j)?).map(|(e, _)| e)
     }
 
-    /// Base of entry `j`.
     #[inline]
-    pub fn base(&self, j: usize) -> Option<u64> {
-        self.bases
-            .get(j)?
-            .checked_mul(self.base_unit)?
-            .checked_add(self.base_bias)
+    fn assemble(&self, j: usize, key: u64) -> Option<(BandEntry, Option<u64>)> {
+        let s = read_bits(&self.idx, j as u64 * self.idx_bits as u64, self.idx_bits) as usize;
+        let slope = f32::from_bits(u32::try_from(self.slopes.get(s)?).ok()?);
+        let (base, next) = self.bases.get_pair(j)?;
+        let unbase = |b: u64| b.checked_mul(self.base_unit)?.checked_add(self.base_bias);
+        let next = match next {
+            Some(b) => Some(unbase(b)?),
+            None => None,
+        };
+        Some((
+            BandEntry {
+                key,
+                slope,
+                off: unbias(self.offs.get(j)?).checked_mul(self.off_unit)?,
+                base: unbase(base)?,
+            },
+            next,
+        ))
+    }
+
+    /// Sixteenths of a position per stored offset unit.
+    pub fn off_unit(&self) -> i32 {
+        self.off_unit
     }
 
     /// Number of distinct slopes.
@@ -152,7 +169,7 @@ impl CprBand {
             ("keys", self.keys.memory_bytes() as u64),
             ("offsets", self.offs.memory_bytes() as u64),
             ("bases", self.bases.memory_bytes() as u64),
-            ("slope_table", self.slopes.capacity() as u64 * 4),
+            ("slope_table", self.slopes.memory_bytes() as u64),
             ("slope_index", self.idx.capacity() as u64 * 8),
         ]
     }
@@ -162,7 +179,7 @@ impl CprBand {
         (self.keys.memory_bytes()
             + self.offs.memory_bytes()
             + self.bases.memory_bytes()
-            + self.slopes.capacity() * 4
+            + self.slopes.memory_bytes()
             + self.idx.capacity() * 8) as u64
     }
 
@@ -174,13 +191,15 @@ impl CprBand {
         out.extend_from_slice(&self.idx_bits.to_le_bytes());
         out.extend_from_slice(&self.base_unit.to_le_bytes());
         out.extend_from_slice(&self.base_bias.to_le_bytes());
-        for part in [self.keys.to_bytes(), self.offs.to_bytes(), self.bases.to_bytes()] {
+        out.extend_from_slice(&self.off_unit.to_le_bytes());
+        for part in [
+            self.keys.to_bytes(),
+            self.offs.to_bytes(),
+            self.bases.to_bytes(),
+            self.slopes.to_bytes(),
+        ] {
             out.extend_from_slice(&(part.len() as u64).to_le_bytes());
             out.extend_from_slice(&part);
-        }
-        out.extend_from_slice(&(self.slopes.len() as u64).to_le_bytes());
-        for s in &self.slopes {
-            out.extend_from_slice(&s.to_bits().to_le_bytes());
         }
         out.extend_from_slice(&(self.idx.len() as u64).to_le_bytes());
         for w in &self.idx {
@@ -215,14 +234,20 @@ impl CprBand {
         if base_unit == 0 {
             return Err(bad("zero base unit"));
         }
-        let mut part = || -> Result<LecoArray> {
+        let off_unit = c.u32().ok_or_else(|| bad("cut"))?;
+        let off_unit = i32::try_from(off_unit)
+            .ok()
+            .filter(|&u| u >= 1)
+            .ok_or_else(|| bad("bad offset unit"))?;
+        let mut part = || -> Result<&[u8]> {
             let len =
                 usize::try_from(c.u64().ok_or_else(|| bad("cut"))?).map_err(|_| bad("part too long"))?;
-            LecoArray::from_bytes(c.bytes(len).ok_or_else(|| bad("part cut"))?)
+            c.bytes(len).ok_or_else(|| bad("part cut"))
         };
-        let keys = part()?;
-        let offs = part()?;
-        let bases = part()?;
+        let keys = GapArray::from_bytes(part()?)?;
+        let offs = LecoArray::from_bytes(part()?)?;
+        let bases = DeltaArray::from_bytes(part()?)?;
+        let slopes = GapArray::from_bytes(part()?)?;
         let n = keys.len();
         let count = |c: &mut Cursor<'_>, max: usize| -> Result<usize> {
             let v = usize::try_from(c.u64().ok_or_else(|| bad("cut"))?).map_err(|_| bad("too long"))?;
@@ -231,16 +256,20 @@ impl CprBand {
             }
             Ok(v)
         };
-        let ns = count(&mut c, n.max(1))?;
-        let slopes = (0..ns)
-            .map(|_| c.u32().map(f32::from_bits).ok_or_else(|| bad("slopes cut")))
-            .collect::<Result<Vec<f32>>>()?;
         let nw = count(&mut c, (n * idx_bits as usize).div_ceil(64) + 1)?;
-        let idx = (0..nw)
+        let mut idx = (0..nw)
             .map(|_| c.u64().ok_or_else(|| bad("indexes cut")))
             .collect::<Result<Vec<u64>>>()?;
-        if offs.len() != n || bases.len() != n || (n > 0 && slopes.is_empty()) {
+        // `collect` into a `Result` cannot pre-size: give back the growth slack.
+        idx.shrink_to_fit();
+        if offs.len() != n || bases.len() != n || slopes.len() > n || (n > 0 && slopes.is_empty()) {
             return Err(bad("parts disagree in length"));
+        }
+        if slopes
+            .iter()
+            .any(|s| u32::try_from(s).map_or(true, |b| f32::from_bits(b).is_nan()))
+        {
+            return Err(bad("slope table holds no float"));
         }
         if (idx.len() as u64) * 64 < n as u64 * idx_bits as u64 {
             return Err(bad("slope indexes cut"));
@@ -254,9 +283,22 @@ impl CprBand {
             bases,
             base_unit,
             base_bias,
+            off_unit,
         };
-        if (0..n).any(|j| band.entry(j).is_none()) {
-            return Err(bad("slope index out of the table"));
+        let ns = band.slopes.len() as u64;
+        let fine = (0..n).all(|j| {
+            read_bits(&band.idx, j as u64 * u64::from(idx_bits), idx_bits) < ns
+                && band
+                    .offs
+                    .get(j)
+                    .is_some_and(|o| unbias(o).checked_mul(off_unit).is_some())
+        }) && band.bases.iter().all(|b| {
+            b.checked_mul(base_unit)
+                .and_then(|v| v.checked_add(base_bias))
+                .is_some()
+        });
+        if !fine {
+            return Err(bad("slope index, offset or base out of range"));
         }
         Ok(band)
     }
@@ -267,8 +309,10 @@ impl CprBand {
 pub enum Decoded {
     /// A LeCo zone map (exact or rough separators).
     Leco(LecoArray),
-    /// A compressed band layer.
-    Cpr(CprBand),
+    /// A compressed band layer (boxed: it is much larger than the others).
+    Cpr(Box<CprBand>),
+    /// A gap-coded zone map (rough separators).
+    Gap(GapArray),
 }
 
 impl Decoded {
@@ -277,6 +321,7 @@ impl Decoded {
         match self {
             Decoded::Leco(l) => l.memory_bytes() as u64,
             Decoded::Cpr(c) => c.memory_bytes(),
+            Decoded::Gap(g) => g.memory_bytes() as u64,
         }
     }
 
@@ -285,6 +330,7 @@ impl Decoded {
         match self {
             Decoded::Leco(l) => l.len(),
             Decoded::Cpr(c) => c.len(),
+            Decoded::Gap(g) => g.len(),
         }
     }
 
@@ -310,15 +356,29 @@ mod tests {
             })
             .collect();
         let keys: Vec<u64> = entries.iter().map(|e| e.key).collect();
-        let c = CprBand::from_parts(LecoArray::encode(&keys), &entries, 10, 0).unwrap();
+        let c = CprBand::from_parts(GapArray::encode(&keys).unwrap(), &entries, 10, 0, 1).unwrap();
         assert_eq!(c.distinct_slopes(), 3);
         for j in [0usize, 1, 2, 999, 4999] {
             assert_eq!(c.entry(j), Some(entries[j]));
         }
-        assert_eq!(c.last_le(0), 0);
-        assert_eq!(c.last_le(keys[10]), 10);
-        assert_eq!(c.last_le(keys[10] + 1), 10);
-        assert_eq!(c.last_le(u64::MAX), 4999);
+        let find = |k: u64| c.find(k).unwrap();
+        assert_eq!(find(0), (entries[0], Some(entries[1].base)));
+        assert_eq!(find(keys[10]), (entries[10], Some(entries[11].base)));
+        assert_eq!(find(keys[10] + 1), (entries[10], Some(entries[11].base)));
+        assert_eq!(find(keys[63]), (entries[63], Some(entries[64].base)));
+        assert_eq!(find(u64::MAX), (entries[4999], None));
+        // Offsets in units: every offset a multiple, or the parts are refused.
+        let coarse: Vec<BandEntry> = entries
+            .iter()
+            .map(|e| BandEntry {
+                off: e.off * 32,
+                ..*e
+            })
+            .collect();
+        let c32 = CprBand::from_parts(GapArray::encode(&keys).unwrap(), &coarse, 10, 0, 32).unwrap();
+        assert!(c32.memory_bytes() < c.memory_bytes() + 64);
+        assert_eq!(c32.entry(77), Some(coarse[77]));
+        assert!(CprBand::from_parts(GapArray::encode(&keys).unwrap(), &entries, 10, 0, 32).is_err());
         let b = c.to_bytes();
         assert_eq!(CprBand::from_bytes(&b, "t").unwrap(), c);
         for cut in [0, 3, 10, b.len() / 2, b.len() - 1] {
@@ -327,8 +387,8 @@ mod tests {
         let mut flipped = b.clone();
         flipped[20] ^= 1;
         assert!(CprBand::from_bytes(&flipped, "t").unwrap_err().is_corruption());
-        let wrong = LecoArray::encode(&keys[1..]);
-        assert!(CprBand::from_parts(wrong, &entries, 1, 0).is_err());
+        let wrong = GapArray::encode(&keys[1..]).unwrap();
+        assert!(CprBand::from_parts(wrong, &entries, 1, 0, 1).is_err());
         for v in [0, 1, -1, i32::MAX, i32::MIN] {
             assert_eq!(unbias(bias(v)), v);
         }

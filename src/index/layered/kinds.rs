@@ -5,8 +5,9 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::build::{
-    LayerBuild, SegmentLine, band_layer, band_layer_keyed, blob_layer, leco_zone_layer, lines_of,
-    radix_layer, rmi_layers, separator_bounds, step_layer, step_stack, write_layer, zone_layer,
+    LayerBuild, SegmentLine, band_layer, band_layer_keyed, band_of_entries, blob_layer, gap_zone_layer,
+    leco_zone_layer, lines_of, radix_layer, rmi_layers, separator_bounds, step_layer, step_stack,
+    write_layer, zone_layer,
 };
 use super::compressed::CprBand;
 use super::layer::LayerKind;
@@ -187,6 +188,11 @@ pub static LAYERED_KINDS: &[LayeredKind] = &[
         design: leco_zonemap_d,
     },
     LayeredKind {
+        name: "gap-zonemap-d",
+        summary: "zone map of rough separators stored gap-coded at the precision each gap allows; one page per lookup",
+        design: gap_zonemap_d,
+    },
+    LayeredKind {
         name: "pgm",
         summary: "PGM-index: optimal PLA with error epsilon, recursive layers with epsilon_rec",
         design: pgm,
@@ -198,7 +204,7 @@ pub static LAYERED_KINDS: &[LayeredKind] = &[
     },
     LayeredKind {
         name: "pgm-disk-cpr",
-        summary: "CprLeCo_PGM_D (Zhang G3+G4): zero intervals, LeCo keys and intercepts, shared slopes",
+        summary: "CprLeCo_PGM_D (Zhang G3+G4): zero intervals, gap-coded rough separators, rounded intercepts, shared slopes",
         design: pgm_disk_cpr,
     },
     LayeredKind {
@@ -277,6 +283,66 @@ impl Tolerance {
     }
 }
 
+/// Intercept roundings tried for compressed zero-interval bands, coarsest
+/// first, in sixteenths of a position (32, 16, 8, 4, 2 and 1 positions).
+const OFF_UNITS: [i32; 6] = [512, 256, 128, 64, 32, 16];
+
+/// Entries with every offset rounded down or up to a multiple of `unit`,
+/// whichever keeps the segment's keys within `tol.eps` plus half a unit of
+/// their pages with fewer page-crossing search windows.
+fn rounded_offsets(
+    keys: &[u64],
+    starts: &[usize],
+    entries: &[super::layer::BandEntry],
+    unit: i32,
+    tol: Tolerance,
+) -> Vec<super::layer::BandEntry> {
+    let page = tol.zero_page.max(1);
+    let max_unit = keys.len() as u64;
+    // Nearest rounding moves a prediction by at most half a unit (in
+    // positions: unit / 32): allow that much, no more.
+    let cap = tol.eps + (unit as u64).div_ceil(32);
+    // (max error, extra pages) of entry `j` with offset `off`.
+    let cost = |j: usize, off: i32| -> (u64, u64) {
+        let Some(e) = entries.get(j) else {
+            return (u64::MAX, u64::MAX);
+        };
+        let e = super::layer::BandEntry { off, ..*e };
+        let next = entries.get(j + 1).map_or(max_unit, |f| f.base);
+        let (start, end) = (
+            starts.get(j).copied().unwrap_or(0),
+            starts.get(j + 1).copied().unwrap_or(keys.len()),
+        );
+        let (mut worst, mut extra) = (0u64, 0u64);
+        for (i, &k) in keys.iter().enumerate().take(end).skip(start) {
+            let p = e.predict(k, next, max_unit);
+            let first = (i as u64 / page) * page;
+            worst = worst
+                .max(first.saturating_sub(p))
+                .max(p.saturating_sub(first + page - 1));
+            extra += (p + tol.eps) / page - p.saturating_sub(tol.eps) / page;
+        }
+        (worst, extra)
+    };
+    entries
+        .iter()
+        .enumerate()
+        .map(|(j, e)| {
+            let u = i64::from(unit.max(1));
+            let down = i64::from(e.off).div_euclid(u) * u;
+            let pick = [down, down + u]
+                .into_iter()
+                .filter_map(|o| i32::try_from(o).ok())
+                .map(|o| (o, cost(j, o)))
+                .min_by_key(|&(o, (worst, extra))| {
+                    (worst > cap, extra, (i64::from(o) - i64::from(e.off)).abs())
+                })
+                .map_or(e.off, |(o, _)| o);
+            super::layer::BandEntry { off: pick, ..*e }
+        })
+        .collect()
+}
+
 /// A compressed band layer (CprLeCo_PGM_D): shared slopes, intercepts re-fitted
 /// for them, rough separators as entry keys, all measured as a plain band.
 fn cpr_band(
@@ -320,10 +386,39 @@ fn cpr_band(
         lines.push(line);
     }
     let starts: Vec<usize> = segs.iter().map(|s| s.start).collect();
-    let (lo, hi) = separator_bounds(keys, &starts);
-    let seps = crate::model::LecoArray::encode_bounded(&lo, &hi)?;
+    let (mut lo, hi) = separator_bounds(keys, &starts);
+    // A separator far before its segment's first key moves the line's anchor
+    // and so its stored intercept by slope × distance: keep separators within
+    // about one position's worth of keys of the first key, so intercepts stay
+    // narrow (a wide gap before a segment still leaves a coarse separator).
+    for ((l, &h), line) in lo.iter_mut().zip(&hi).zip(&lines) {
+        let reach = if line.slope > 0.0 && line.slope.is_finite() {
+            (1.0 / line.slope).min(u64::MAX as f64) as u64
+        } else {
+            u64::MAX
+        };
+        *l = (*l).max(h.saturating_sub(reach));
+    }
+    let seps = crate::model::GapArray::encode_bounded(&lo, &hi)?;
     let entry_keys: Vec<u64> = seps.iter().collect();
     let band = band_layer_keyed(keys, &lines, Some(&entry_keys), tol.granule, tol.zero_page)?;
+    let entries: Vec<super::layer::BandEntry> = band.flat.chunks_exact(24).map(band_entry).collect();
+    // With zero intervals the page budget usually leaves room: intercepts
+    // rounded to whole units (a few positions) cost a few bits less each and
+    // move predictions by at most half a unit. Keep the coarsest rounding
+    // whose measured pages stay within the budget.
+    let mut chosen = (1, band, entries);
+    if tol.zero_page > 0 && budget.is_finite() {
+        for unit in OFF_UNITS {
+            let q = rounded_offsets(keys, &starts, &chosen.2, unit, tol);
+            let b = band_of_entries(keys, &starts, &q, tol.granule, tol.zero_page);
+            if extra_pages(keys, &b, tol.zero_page) <= budget + 1e-12 {
+                chosen = (unit, b, q);
+                break;
+            }
+        }
+    }
+    let (off_unit, band, entries) = chosen;
     let LayerKind::Band {
         granule,
         zero_page,
@@ -333,8 +428,7 @@ fn cpr_band(
     else {
         return Err(Error::invalid("band layer expected"));
     };
-    let entries: Vec<super::layer::BandEntry> = band.flat.chunks_exact(24).map(band_entry).collect();
-    let cpr = CprBand::from_parts(seps, &entries, tol.zero_page.max(1), tol.zero_page / 2)?;
+    let cpr = CprBand::from_parts(seps, &entries, tol.zero_page.max(1), tol.zero_page / 2, off_unit)?;
     let blob = blob_layer(
         LayerKind::CprBand {
             granule,
@@ -670,6 +764,7 @@ fn pgm_family(p: &Params, keys: &[u64], per_page: usize, zero: bool, compress: b
                         .collect::<std::collections::BTreeMap<_, _>>()
                 );
                 notes["distinct_slopes"] = json!(c.distinct_slopes());
+                notes["offset_unit_positions"] = json!(f64::from(c.off_unit()) / 16.0);
             }
             return Ok(Design {
                 layers: vec![blob],
@@ -839,6 +934,18 @@ fn leco_zonemap(_p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Resul
             vec![]
         } else {
             vec![leco_zone_layer(keys, per_page, false)?]
+        },
+        models: None,
+        notes: Value::Null,
+    })
+}
+
+fn gap_zonemap_d(_p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Result<Design> {
+    Ok(Design {
+        layers: if keys.is_empty() {
+            vec![]
+        } else {
+            vec![gap_zone_layer(keys, per_page)?]
         },
         models: None,
         notes: Value::Null,

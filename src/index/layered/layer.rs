@@ -90,6 +90,14 @@ pub enum LayerKind {
         /// Rough separators (-D variant).
         lossy: bool,
     },
+    /// A zone map of rough separators, each chosen inside the gap before its
+    /// page and stored gap-coded at the precision that gap allows
+    /// ([`crate::model::GapArray`]), as one blob. Strata's own step past
+    /// LeCo-Zonemap-D: the same separators' freedom, a code that uses it.
+    GapZone {
+        /// Positions per entry (records per page).
+        span: u64,
+    },
     /// A radix table over the layer below's keys (RadixSpline's root):
     /// entry `b` is the first entry below whose key has radix prefix `>= b`,
     /// prefix = `(key - min_key) >> shift`.
@@ -122,7 +130,7 @@ impl LayerKind {
             LayerKind::Step => 16,
             LayerKind::Zone { .. } | LayerKind::Radix { .. } => 8,
             LayerKind::Band { .. } => 24,
-            LayerKind::CprBand { .. } | LayerKind::LecoZone { .. } => 1,
+            LayerKind::CprBand { .. } | LayerKind::LecoZone { .. } | LayerKind::GapZone { .. } => 1,
             LayerKind::RmiRoot => 48,
             LayerKind::RmiLeaf { .. } => 40,
         }
@@ -131,7 +139,10 @@ impl LayerKind {
     /// Whether the layer is one compressed blob, decoded as a whole (read
     /// whole from storage on every lookup when not resident).
     pub fn is_blob(&self) -> bool {
-        matches!(self, LayerKind::CprBand { .. } | LayerKind::LecoZone { .. })
+        matches!(
+            self,
+            LayerKind::CprBand { .. } | LayerKind::LecoZone { .. } | LayerKind::GapZone { .. }
+        )
     }
 
     /// Whether ranges are exact (the wanted entry of an index layer below is
@@ -140,7 +151,11 @@ impl LayerKind {
     pub fn exact(&self) -> bool {
         matches!(
             self,
-            LayerKind::Step | LayerKind::Zone { .. } | LayerKind::LecoZone { .. } | LayerKind::RmiRoot
+            LayerKind::Step
+                | LayerKind::Zone { .. }
+                | LayerKind::LecoZone { .. }
+                | LayerKind::GapZone { .. }
+                | LayerKind::RmiRoot
         )
     }
 
@@ -419,6 +434,10 @@ pub fn step(
             let j = z.upper_bound(key).saturating_sub(1) as u64;
             Ok(span_range(j, *span, below))
         }
+        (LayerKind::GapZone { span }, Access::Blob(Decoded::Gap(z))) => {
+            let j = z.upper_bound(key).saturating_sub(1) as u64;
+            Ok(span_range(j, *span, below))
+        }
         (
             LayerKind::CprBand {
                 granule,
@@ -428,11 +447,10 @@ pub fn step(
             },
             Access::Blob(Decoded::Cpr(c)),
         ) => {
-            let j = c.last_le(key);
-            let entry = c.entry(j).ok_or_else(|| corrupt(j as u64))?;
+            let (entry, next) = c.find(key).ok_or_else(|| corrupt(0))?;
             let g = (*granule).max(1);
             let max_unit = below.div_ceil(g);
-            let next = c.base(j + 1).unwrap_or(max_unit);
+            let next = next.unwrap_or(max_unit);
             let p = entry.predict(key, next, max_unit);
             Ok(band_range(p, *eps_lo, *eps_hi, g, *zero_page, below))
         }

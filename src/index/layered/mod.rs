@@ -83,7 +83,11 @@ pub fn decode_blob(kind: &LayerKind, bytes: &[u8], file: &str) -> Result<Decoded
             crate::model::LecoArray::from_bytes(bytes)
                 .map_err(|e| Error::corruption(file, 0, format!("LeCo zone map: {e}")))?,
         )),
-        LayerKind::CprBand { .. } => Ok(Decoded::Cpr(CprBand::from_bytes(bytes, file)?)),
+        LayerKind::GapZone { .. } => Ok(Decoded::Gap(
+            crate::model::GapArray::from_bytes(bytes)
+                .map_err(|e| Error::corruption(file, 0, format!("gap-coded zone map: {e}")))?,
+        )),
+        LayerKind::CprBand { .. } => Ok(Decoded::Cpr(Box::new(CprBand::from_bytes(bytes, file)?))),
         _ => Err(Error::corruption(file, 0, "not a blob layer")),
     }
 }
