@@ -34,6 +34,7 @@ done
 # 2. Memory against pages for every kind (Pareto), fb-like and osm-like.
 run pareto && for d in fb-like osm-like; do
   args=(--index btree --index btree-static --index zonemap --index leco-zonemap --index leco-zonemap-d)
+  args+=(--index gap-zonemap-d --index gap-zonemap-d:block=128)
   for e in 4 16 64 256 1024; do
     args+=(--index "pgm:epsilon=$e" --index "pgm-disk:epsilon=$e" --index "pgm-disk-cpr:epsilon=$e")
     args+=(--index "rs:epsilon=$e" --index "rs-disk:epsilon=$e" --index "fiting-static:epsilon=$e")
@@ -55,7 +56,7 @@ done
 run g2 && bench g2 fb-like "$OPS" "${args[@]}" --workload lookup
 # 5. Cold lookups (O_DIRECT, one thread) of the best configurations against the B+-tree.
 run lookup && for d in fb-like osm-like; do
-  bench lookup "$d" 100000 --index btree --index zonemap --index leco-zonemap-d --index pgm-disk:epsilon=64 \
+  bench lookup "$d" 100000 --index btree --index zonemap --index leco-zonemap-d --index gap-zonemap-d --index pgm-disk:epsilon=64 \
     --index pgm-disk-cpr:epsilon=64 --index pgm-disk:epsilon=16 --index rs-disk:epsilon=64 \
     --workload lookup --repeat 3
 done

@@ -35,8 +35,9 @@ pub enum StaticKind {
     /// Zhang G5: build the zone maps `gap-zonemap-d` and `leco-zonemap-d`
     /// (exactly one page per lookup) and `pgm-disk-cpr` at `epsilon` (the
     /// default, 8, keeps its expected pages within 1% of one page on 4 KiB
-    /// pages), and keep the smallest, a zone map on a tie (the learned index
-    /// must need less memory to be worth its extra pages). The
+    /// pages), and keep the smaller zone map unless `pgm-disk-cpr` needs at
+    /// most 90% of its memory (the learned index must save real memory to be
+    /// worth its extra pages and decoding). The
     /// choice is remembered and reused by merges until the static stage has
     /// doubled.
     Auto {
@@ -150,7 +151,10 @@ impl RunBuilder {
                 let mut m = Map::new();
                 m.insert("epsilon".into(), Value::from(*epsilon));
                 let pgm_params = Params::from_map(m);
-                // The zone maps first: on a tie they win (exactly one page).
+                // The smaller zone map, unless the learned index saves at
+                // least a tenth of its memory: it reads more than one page
+                // and decodes more per lookup, so a near tie goes to the
+                // zone map.
                 let mut best: Option<(&LayeredKind, Params, Design)> = None;
                 for (name, params) in [
                     ("gap-zonemap-d", Params::default()),
@@ -159,10 +163,11 @@ impl RunBuilder {
                 ] {
                     let k = layered(name)?;
                     let d = (k.design)(&params, &keys, per_page, self.page_size)?;
-                    if best
+                    let margin = if name == "pgm-disk-cpr" { 0.9 } else { 1.0 };
+                    let wins = best
                         .as_ref()
-                        .is_none_or(|(_, _, b)| design_bytes(&d) < design_bytes(b))
-                    {
+                        .is_none_or(|(_, _, b)| (design_bytes(&d) as f64) < margin * design_bytes(b) as f64);
+                    if wins {
                         best = Some((k, params, d));
                     }
                 }

@@ -375,7 +375,8 @@ impl PagedFile {
         }
         let ps = self.meta.page_size;
         let n_pages = (b - a) as usize;
-        let mut buf = AlignedBuf::zeroed(n_pages * ps);
+        // `read_at` fills all of it or fails: no need to zero it first.
+        let mut buf = AlignedBuf::for_overwrite(n_pages * ps);
         self.storage.read_at((a + 1) * ps as u64, &mut buf)?;
         for i in 0..n_pages {
             let d = a + i as u64;

@@ -133,6 +133,102 @@ impl BitWriter {
     }
 }
 
+/// Signed integers packed at one width: `value - min` in `width` bits each.
+/// For values without a trend (a learned code would only add its model).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PackedInts {
+    min: i64,
+    width: u32,
+    len: usize,
+    words: Vec<u64>,
+}
+
+impl PackedInts {
+    /// Packs `values`.
+    pub fn encode(values: &[i64]) -> Self {
+        let min = values.iter().copied().min().unwrap_or(0);
+        let max = values.iter().copied().max().unwrap_or(0);
+        let width = bits_needed(max.wrapping_sub(min) as u64);
+        let mut w = BitWriter::with_capacity(values.len() as u64 * u64::from(width));
+        for &v in values {
+            w.push(v.wrapping_sub(min) as u64, width);
+        }
+        let mut words = w.finish();
+        words.shrink_to_fit();
+        PackedInts {
+            min,
+            width,
+            len: values.len(),
+            words,
+        }
+    }
+
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there is no value.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Value `i`.
+    #[inline]
+    pub fn get(&self, i: usize) -> Option<i64> {
+        if i >= self.len {
+            return None;
+        }
+        let raw = read_bits(&self.words, i as u64 * u64::from(self.width), self.width);
+        Some(self.min.wrapping_add(raw as i64))
+    }
+
+    /// Heap bytes held.
+    pub fn memory_bytes(&self) -> usize {
+        size_of::<Self>() + self.words.capacity() * 8
+    }
+
+    /// Serializes: `min` (i64), `width` (u32), `len` (u64), word count (u64),
+    /// words (u64 each), little-endian.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(28 + self.words.len() * 8);
+        out.extend_from_slice(&self.min.to_le_bytes());
+        out.extend_from_slice(&self.width.to_le_bytes());
+        out.extend_from_slice(&(self.len as u64).to_le_bytes());
+        out.extend_from_slice(&(self.words.len() as u64).to_le_bytes());
+        for w in &self.words {
+            out.extend_from_slice(&w.to_le_bytes());
+        }
+        out
+    }
+
+    /// Decodes and validates (the words must hold every value).
+    pub fn from_bytes(bytes: &[u8]) -> crate::Result<Self> {
+        let bad = |what: &str| crate::Error::corruption("packed integers", 0, what.to_string());
+        let mut c = crate::format::bytes::Cursor::new(bytes);
+        let min = c.u64().ok_or_else(|| bad("cut"))? as i64;
+        let width = c.u32().ok_or_else(|| bad("cut"))?;
+        let len = usize::try_from(c.u64().ok_or_else(|| bad("cut"))?).map_err(|_| bad("too long"))?;
+        let nw = usize::try_from(c.u64().ok_or_else(|| bad("cut"))?).map_err(|_| bad("too long"))?;
+        if width > 64 || nw > bytes.len() / 8 {
+            return Err(bad("bad width or word count"));
+        }
+        if (nw as u64) * 64 < len as u64 * u64::from(width) {
+            return Err(bad("values cut"));
+        }
+        let mut words = Vec::with_capacity(nw);
+        for _ in 0..nw {
+            words.push(c.u64().ok_or_else(|| bad("words cut"))?);
+        }
+        Ok(PackedInts {
+            min,
+            width,
+            len,
+            words,
+        })
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
@@ -190,5 +286,28 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn packed_ints_round_trip() {
+        for values in [
+            vec![],
+            vec![5i64],
+            vec![-24, 24, 0, -1, 23],
+            vec![i64::MIN, i64::MAX, 0],
+        ] {
+            let p = PackedInts::encode(&values);
+            for (i, &v) in values.iter().enumerate() {
+                assert_eq!(p.get(i), Some(v));
+            }
+            assert_eq!(p.get(values.len()), None);
+            let q = PackedInts::from_bytes(&p.to_bytes()).unwrap();
+            assert_eq!(p, q);
+            let b = p.to_bytes();
+            assert!(PackedInts::from_bytes(&b[..b.len().saturating_sub(9)]).is_err() || b.len() <= 28);
+        }
+        // 49 values in 6 bits each.
+        let v: Vec<i64> = (0..1000).map(|i| i % 49 - 24).collect();
+        assert!(PackedInts::encode(&v).memory_bytes() <= 1000 * 6 / 8 + 64);
     }
 }

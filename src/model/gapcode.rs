@@ -106,6 +106,45 @@ impl State {
     /// Decodes the next value; `None` on a bad code or an overflow.
     #[inline]
     fn next(&mut self, words: &[u64], pos: &mut u64) -> Option<u64> {
+        // Fast path: the three codes of a typical step (about 17 bits) come
+        // from one 64-bit window; anything longer takes the general path.
+        let w = read_bits(words, *pos, 64);
+        let z1 = w.trailing_zeros();
+        if z1 <= 12 {
+            let u1 = (((w >> (z1 + 1)) & low_mask(z1)) | (1 << z1)) - 1;
+            let c1 = 2 * z1 + 1;
+            let len = i64::from(self.len) + unzigzag(u1);
+            if len == 0 {
+                self.len = 0;
+                *pos += u64::from(c1);
+                return Some(self.value);
+            }
+            let w2 = w >> c1;
+            let z2 = w2.trailing_zeros();
+            if (1..=40).contains(&len) && z2 <= 12 {
+                let len = len as u32;
+                let c2 = 2 * z2 + 1;
+                if c1 + c2 + len - 1 <= 64 {
+                    let u2 = (((w2 >> (z2 + 1)) & low_mask(z2)) | (1 << z2)) - 1;
+                    let shift = u32::try_from(i64::from(self.shift) + unzigzag(u2))
+                        .ok()
+                        .filter(|&s| s < 64)?;
+                    let mant = (w2 >> c2) & low_mask(len - 1);
+                    let t = (1u64 << (len - 1)) | mant;
+                    let step = t.checked_shl(shift).filter(|s| s >> shift == t)?;
+                    self.value = self.value.checked_add(step)?;
+                    self.shift = shift;
+                    self.len = len;
+                    *pos += u64::from(c1 + c2 + len - 1);
+                    return Some(self.value);
+                }
+            }
+        }
+        self.next_slow(words, pos)
+    }
+
+    /// [`next`](Self::next) for any code the encoder writes.
+    fn next_slow(&mut self, words: &[u64], pos: &mut u64) -> Option<u64> {
         let len = i64::from(self.len) + unzigzag(get_eg0(words, pos)?);
         let len = u32::try_from(len).ok().filter(|&l| l <= 64)?;
         if len > 0 {

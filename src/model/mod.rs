@@ -33,7 +33,7 @@ pub use gapcode::{DeltaArray, GapArray};
 pub use leco::LecoArray;
 pub use pla::{
     IntervalPoint, PREDICTION_TOLERANCE, PlaStream, Segment, greedy_cone, greedy_cone_points,
-    intercept_range, min_slope_set, optimal_pla, optimal_pla_points, optimal_pla_zero_interval,
+    intercept_range, min_slope_set, optimal_pla, optimal_pla_points, optimal_pla_zero_interval, roundest_f32,
     zero_interval,
 };
 pub use radix_spline::RadixSpline;

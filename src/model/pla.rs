@@ -579,6 +579,44 @@ where
     }
 }
 
+/// The positive `f32` in `[lo, hi]` whose bit pattern has the most trailing
+/// zeros (the fewest significant mantissa bits), if the interval is positive
+/// and holds an `f32`. Bit patterns of positive floats order as the floats.
+pub fn roundest_f32(lo: f64, hi: f64) -> Option<f64> {
+    if !(lo > 0.0 && hi >= lo && hi.is_finite()) {
+        return None;
+    }
+    // The smallest f32 >= lo and the largest <= hi, as bit patterns.
+    let up = |x: f64| -> u32 {
+        let f = x as f32;
+        if f64::from(f) < x {
+            f.to_bits() + 1
+        } else {
+            f.to_bits()
+        }
+    };
+    let down = |x: f64| -> u32 {
+        let f = x as f32;
+        if f64::from(f) > x {
+            f.to_bits() - 1
+        } else {
+            f.to_bits()
+        }
+    };
+    let (a, b) = (up(lo), down(hi.min(f64::from(f32::MAX))));
+    if a > b {
+        return None;
+    }
+    // The multiple of the largest power of two inside [a, b].
+    let c = (0..32u32).rev().find_map(|k| {
+        let p = 1u32 << k;
+        let c = (b / p) * p;
+        (c >= a).then_some(c)
+    })?;
+    let f = f64::from(f32::from_bits(c));
+    (f.is_finite() && f >= lo && f <= hi).then_some(f)
+}
+
 /// The fewest distinct slopes such that every range `(lo, hi)` contains one
 /// of them (greedy interval stabbing, optimal): returns the slopes in
 /// increasing order and, for each range, the index of its slope.
@@ -589,6 +627,8 @@ where
 /// shared only by unbounded ranges is 0. An empty or NaN range gets a slope of
 /// its own (its `lo`, or 0 for NaN). O(m log m).
 pub fn min_slope_set(ranges: &[(f64, f64)]) -> (Vec<f64>, Vec<u32>) {
+    // A shared slope may be any value in its group's intersection: the one
+    // with the fewest significant bits (as an f32) compresses best.
     let mut slopes = Vec::new();
     let mut assign = vec![0u32; ranges.len()];
     let mut order: Vec<usize> = (0..ranges.len()).collect();
@@ -600,7 +640,7 @@ pub fn min_slope_set(ranges: &[(f64, f64)]) -> (Vec<f64>, Vec<u32>) {
     });
     let pick = |lo: f64, hi: f64| -> f64 {
         match (lo.is_finite(), hi.is_finite()) {
-            (true, true) => 0.5 * lo + 0.5 * hi,
+            (true, true) => roundest_f32(lo, hi).unwrap_or(0.5 * lo + 0.5 * hi),
             (true, false) => lo.max(0.0),
             (false, true) => hi.min(0.0),
             (false, false) => 0.0,
@@ -691,6 +731,29 @@ mod tests {
             (Some((a, b)), Some((c, d))) => a * d <= c * b,
             _ => true,
         }
+    }
+
+    #[test]
+    fn roundest_floats_lie_in_their_interval() {
+        for (lo, hi) in [
+            (1.0, 1.0),
+            (0.1, 0.2),
+            (1e-5, 1.0001e-5),
+            (3.0, 3.0000001),
+            (1e-30, 1e-29),
+        ] {
+            let f = roundest_f32(lo, hi).unwrap();
+            assert!(lo <= f && f <= hi, "{lo} {hi} {f}");
+            assert_eq!(f64::from(f as f32), f);
+        }
+        // Powers of two are the roundest of all.
+        assert_eq!(roundest_f32(0.3, 0.6), Some(0.5));
+        assert_eq!(roundest_f32(0.0, 1.0), None);
+        assert_eq!(roundest_f32(2.0, 1.0), None);
+        // No f32 strictly between two neighbours.
+        let x = f64::from(1.0f32);
+        let next = f64::from(f32::from_bits(1.0f32.to_bits() + 1));
+        assert_eq!(roundest_f32(x + 1e-12, next - 1e-12), None);
     }
 
     /// Minimum number of contiguous feasible pieces (dynamic programming).

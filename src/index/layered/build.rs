@@ -327,11 +327,12 @@ pub fn leco_zone_layer(keys: &[u64], per_page: usize, lossy: bool) -> Result<Lay
 
 /// A zone map over data pages of `per_page` records whose rough separators
 /// are gap-coded ([`crate::model::GapArray`]): each lies in the gap before
-/// its page, stored at the precision that gap allows.
-pub fn gap_zone_layer(keys: &[u64], per_page: usize) -> Result<LayerBuild> {
+/// its page, stored at the precision that gap allows, in blocks of
+/// `2^block_log2` separators.
+pub fn gap_zone_layer(keys: &[u64], per_page: usize, block_log2: u32) -> Result<LayerBuild> {
     let starts: Vec<usize> = (0..keys.len()).step_by(per_page.max(1)).collect();
     let (lo, hi) = separator_bounds(keys, &starts);
-    let gaps = crate::model::GapArray::encode_bounded(&lo, &hi)?;
+    let gaps = crate::model::GapArray::encode_bounded_with_block(&lo, &hi, block_log2)?;
     Ok(blob_layer(
         LayerKind::GapZone {
             span: per_page as u64,

@@ -189,7 +189,7 @@ pub static LAYERED_KINDS: &[LayeredKind] = &[
     },
     LayeredKind {
         name: "gap-zonemap-d",
-        summary: "zone map of rough separators stored gap-coded at the precision each gap allows; one page per lookup",
+        summary: "zone map of rough separators gap-coded at the precision each gap allows (block); one page per lookup",
         design: gap_zonemap_d,
     },
     LayeredKind {
@@ -940,12 +940,20 @@ fn leco_zonemap(_p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Resul
     })
 }
 
-fn gap_zonemap_d(_p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Result<Design> {
+fn gap_zonemap_d(p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Result<Design> {
+    // Separators per block: a lookup decodes up to one block (more memory
+    // for the block heads with smaller blocks, more decoding with larger).
+    let block = p.u64("block", 32)?;
+    if !block.is_power_of_two() || !(2..=1 << 16).contains(&block) {
+        return Err(Error::invalid(format!(
+            "block must be a power of two in 2..=65536, got {block}"
+        )));
+    }
     Ok(Design {
         layers: if keys.is_empty() {
             vec![]
         } else {
-            vec![gap_zone_layer(keys, per_page)?]
+            vec![gap_zone_layer(keys, per_page, block.trailing_zeros())?]
         },
         models: None,
         notes: Value::Null,
