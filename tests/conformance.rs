@@ -114,6 +114,8 @@ fn pgm_disk() {
     for eps in [2, 64, 512] {
         common::battery(&format!("pgm-disk:epsilon={eps}"));
     }
+    // Wider windows bought with the page allowance.
+    common::battery("pgm-disk:epsilon=64,page_slack=0.02");
 }
 
 #[test]
@@ -121,6 +123,7 @@ fn pgm_disk_cpr() {
     for eps in [2, 64, 512] {
         common::battery(&format!("pgm-disk-cpr:epsilon={eps}"));
     }
+    common::battery("pgm-disk-cpr:epsilon=16,page_slack=0.05");
 }
 
 #[test]

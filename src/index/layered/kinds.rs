@@ -632,31 +632,37 @@ fn band_entry(e: &[u8]) -> super::layer::BandEntry {
     }
 }
 
-/// The widest zero-interval window `w <= eps` whose build stays within the
-/// page budget: `eps` itself if it fits, otherwise a binary search over
-/// `[0, eps)` (extra pages grow with the window), to within `eps / 32`.
+/// The widest zero-interval window `w <= max_window` whose build stays
+/// within the page budget: `eps` if it fits and `max_window == eps`,
+/// otherwise a binary search (extra pages grow with the window) to within
+/// `eps / 32` — over `[0, eps)` when `eps` does not fit, over
+/// `(eps, max_window]` when it fits and wider windows are allowed.
 /// `build(w)` returns the built value and its measured extra pages per
 /// lookup. Window 0 (predict the page) always fits a budget of 0 extra pages.
 fn widest_window<T>(
     eps: u64,
+    max_window: u64,
     budget: f64,
     mut build: impl FnMut(u64) -> Result<(T, f64)>,
 ) -> Result<(T, u64, f64)> {
+    let fits = |e: f64| e <= budget + 1e-12;
     let (first, extra) = build(eps)?;
-    if extra <= budget + 1e-12 || eps == 0 {
+    if eps == 0 || (fits(extra) && max_window <= eps) {
         return Ok((first, eps, extra));
     }
-    let (mut best, mut best_w, mut best_extra) = {
+    // Invariant: `best_w` fits (or is 0), `bad` does not (or lies past the
+    // largest window allowed).
+    let (mut best, mut best_w, mut best_extra, mut bad) = if fits(extra) {
+        (first, eps, extra, max_window.saturating_add(1))
+    } else {
         let (t, e) = build(0)?;
-        (t, 0, e)
+        (t, 0, e, eps)
     };
-    // Invariant: `best_w` fits (or is 0), `bad` does not.
-    let mut bad = eps;
     let tolerance = (eps / 32).max(1);
     while bad - best_w > tolerance {
         let mid = best_w + (bad - best_w) / 2;
         let (t, e) = build(mid)?;
-        if e <= budget + 1e-12 {
+        if fits(e) {
             (best, best_w, best_extra) = (t, mid, e);
         } else {
             bad = mid;
@@ -678,10 +684,17 @@ struct ZeroBand {
 
 /// A zero-interval band over the data (pgm-disk): the widest zero-interval
 /// window `w <= eps` whose measured pages per lookup stay within plain PGM's
-/// expectation at `eps`, `1 + (2 eps + 1) / P` — Zhang's G3 promise of fewer
-/// models at the same expected I/O, checked on the actual keys. Returns the
-/// band, its segments and the window chosen.
-fn zero_interval_band(keys: &[u64], eps: u64, per_page: usize, compress: bool) -> Result<ZeroBand> {
+/// measured pages at `eps` (+ 0.002) — Zhang's G3 promise of fewer models at
+/// the same expected I/O, checked on the actual keys. With `slack`, the
+/// budget is plain PGM's pages + `slack` and windows up to `2 eps` are
+/// tried. Returns the band, its segments and the window chosen.
+fn zero_interval_band(
+    keys: &[u64],
+    eps: u64,
+    per_page: usize,
+    compress: bool,
+    slack: Option<f64>,
+) -> Result<ZeroBand> {
     let page = per_page as u64;
     // Plain PGM's measured expected extra pages at `eps` is the budget.
     let plain = Tolerance {
@@ -690,8 +703,14 @@ fn zero_interval_band(keys: &[u64], eps: u64, per_page: usize, compress: bool) -
         zero_page: 0,
     };
     let plain_segs = crate::model::optimal_pla_points(plain.points(keys, 0..keys.len()));
-    let budget = extra_pages(keys, &band_layer(keys, &lines_of(&plain_segs), 1, 0)?, page) + 0.002;
-    let ((band, blob, segments), window, extra) = widest_window(eps, budget, |w| {
+    let budget =
+        extra_pages(keys, &band_layer(keys, &lines_of(&plain_segs), 1, 0)?, page) + slack.unwrap_or(0.002);
+    let max_window = if slack.is_some() {
+        eps.saturating_mul(2)
+    } else {
+        eps
+    };
+    let ((band, blob, segments), window, extra) = widest_window(eps, max_window, budget, |w| {
         let tol = Tolerance {
             eps: w,
             granule: 1,
@@ -726,6 +745,17 @@ fn pgm_family(p: &Params, keys: &[u64], per_page: usize, zero: bool, compress: b
     let eps = p.u64("epsilon", 64)?;
     let eps_rec = p.u64("epsilon_rec", 4)?;
     let granule = granularity(p, per_page)?;
+    // Zero intervals: pages a lookup may read beyond plain PGM's at `epsilon`
+    // (default: none, i.e. 0.002 of measurement slack, and windows <= epsilon).
+    let slack = if zero && p.str("page_slack", "none")? != "none" {
+        let s = p.f64("page_slack", 0.002)?;
+        if !(0.0..=1.0).contains(&s) {
+            return Err(Error::invalid(format!("page_slack must be in [0, 1], got {s}")));
+        }
+        Some(s)
+    } else {
+        None
+    };
     if zero && granule != 1 {
         return Err(Error::invalid(
             "zero intervals (pgm-disk) predict items: granularity must be item",
@@ -748,7 +778,7 @@ fn pgm_family(p: &Params, keys: &[u64], per_page: usize, zero: bool, compress: b
             extra,
             budget,
             plain_segments,
-        } = zero_interval_band(keys, eps, per_page, compress)?;
+        } = zero_interval_band(keys, eps, per_page, compress, slack)?;
         let mut notes = json!({
             "zero_interval_window": window,
             "expected_pages": 1.0 + extra,
@@ -879,7 +909,7 @@ fn rs_family(p: &Params, keys: &[u64], per_page: usize, zero: bool) -> Result<De
         // whose measured pages stay within plain RadixSpline's at `eps`.
         let page = per_page as u64;
         let budget = extra_pages(keys, &band, page) + 0.002;
-        let ((zb, points), w, extra) = widest_window(eps, budget, |w| {
+        let ((zb, points), w, extra) = widest_window(eps, eps, budget, |w| {
             let z = crate::model::RadixSpline::build_zero_interval(keys, w, radix_bits, page)?;
             let zb = band_layer(keys, &spline_lines(&z), 1, page)?;
             let extra = extra_pages(keys, &zb, page);
