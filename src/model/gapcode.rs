@@ -23,6 +23,7 @@
 //! before it (u32). Decoding validates every field and every code.
 
 use super::bitpack::{BitWriter, bits_needed, low_mask, read_bits};
+use crate::format::bytes::Cursor;
 use crate::{Error, Result};
 
 /// Magic of a gap-coded array: `STRATAGA`.
@@ -32,14 +33,98 @@ pub const GAP_VERSION: u32 = 1;
 /// Default log2 of the block length (64 values per block).
 pub const DEFAULT_BLOCK_LOG2: u32 = 7;
 
+/// Appends the crc32c of `out` to it.
+pub(crate) fn seal(mut out: Vec<u8>) -> Vec<u8> {
+    let crc = crc32c::crc32c(&out);
+    out.extend_from_slice(&crc.to_le_bytes());
+    out
+}
+
+/// The body of sealed bytes after checking the checksum, magic and version
+/// (errors name `what`).
+pub(crate) fn open_sealed<'a>(bytes: &'a [u8], magic: u64, version: u32, what: &str) -> Result<Cursor<'a>> {
+    let bad = |why: &str| Error::corruption(what, 0, why.to_string());
+    let body_len = bytes.len().checked_sub(4).ok_or_else(|| bad("too short"))?;
+    let (body, crc) = bytes.split_at(body_len);
+    if crc32c::crc32c(body).to_le_bytes() != crc {
+        return Err(bad("checksum mismatch"));
+    }
+    let mut c = Cursor::new(body);
+    if c.u64() != Some(magic) {
+        return Err(bad("bad magic"));
+    }
+    if c.u32() != Some(version) {
+        return Err(bad("unsupported version"));
+    }
+    Ok(c)
+}
+
+/// Block heads, the bit offsets of their codes, and the code words: the
+/// random-access frame shared by [`GapArray`] and [`DeltaArray`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+struct Blocks {
+    heads: Vec<u64>,
+    offsets: Vec<u32>,
+    words: Vec<u64>,
+}
+
+impl Blocks {
+    fn memory_bytes(&self) -> usize {
+        self.heads.capacity() * 8 + self.offsets.capacity() * 4 + self.words.capacity() * 8
+    }
+
+    /// Block count, per block head (u64) and bit offset (u64), word count
+    /// (u64), words.
+    fn write(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&(self.heads.len() as u64).to_le_bytes());
+        for (h, o) in self.heads.iter().zip(&self.offsets) {
+            out.extend_from_slice(&h.to_le_bytes());
+            out.extend_from_slice(&u64::from(*o).to_le_bytes());
+        }
+        out.extend_from_slice(&(self.words.len() as u64).to_le_bytes());
+        for w in &self.words {
+            out.extend_from_slice(&w.to_le_bytes());
+        }
+    }
+
+    /// Reads what [`write`](Self::write) wrote for `n` values in blocks of
+    /// `2^block_log2`.
+    fn read(c: &mut Cursor<'_>, n: usize, block_log2: u32, what: &str) -> Result<Self> {
+        let bad = |why: &str| Error::corruption(what, 0, why.to_string());
+        let left = c.remaining();
+        let nb = usize::try_from(c.u64().ok_or_else(|| bad("cut"))?).map_err(|_| bad("too long"))?;
+        if block_log2 > 16 || nb != n.div_ceil(1 << block_log2) || nb > left / 16 {
+            return Err(bad("block count disagrees with the length"));
+        }
+        let mut b = Blocks {
+            heads: Vec::with_capacity(nb),
+            offsets: Vec::with_capacity(nb),
+            words: Vec::new(),
+        };
+        for _ in 0..nb {
+            b.heads.push(c.u64().ok_or_else(|| bad("heads cut"))?);
+            let o = c.u64().ok_or_else(|| bad("offsets cut"))?;
+            b.offsets
+                .push(u32::try_from(o).map_err(|_| bad("offset too large"))?);
+        }
+        let nw = usize::try_from(c.u64().ok_or_else(|| bad("cut"))?).map_err(|_| bad("too long"))?;
+        if nw > left / 8 {
+            return Err(bad("word count too large"));
+        }
+        b.words.reserve_exact(nw);
+        for _ in 0..nw {
+            b.words.push(c.u64().ok_or_else(|| bad("words cut"))?);
+        }
+        Ok(b)
+    }
+}
+
 /// A gap-coded non-decreasing array. See the module documentation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GapArray {
     n: usize,
     block_log2: u32,
-    heads: Vec<u64>,
-    offsets: Vec<u32>,
-    words: Vec<u64>,
+    blocks: Blocks,
 }
 
 /// Zigzag: 0, -1, 1, -2, ... → 0, 1, 2, 3, ...
@@ -268,9 +353,11 @@ impl GapArray {
         Ok(GapArray {
             n: lo.len(),
             block_log2,
-            heads,
-            offsets,
-            words,
+            blocks: Blocks {
+                heads,
+                offsets,
+                words,
+            },
         })
     }
 
@@ -294,10 +381,10 @@ impl GapArray {
             return None;
         }
         let b = i >> self.block_log2;
-        let mut state = State::new(*self.heads.get(b)?);
-        let mut pos = u64::from(*self.offsets.get(b)?);
+        let mut state = State::new(*self.blocks.heads.get(b)?);
+        let mut pos = u64::from(*self.blocks.offsets.get(b)?);
         for _ in 0..(i & (self.block_len() - 1)) {
-            state.next(&self.words, &mut pos)?;
+            state.next(&self.blocks.words, &mut pos)?;
         }
         Some(state.value)
     }
@@ -309,14 +396,14 @@ impl GapArray {
 
     /// The last value `<= x` and its index (`None` if every value is `> x`).
     pub fn last_le(&self, x: u64) -> Option<(usize, u64)> {
-        let b = self.heads.partition_point(|&h| h <= x).checked_sub(1)?;
+        let b = self.blocks.heads.partition_point(|&h| h <= x).checked_sub(1)?;
         let first = b << self.block_log2;
         let end = self.n.min(first + self.block_len());
-        let mut state = State::new(*self.heads.get(b)?);
-        let mut pos = u64::from(*self.offsets.get(b)?);
+        let mut state = State::new(*self.blocks.heads.get(b)?);
+        let mut pos = u64::from(*self.blocks.offsets.get(b)?);
         let mut found = (first, state.value);
         for i in first + 1..end {
-            match state.next(&self.words, &mut pos) {
+            match state.next(&self.blocks.words, &mut pos) {
                 Some(v) if v <= x => found = (i, v),
                 _ => break,
             }
@@ -332,108 +419,64 @@ impl GapArray {
         (0..self.n).map_while(move |i| {
             if i % block == 0 {
                 let b = i >> self.block_log2;
-                state = State::new(*self.heads.get(b)?);
-                pos = u64::from(*self.offsets.get(b)?);
+                state = State::new(*self.blocks.heads.get(b)?);
+                pos = u64::from(*self.blocks.offsets.get(b)?);
                 Some(state.value)
             } else {
-                state.next(&self.words, &mut pos)
+                state.next(&self.blocks.words, &mut pos)
             }
         })
     }
 
     /// Heap bytes held.
     pub fn memory_bytes(&self) -> usize {
-        size_of::<Self>()
-            + self.heads.capacity() * 8
-            + self.offsets.capacity() * 4
-            + self.words.capacity() * 8
+        size_of::<Self>() + self.blocks.memory_bytes()
     }
 
     /// Bits of codes (without block heads and offsets).
     pub fn code_bits(&self) -> u64 {
-        self.words.len().saturating_sub(1) as u64 * 64
+        self.blocks.words.len().saturating_sub(1) as u64 * 64
     }
 
     /// Serializes (layout in the module documentation).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(48 + self.heads.len() * 16 + self.words.len() * 8);
+        let mut out = Vec::with_capacity(48 + self.blocks.heads.len() * 16 + self.blocks.words.len() * 8);
         out.extend_from_slice(&GAP_MAGIC.to_le_bytes());
         out.extend_from_slice(&GAP_VERSION.to_le_bytes());
         out.extend_from_slice(&(self.n as u64).to_le_bytes());
         out.extend_from_slice(&self.block_log2.to_le_bytes());
-        out.extend_from_slice(&(self.heads.len() as u64).to_le_bytes());
-        for (h, o) in self.heads.iter().zip(&self.offsets) {
-            out.extend_from_slice(&h.to_le_bytes());
-            out.extend_from_slice(&u64::from(*o).to_le_bytes());
-        }
-        out.extend_from_slice(&(self.words.len() as u64).to_le_bytes());
-        for w in &self.words {
-            out.extend_from_slice(&w.to_le_bytes());
-        }
-        let crc = crc32c::crc32c(&out);
-        out.extend_from_slice(&crc.to_le_bytes());
-        out
+        self.blocks.write(&mut out);
+        seal(out)
     }
 
     /// Decodes and validates (checksum, lengths, every code, order); never
     /// panics on bad bytes.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        let bad = |what: &str| Error::corruption("gap-coded array", 0, what.to_string());
-        let body_len = bytes.len().checked_sub(4).ok_or_else(|| bad("too short"))?;
-        let (body, crc) = bytes.split_at(body_len);
-        if crc32c::crc32c(body).to_le_bytes() != crc {
-            return Err(bad("checksum mismatch"));
-        }
-        let mut c = crate::format::bytes::Cursor::new(body);
-        if c.u64() != Some(GAP_MAGIC) {
-            return Err(bad("bad magic"));
-        }
-        if c.u32() != Some(GAP_VERSION) {
-            return Err(bad("unsupported version"));
-        }
+        const WHAT: &str = "gap-coded array";
+        let bad = |what: &str| Error::corruption(WHAT, 0, what.to_string());
+        let mut c = open_sealed(bytes, GAP_MAGIC, GAP_VERSION, WHAT)?;
         let n = usize::try_from(c.u64().ok_or_else(|| bad("cut"))?).map_err(|_| bad("too long"))?;
         let block_log2 = c.u32().ok_or_else(|| bad("cut"))?;
-        if block_log2 > 16 {
-            return Err(bad("block too long"));
-        }
-        let nb = usize::try_from(c.u64().ok_or_else(|| bad("cut"))?).map_err(|_| bad("too long"))?;
-        if nb != n.div_ceil(1 << block_log2) || nb > body.len() / 16 {
-            return Err(bad("block count disagrees with the length"));
-        }
-        let mut heads = Vec::with_capacity(nb);
-        let mut offsets = Vec::with_capacity(nb);
-        for _ in 0..nb {
-            heads.push(c.u64().ok_or_else(|| bad("heads cut"))?);
-            let o = c.u64().ok_or_else(|| bad("offsets cut"))?;
-            offsets.push(u32::try_from(o).map_err(|_| bad("offset too large"))?);
-        }
-        let nw = usize::try_from(c.u64().ok_or_else(|| bad("cut"))?).map_err(|_| bad("too long"))?;
-        if nw > body.len() / 8 {
-            return Err(bad("word count too large"));
-        }
-        let mut words = Vec::with_capacity(nw);
-        for _ in 0..nw {
-            words.push(c.u64().ok_or_else(|| bad("words cut"))?);
-        }
+        let blocks = Blocks::read(&mut c, n, block_log2, WHAT)?;
         let a = GapArray {
             n,
             block_log2,
-            heads,
-            offsets,
-            words,
+            blocks,
         };
         // Every code decodes, in bounds, to a non-decreasing sequence.
-        let limit = a.words.len() as u64 * 64;
+        let limit = a.blocks.words.len() as u64 * 64;
         let block = a.block_len();
         let mut prev = 0u64;
-        for (b, (&head, &off)) in a.heads.iter().zip(&a.offsets).enumerate() {
+        for (b, (&head, &off)) in a.blocks.heads.iter().zip(&a.blocks.offsets).enumerate() {
             if head < prev {
                 return Err(bad("block heads out of order"));
             }
             let mut state = State::new(head);
             let mut pos = u64::from(off);
             for _ in 1..block.min(n - b * block) {
-                let v = state.next(&a.words, &mut pos).ok_or_else(|| bad("bad code"))?;
+                let v = state
+                    .next(&a.blocks.words, &mut pos)
+                    .ok_or_else(|| bad("bad code"))?;
                 if pos > limit {
                     return Err(bad("codes run past the end"));
                 }
@@ -487,9 +530,7 @@ pub struct DeltaArray {
     block_log2: u32,
     k: u32,
     min_step: u64,
-    heads: Vec<u64>,
-    offsets: Vec<u32>,
-    words: Vec<u64>,
+    blocks: Blocks,
 }
 
 impl DeltaArray {
@@ -536,9 +577,11 @@ impl DeltaArray {
             block_log2,
             k,
             min_step,
-            heads,
-            offsets,
-            words,
+            blocks: Blocks {
+                heads,
+                offsets,
+                words,
+            },
         })
     }
 
@@ -559,8 +602,8 @@ impl DeltaArray {
             return None;
         }
         let b = i >> self.block_log2;
-        let mut v = *self.heads.get(b)?;
-        let mut pos = u64::from(*self.offsets.get(b)?);
+        let mut v = *self.blocks.heads.get(b)?;
+        let mut pos = u64::from(*self.blocks.offsets.get(b)?);
         let r = i & ((1 << self.block_log2) - 1);
         for _ in 0..r {
             v = self.step(v, &mut pos)?;
@@ -568,7 +611,7 @@ impl DeltaArray {
         let next = if i + 1 >= self.n {
             None
         } else if (i + 1) >> self.block_log2 != b {
-            Some(*self.heads.get(b + 1)?)
+            Some(*self.blocks.heads.get(b + 1)?)
         } else {
             Some(self.step(v, &mut pos)?)
         };
@@ -582,7 +625,7 @@ impl DeltaArray {
 
     #[inline]
     fn step(&self, v: u64, pos: &mut u64) -> Option<u64> {
-        v.checked_add(get_egk(&self.words, pos, self.k)?.checked_add(self.min_step)?)
+        v.checked_add(get_egk(&self.blocks.words, pos, self.k)?.checked_add(self.min_step)?)
     }
 
     /// All values in order.
@@ -592,8 +635,8 @@ impl DeltaArray {
         (0..self.n).map_while(move |i| {
             if i % block == 0 {
                 let b = i >> self.block_log2;
-                v = *self.heads.get(b)?;
-                pos = u64::from(*self.offsets.get(b)?);
+                v = *self.blocks.heads.get(b)?;
+                pos = u64::from(*self.blocks.offsets.get(b)?);
             } else {
                 v = self.step(v, &mut pos)?;
             }
@@ -603,90 +646,47 @@ impl DeltaArray {
 
     /// Heap bytes held.
     pub fn memory_bytes(&self) -> usize {
-        size_of::<Self>()
-            + self.heads.capacity() * 8
-            + self.offsets.capacity() * 4
-            + self.words.capacity() * 8
+        size_of::<Self>() + self.blocks.memory_bytes()
     }
 
     /// Serializes (layout in the type documentation).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(64 + self.heads.len() * 16 + self.words.len() * 8);
+        let mut out = Vec::with_capacity(64 + self.blocks.heads.len() * 16 + self.blocks.words.len() * 8);
         out.extend_from_slice(&DELTA_MAGIC.to_le_bytes());
         out.extend_from_slice(&DELTA_VERSION.to_le_bytes());
         out.extend_from_slice(&(self.n as u64).to_le_bytes());
         out.extend_from_slice(&self.block_log2.to_le_bytes());
         out.extend_from_slice(&self.k.to_le_bytes());
         out.extend_from_slice(&self.min_step.to_le_bytes());
-        out.extend_from_slice(&(self.heads.len() as u64).to_le_bytes());
-        for (h, o) in self.heads.iter().zip(&self.offsets) {
-            out.extend_from_slice(&h.to_le_bytes());
-            out.extend_from_slice(&u64::from(*o).to_le_bytes());
-        }
-        out.extend_from_slice(&(self.words.len() as u64).to_le_bytes());
-        for w in &self.words {
-            out.extend_from_slice(&w.to_le_bytes());
-        }
-        let crc = crc32c::crc32c(&out);
-        out.extend_from_slice(&crc.to_le_bytes());
-        out
+        self.blocks.write(&mut out);
+        seal(out)
     }
 
     /// Decodes and validates (checksum, lengths, every code, order); never
     /// panics on bad bytes.
     pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
-        let bad = |what: &str| Error::corruption("delta-coded array", 0, what.to_string());
-        let body_len = bytes.len().checked_sub(4).ok_or_else(|| bad("too short"))?;
-        let (body, crc) = bytes.split_at(body_len);
-        if crc32c::crc32c(body).to_le_bytes() != crc {
-            return Err(bad("checksum mismatch"));
-        }
-        let mut c = crate::format::bytes::Cursor::new(body);
-        if c.u64() != Some(DELTA_MAGIC) {
-            return Err(bad("bad magic"));
-        }
-        if c.u32() != Some(DELTA_VERSION) {
-            return Err(bad("unsupported version"));
-        }
+        const WHAT: &str = "delta-coded array";
+        let bad = |what: &str| Error::corruption(WHAT, 0, what.to_string());
+        let mut c = open_sealed(bytes, DELTA_MAGIC, DELTA_VERSION, WHAT)?;
         let n = usize::try_from(c.u64().ok_or_else(|| bad("cut"))?).map_err(|_| bad("too long"))?;
         let block_log2 = c.u32().ok_or_else(|| bad("cut"))?;
         let k = c.u32().ok_or_else(|| bad("cut"))?;
         let min_step = c.u64().ok_or_else(|| bad("cut"))?;
-        if block_log2 > 16 || k > 63 {
+        if k > 63 {
             return Err(bad("bad parameters"));
         }
-        let nb = usize::try_from(c.u64().ok_or_else(|| bad("cut"))?).map_err(|_| bad("too long"))?;
-        if nb != n.div_ceil(1 << block_log2) || nb > body.len() / 16 {
-            return Err(bad("block count disagrees with the length"));
-        }
-        let mut heads = Vec::with_capacity(nb);
-        let mut offsets = Vec::with_capacity(nb);
-        for _ in 0..nb {
-            heads.push(c.u64().ok_or_else(|| bad("heads cut"))?);
-            let o = c.u64().ok_or_else(|| bad("offsets cut"))?;
-            offsets.push(u32::try_from(o).map_err(|_| bad("offset too large"))?);
-        }
-        let nw = usize::try_from(c.u64().ok_or_else(|| bad("cut"))?).map_err(|_| bad("too long"))?;
-        if nw > body.len() / 8 {
-            return Err(bad("word count too large"));
-        }
-        let mut words = Vec::with_capacity(nw);
-        for _ in 0..nw {
-            words.push(c.u64().ok_or_else(|| bad("words cut"))?);
-        }
+        let blocks = Blocks::read(&mut c, n, block_log2, WHAT)?;
         let a = DeltaArray {
             n,
             block_log2,
             k,
             min_step,
-            heads,
-            offsets,
-            words,
+            blocks,
         };
-        let limit = a.words.len() as u64 * 64;
+        let limit = a.blocks.words.len() as u64 * 64;
         let block = 1usize << block_log2;
         let mut prev = 0u64;
-        for (b, (&head, &off)) in a.heads.iter().zip(&a.offsets).enumerate() {
+        for (b, (&head, &off)) in a.blocks.heads.iter().zip(&a.blocks.offsets).enumerate() {
             if head < prev {
                 return Err(bad("block heads out of order"));
             }

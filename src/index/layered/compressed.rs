@@ -233,26 +233,14 @@ impl CprBand {
         for w in &self.idx {
             out.extend_from_slice(&w.to_le_bytes());
         }
-        let crc = crc32c::crc32c(&out);
-        out.extend_from_slice(&crc.to_le_bytes());
-        out
+        crate::model::gapcode::seal(out)
     }
 
     /// Decodes and validates; never panics on bad bytes.
     pub fn from_bytes(bytes: &[u8], file: &str) -> Result<Self> {
         let bad = |what: &str| Error::corruption(file, 0, format!("compressed band: {what}"));
-        let body_len = bytes.len().checked_sub(4).ok_or_else(|| bad("too short"))?;
-        let (body, crc) = bytes.split_at(body_len);
-        if crc32c::crc32c(body).to_le_bytes() != crc {
-            return Err(bad("checksum mismatch"));
-        }
-        let mut c = Cursor::new(body);
-        if c.u64() != Some(CPR_BAND_MAGIC) {
-            return Err(bad("bad magic"));
-        }
-        if c.u32() != Some(CPR_BAND_VERSION) {
-            return Err(bad("unsupported version"));
-        }
+        let mut c = crate::model::gapcode::open_sealed(bytes, CPR_BAND_MAGIC, CPR_BAND_VERSION, file)
+            .map_err(|e| bad(&e.to_string()))?;
         let per_word = c.u32().ok_or_else(|| bad("cut"))?;
         if per_word > 64 {
             return Err(bad("bad slope indexes per word"));
