@@ -97,8 +97,10 @@ pub fn wal_id(name: &str) -> Option<u64> {
 pub enum MergeTrigger {
     /// From the memory budget: the dynamic stages (the one taking writes and
     /// the one being merged) share what the static index leaves of
-    /// [`Options::memory_budget`]; each gets half, so a merge starts when the
-    /// writable stage reaches `(budget - static index bytes) / 2`.
+    /// [`Options::memory_budget`]: a merge starts when the writable stage
+    /// reaches two thirds of that share, and while it runs the new writable
+    /// stage may grow until both stages together fill the share (writers
+    /// then wait for the merge). Bigger merges than halves, same bound.
     #[default]
     Budget,
     /// A constant trigger: merge when the writable stage holds this many bytes.
@@ -847,7 +849,12 @@ impl Inner {
                     .memory_budget
                     .saturating_sub(stat)
                     .max(MIN_DYNAMIC_BYTES);
-                a.memory_bytes() >= share / 2
+                // Two thirds of the share per merge; while one runs, the new
+                // writable stage may fill what the frozen one leaves.
+                match v.frozen.as_ref() {
+                    Some(f) => a.memory_bytes().saturating_add(f.memory_bytes()) >= share,
+                    None => a.memory_bytes().saturating_mul(3) >= share.saturating_mul(2),
+                }
             }
             MergeTrigger::Constant(b) => a.memory_bytes() >= b,
             MergeTrigger::Ratio(r) => {
