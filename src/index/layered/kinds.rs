@@ -747,7 +747,7 @@ fn pgm_family(p: &Params, keys: &[u64], per_page: usize, zero: bool, compress: b
     let granule = granularity(p, per_page)?;
     // Zero intervals: pages a lookup may read beyond plain PGM's at `epsilon`
     // (default: none, i.e. 0.002 of measurement slack, and windows <= epsilon).
-    let slack = if zero && p.str("page_slack", "none")? != "none" {
+    let slack = if zero && p.given().contains_key("page_slack") {
         let s = p.f64("page_slack", 0.002)?;
         if !(0.0..=1.0).contains(&s) {
             return Err(Error::invalid(format!("page_slack must be in [0, 1], got {s}")));
