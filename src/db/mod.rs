@@ -62,7 +62,7 @@ pub use prefix::PrefixDirectory;
 pub use stage::{StaticKind, gen_of, gen_prefix};
 pub use wal::{SyncPolicy, WalOp};
 
-use crate::format::DataRun;
+use crate::format::{DataRun, PageRun};
 use crate::index::Residency;
 use crate::index::binary::DATA_FILE;
 use crate::storage::{Directory, FsDirectory, IoContext, IoSnapshot, IoStats, StorageProfile};
@@ -1022,9 +1022,6 @@ impl Inner {
         {
             let guard = frozen.read();
             let mut fit = guard.iter().peekable();
-            let step = 256u64;
-            let mut page = 0u64;
-            let pages = old_run.as_ref().map_or(0, |r| r.meta().pages);
             let mut emit = |s: &Slot, b: &mut RunBuilder| -> Result<()> {
                 frozen_max = frozen_max.max(s.seq());
                 match s.value() {
@@ -1032,24 +1029,62 @@ impl Inner {
                     None => Ok(()),
                 }
             };
-            while page < pages {
-                self.check_killed()?;
-                let Some(run) = old_run.as_ref() else { break };
-                let chunk = run.read_pages(page, (page + step).min(pages))?;
+            let mut merge_chunk = |chunk: &PageRun, name: &str, b: &mut RunBuilder| -> Result<()> {
                 let (lo, hi) = chunk.item_range();
-                for i in lo..hi {
-                    let (k, val) = chunk.record(i).ok_or_else(|| {
-                        Error::corruption(run.storage().name(), page + 1, "record missing from page")
+                let per_page = chunk.per_page().max(1);
+                let mut i = lo;
+                while i < hi {
+                    let k = chunk.key(i).ok_or_else(|| {
+                        Error::corruption(name, i / per_page + 1, "record missing from page")
                     })?;
                     while let Some(s) = fit.next_if(|s| s.key < k) {
-                        emit(s, &mut b)?;
+                        emit(s, b)?;
                     }
-                    match fit.next_if(|s| s.key == k) {
-                        Some(s) => emit(s, &mut b)?,
-                        None => b.push(k, val)?,
+                    if let Some(s) = fit.next_if(|s| s.key == k) {
+                        emit(s, b)?;
+                        i += 1;
+                        continue;
                     }
+                    // Old records up to the next frozen key (or the page's
+                    // end) go over unchanged, copied as bytes.
+                    let page_end = hi.min((i / per_page + 1) * per_page);
+                    let stop = fit
+                        .peek()
+                        .map_or(page_end, |s| chunk.lower_bound(s.key, i, page_end))
+                        .max(i + 1);
+                    let bytes = chunk.records_in_page(i, stop - i).ok_or_else(|| {
+                        Error::corruption(name, i / per_page + 1, "records missing from page")
+                    })?;
+                    b.push_records(bytes)?;
+                    i = stop;
                 }
-                page += chunk.pages();
+                Ok(())
+            };
+            if let Some(run) = old_run.as_ref() {
+                let name = run.storage().name().to_string();
+                let pages = run.meta().pages;
+                // A reader thread fetches the next chunk while this one merges.
+                std::thread::scope(|scope| -> Result<()> {
+                    let (tx, rx) = std::sync::mpsc::sync_channel::<Result<PageRun>>(1);
+                    scope.spawn(move || {
+                        let mut page = 0u64;
+                        while page < pages {
+                            let r = run.read_pages(page, (page + MERGE_READ_PAGES).min(pages));
+                            page = match &r {
+                                Ok(c) => page + c.pages().max(1),
+                                Err(_) => pages,
+                            };
+                            if tx.send(r).is_err() {
+                                return;
+                            }
+                        }
+                    });
+                    for chunk in rx {
+                        self.check_killed()?;
+                        merge_chunk(&chunk?, &name, &mut b)?;
+                    }
+                    Ok(())
+                })?;
             }
             for s in fit {
                 emit(s, &mut b)?;
@@ -1105,6 +1140,9 @@ impl Inner {
         Ok(())
     }
 }
+
+/// Data pages a merge reads per call from the run it replaces.
+const MERGE_READ_PAGES: u64 = 256;
 
 /// A directory whose files count their I/O into two contexts (the store's
 /// total and the merge's share).

@@ -7,6 +7,8 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::prefix::PrefixDirectory;
+use crate::format::bytes::get_u64;
+use crate::format::datarun::RECORD_LEN;
 use crate::format::{DataRunWriter, records_per_page};
 use crate::index::binary::DATA_FILE;
 use crate::index::layered::{Design, LAYERED_KINDS, LayeredKind, layer_file, write_layer};
@@ -29,17 +31,20 @@ pub fn gen_of(name: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
+/// Expected pages per lookup up to which `static=auto` takes `pgm-disk-cpr`
+/// (the zone maps read exactly one).
+pub const MAX_AUTO_PAGES: f64 = 1.01;
+
 /// Which static index a merge builds.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StaticKind {
     /// Zhang G5: build the zone maps `gap-zonemap-d` and `leco-zonemap-d`
-    /// (exactly one page per lookup) and `pgm-disk-cpr` at `epsilon` (the
-    /// default, 8, keeps its expected pages within 1% of one page on 4 KiB
-    /// pages), and keep the smaller zone map unless `pgm-disk-cpr` needs at
-    /// most 90% of its memory (the learned index must save real memory to be
-    /// worth its extra pages and decoding). The
-    /// choice is remembered and reused by merges until the static stage has
-    /// doubled.
+    /// (exactly one page per lookup) and `pgm-disk-cpr` at `epsilon`
+    /// (default 8), and keep the smaller zone map unless `pgm-disk-cpr`
+    /// expects at most [`MAX_AUTO_PAGES`] pages per lookup *and* needs at
+    /// most 90% of the zone map's memory (the learned index must save real
+    /// memory at the same pages to be worth its decoding). The choice is
+    /// remembered and reused by merges until the static stage has doubled.
     Auto {
         /// Error bound of `pgm-disk-cpr`.
         epsilon: u64,
@@ -114,6 +119,18 @@ impl RunBuilder {
         Ok(())
     }
 
+    /// Appends records given as bytes (a stretch of an older run's page);
+    /// keys must be strictly increasing and above the last one pushed.
+    pub fn push_records(&mut self, records: &[u8]) -> Result<()> {
+        self.writer.push_records(records)?;
+        self.keys.extend(
+            records
+                .chunks_exact(RECORD_LEN)
+                .map(|r| get_u64(r, 0).unwrap_or(0)),
+        );
+        Ok(())
+    }
+
     /// Records pushed so far.
     pub fn len(&self) -> u64 {
         self.keys.len() as u64
@@ -152,9 +169,9 @@ impl RunBuilder {
                 m.insert("epsilon".into(), Value::from(*epsilon));
                 let pgm_params = Params::from_map(m);
                 // The smaller zone map, unless the learned index saves at
-                // least a tenth of its memory: it reads more than one page
-                // and decodes more per lookup, so a near tie goes to the
-                // zone map.
+                // least a tenth of its memory at (nearly) the same pages: it
+                // decodes more per lookup, so a near tie goes to the zone
+                // map.
                 let mut best: Option<(&LayeredKind, Params, Design)> = None;
                 for (name, params) in [
                     ("gap-zonemap-d", Params::default()),
@@ -164,9 +181,18 @@ impl RunBuilder {
                     let k = layered(name)?;
                     let d = (k.design)(&params, &keys, per_page, self.page_size)?;
                     let margin = if name == "pgm-disk-cpr" { 0.9 } else { 1.0 };
-                    let wins = best
-                        .as_ref()
-                        .is_none_or(|(_, _, b)| (design_bytes(&d) as f64) < margin * design_bytes(b) as f64);
+                    // G5 compares at the same expected pages: a learned index
+                    // that reads more than 1% over the zone maps' one page
+                    // (hard data at this epsilon) is not a candidate.
+                    let pages = d
+                        .notes
+                        .get("expected_pages")
+                        .and_then(Value::as_f64)
+                        .unwrap_or(1.0);
+                    let wins = pages <= MAX_AUTO_PAGES
+                        && best.as_ref().is_none_or(|(_, _, b)| {
+                            (design_bytes(&d) as f64) < margin * design_bytes(b) as f64
+                        });
                     if wins {
                         best = Some((k, params, d));
                     }

@@ -111,6 +111,38 @@ impl DataRunWriter {
         Ok(())
     }
 
+    /// Appends records given as their bytes (16 each: key, value, little
+    /// endian), e.g. a stretch of another run's page; keys must be strictly
+    /// increasing and above every key pushed before ([`Error::OutOfOrder`]
+    /// otherwise, and then nothing of `records` is appended).
+    pub fn push_records(&mut self, records: &[u8]) -> Result<()> {
+        if records.len() % RECORD_LEN != 0 {
+            return Err(Error::invalid(format!(
+                "{} bytes are not whole records of {RECORD_LEN} bytes",
+                records.len()
+            )));
+        }
+        let mut last = self.last_key;
+        for (j, r) in records.chunks_exact(RECORD_LEN).enumerate() {
+            let key = get_u64(r, 0).unwrap_or(0);
+            if let Some(prev) = last {
+                if key <= prev {
+                    return Err(Error::OutOfOrder {
+                        position: self.inner.len() + j as u64,
+                        previous: prev,
+                        got: key,
+                    });
+                }
+            } else {
+                self.first_key = key;
+            }
+            last = Some(key);
+        }
+        self.inner.push_entries(records, 0)?;
+        self.last_key = last;
+        Ok(())
+    }
+
     /// Number of records pushed so far.
     pub fn len(&self) -> u64 {
         self.inner.len()
@@ -275,6 +307,18 @@ impl PageRun {
         self.run.u64_at(i, 0)
     }
 
+    /// The bytes of records `[i, i + n)` (16 each) when they lie in one
+    /// page of the run.
+    #[inline]
+    pub fn records_in_page(&self, i: u64, n: u64) -> Option<&[u8]> {
+        self.run.entries_in_page(i, n)
+    }
+
+    /// Records per page.
+    pub fn per_page(&self) -> u64 {
+        self.run.per_page()
+    }
+
     /// Record of item `i`.
     #[inline]
     pub fn record(&self, i: u64) -> Option<(u64, u64)> {
@@ -289,6 +333,19 @@ impl PageRun {
         let (mut lo, mut hi) = (lo.max(rlo), hi.min(rhi));
         if lo >= hi {
             return hi.max(lo);
+        }
+        // The usual case, a range inside one page: search the page's bytes
+        // directly instead of locating every probe.
+        if let Some(bytes) = self.run.entries_in_page(lo, hi - lo) {
+            let (mut base, mut len) = (0usize, (hi - lo) as usize);
+            while len > 1 {
+                let half = len / 2;
+                let below = get_u64(bytes, (base + half - 1) * RECORD_LEN).is_some_and(|k| k < key);
+                base = if below { base + half } else { base };
+                len -= half;
+            }
+            let below = get_u64(bytes, base * RECORD_LEN).is_some_and(|k| k < key);
+            return lo + base as u64 + u64::from(below);
         }
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
@@ -334,7 +391,71 @@ mod tests {
             assert_eq!(all.lower_bound(0, 0, m.n), 0);
             assert_eq!(all.lower_bound(5, 0, m.n), 2);
             assert_eq!(all.lower_bound(u64::MAX, 0, m.n), m.n);
+            // Ranges inside one page (the direct search) agree with the oracle.
+            let pp = m.per_page as u64;
+            for (lo, hi) in [(0, pp), (pp + 3, 2 * pp), (5, 6), (7, 7 + pp - 7), (m.n - 1, m.n)] {
+                for probe in (0..=keys.len()).step_by(97).chain([0, keys.len() - 1]) {
+                    for key in [
+                        keys[probe.min(keys.len() - 1)],
+                        keys[probe.min(keys.len() - 1)] + 1,
+                        0,
+                    ] {
+                        let want = (keys.partition_point(|&k| k < key) as u64).clamp(lo, hi);
+                        assert_eq!(all.lower_bound(key, lo, hi), want, "{key} in [{lo}, {hi})");
+                    }
+                }
+            }
             assert_eq!(run.verify(&mut |_| {}).unwrap(), m.pages + 1);
+        }
+    }
+
+    #[test]
+    fn byte_stretches_write_the_same_run_as_records_one_by_one() {
+        let keys: Vec<u64> = (0..3_000u64).map(|i| i * i + 7).collect();
+        for ps in [4096, 8192] {
+            let dir = MemDirectory::new();
+            let (a, b) = (dir.create("a").unwrap(), dir.create("b").unwrap());
+            let mut one = DataRunWriter::new(a.clone(), ps).unwrap();
+            let mut many = DataRunWriter::new(b.clone(), ps).unwrap();
+            let mut bytes = Vec::new();
+            for &k in &keys {
+                one.push(k, !k).unwrap();
+                bytes.extend_from_slice(&k.to_le_bytes());
+                bytes.extend_from_slice(&(!k).to_le_bytes());
+            }
+            // Stretches of 1, 2, 3, ... records, crossing page boundaries.
+            let mut at = 0;
+            for len in 1.. {
+                let end = (at + len * RECORD_LEN).min(bytes.len());
+                many.push_records(&bytes[at..end]).unwrap();
+                at = end;
+                if at == bytes.len() {
+                    break;
+                }
+            }
+            // Out of order (inside a stretch, or against the last key),
+            // and partial records: refused, nothing appended.
+            let last = keys[keys.len() - 1];
+            let mut bad = Vec::new();
+            for k in [last + 10, last + 5] {
+                bad.extend_from_slice(&k.to_le_bytes());
+                bad.extend_from_slice(&0u64.to_le_bytes());
+            }
+            assert!(matches!(many.push_records(&bad), Err(Error::OutOfOrder { got, .. }) if got == last + 5));
+            assert!(matches!(
+                many.push_records(&bytes[..16]),
+                Err(Error::OutOfOrder { .. })
+            ));
+            assert!(many.push_records(&bytes[..8]).is_err());
+            assert_eq!(many.len(), keys.len() as u64);
+            assert_eq!(one.finish().unwrap(), many.finish().unwrap());
+            let (la, lb) = (a.len().unwrap(), b.len().unwrap());
+            let (mut ba, mut bb) = (vec![0u8; la as usize], vec![0u8; lb as usize]);
+            a.read_at(0, &mut ba).unwrap();
+            b.read_at(0, &mut bb).unwrap();
+            assert!(ba == bb, "page size {ps}: the files differ");
+            let run = DataRun::open(b).unwrap();
+            assert_eq!(run.verify(&mut |_| {}).unwrap(), run.meta().pages + 1);
         }
     }
 

@@ -157,6 +157,36 @@ impl PagedWriter {
         Ok(())
     }
 
+    /// Appends whole entries (`entries.len()` a multiple of the width), each
+    /// with aux word `aux`: [`push`](Self::push) for many entries at once,
+    /// copying page-sized pieces.
+    pub fn push_entries(&mut self, mut entries: &[u8], aux: u64) -> Result<()> {
+        let w = self.spec.width;
+        if entries.len() % w != 0 {
+            return Err(Error::invalid(format!(
+                "{} bytes are not whole entries of width {w}",
+                entries.len()
+            )));
+        }
+        while !entries.is_empty() {
+            let room = (self.per_page - self.in_page) * w;
+            let (now, rest) = entries.split_at(room.min(entries.len()));
+            let off = self.batch_pages * self.page_size + PAGE_HEADER_LEN + self.in_page * w;
+            if let Some(dst) = self.batch.get_mut(off..off + now.len()) {
+                dst.copy_from_slice(now);
+            }
+            let n = now.len() / w;
+            self.in_page += n;
+            self.count += n as u64;
+            self.page_aux = aux;
+            if self.in_page == self.per_page {
+                self.seal_page()?;
+            }
+            entries = rest;
+        }
+        Ok(())
+    }
+
     /// Mutable access to the bytes of the entry being written next (for
     /// writers that fill fields in place): call [`PagedWriter::commit`] after.
     pub fn next_entry_mut(&mut self) -> &mut [u8] {
@@ -208,6 +238,8 @@ impl PagedWriter {
         let off = (self.written_pages + 1) * self.page_size as u64;
         let part = self.batch.get(..bytes).ok_or_else(|| Error::invalid("batch"))?;
         self.storage.write_at(off, part)?;
+        // Long runs are synced at the end: let the device start on them now.
+        self.storage.write_behind(off, bytes as u64)?;
         self.written_pages += self.batch_pages as u64;
         self.batch_pages = 0;
         self.batch.fill(0);

@@ -159,6 +159,8 @@ impl Storage for FaultyStorage {
         }
     }
 
+    // write_behind: the default (nothing); unsynced data stays droppable.
+
     fn name(&self) -> &str {
         self.inner.name()
     }

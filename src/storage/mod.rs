@@ -63,6 +63,13 @@ pub trait Storage: Send + Sync + Debug {
     fn set_len(&self, len: u64) -> Result<()>;
     /// Makes every completed write durable.
     fn sync(&self) -> Result<()>;
+    /// A hint that `[offset, offset + len)` is written and will be synced:
+    /// start writing it back now, without waiting (so that a long sequential
+    /// writer's final [`sync`](Storage::sync) has little left to do). Changes
+    /// no contents and no durability promise; the default does nothing.
+    fn write_behind(&self, _offset: u64, _len: u64) -> Result<()> {
+        Ok(())
+    }
     /// A name for error messages (usually the file name).
     fn name(&self) -> &str;
 }

@@ -79,6 +79,10 @@ impl Storage for SimulatedStorage {
         Ok(())
     }
 
+    fn write_behind(&self, offset: u64, len: u64) -> Result<()> {
+        self.inner.write_behind(offset, len)
+    }
+
     fn name(&self) -> &str {
         self.inner.name()
     }
