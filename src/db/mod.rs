@@ -68,7 +68,7 @@ use crate::index::binary::DATA_FILE;
 use crate::storage::{Directory, FsDirectory, IoContext, IoSnapshot, IoStats, StorageProfile};
 use crate::{Error, Result};
 use manifest::DB_MANIFEST_TMP;
-use stage::{RunBuilder, StaticStage};
+use stage::{RunBuilder, StaticStage, page_bounds_suffice};
 use wal::{WAL_HEADER_LEN, WalWriter, replay};
 
 /// Most operations one batch may hold.
@@ -527,7 +527,8 @@ impl Db {
         }
         let view = PrefixDirectory::new(dir, gen_prefix(1));
         let iter = records.into_iter();
-        let mut b = RunBuilder::new(&view, opts.page_size, iter.size_hint().0)?;
+        let bounds = page_bounds_suffice(&opts.static_kind, None, u64::MAX);
+        let mut b = RunBuilder::new(&view, opts.page_size, iter.size_hint().0, bounds)?;
         for (k, v) in iter {
             b.push(k, v)?;
         }
@@ -1017,7 +1018,11 @@ impl Inner {
             None => None,
         };
         let old_n = old_run.as_ref().map_or(0, |r| r.len());
-        let mut b = RunBuilder::new(&counted, self.page_size, (old_n + frozen.len()) as usize)?;
+        let max_n = old_n + frozen.len();
+        let decided = Some((manifest.static_kind.as_str(), manifest.auto_decided_n));
+        // A zone map needs only its pages' bounds, not 8 bytes per record.
+        let bounds = page_bounds_suffice(&self.opts.static_kind, decided, max_n);
+        let mut b = RunBuilder::new(&counted, self.page_size, max_n as usize, bounds)?;
         let mut frozen_max = 0u64;
         {
             let guard = frozen.read();
@@ -1092,7 +1097,6 @@ impl Inner {
         }
         self.check_killed()?;
         let n = b.len();
-        let decided = Some((manifest.static_kind.as_str(), manifest.auto_decided_n));
         let (spec, decided_n) = b.finish(&counted, &self.opts.static_kind, decided)?;
         self.check_killed()?;
         manifest.generation = new_gen;

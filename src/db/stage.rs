@@ -11,7 +11,9 @@ use crate::format::bytes::get_u64;
 use crate::format::datarun::RECORD_LEN;
 use crate::format::{DataRunWriter, records_per_page};
 use crate::index::binary::DATA_FILE;
-use crate::index::layered::{Design, LAYERED_KINDS, LayeredKind, layer_file, write_layer};
+use crate::index::layered::{
+    Design, LAYERED_KINDS, LayeredKind, PAGE_BOUND_KINDS, design_from_page_bounds, layer_file, write_layer,
+};
 use crate::index::{Fetch, Index, Manifest, OpenOptions, Params, Residency, open_in};
 use crate::storage::{Directory, StorageProfile};
 use crate::{Error, Result};
@@ -93,29 +95,73 @@ fn design_bytes(d: &Design) -> u64 {
     d.layers.iter().map(|l| l.flat.len() as u64).sum()
 }
 
+/// Whether a generation of `kind` over at most `max_n` records can be built
+/// from its pages' first and last keys alone (a zone map, named or an
+/// automatic choice that will be reused): then its [`RunBuilder`] keeps 2
+/// keys per page instead of 8 bytes per record.
+pub fn page_bounds_suffice(kind: &StaticKind, decided: Option<(&str, u64)>, max_n: u64) -> bool {
+    let spec = match (kind, decided) {
+        (StaticKind::Spec(s), _) => s.as_str(),
+        (StaticKind::Auto { .. }, Some((spec, at))) if at > 0 && max_n < at.saturating_mul(2) => spec,
+        (StaticKind::Auto { .. }, _) => return false,
+    };
+    spec.parse::<crate::index::IndexSpec>()
+        .is_ok_and(|s| PAGE_BOUND_KINDS.contains(&s.kind.as_str()))
+}
+
 /// Streams sorted records into a new generation's data run, keeping the keys
-/// for the layer builders (which need the key array: 8 bytes per record
-/// while the generation is built).
+/// the layer builders need: all of them (8 bytes per record while the
+/// generation is built), or with `page_bounds` only every page's first and
+/// last key (for the zone maps).
 pub struct RunBuilder {
     writer: DataRunWriter,
+    /// All keys, or (page bounds) first and last key of every page.
     keys: Vec<u64>,
+    page_bounds: bool,
+    n: u64,
+    per_page: u64,
     page_size: usize,
 }
 
 impl RunBuilder {
-    /// Starts `data.run` in `dir` (a generation's prefixed view).
-    pub fn new(dir: &dyn Directory, page_size: usize, expected: usize) -> Result<Self> {
+    /// Starts `data.run` in `dir` (a generation's prefixed view) for about
+    /// `expected` records.
+    pub fn new(dir: &dyn Directory, page_size: usize, expected: usize, page_bounds: bool) -> Result<Self> {
+        let per_page = records_per_page(page_size).max(1);
+        let cap = if page_bounds {
+            expected.div_ceil(per_page) * 2
+        } else {
+            expected
+        };
         Ok(RunBuilder {
             writer: DataRunWriter::new(dir.create(DATA_FILE)?, page_size)?,
-            keys: Vec::with_capacity(expected),
+            keys: Vec::with_capacity(cap),
+            page_bounds,
+            n: 0,
+            per_page: per_page as u64,
             page_size,
         })
+    }
+
+    fn keep(&mut self, key: u64) {
+        if self.page_bounds {
+            let r = self.n % self.per_page;
+            if r == 0 {
+                self.keys.push(key);
+            }
+            if r + 1 == self.per_page {
+                self.keys.push(key);
+            }
+        } else {
+            self.keys.push(key);
+        }
+        self.n += 1;
     }
 
     /// Appends a record; keys must be strictly increasing.
     pub fn push(&mut self, key: u64, value: u64) -> Result<()> {
         self.writer.push(key, value)?;
-        self.keys.push(key);
+        self.keep(key);
         Ok(())
     }
 
@@ -123,17 +169,24 @@ impl RunBuilder {
     /// keys must be strictly increasing and above the last one pushed.
     pub fn push_records(&mut self, records: &[u8]) -> Result<()> {
         self.writer.push_records(records)?;
-        self.keys.extend(
-            records
-                .chunks_exact(RECORD_LEN)
-                .map(|r| get_u64(r, 0).unwrap_or(0)),
-        );
+        if self.page_bounds {
+            for r in records.chunks_exact(RECORD_LEN) {
+                self.keep(get_u64(r, 0).unwrap_or(0));
+            }
+        } else {
+            self.keys.extend(
+                records
+                    .chunks_exact(RECORD_LEN)
+                    .map(|r| get_u64(r, 0).unwrap_or(0)),
+            );
+            self.n += (records.len() / RECORD_LEN) as u64;
+        }
         Ok(())
     }
 
     /// Records pushed so far.
     pub fn len(&self) -> u64 {
-        self.keys.len() as u64
+        self.n
     }
 
     /// Finishes the data run (synced), builds and writes the layers (each
@@ -150,7 +203,21 @@ impl RunBuilder {
         let meta = self.writer.finish()?;
         let per_page = records_per_page(self.page_size);
         let keys = self.keys;
-        let n = keys.len() as u64;
+        let n = self.n;
+        let page_size = self.page_size;
+        let page_bounds = self.page_bounds;
+        let design_of = |k: &LayeredKind, params: &Params| -> Result<Design> {
+            if page_bounds {
+                design_from_page_bounds(k, params, &keys, per_page, page_size)?.ok_or_else(|| {
+                    Error::invalid(format!(
+                        "{} needs every key, but only page bounds were kept",
+                        k.name
+                    ))
+                })
+            } else {
+                (k.design)(params, &keys, per_page, page_size)
+            }
+        };
         let reuse = match (kind, decided) {
             (StaticKind::Auto { .. }, Some((spec, at))) if at > 0 && n < at.saturating_mul(2) => {
                 Some((StaticKind::Spec(spec.to_string()), at))
@@ -179,7 +246,7 @@ impl RunBuilder {
                     ("pgm-disk-cpr", pgm_params),
                 ] {
                     let k = layered(name)?;
-                    let d = (k.design)(&params, &keys, per_page, self.page_size)?;
+                    let d = design_of(k, &params)?;
                     let margin = if name == "pgm-disk-cpr" { 0.9 } else { 1.0 };
                     // G5 compares at the same expected pages: a learned index
                     // that reads more than 1% over the zone maps' one page
@@ -203,7 +270,7 @@ impl RunBuilder {
                 let spec: crate::index::IndexSpec = s.parse()?;
                 let k = layered(&spec.kind)?;
                 let params = spec.params;
-                let d = (k.design)(&params, &keys, per_page, self.page_size)?;
+                let d = design_of(k, &params)?;
                 (k, params, d)
             }
         };
@@ -218,7 +285,7 @@ impl RunBuilder {
             files.push(name);
         }
         let resolved = params.resolved();
-        let mut m = Manifest::new(kind.name, resolved.clone(), keys.len() as u64, self.page_size);
+        let mut m = Manifest::new(kind.name, resolved.clone(), n, page_size);
         m.files = files;
         m.description = json!({
             "data_pages": meta.pages,
@@ -307,5 +374,93 @@ mod tests {
         assert_eq!(gen_of("g-data.run"), None);
         assert_eq!(gen_of("gx1-data.run"), None);
         assert_eq!(gen_of("wal-000001.log"), None);
+    }
+
+    #[test]
+    fn page_bounds_build_the_same_generation_with_two_keys_per_page() {
+        use crate::storage::MemDirectory;
+        let keys: Vec<u64> = (0..20_000u64)
+            .map(|i| i * i * 8 + (i % 7))
+            .chain([u64::MAX])
+            .collect();
+        let build = |bounds: bool, kind: &StaticKind| {
+            let dir = MemDirectory::new();
+            let mut b = RunBuilder::new(&dir, 4096, keys.len(), bounds).unwrap();
+            // Records one by one and as byte stretches, as a merge pushes them.
+            let (head, tail) = keys.split_at(7_777);
+            for &k in head {
+                b.push(k, !k).unwrap();
+            }
+            let bytes: Vec<u8> = tail
+                .iter()
+                .flat_map(|&k| [k.to_le_bytes(), (!k).to_le_bytes()])
+                .flatten()
+                .collect();
+            for piece in bytes.chunks(16 * 301) {
+                b.push_records(piece).unwrap();
+            }
+            let kept = b.keys.len();
+            assert_eq!(b.len(), keys.len() as u64);
+            let (spec, _) = b.finish(&dir, kind, None).unwrap();
+            let files: Vec<(String, Vec<u8>)> = dir
+                .list()
+                .unwrap()
+                .into_iter()
+                .map(|n| {
+                    let f = dir.open(&n).unwrap();
+                    let mut buf = vec![0u8; f.len().unwrap() as usize];
+                    f.read_at(0, &mut buf).unwrap();
+                    (n, buf)
+                })
+                .collect();
+            (spec, kept, files)
+        };
+        let pages = keys.len().div_ceil(records_per_page(4096));
+        for name in ["gap-zonemap-d", "leco-zonemap-d", "zonemap"] {
+            let kind = StaticKind::Spec(name.into());
+            assert!(page_bounds_suffice(&kind, None, u64::MAX));
+            let (spec_a, kept_a, files_a) = build(false, &kind);
+            let (spec_b, kept_b, files_b) = build(true, &kind);
+            assert_eq!(kept_a, keys.len());
+            assert!(
+                kept_b <= 2 * pages,
+                "{name}: {kept_b} keys kept for {pages} pages"
+            );
+            assert_eq!(spec_a, spec_b);
+            assert!(files_a == files_b, "{name}: the generations differ");
+        }
+        // Learned kinds, and auto without a choice to reuse, need every key.
+        assert!(!page_bounds_suffice(
+            &StaticKind::Spec("pgm-disk-cpr:epsilon=8".into()),
+            None,
+            10
+        ));
+        assert!(!page_bounds_suffice(&StaticKind::Auto { epsilon: 8 }, None, 10));
+        let auto = StaticKind::Auto { epsilon: 8 };
+        assert!(page_bounds_suffice(
+            &auto,
+            Some(("gap-zonemap-d:block=32", 1_000)),
+            1_999
+        ));
+        assert!(!page_bounds_suffice(
+            &auto,
+            Some(("gap-zonemap-d:block=32", 1_000)),
+            2_000
+        ));
+        assert!(!page_bounds_suffice(
+            &auto,
+            Some(("pgm-disk-cpr:epsilon=8", 1_000)),
+            10
+        ));
+        // A page-bounds builder refuses a kind that needs every key.
+        let dir = MemDirectory::new();
+        let mut b = RunBuilder::new(&dir, 4096, 1_000, true).unwrap();
+        for k in 0..1_000u64 {
+            b.push(k, k).unwrap();
+        }
+        assert!(
+            b.finish(&dir, &StaticKind::Spec("pgm-disk-cpr:epsilon=8".into()), None)
+                .is_err()
+        );
     }
 }

@@ -220,7 +220,8 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
                 };
                 let build_spec = with_budget(spec, budget)?;
                 // Read-only workloads over all keys share one build per
-                // configuration; a workload that writes starts every repeat
+                // configuration, read-only workloads over a bulk load one
+                // per workload; a workload that writes starts every repeat
                 // from a copy of a pristine build, so no run sees another's
                 // writes (their expected answers assume the bulk-loaded state).
                 let (dir, report, temporary) = match (&plan.bulk, plan.workload.writes()) {
@@ -255,18 +256,25 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
                             pristine[i] = Some((base, r));
                         }
                         let (base, r) = pristine[i].clone().ok_or_else(|| Error::invalid("build"))?;
-                        let dir = opts.work_dir.join(format!(
-                            "{}-{}-{}-{}",
-                            i,
-                            sanitize(&spec_text),
-                            workload,
-                            rep
-                        ));
-                        if dir.exists() {
-                            std::fs::remove_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+                        if !plan.workload.writes() {
+                            // Nothing to undo after a read-only run: no copy
+                            // (whose write-back would also disturb the next
+                            // configuration's timed reads).
+                            (base, r, false)
+                        } else {
+                            let dir = opts.work_dir.join(format!(
+                                "{}-{}-{}-{}",
+                                i,
+                                sanitize(&spec_text),
+                                workload,
+                                rep
+                            ));
+                            if dir.exists() {
+                                std::fs::remove_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+                            }
+                            copy_dir(&base, &dir)?;
+                            (dir, r, true)
                         }
-                        copy_dir(&base, &dir)?;
-                        (dir, r, true)
                     }
                 };
                 on_event(Event::Running {

@@ -28,7 +28,10 @@ pub use build::{
     LayerBuild, SegmentLine, band_layer, leco_zone_layer, step_layer, step_stack, write_layer, zone_layer,
 };
 pub use compressed::{CprBand, Decoded};
-pub use kinds::{Design, LAYERED_KINDS, LayeredKind, compressed_band, page_aware_lines};
+pub use kinds::{
+    Design, LAYERED_KINDS, LayeredKind, PAGE_BOUND_KINDS, compressed_band, design_from_page_bounds,
+    page_aware_lines,
+};
 pub use layer::{
     Access, BandEntry, Entries, LAYER_MAGIC, LAYER_VERSION, LayerKind, ResidentEntries, band_range,
     layer_spec, step,
