@@ -50,6 +50,15 @@ def paired(r, base):
     return [a / b for a, b in zip(r["throughput_runs"], base["throughput_runs"]) if b > 0]
 
 
+def series(path):
+    """The figure series of a JSON Lines file: files that differ only after
+    their `-t1` part (`fb-like-write-t1-a.jsonl`, `...-t1-b.jsonl`: separate
+    bench runs, each with its own baseline in the table) share one series."""
+    stem = path.removesuffix(".jsonl")
+    cut = stem.find("-t1")
+    return stem if cut < 0 else stem[: cut + 3]
+
+
 def name(r):
     if r["index"] == "btree":
         return f"btree (inner nodes + {r['cache']} cache)" if r["cache"].startswith("lru") else "btree (inner nodes)"
@@ -96,17 +105,17 @@ def main():
         fig, axes = plt.subplots(1, len(datasets), figsize=(max(5.5, 4.2 * len(datasets)), 3.6), squeeze=False)
         for ax, d in zip(axes[0], datasets):
             sel = [r for r in single if r["workload"] == w and r["dataset"] == d]
-            files = sorted({r["_file"] for r in sel})
+            files = sorted({series(r["_file"]) for r in sel})
             for fi, f in enumerate(files):
                 for kind, marker in (("btree", "s"), ("db", "o")):
                     pts = sorted(
                         (r["memory_bytes"] / 2**20, r["throughput_ops_s"] / 1e3,
                          min(r["throughput_runs"]) / 1e3, max(r["throughput_runs"]) / 1e3)
                         for r in sel
-                        if r["index"] == kind and r["_file"] == f
+                        if r["index"] == kind and series(r["_file"]) == f
                     )
                     if pts:
-                        label = kind if len(files) == 1 else f"{kind} ({f.removesuffix('.jsonl')})"
+                        label = kind if len(files) == 1 else f"{kind} ({f})"
                         ax.errorbar([p[0] for p in pts], [p[1] for p in pts],
                                     yerr=[[p[1] - p[2] for p in pts], [p[3] - p[1] for p in pts]],
                                     marker=marker, capsize=3, label=label,
