@@ -1071,19 +1071,25 @@ impl Inner {
                 // A reader thread fetches the next chunk while this one merges.
                 std::thread::scope(|scope| -> Result<()> {
                     let (tx, rx) = std::sync::mpsc::sync_channel::<Result<PageRun>>(1);
-                    scope.spawn(move || {
-                        let mut page = 0u64;
-                        while page < pages {
-                            let r = run.read_pages(page, (page + MERGE_READ_PAGES).min(pages));
-                            page = match &r {
-                                Ok(c) => page + c.pages().max(1),
-                                Err(_) => pages,
-                            };
-                            if tx.send(r).is_err() {
-                                return;
+                    std::thread::Builder::new()
+                        .name("strata-db-merge-read".into())
+                        .spawn_scoped(scope, move || {
+                            let mut page = 0u64;
+                            while page < pages {
+                                let r = run.read_pages(page, (page + MERGE_READ_PAGES).min(pages));
+                                page = match &r {
+                                    Ok(c) => page + c.pages().max(1),
+                                    Err(_) => pages,
+                                };
+                                if tx.send(r).is_err() {
+                                    return;
+                                }
                             }
-                        }
-                    });
+                        })
+                        .map_err(|e| Error::Io {
+                            file: name.clone(),
+                            source: e,
+                        })?;
                     for chunk in rx {
                         self.check_killed()?;
                         merge_chunk(&chunk?, &name, &mut b)?;

@@ -1064,7 +1064,9 @@ mod tests {
 
     #[test]
     fn zone_maps_from_page_bounds_equal_zone_maps_from_all_keys() {
-        let clustered: Vec<u64> = (0..5_000u64).map(|i| ((i / 100) << 40) | ((i % 100) * 3)).collect();
+        let clustered: Vec<u64> = (0..5_000u64)
+            .map(|i| ((i / 100) << 40) | ((i % 100) * 3))
+            .collect();
         let gaps: Vec<u64> = (0..3_001u64)
             .map(|i| if i < 3_000 { i * i * 1_000_003 } else { u64::MAX })
             .collect();
