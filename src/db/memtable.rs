@@ -300,7 +300,10 @@ mod tests {
             t.memory_bytes() as f64 / t.len() as f64,
             c.memory_bytes() as f64 / c.len() as f64,
         );
-        assert!(per_key_t > 30.0 && per_key_c < 24.5, "{per_key_t} -> {per_key_c} bytes per key");
+        assert!(
+            per_key_t > 30.0 && per_key_c < 24.5,
+            "{per_key_t} -> {per_key_c} bytes per key"
+        );
         let mut out = Vec::new();
         c.range_from(a[1000].key, 300, &mut out);
         assert!(out[..] == a[1000..1300]);

@@ -1072,7 +1072,9 @@ impl Inner {
             if let Some(run) = old_run.as_ref() {
                 let name = run.storage().name().to_string();
                 let pages = run.meta().pages;
-                // A reader thread fetches the next chunk while this one merges.
+                let step = (MERGE_READ_BYTES / run.meta().page_size.max(1) as u64).max(1);
+                // A reader thread fetches the next chunk while this one merges
+                // (at most three chunks are in memory: read, queued, merged).
                 std::thread::scope(|scope| -> Result<()> {
                     let (tx, rx) = std::sync::mpsc::sync_channel::<Result<PageRun>>(1);
                     std::thread::Builder::new()
@@ -1080,7 +1082,7 @@ impl Inner {
                         .spawn_scoped(scope, move || {
                             let mut page = 0u64;
                             while page < pages {
-                                let r = run.read_pages(page, (page + MERGE_READ_PAGES).min(pages));
+                                let r = run.read_pages(page, (page + step).min(pages));
                                 page = match &r {
                                     Ok(c) => page + c.pages().max(1),
                                     Err(_) => pages,
@@ -1155,8 +1157,8 @@ impl Inner {
     }
 }
 
-/// Data pages a merge reads per call from the run it replaces.
-const MERGE_READ_PAGES: u64 = 256;
+/// Bytes a merge reads per call from the run it replaces.
+const MERGE_READ_BYTES: u64 = 1 << 20;
 
 /// A directory whose files count their I/O into two contexts (the store's
 /// total and the merge's share).
