@@ -13,6 +13,14 @@
 //! one immutable *version*; a merge publishes its result with one atomic
 //! version swap, so readers never wait for it.
 //!
+//! A merge streams at the disk's write bandwidth: the frozen stage is a
+//! compacted copy (full chunks); stretches of old records between two frozen
+//! keys are copied as bytes; a second thread reads the next 1 MiB of the old
+//! run ahead; every 1 MiB written is queued for write-back at once
+//! ([`crate::storage::Storage::write_behind`]) so the final sync waits only
+//! for the tail; and a zone-map static stage is built from each new page's
+//! first and last key, so the merge holds 2 keys per page, not every key.
+//!
 //! # Contracts
 //!
 //! - **Durability.** With [`SyncPolicy::Always`] (the default) a write that
