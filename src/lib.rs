@@ -8,7 +8,7 @@
 //!
 //! Module map (arrows point down only):
 //! - [`storage`]: files, `O_DIRECT`, I/O accounting, storage profiles, page cache;
-//! - [`format`]: pages, checksums, data runs, SOSD key files;
+//! - [`format`](mod@format): pages, checksums, data runs, SOSD key files;
 //! - [`data`]: deterministic data and workload generators;
 //! - [`index`]: index kinds behind one [`index::Index`] trait;
 //! - [`db`]: the durable hybrid store [`Db`] (WAL, dynamic stage, learned static stage);

@@ -43,7 +43,7 @@ pub enum StaticKind {
     /// Zhang G5: build the zone maps `gap-zonemap-d` and `leco-zonemap-d`
     /// (exactly one page per lookup) and `pgm-disk-cpr` at `epsilon`
     /// (default 8), and keep the smaller zone map unless `pgm-disk-cpr`
-    /// expects at most [`MAX_AUTO_PAGES`] pages per lookup *and* needs at
+    /// expects at most 1.01 pages (`MAX_AUTO_PAGES`) per lookup *and* needs at
     /// most 90% of the zone map's memory (the learned index must save real
     /// memory at the same pages to be worth its decoding). The choice is
     /// remembered and reused by merges until the static stage has doubled.

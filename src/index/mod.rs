@@ -3,7 +3,7 @@
 //! Every index kind maps `u64` keys to `u64` values and answers point lookups,
 //! lower bounds and range scans through the [`Index`] trait; updatable kinds
 //! also take inserts and deletes. Kinds are built into an index *directory*
-//! (a [`Directory`] holding a manifest, `strata-index.json`, and the kind's
+//! (a [`Directory`](crate::storage::Directory) holding a manifest, `strata-index.json`, and the kind's
 //! files) and opened from it by name, so the CLI, the benchmark runner and the
 //! Python bindings treat every kind alike.
 

@@ -2,7 +2,7 @@
 //!
 //! One engine holds every static index of the papers as a configuration
 //! (ARCHITECTURE.md, "One idea holds it together"): a stack of layers over a
-//! [`DataRun`], each layer a piecewise function from a key to a range of
+//! [`DataRun`](crate::format::DataRun), each layer a piecewise function from a key to a range of
 //! positions in the layer below. A lookup goes top-down: the root layer is
 //! read whole, every other layer only in the window the layer above
 //! predicted, and the last range is read from the data run (Zhang G1: all
