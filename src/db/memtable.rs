@@ -192,7 +192,7 @@ impl MemTable {
     }
 
     /// A copy with every chunk full (the last one may be partial): ~24 bytes
-    /// per key instead of the ~35 a table grown by random inserts holds (its
+    /// per key instead of the ~33 a table grown by random inserts holds (its
     /// chunks split in halves). For a table that no longer changes (a frozen
     /// stage); writers to `self` wait while it is copied.
     pub fn compacted(&self) -> MemTable {

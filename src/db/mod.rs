@@ -860,7 +860,7 @@ impl Inner {
                     .max(MIN_DYNAMIC_BYTES);
                 // Two thirds of the share per merge; while one runs, the new
                 // writable stage may fill what the frozen one (compacted to
-                // ~70% of its size) leaves.
+                // ~75% of its size) leaves.
                 match v.frozen.as_ref() {
                     Some(f) => a.memory_bytes().saturating_add(f.memory_bytes()) >= share,
                     None => a.memory_bytes().saturating_mul(3) >= share.saturating_mul(2),
@@ -927,8 +927,8 @@ impl Inner {
         g.wal = Arc::new(w);
         let cur = self.version.load_full();
         // No writer can reach the old writable stage any more: freeze a
-        // compacted copy of it (full chunks), which leaves the new writable
-        // stage about a third more of the budget while the merge runs.
+        // compacted copy of it (full chunks, ~3/4 of its bytes), which leaves
+        // the new writable stage more of the budget while the merge runs.
         self.version.store(Arc::new(Version {
             active: Arc::new(MemTable::new()),
             frozen: Some(Arc::new(cur.active.compacted())),

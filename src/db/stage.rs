@@ -169,17 +169,8 @@ impl RunBuilder {
     /// keys must be strictly increasing and above the last one pushed.
     pub fn push_records(&mut self, records: &[u8]) -> Result<()> {
         self.writer.push_records(records)?;
-        if self.page_bounds {
-            for r in records.chunks_exact(RECORD_LEN) {
-                self.keep(get_u64(r, 0).unwrap_or(0));
-            }
-        } else {
-            self.keys.extend(
-                records
-                    .chunks_exact(RECORD_LEN)
-                    .map(|r| get_u64(r, 0).unwrap_or(0)),
-            );
-            self.n += (records.len() / RECORD_LEN) as u64;
+        for r in records.chunks_exact(RECORD_LEN) {
+            self.keep(get_u64(r, 0).unwrap_or(0));
         }
         Ok(())
     }

@@ -69,6 +69,17 @@ struct Blocks {
 }
 
 impl Blocks {
+    /// The blocks of an encoder's output, the code words trimmed to size.
+    fn from_parts(heads: Vec<u64>, offsets: Vec<u32>, w: BitWriter) -> Self {
+        let mut words = w.finish();
+        words.shrink_to_fit();
+        Blocks {
+            heads,
+            offsets,
+            words,
+        }
+    }
+
     fn memory_bytes(&self) -> usize {
         self.heads.capacity() * 8 + self.offsets.capacity() * 4 + self.words.capacity() * 8
     }
@@ -348,16 +359,10 @@ impl GapArray {
             state.put(&mut w, t, shift);
             prev = Some(state.value);
         }
-        let mut words = w.finish();
-        words.shrink_to_fit();
         Ok(GapArray {
             n: lo.len(),
             block_log2,
-            blocks: Blocks {
-                heads,
-                offsets,
-                words,
-            },
+            blocks: Blocks::from_parts(heads, offsets, w),
         })
     }
 
@@ -570,18 +575,12 @@ impl DeltaArray {
                 put_egk(&mut w, v - p - min_step, k);
             }
         }
-        let mut words = w.finish();
-        words.shrink_to_fit();
         Ok(DeltaArray {
             n: values.len(),
             block_log2,
             k,
             min_step,
-            blocks: Blocks {
-                heads,
-                offsets,
-                words,
-            },
+            blocks: Blocks::from_parts(heads, offsets, w),
         })
     }
 
