@@ -346,34 +346,31 @@ impl RunBuilder {
                 ] {
                     let k = layered(name)?;
                     let d = if name == "pgm-disk-cpr" {
-                        // A learned kind needs every key: with page bounds
-                        // they are read back from the run just written.
-                        let sample = sample_pages(n, per_page as u64, sample_keys, AUTO_SAMPLE_SLICES);
-                        if let Some(ranges) = &sample {
-                            let keys = if page_bounds {
-                                run_keys(dir, ranges)?
-                            } else {
-                                let pp = per_page as u64;
-                                ranges
-                                    .iter()
-                                    .flat_map(|&(a, b)| keys.get((a * pp) as usize..(b * pp) as usize))
-                                    .flatten()
-                                    .copied()
-                                    .collect()
-                            };
+                        // A learned kind needs every key: from memory, or
+                        // (page bounds) read back from the run just written.
+                        let keys_in = |ranges: &[(u64, u64)]| -> Result<Vec<u64>> {
+                            if page_bounds {
+                                return run_keys(dir, ranges);
+                            }
+                            let at = |p: u64| (p.saturating_mul(per_page as u64) as usize).min(keys.len());
+                            Ok(ranges
+                                .iter()
+                                .flat_map(|&(a, b)| keys.get(at(a)..at(b)))
+                                .flatten()
+                                .copied()
+                                .collect())
+                        };
+                        if let Some(ranges) =
+                            sample_pages(n, per_page as u64, sample_keys, AUTO_SAMPLE_SLICES)
+                        {
                             let (passes, notes) =
-                                learned_sample_passes(k, &params, &keys, per_page, page_size)?;
+                                learned_sample_passes(k, &params, &keys_in(&ranges)?, per_page, page_size)?;
                             sampled = notes;
                             if !passes {
                                 continue;
                             }
                         }
-                        if page_bounds {
-                            let all = run_keys(dir, &[(0, meta.pages)])?;
-                            (k.design)(&params, &all, per_page, page_size)?
-                        } else {
-                            (k.design)(&params, &keys, per_page, page_size)?
-                        }
+                        (k.design)(&params, &keys_in(&[(0, meta.pages)])?, per_page, page_size)?
                     } else {
                         design_of(k, &params)?
                     };
