@@ -521,6 +521,19 @@ impl Db {
         opts: &Options,
         records: impl IntoIterator<Item = (u64, u64)>,
     ) -> Result<u64> {
+        Self::try_bulk_load(dir, opts, records.into_iter().map(Ok))
+    }
+
+    /// [`bulk_load`](Self::bulk_load) from fallible records, e.g. a key file
+    /// read as a stream ([`crate::format::KeyReader`]): the first error (of
+    /// the records, or keys out of order) ends the load before its manifest
+    /// is written, and the files it wrote are removed, so `dir` holds no
+    /// store afterwards.
+    pub fn try_bulk_load(
+        dir: &dyn Directory,
+        opts: &Options,
+        records: impl IntoIterator<Item = Result<(u64, u64)>>,
+    ) -> Result<u64> {
         opts.check()?;
         if DbManifest::load(dir)?.is_some() {
             return Err(Error::invalid(format!(
@@ -528,20 +541,36 @@ impl Db {
                 dir.describe()
             )));
         }
-        for n in dir.list()? {
-            if n == DB_MANIFEST_TMP || gen_of(&n).is_some() || wal_id(&n).is_some() {
-                dir.remove(&n)?;
+        let leftovers = |dir: &dyn Directory| -> Result<()> {
+            for n in dir.list()? {
+                if n == DB_MANIFEST_TMP || gen_of(&n).is_some() || wal_id(&n).is_some() {
+                    dir.remove(&n)?;
+                }
             }
-        }
-        let view = PrefixDirectory::new(dir, gen_prefix(1));
-        let iter = records.into_iter();
-        let bounds = page_bounds_suffice(&opts.static_kind, None, u64::MAX);
-        let mut b = RunBuilder::new(&view, opts.page_size, iter.size_hint().0, bounds)?;
-        for (k, v) in iter {
-            b.push(k, v)?;
-        }
-        let n = b.len();
-        let (spec, decided_n) = b.finish(&view, &opts.static_kind, None)?;
+            Ok(())
+        };
+        leftovers(dir)?;
+        let load = || -> Result<(u64, String, u64)> {
+            let view = PrefixDirectory::new(dir, gen_prefix(1));
+            let iter = records.into_iter();
+            let bounds = page_bounds_suffice(&opts.static_kind, None, u64::MAX);
+            let mut b = RunBuilder::new(&view, opts.page_size, iter.size_hint().0, bounds)?;
+            for r in iter {
+                let (k, v) = r?;
+                b.push(k, v)?;
+            }
+            let n = b.len();
+            let (spec, decided_n) = b.finish(&view, &opts.static_kind, None)?;
+            Ok((n, spec, decided_n))
+        };
+        let (n, spec, decided_n) = match load() {
+            Ok(done) => done,
+            Err(e) => {
+                // Best effort: the error is what the caller needs to see.
+                let _ = leftovers(dir);
+                return Err(e);
+            }
+        };
         let mut m = DbManifest::empty(opts.page_size);
         m.generation = 1;
         m.static_kind = spec;

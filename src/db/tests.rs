@@ -106,6 +106,36 @@ fn bulk_load_then_updates() {
 }
 
 #[test]
+fn failed_bulk_loads_leave_no_store_and_no_files() {
+    let mem = MemDirectory::new();
+    let keys: Vec<u64> = (0..60_000u64).map(|i| i * 5).collect();
+    // An error of the records (a key file that fails to read) after the
+    // first pages are written, and keys out of order.
+    let failing = keys.iter().enumerate().map(|(i, &k)| {
+        if i == 40_000 {
+            Err(Error::invalid("read failed"))
+        } else {
+            Ok((k, k))
+        }
+    });
+    let e = Db::try_bulk_load(&mem, &Options::default(), failing).unwrap_err();
+    assert!(e.to_string().contains("read failed"), "{e}");
+    assert!(mem.list().unwrap().is_empty(), "left: {:?}", mem.list().unwrap());
+    let mut unsorted = keys.clone();
+    unsorted.swap(30_000, 30_001);
+    let e = Db::bulk_load(&mem, &Options::default(), unsorted.iter().map(|&k| (k, k))).unwrap_err();
+    assert!(matches!(e, Error::OutOfOrder { .. }), "{e}");
+    assert!(mem.list().unwrap().is_empty(), "left: {:?}", mem.list().unwrap());
+    assert!(DbManifest::load(&mem).unwrap().is_none());
+    // The directory then takes a load.
+    let n = Db::try_bulk_load(&mem, &Options::default(), keys.iter().map(|&k| Ok((k, k + 1)))).unwrap();
+    assert_eq!(n, 60_000);
+    let db = Db::open(Arc::new(mem), Options::default()).unwrap();
+    assert_eq!(db.get(299_995).unwrap(), Some(299_996));
+    assert_eq!(db.count().unwrap(), 60_000);
+}
+
+#[test]
 fn auto_static_kind_chooses_by_memory_at_the_same_pages() {
     // Auto keeps the smaller of gap-zonemap-d and leco-zonemap-d (one page
     // per lookup), or pgm-disk-cpr if it expects at most MAX_AUTO_PAGES

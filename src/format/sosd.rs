@@ -33,72 +33,175 @@ pub struct KeyFileOptions {
 /// keys must be strictly increasing (or non-decreasing with `dedup`, which
 /// drops repeats). Errors name the first offending position and both keys.
 pub fn read_keys(path: &Path, opts: KeyFileOptions) -> Result<Vec<u64>> {
-    let file = File::open(path).map_err(|e| Error::io(path, e))?;
-    let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
-    let name = path.display().to_string();
-    if len < 8 {
-        return Err(Error::Truncated {
-            file: name,
-            expected: 8,
-            found: len,
-        });
+    let r = KeyReader::open(path, opts)?;
+    let mut keys = Vec::with_capacity(usize::try_from(r.total()).unwrap_or(0));
+    for k in r {
+        keys.push(k?);
     }
-    let mut r = BufReader::with_capacity(1 << 20, file);
-    let mut head = [0u8; 8];
-    r.read_exact(&mut head).map_err(|e| Error::io(path, e))?;
-    let count = u64::from_le_bytes(head);
-    let body = len - 8;
-    let width = match opts.width {
-        KeyWidth::U64 => 8,
-        KeyWidth::U32 => 4,
-        KeyWidth::Auto => {
-            if count.checked_mul(8) == Some(body) {
-                8
-            } else if count.checked_mul(4) == Some(body) {
-                4
-            } else {
-                8
-            }
+    Ok(keys)
+}
+
+/// Keys read per chunk by [`KeyReader`].
+const CHUNK_KEYS: usize = 1 << 16;
+
+/// A SOSD key file read as a stream, in constant memory: the header and size
+/// are checked when it is opened, each key's order as it is read (the same
+/// checks and errors as [`read_keys`]). Yields `Err` once and then stops.
+#[derive(Debug)]
+pub struct KeyReader {
+    r: BufReader<File>,
+    path: std::path::PathBuf,
+    width: usize,
+    count: u64,
+    /// Keys of the file read so far (positions, repeats included).
+    read: u64,
+    dedup: bool,
+    prev: Option<u64>,
+    chunk: Vec<u64>,
+    next: usize,
+    failed: bool,
+}
+
+impl KeyReader {
+    /// Opens a key file and checks its header against its size.
+    pub fn open(path: &Path, opts: KeyFileOptions) -> Result<Self> {
+        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        let name = path.display().to_string();
+        if len < 8 {
+            return Err(Error::Truncated {
+                file: name,
+                expected: 8,
+                found: len,
+            });
         }
-    };
-    let expected = count
-        .checked_mul(width)
-        .and_then(|b| b.checked_add(8))
-        .unwrap_or(u64::MAX);
-    if expected != len {
-        return Err(Error::Truncated {
-            file: format!("{name} (header says {count} keys of {width} bytes)"),
-            expected,
-            found: len,
-        });
+        let mut r = BufReader::with_capacity(1 << 20, file);
+        let mut head = [0u8; 8];
+        r.read_exact(&mut head).map_err(|e| Error::io(path, e))?;
+        let count = u64::from_le_bytes(head);
+        let body = len - 8;
+        let width = match opts.width {
+            KeyWidth::U64 => 8,
+            KeyWidth::U32 => 4,
+            KeyWidth::Auto => {
+                if count.checked_mul(8) == Some(body) {
+                    8
+                } else if count.checked_mul(4) == Some(body) {
+                    4
+                } else {
+                    8
+                }
+            }
+        };
+        let expected = count
+            .checked_mul(width)
+            .and_then(|b| b.checked_add(8))
+            .unwrap_or(u64::MAX);
+        if expected != len {
+            return Err(Error::Truncated {
+                file: format!("{name} (header says {count} keys of {width} bytes)"),
+                expected,
+                found: len,
+            });
+        }
+        usize::try_from(count).map_err(|_| Error::invalid("key count overflows usize"))?;
+        Ok(KeyReader {
+            r,
+            path: path.to_path_buf(),
+            width: width as usize,
+            count,
+            read: 0,
+            dedup: opts.dedup,
+            prev: None,
+            chunk: Vec::with_capacity(CHUNK_KEYS),
+            next: 0,
+            failed: false,
+        })
     }
-    let count_usize = usize::try_from(count).map_err(|_| Error::invalid("key count overflows usize"))?;
-    let mut keys = Vec::with_capacity(count_usize);
-    let mut buf = vec![0u8; (1 << 20) * width as usize];
-    let mut left = count_usize;
-    while left > 0 {
-        let take = left.min(1 << 20);
-        let chunk = buf
-            .get_mut(..take * width as usize)
-            .ok_or_else(|| Error::invalid("chunk"))?;
-        r.read_exact(chunk).map_err(|e| Error::io(path, e))?;
-        if width == 8 {
-            keys.extend(
-                chunk
-                    .chunks_exact(8)
+
+    /// Keys the header announces (repeats included).
+    pub fn total(&self) -> u64 {
+        self.count
+    }
+
+    /// Keys of the file read so far (repeats included).
+    pub fn position(&self) -> u64 {
+        self.read
+    }
+
+    fn fill(&mut self) -> Result<()> {
+        let take = usize::try_from(self.count - self.read)
+            .unwrap_or(CHUNK_KEYS)
+            .min(CHUNK_KEYS);
+        let mut buf = vec![0u8; take * self.width];
+        self.r
+            .read_exact(&mut buf)
+            .map_err(|e| Error::io(&self.path, e))?;
+        self.chunk.clear();
+        self.next = 0;
+        if self.width == 8 {
+            self.chunk.extend(
+                buf.chunks_exact(8)
                     .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8]))),
             );
         } else {
-            keys.extend(
-                chunk
-                    .chunks_exact(4)
-                    .map(|c| u32::from_le_bytes(c.try_into().unwrap_or([0; 4])) as u64),
+            self.chunk.extend(
+                buf.chunks_exact(4)
+                    .map(|c| u64::from(u32::from_le_bytes(c.try_into().unwrap_or([0; 4])))),
             );
         }
-        left -= take;
+        Ok(())
     }
-    check_sorted(&mut keys, opts.dedup)?;
-    Ok(keys)
+}
+
+impl Iterator for KeyReader {
+    type Item = Result<u64>;
+
+    fn next(&mut self) -> Option<Result<u64>> {
+        loop {
+            if self.failed {
+                return None;
+            }
+            if self.next == self.chunk.len() {
+                if self.read == self.count {
+                    return None;
+                }
+                if let Err(e) = self.fill() {
+                    self.failed = true;
+                    return Some(Err(e));
+                }
+            }
+            let k = *self.chunk.get(self.next)?;
+            self.next += 1;
+            let position = self.read;
+            self.read += 1;
+            match self.prev {
+                Some(p) if k == p && self.dedup => continue,
+                Some(p) if k <= p => {
+                    self.failed = true;
+                    return Some(Err(Error::OutOfOrder {
+                        position,
+                        previous: p,
+                        got: k,
+                    }));
+                }
+                _ => {}
+            }
+            self.prev = Some(k);
+            return Some(Ok(k));
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = usize::try_from(self.count - self.read).unwrap_or(usize::MAX);
+        if self.failed {
+            (0, Some(0))
+        } else if self.dedup {
+            (left.min(1), Some(left))
+        } else {
+            (left, Some(left))
+        }
+    }
 }
 
 /// Checks that `keys` are strictly increasing; with `dedup`, non-decreasing
@@ -201,6 +304,65 @@ mod tests {
         )
         .unwrap();
         assert_eq!(k, vec![1, 2, 4]);
+    }
+
+    #[test]
+    fn key_reader_streams_across_chunks_with_the_same_checks() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("k");
+        let n = 3 * CHUNK_KEYS + 123;
+        let keys: Vec<u64> = (0..n as u64).map(|i| i * 3 + (i % 2)).collect();
+        write_keys(&p, &keys).unwrap();
+        let r = KeyReader::open(&p, KeyFileOptions::default()).unwrap();
+        assert_eq!(r.total(), n as u64);
+        assert_eq!(r.size_hint(), (n, Some(n)));
+        assert_eq!(r.collect::<Result<Vec<u64>>>().unwrap(), keys);
+        let q = tmp.path().join("k32");
+        write_keys_u32(&q, &keys).unwrap();
+        assert_eq!(read_keys(&q, KeyFileOptions::default()).unwrap(), keys);
+
+        // Out of order at the first key of the second chunk: one error, then
+        // the stream ends.
+        let mut bad = keys.clone();
+        bad[CHUNK_KEYS] = 0;
+        write_keys(&p, &bad).unwrap();
+        let mut r = KeyReader::open(&p, KeyFileOptions::default()).unwrap();
+        let got: Vec<Result<u64>> = r.by_ref().collect();
+        assert_eq!(got.len(), CHUNK_KEYS + 1);
+        match got.last().unwrap() {
+            Err(Error::OutOfOrder {
+                position,
+                previous,
+                got,
+            }) => {
+                assert_eq!(
+                    (*position, *previous, *got),
+                    (CHUNK_KEYS as u64, keys[CHUNK_KEYS - 1], 0)
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(r.next().is_none() && r.size_hint() == (0, Some(0)));
+
+        // A repeat across the chunk boundary: refused, or dropped with dedup.
+        let mut rep = keys.clone();
+        rep[CHUNK_KEYS] = rep[CHUNK_KEYS - 1];
+        write_keys(&p, &rep).unwrap();
+        let e = read_keys(&p, KeyFileOptions::default()).unwrap_err();
+        assert!(
+            e.to_string().contains("duplicate") && e.to_string().contains(&CHUNK_KEYS.to_string()),
+            "{e}"
+        );
+        let dedup = KeyFileOptions {
+            dedup: true,
+            ..Default::default()
+        };
+        let mut want = rep.clone();
+        want.dedup();
+        assert_eq!(read_keys(&p, dedup).unwrap(), want);
+        let mut r = KeyReader::open(&p, dedup).unwrap();
+        assert_eq!(r.by_ref().count(), n - 1);
+        assert_eq!(r.position(), n as u64);
     }
 
     #[test]

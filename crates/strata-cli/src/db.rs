@@ -31,8 +31,10 @@ struct StoreArgs {
 
 #[derive(Subcommand, Debug)]
 enum DbCmd {
-    /// Load a key file (value = each key's rank): a bulk load into a new
-    /// store, batched puts into an existing one.
+    /// Load a key file (value = each key's rank), read as a stream in
+    /// constant memory: a bulk load into a new store (a bad file leaves no
+    /// store), batched puts into an existing one (after the whole file has
+    /// been checked, so a bad file changes nothing).
     Load {
         #[command(flatten)]
         store: StoreArgs,
@@ -124,17 +126,28 @@ fn out(line: std::fmt::Arguments<'_>) -> Result<()> {
 pub fn run(a: DbArgs, quiet: bool) -> Result<()> {
     match a.cmd {
         DbCmd::Load { store, keys } => {
+            // The key file is read as a stream (constant memory, whatever
+            // its size). A new store is bulk-loaded in one pass: a bad file
+            // ends the load with no store written. An existing store is
+            // written only after a first pass has checked the whole file,
+            // so that a bad file changes nothing.
             let opts = options(&store)?;
-            let data = crate::read_key_file(&keys, quiet)?;
             let fs = strata::storage::FsDirectory::create_all(&store.dir)?;
             if strata::db::DbManifest::load(&fs)?.is_none() {
-                let n = Db::bulk_load(&fs, &opts, data.iter().enumerate().map(|(i, &k)| (k, i as u64)))?;
+                let stream = crate::KeyStream::open(&keys, quiet, "loading")?;
+                let n = Db::try_bulk_load(&fs, &opts, stream)?;
                 out(format_args!("loaded {n} records into a new store"))
             } else {
+                for r in crate::KeyStream::open(&keys, quiet, "checking")? {
+                    r?;
+                }
                 let db = Db::open_path(&store.dir, opts)?;
                 let mut b = WriteBatch::new();
-                for (i, &k) in data.iter().enumerate() {
-                    b.put(k, i as u64);
+                let mut n = 0u64;
+                for r in crate::KeyStream::open(&keys, quiet, "putting")? {
+                    let (k, v) = r?;
+                    b.put(k, v);
+                    n += 1;
                     if b.len() == 10_000 {
                         db.write_batch(&b)?;
                         b.clear();
@@ -142,7 +155,7 @@ pub fn run(a: DbArgs, quiet: bool) -> Result<()> {
                 }
                 db.write_batch(&b)?;
                 db.close()?;
-                out(format_args!("put {} records into the existing store", data.len()))
+                out(format_args!("put {n} records into the existing store"))
             }
         }
         DbCmd::Get { store, key } => {

@@ -290,15 +290,57 @@ pub(crate) fn progress(quiet: bool, len: Option<u64>, msg: &str) -> ProgressBar 
     pb
 }
 
-pub(crate) fn read_key_file(a: &KeyFileArgs, quiet: bool) -> Result<Vec<u64>> {
-    let pb = progress(quiet, None, &format!("reading {}", a.data.display()));
-    let opts = KeyFileOptions {
+fn key_file_options(a: &KeyFileArgs) -> KeyFileOptions {
+    KeyFileOptions {
         width: if a.u32 { KeyWidth::U32 } else { KeyWidth::Auto },
         dedup: a.dedup,
-    };
-    let keys = strata::format::read_keys(&a.data, opts);
+    }
+}
+
+pub(crate) fn read_key_file(a: &KeyFileArgs, quiet: bool) -> Result<Vec<u64>> {
+    let pb = progress(quiet, None, &format!("reading {}", a.data.display()));
+    let keys = strata::format::read_keys(&a.data, key_file_options(a));
     pb.finish_and_clear();
     keys
+}
+
+/// A key file as a stream of `(key, rank)` records in constant memory, with
+/// a progress bar over the file's keys (cleared when the stream is dropped).
+pub(crate) struct KeyStream {
+    keys: strata::format::KeyReader,
+    pb: ProgressBar,
+    rank: u64,
+}
+
+impl KeyStream {
+    pub(crate) fn open(a: &KeyFileArgs, quiet: bool, what: &str) -> Result<Self> {
+        let keys = strata::format::KeyReader::open(&a.data, key_file_options(a))?;
+        let pb = progress(quiet, Some(keys.total()), what);
+        Ok(KeyStream { keys, pb, rank: 0 })
+    }
+}
+
+impl Iterator for KeyStream {
+    type Item = Result<(u64, u64)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let rec = self.keys.next()?.map(|k| (k, self.rank));
+        self.rank += 1;
+        if self.rank % 65_536 == 0 {
+            self.pb.set_position(self.keys.position());
+        }
+        Some(rec)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.keys.size_hint()
+    }
+}
+
+impl Drop for KeyStream {
+    fn drop(&mut self) {
+        self.pb.finish_and_clear();
+    }
 }
 
 fn generate(a: GenArgs, quiet: bool) -> Result<()> {

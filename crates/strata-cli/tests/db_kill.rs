@@ -196,3 +196,57 @@ fn db_subcommands() {
         .unwrap();
     assert!(!out.status.success());
 }
+
+#[test]
+fn db_load_of_a_bad_key_file_changes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let good = tmp.path().join("good.sosd");
+    let bad = tmp.path().join("bad.sosd");
+    let store = tmp.path().join("store");
+    let (g, b, s) = (
+        good.to_str().unwrap(),
+        bad.to_str().unwrap(),
+        store.to_str().unwrap(),
+    );
+    let keys: Vec<u64> = (0..200_000u64).map(|i| i * 4 + 1).collect();
+    strata::format::write_keys(&good, &keys).unwrap();
+    // Out of order near the end: the stream has written most of a run when
+    // it finds out.
+    let mut unsorted: Vec<u64> = keys.iter().map(|k| k + 2).collect();
+    unsorted.swap(190_000, 190_001);
+    strata::format::write_keys(&bad, &unsorted).unwrap();
+    let fails = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "strata {args:?} succeeded");
+        String::from_utf8_lossy(&out.stderr).to_string()
+    };
+    // A new store: no store, no files.
+    let e = fails(&["db", "load", s, "--data", b, "--quiet"]);
+    assert!(e.contains("190001"), "{e}");
+    let left: Vec<_> = std::fs::read_dir(&store)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    // The store then loads the good file, in constant memory.
+    assert!(strata(&["db", "load", s, "--data", g, "--quiet"]).contains("loaded 200000"));
+    // An existing store: the bad file is refused before anything is put.
+    let e = fails(&["db", "load", s, "--data", b, "--quiet"]);
+    assert!(e.contains("190001"), "{e}");
+    let db = Db::open_path(&store, Options::default()).unwrap();
+    assert_eq!(db.count().unwrap(), 200_000);
+    assert_eq!(db.get(3).unwrap(), None, "a key of the bad file was put");
+    assert_eq!(db.get(5).unwrap(), Some(1));
+    db.close().unwrap();
+    // A good second file is put, values being its ranks.
+    let more = tmp.path().join("more.sosd");
+    strata::format::write_keys(&more, &[2, 3, 5]).unwrap();
+    let m = more.to_str().unwrap();
+    assert!(strata(&["db", "load", s, "--data", m, "--quiet"]).contains("put 3 records"));
+    let db = Db::open_path(&store, Options::default()).unwrap();
+    assert_eq!((db.get(3).unwrap(), db.get(5).unwrap()), (Some(1), Some(2)));
+    assert_eq!(db.count().unwrap(), 200_002);
+}
