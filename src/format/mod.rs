@@ -17,4 +17,4 @@ pub use datarun::{
 };
 pub use page::{PAGE_HEADER_LEN, PageHeader, PageType};
 pub use paged::{PagedFile, PagedMeta, PagedRun, PagedSpec, PagedWriter, entries_per_page};
-pub use sosd::{KeyFileOptions, KeyReader, KeyWidth, check_sorted, read_keys, write_keys};
+pub use sosd::{KeyFileOptions, KeyReader, KeyWidth, read_keys, write_keys};

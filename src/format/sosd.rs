@@ -57,6 +57,7 @@ pub struct KeyReader {
     read: u64,
     dedup: bool,
     prev: Option<u64>,
+    buf: Vec<u8>,
     chunk: Vec<u64>,
     next: usize,
     failed: bool,
@@ -113,6 +114,7 @@ impl KeyReader {
             read: 0,
             dedup: opts.dedup,
             prev: None,
+            buf: Vec::new(),
             chunk: Vec::with_capacity(CHUNK_KEYS),
             next: 0,
             failed: false,
@@ -133,20 +135,22 @@ impl KeyReader {
         let take = usize::try_from(self.count - self.read)
             .unwrap_or(CHUNK_KEYS)
             .min(CHUNK_KEYS);
-        let mut buf = vec![0u8; take * self.width];
+        self.buf.resize(take * self.width, 0);
         self.r
-            .read_exact(&mut buf)
+            .read_exact(&mut self.buf)
             .map_err(|e| Error::io(&self.path, e))?;
         self.chunk.clear();
         self.next = 0;
         if self.width == 8 {
             self.chunk.extend(
-                buf.chunks_exact(8)
+                self.buf
+                    .chunks_exact(8)
                     .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8]))),
             );
         } else {
             self.chunk.extend(
-                buf.chunks_exact(4)
+                self.buf
+                    .chunks_exact(4)
                     .map(|c| u64::from(u32::from_le_bytes(c.try_into().unwrap_or([0; 4])))),
             );
         }
@@ -202,28 +206,6 @@ impl Iterator for KeyReader {
             (left, Some(left))
         }
     }
-}
-
-/// Checks that `keys` are strictly increasing; with `dedup`, non-decreasing
-/// keys are accepted and repeats removed in place.
-pub fn check_sorted(keys: &mut Vec<u64>, dedup: bool) -> Result<()> {
-    for (i, w) in keys.windows(2).enumerate() {
-        let (a, b) = match w {
-            [a, b] => (*a, *b),
-            _ => continue,
-        };
-        if b < a || (b == a && !dedup) {
-            return Err(Error::OutOfOrder {
-                position: i as u64 + 1,
-                previous: a,
-                got: b,
-            });
-        }
-    }
-    if dedup {
-        keys.dedup();
-    }
-    Ok(())
 }
 
 /// Writes keys as a SOSD `u64` file and syncs it.
