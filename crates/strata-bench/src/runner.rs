@@ -180,10 +180,19 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
         .iter()
         .map(|s| peers::find(&s.kind).is_some())
         .collect();
-    let order: Vec<usize> = (0..opts.indexes.len())
-        .filter(|&i| !is_peer[i])
-        .chain((0..opts.indexes.len()).filter(|&i| is_peer[i]))
-        .collect();
+    // Strata configurations run in the given order in even repeats and in
+    // reverse in odd ones, so that no configuration always runs first (or
+    // right after another): paired ratios carry no position bias.
+    let strata_order: Vec<usize> = (0..opts.indexes.len()).filter(|&i| !is_peer[i]).collect();
+    let peer_order: Vec<usize> = (0..opts.indexes.len()).filter(|&i| is_peer[i]).collect();
+    let order_of = |rep: usize| -> Vec<usize> {
+        let mut o = strata_order.clone();
+        if rep % 2 == 1 {
+            o.reverse();
+        }
+        o.extend(&peer_order);
+        o
+    };
     // Each configuration's own options (its `cache=` parameter) and the spec
     // its kind sees (without that parameter).
     let mut own: Vec<(BenchOptions, RunnerParams)> = Vec::with_capacity(opts.indexes.len());
@@ -209,8 +218,13 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
         let mut samples: Vec<Vec<Sample>> = (0..opts.indexes.len()).map(|_| Vec::new()).collect();
         let mut reports: Vec<Option<BuildReport>> = vec![None; opts.indexes.len()];
         for rep in 0..repeat {
-            let mut budget: Option<u64> = None;
-            for &i in &order {
+            // The peers' budget: the memory of the first strata
+            // configuration (built in repeat 0, which runs it first).
+            let mut budget: Option<u64> = strata_order
+                .first()
+                .and_then(|&f| reports[f].as_ref())
+                .map(|r| r.memory_bytes);
+            for i in order_of(rep) {
                 let spec_text = opts.indexes[i].to_string();
                 let (own_opts, spec, durable) = (&own[i].0, &own[i].1.spec, own[i].1.durable);
                 let env = PeerEnv {
@@ -802,7 +816,9 @@ mod tests {
             &["lookup", "write-only"],
             "nvme",
         );
-        o.repeat = 1;
+        // Three repeats: in the second, db runs first (reversed order) and
+        // still gets btree's budget.
+        o.repeat = 3;
         let recs = run(&o, &keys, &mut |_| {}).unwrap();
         assert_eq!(recs.len(), 4);
         for pair in recs.chunks(2) {
@@ -821,6 +837,43 @@ mod tests {
         let o = opts(tmp.path(), &["db:memory=budget", "btree"], &["lookup"], "nvme");
         let e = run(&o, &keys, &mut |_| {}).unwrap_err();
         assert!(e.to_string().contains("memory=budget"), "{e}");
+    }
+
+    /// Strata configurations alternate their order between repeats (no
+    /// position bias in paired ratios); peers always run after them.
+    #[test]
+    fn repeats_alternate_the_order() {
+        let tmp = tempfile::tempdir().unwrap();
+        let keys: Vec<u64> = (0..20_000u64).map(|i| i * 5).collect();
+        let mut o = opts(tmp.path(), &["btree", "binary", "zonemap"], &["lookup"], "nvme");
+        o.repeat = 3;
+        o.ops = 200;
+        let mut seen = Vec::new();
+        let recs = run(&o, &keys, &mut |e| {
+            if let Event::Running { spec, repeat, .. } = e {
+                seen.push((spec, repeat));
+            }
+        })
+        .unwrap();
+        let want: Vec<(String, usize)> = [
+            ("btree", 0),
+            ("binary", 0),
+            ("zonemap", 0),
+            ("zonemap", 1),
+            ("binary", 1),
+            ("btree", 1),
+            ("btree", 2),
+            ("binary", 2),
+            ("zonemap", 2),
+        ]
+        .iter()
+        .map(|&(s, r)| (s.to_string(), r))
+        .collect();
+        assert_eq!(seen, want);
+        // Records keep the --index order, one throughput per repeat.
+        let names: Vec<&str> = recs.iter().map(|r| r.index.as_str()).collect();
+        assert_eq!(names, ["btree", "binary", "zonemap"]);
+        assert!(recs.iter().all(|r| r.throughput_runs.len() == 3 && r.wrong == 0));
     }
 
     #[test]

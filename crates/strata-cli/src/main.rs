@@ -165,7 +165,7 @@ struct BenchArgs {
     /// LRU page cache in front of storage, in pages.
     #[arg(long, default_value_t = 0)]
     cache_pages: usize,
-    /// Repeats (configurations are interleaved in each).
+    /// Repeats (configurations are interleaved in each, in reverse order in odd repeats).
     #[arg(long, default_value_t = 1)]
     repeat: usize,
     /// Write the JSON Lines here (otherwise to stdout).
