@@ -1,6 +1,8 @@
 //! Building layers: step (B+-tree levels), zone maps and bands (linear
 //! segments with measured error bounds), and writing them as layer files.
 
+use rayon::prelude::*;
+
 use super::layer::{BandEntry, LayerKind, layer_spec};
 use crate::format::PagedWriter;
 use crate::format::paged::entries_per_page;
@@ -231,25 +233,37 @@ pub fn band_of_entries(
 ) -> LayerBuild {
     let g = granule.max(1);
     let max_unit = (keys.len() as u64).div_ceil(g);
-    let mut flat = Vec::with_capacity(entries.len() * 24);
-    let (mut eps_lo, mut eps_hi) = (0u64, 0u64);
-    for (j, (&start, e)) in starts.iter().zip(entries).enumerate() {
-        let end = starts.get(j + 1).map_or(keys.len(), |&t| t);
-        let next = entries.get(j + 1).map_or(max_unit, |f| f.base);
-        for (i, &k) in keys.iter().enumerate().take(end).skip(start) {
-            let p = e.predict(k, next, max_unit);
-            let y = i as u64;
-            if let Some(page) = y.checked_div(zero_page) {
-                let page_start = page * zero_page;
-                let page_last = page_start + zero_page - 1;
-                eps_hi = eps_hi.max(page_start.saturating_sub(p));
-                eps_lo = eps_lo.max(p.saturating_sub(page_last));
-            } else {
-                let u = y / g;
-                eps_hi = eps_hi.max(u.saturating_sub(p));
-                eps_lo = eps_lo.max(p.saturating_sub(u));
+    let used = starts.len().min(entries.len());
+    // The entries' errors are independent: measured in parallel, then the
+    // maxima (the same whatever the threads).
+    let (eps_lo, eps_hi) = (0..used)
+        .into_par_iter()
+        .map(|j| {
+            let (Some(&start), Some(e)) = (starts.get(j), entries.get(j)) else {
+                return (0, 0);
+            };
+            let end = starts.get(j + 1).map_or(keys.len(), |&t| t);
+            let next = entries.get(j + 1).map_or(max_unit, |f| f.base);
+            let (mut lo, mut hi) = (0u64, 0u64);
+            for (i, &k) in keys.iter().enumerate().take(end).skip(start) {
+                let p = e.predict(k, next, max_unit);
+                let y = i as u64;
+                if let Some(page) = y.checked_div(zero_page) {
+                    let page_start = page * zero_page;
+                    let page_last = page_start + zero_page - 1;
+                    hi = hi.max(page_start.saturating_sub(p));
+                    lo = lo.max(p.saturating_sub(page_last));
+                } else {
+                    let u = y / g;
+                    hi = hi.max(u.saturating_sub(p));
+                    lo = lo.max(p.saturating_sub(u));
+                }
             }
-        }
+            (lo, hi)
+        })
+        .reduce(|| (0, 0), |a, b| (a.0.max(b.0), a.1.max(b.1)));
+    let mut flat = Vec::with_capacity(used * 24);
+    for e in entries.iter().take(used) {
         e.write(&mut flat);
     }
     LayerBuild {

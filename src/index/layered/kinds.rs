@@ -2,6 +2,7 @@
 
 use std::sync::Arc;
 
+use rayon::prelude::*;
 use serde_json::{Value, json};
 
 use super::build::{
@@ -324,8 +325,9 @@ fn rounded_offsets(
         }
         (worst, extra)
     };
+    // Each entry's rounding is its own: chosen in parallel, in order.
     entries
-        .iter()
+        .par_iter()
         .enumerate()
         .map(|(j, e)| {
             let u = i64::from(unit.max(1));
@@ -600,26 +602,36 @@ fn extra_pages(keys: &[u64], band: &LayerBuild, page: u64) -> f64 {
     let n = keys.len() as u64;
     let entries: Vec<super::layer::BandEntry> = band.flat.chunks_exact(24).map(band_entry).collect();
     let max_unit = n.div_ceil(granule.max(1));
-    let mut extra = 0u64;
-    let mut j = 0usize;
-    for &k in keys {
-        while entries.get(j + 1).is_some_and(|e| e.key <= k) {
-            j += 1;
-        }
-        let Some(e) = entries.get(j) else { break };
-        let next = entries.get(j + 1).map_or(max_unit, |f| f.base);
-        let (lo, hi) = super::layer::band_range(
-            e.predict(k, next, max_unit),
-            eps_lo,
-            eps_hi,
-            granule,
-            zero_page,
-            n,
-        );
-        if hi > lo {
-            extra += (hi - 1) / page - lo / page;
-        }
-    }
+    // Chunks of keys in parallel, each starting at the entry that covers its
+    // first key (the last one whose key is <= it, or the first); an integer
+    // sum, so the same whatever the threads.
+    let extra: u64 = keys
+        .par_chunks(1 << 16)
+        .map(|chunk| {
+            let Some(&first) = chunk.first() else { return 0 };
+            let mut j = entries.partition_point(|e| e.key <= first).saturating_sub(1);
+            let mut extra = 0u64;
+            for &k in chunk {
+                while entries.get(j + 1).is_some_and(|e| e.key <= k) {
+                    j += 1;
+                }
+                let Some(e) = entries.get(j) else { break };
+                let next = entries.get(j + 1).map_or(max_unit, |f| f.base);
+                let (lo, hi) = super::layer::band_range(
+                    e.predict(k, next, max_unit),
+                    eps_lo,
+                    eps_hi,
+                    granule,
+                    zero_page,
+                    n,
+                );
+                if hi > lo {
+                    extra += (hi - 1) / page - lo / page;
+                }
+            }
+            extra
+        })
+        .sum();
     extra as f64 / n.max(1) as f64
 }
 
@@ -1046,6 +1058,33 @@ fn leco_zonemap_d(_p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Res
 #[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
+
+    /// The compressed design measures and rounds in parallel: one thread or
+    /// several give the same bytes and figures.
+    #[test]
+    fn parallel_design_is_deterministic() {
+        let per_page = crate::format::records_per_page(4096);
+        for dist in ["fb-like", "books-like"] {
+            let keys = crate::data::generate(dist.parse().unwrap(), 300_000, 5).unwrap();
+            let design = |threads: usize| {
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .unwrap();
+                pool.install(|| {
+                    let mut m = serde_json::Map::new();
+                    m.insert("epsilon".into(), 8.into());
+                    let k = LAYERED_KINDS.iter().find(|k| k.name == "pgm-disk-cpr").unwrap();
+                    let d = (k.design)(&Params::from_map(m), &keys, per_page, 4096).unwrap();
+                    let bytes: Vec<Vec<u8>> = d.layers.iter().map(|l| l.flat.clone()).collect();
+                    (bytes, d.notes.to_string())
+                })
+            };
+            let one = design(1);
+            assert!(!one.0.is_empty() && one.1.contains("expected_pages"), "{dist}");
+            assert_eq!(design(3), one, "{dist}");
+        }
+    }
 
     /// Every page's first and last key, as the store's run builder keeps them.
     fn page_bounds(keys: &[u64], per_page: usize) -> Vec<u64> {
