@@ -40,9 +40,9 @@ pub const MAX_AUTO_PAGES: f64 = 1.01;
 /// Records above which `static=auto` first designs `pgm-disk-cpr` on a
 /// sample of about this many keys (page-aligned slices spread over the run)
 /// and designs it over every key only if the sample's expected pages could
-/// pass: the full design
-/// costs about 2 µs per key (28 s for 15M keys) against 0.04 µs for a zone
-/// map, and at the default epsilon it rarely wins.
+/// pass: the full design costs about 2 µs of CPU per key (28 s for 15M
+/// keys) against 0.04 µs for a zone map, and at the default epsilon it
+/// rarely wins.
 pub const AUTO_SAMPLE_KEYS: u64 = 1 << 18;
 
 /// Pages per read call when keys are read back from a new data run.
