@@ -2,6 +2,7 @@
 //! index over it — written by a bulk load or a merge, named with the prefix
 //! `gNNNNNN-` in the store's directory.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
@@ -348,17 +349,23 @@ impl RunBuilder {
                     let d = if name == "pgm-disk-cpr" {
                         // A learned kind needs every key: from memory, or
                         // (page bounds) read back from the run just written.
-                        let keys_in = |ranges: &[(u64, u64)]| -> Result<Vec<u64>> {
+                        // All of them in memory are borrowed, not copied.
+                        let keys_in = |ranges: &[(u64, u64)]| -> Result<Cow<'_, [u64]>> {
                             if page_bounds {
-                                return run_keys(dir, ranges);
+                                return run_keys(dir, ranges).map(Cow::Owned);
+                            }
+                            if ranges == [(0, meta.pages)] {
+                                return Ok(Cow::Borrowed(&keys));
                             }
                             let at = |p: u64| (p.saturating_mul(per_page as u64) as usize).min(keys.len());
-                            Ok(ranges
-                                .iter()
-                                .flat_map(|&(a, b)| keys.get(at(a)..at(b)))
-                                .flatten()
-                                .copied()
-                                .collect())
+                            Ok(Cow::Owned(
+                                ranges
+                                    .iter()
+                                    .flat_map(|&(a, b)| keys.get(at(a)..at(b)))
+                                    .flatten()
+                                    .copied()
+                                    .collect(),
+                            ))
                         };
                         if let Some(ranges) =
                             sample_pages(n, per_page as u64, sample_keys, AUTO_SAMPLE_SLICES)

@@ -1086,6 +1086,59 @@ mod tests {
         }
     }
 
+    /// `extra_pages` counts key chunks in parallel, each starting at the
+    /// entry that covers its first key: the same count as one pass over all
+    /// keys, across chunk edges and with separators equal to keys.
+    #[test]
+    fn chunked_extra_pages_count_as_one_pass() {
+        let per_page = crate::format::records_per_page(4096) as u64;
+        for (dist, eps) in [("fb-like", 8), ("books-like", 32), ("uniform", 4)] {
+            let keys = crate::data::generate(dist.parse().unwrap(), 400_000, 9).unwrap();
+            let tol = Tolerance {
+                eps,
+                granule: 1,
+                zero_page: per_page,
+            };
+            let segs = crate::model::optimal_pla_points(tol.points(&keys, 0..keys.len()));
+            let band = band_layer(&keys, &lines_of(&segs), 1, per_page).unwrap();
+            let LayerKind::Band {
+                granule,
+                zero_page,
+                eps_lo,
+                eps_hi,
+            } = band.kind
+            else {
+                panic!("band expected")
+            };
+            let entries: Vec<super::super::layer::BandEntry> =
+                band.flat.chunks_exact(24).map(band_entry).collect();
+            assert!(entries.len() > 100, "{dist}: {} entries", entries.len());
+            let n = keys.len() as u64;
+            let (mut extra, mut j) = (0u64, 0usize);
+            for &k in &keys {
+                while entries.get(j + 1).is_some_and(|e| e.key <= k) {
+                    j += 1;
+                }
+                let e = &entries[j];
+                let next = entries.get(j + 1).map_or(n, |f| f.base);
+                let (lo, hi) = super::super::layer::band_range(
+                    e.predict(k, next, n),
+                    eps_lo,
+                    eps_hi,
+                    granule,
+                    zero_page,
+                    n,
+                );
+                if hi > lo {
+                    extra += (hi - 1) / per_page - lo / per_page;
+                }
+            }
+            let want = extra as f64 / n as f64;
+            assert!(want > 0.0, "{dist}: no page crossing to count");
+            assert_eq!(extra_pages(&keys, &band, per_page), want, "{dist}");
+        }
+    }
+
     /// Every page's first and last key, as the store's run builder keeps them.
     fn page_bounds(keys: &[u64], per_page: usize) -> Vec<u64> {
         let mut out = Vec::new();
