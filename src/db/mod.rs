@@ -386,13 +386,13 @@ impl Db {
             dir.sync_dir()?;
         }
         let stat = if manifest.generation > 0 {
-            let view = PrefixDirectory::new(dir.clone(), gen_prefix(manifest.generation)).with_io(io.clone());
+            let view = PrefixDirectory::new(dir.clone(), gen_prefix(manifest.generation));
             Some(Arc::new(StaticStage::open(
                 view,
                 manifest.generation,
                 &manifest.static_kind,
                 opts.resident,
-                None,
+                io.clone(),
             )?))
         } else {
             None
@@ -1157,8 +1157,14 @@ impl Inner {
         manifest.auto_decided_n = decided_n;
         manifest.store(self.dir.as_ref())?;
         // The new generation is durable. Publish it.
-        let view = PrefixDirectory::new(self.dir.clone(), gen_prefix(new_gen)).with_io(self.io.clone());
-        let stage = Arc::new(StaticStage::open(view, new_gen, &spec, self.opts.resident, None)?);
+        let view = PrefixDirectory::new(self.dir.clone(), gen_prefix(new_gen));
+        let stage = Arc::new(StaticStage::open(
+            view,
+            new_gen,
+            &spec,
+            self.opts.resident,
+            self.io.clone(),
+        )?);
         {
             let mut ms = self.merge.lock();
             ms.manifest = manifest;

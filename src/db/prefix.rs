@@ -7,16 +7,14 @@ use std::ops::Deref;
 use std::sync::Arc;
 
 use crate::Result;
-use crate::storage::{Directory, IoContext, Storage};
+use crate::storage::{Directory, Storage};
 
 /// Files `NAME` of this view are the files `PREFIX + NAME` of the inner
-/// directory. If an [`IoContext`] is given, every file it creates or opens is
-/// wrapped in it (counted into its [`crate::storage::IoStats`]).
+/// directory.
 #[derive(Debug, Clone)]
 pub struct PrefixDirectory<D> {
     inner: D,
     prefix: String,
-    wrap: Option<IoContext>,
 }
 
 impl<D> PrefixDirectory<D> {
@@ -25,25 +23,11 @@ impl<D> PrefixDirectory<D> {
         PrefixDirectory {
             inner,
             prefix: prefix.into(),
-            wrap: None,
         }
-    }
-
-    /// Counts the I/O of every file opened through the view in `io`.
-    pub fn with_io(mut self, io: IoContext) -> Self {
-        self.wrap = Some(io);
-        self
     }
 
     fn full(&self, name: &str) -> String {
         format!("{}{name}", self.prefix)
-    }
-
-    fn wrapped(&self, s: Arc<dyn Storage>) -> Arc<dyn Storage> {
-        match &self.wrap {
-            Some(io) => io.wrap(s),
-            None => s,
-        }
     }
 }
 
@@ -53,11 +37,11 @@ where
     T: Directory + ?Sized,
 {
     fn create(&self, name: &str) -> Result<Arc<dyn Storage>> {
-        Ok(self.wrapped(self.inner.create(&self.full(name))?))
+        self.inner.create(&self.full(name))
     }
 
     fn open(&self, name: &str) -> Result<Arc<dyn Storage>> {
-        Ok(self.wrapped(self.inner.open(&self.full(name))?))
+        self.inner.open(&self.full(name))
     }
 
     fn exists(&self, name: &str) -> bool {

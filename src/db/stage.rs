@@ -15,8 +15,9 @@ use crate::index::binary::DATA_FILE;
 use crate::index::layered::{
     Design, LAYERED_KINDS, LayeredKind, PAGE_BOUND_KINDS, design_from_page_bounds, layer_file, write_layer,
 };
-use crate::index::{Fetch, Index, Manifest, OpenOptions, Params, Residency, open_in};
-use crate::storage::{Directory, StorageProfile};
+use crate::index::open_in_with_io;
+use crate::index::{Fetch, Index, Manifest, OpenOptions, Params, Residency};
+use crate::storage::{Directory, IoContext};
 use crate::{Error, Result};
 
 /// File-name prefix of generation `g`.
@@ -470,23 +471,25 @@ impl std::fmt::Debug for StaticStage {
 }
 
 impl StaticStage {
-    /// Opens generation `g` of `dir`; `view` is the generation's prefixed
-    /// view (with the store's I/O accounting).
+    /// Opens generation `generation` through `view`, the generation's
+    /// prefixed view of the store's directory; its reads are counted once,
+    /// into the store's `io`.
     pub fn open(
         view: PrefixDirectory<Arc<dyn Directory>>,
         generation: u64,
         spec: &str,
         resident: Residency,
-        profile: Option<StorageProfile>,
+        io: IoContext,
     ) -> Result<Self> {
-        let index = open_in(
+        let index = open_in_with_io(
             Arc::new(view),
             &OpenOptions {
                 direct: false,
                 resident,
                 cache_pages: 0,
-                profile,
+                profile: io.profile.clone(),
             },
+            io,
         )?;
         let st = index.stats()?;
         Ok(StaticStage {

@@ -235,11 +235,31 @@ pub fn open(path: &Path, opts: &OpenOptions) -> Result<Box<dyn Index>> {
 /// Opens the index in `dir`.
 pub fn open_in(dir: Arc<dyn Directory>, opts: &OpenOptions) -> Result<Box<dyn Index>> {
     let m = Manifest::load(dir.as_ref())?;
-    let kind = find(&m.kind)?;
     let mut io = IoContext::with_profile(opts.profile.clone());
-    io.page_size = m.page_size;
     if opts.cache_pages > 0 {
         io.cache = Some(Arc::new(PageCache::new(opts.cache_pages, m.page_size)));
     }
-    kind.open(&m, dir, io, opts)
+    open_manifest(m, dir, io, opts)
+}
+
+/// Opens the index in `dir` with its reads counted into `io` (and charged
+/// `io`'s profile), not into counters of its own: how a store opens its
+/// static stage, so that each read is counted once, into the store's
+/// counters.
+pub(crate) fn open_in_with_io(
+    dir: Arc<dyn Directory>,
+    opts: &OpenOptions,
+    io: IoContext,
+) -> Result<Box<dyn Index>> {
+    open_manifest(Manifest::load(dir.as_ref())?, dir, io, opts)
+}
+
+fn open_manifest(
+    m: Manifest,
+    dir: Arc<dyn Directory>,
+    mut io: IoContext,
+    opts: &OpenOptions,
+) -> Result<Box<dyn Index>> {
+    io.page_size = m.page_size;
+    find(&m.kind)?.open(&m, dir, io, opts)
 }

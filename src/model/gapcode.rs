@@ -181,6 +181,16 @@ fn get_eg0(words: &[u64], pos: &mut u64) -> Option<u64> {
     Some(((1u64 << z) | low) - 1)
 }
 
+/// The 64 bits from bit offset `pos` on (bits past the end of `words` read
+/// as 0): two words and one shift, no branch on the offset.
+#[inline(always)]
+fn window(words: &[u64], pos: u64) -> u64 {
+    let i = (pos >> 6) as usize;
+    let lo = words.get(i).copied().unwrap_or(0);
+    let hi = words.get(i.wrapping_add(1)).copied().unwrap_or(0);
+    (((u128::from(hi) << 64) | u128::from(lo)) >> (pos & 63)) as u64
+}
+
 /// Decoder state inside a block: the current value and the previous shift
 /// and bit length.
 #[derive(Debug, Clone, Copy)]
@@ -283,6 +293,18 @@ impl State {
         }
         self.len = len;
     }
+}
+
+/// One step of [`GapArray::last_le`] through [`State::next_slow`] (long
+/// codes): the next value, shift, bit length and the bits the step took;
+/// `None` on a bad code.
+#[cold]
+#[inline(never)]
+fn slow_step(words: &[u64], pos: u64, value: u64, shift: u32, len: u32) -> Option<(u64, u32, u32, u64)> {
+    let mut st = State { value, shift, len };
+    let mut p = pos;
+    let v = st.next_slow(words, &mut p)?;
+    Some((v, st.shift, st.len, p.wrapping_sub(pos)))
 }
 
 impl GapArray {
@@ -400,20 +422,58 @@ impl GapArray {
     }
 
     /// The last value `<= x` and its index (`None` if every value is `> x`).
+    ///
+    /// The hot loop of a zone-map lookup. The codes are known to be good
+    /// (this array came from the encoder or from [`from_bytes`](Self::from_bytes),
+    /// which decodes every code), so the usual step is decoded from one
+    /// two-word window with the decoder state in registers and wrapping
+    /// arithmetic where [`State::next`] checks: the same values on good codes,
+    /// and never a panic. Long codes take [`State::next_slow`].
     pub fn last_le(&self, x: u64) -> Option<(usize, u64)> {
         let b = self.blocks.heads.partition_point(|&h| h <= x).checked_sub(1)?;
         let first = b << self.block_log2;
         let end = self.n.min(first + self.block_len());
-        let mut state = State::new(*self.blocks.heads.get(b)?);
+        let words = self.blocks.words.as_slice();
+        let mut value = *self.blocks.heads.get(b)?;
         let mut pos = u64::from(*self.blocks.offsets.get(b)?);
-        let mut found = (first, state.value);
-        for i in first + 1..end {
-            match state.next(&self.blocks.words, &mut pos) {
-                Some(v) if v <= x => found = (i, v),
-                _ => break,
+        let (mut shift, mut len) = (0u32, 0u32);
+        let mut i = first + 1;
+        while i < end {
+            let w = window(words, pos);
+            let z1 = w.trailing_zeros();
+            let mut fast = None;
+            if z1 <= 12 {
+                // First code: the change of the step's bit length.
+                let u1 = (((w >> (z1 + 1)) & ((1u64 << z1) - 1)) | (1u64 << z1)) - 1;
+                let l = i64::from(len).wrapping_add(unzigzag(u1));
+                let c1 = 2 * z1 + 1;
+                if l == 0 {
+                    fast = Some((value, shift, 0, u64::from(c1)));
+                } else {
+                    let w2 = w >> c1;
+                    let z2 = w2.trailing_zeros();
+                    if (1..=40).contains(&l) && z2 <= 12 && c1 + 2 * z2 + l as u32 <= 64 {
+                        // Second code: the change of the shift; then the
+                        // step's bits below its leading one.
+                        let l = l as u32;
+                        let u2 = (((w2 >> (z2 + 1)) & ((1u64 << z2) - 1)) | (1u64 << z2)) - 1;
+                        let s = (i64::from(shift).wrapping_add(unzigzag(u2)) as u32) & 63;
+                        let t = (1u64 << (l - 1)) | ((w2 >> (2 * z2 + 1)) & ((1u64 << (l - 1)) - 1));
+                        fast = Some((value.wrapping_add(t << s), s, l, u64::from(c1 + 2 * z2 + l)));
+                    }
+                }
             }
+            let Some((next, s, l, used)) = fast.or_else(|| slow_step(words, pos, value, shift, len)) else {
+                break;
+            };
+            if next > x {
+                break;
+            }
+            (value, shift, len) = (next, s, l);
+            pos += used;
+            i += 1;
         }
-        Some(found)
+        Some((i - 1, value))
     }
 
     /// All values in order.
