@@ -97,18 +97,29 @@ struct Sample {
 ///   memory run side by side;
 /// - `durable=1`: the runner calls [`Index::sync`] after every write, inside
 ///   the timed region, so each write is durable when it returns (for kinds
-///   without a log of their own, such as `btree`).
+///   without a log of their own, such as `btree`);
+/// - `resident=index|none`: what this configuration keeps in memory
+///   (overriding [`BenchOptions::resident`]), e.g. `btree:resident=none,cache=128K`
+///   for a B+-tree held to a small memory beside a store that pins its index.
 #[derive(Debug, Clone)]
 struct RunnerParams {
     spec: IndexSpec,
     cache_pages: Option<usize>,
     durable: bool,
+    resident: Option<Residency>,
 }
 
 fn split_runner_params(spec: &IndexSpec, page_size: usize) -> Result<RunnerParams> {
     let mut map = spec.params.given().clone();
     let cache = map.remove("cache");
     let durable = map.remove("durable");
+    let resident = map
+        .remove("resident")
+        .map(|v| match v.as_str() {
+            Some(s) => s.parse::<Residency>(),
+            None => Err(Error::invalid(format!("resident must be index or none, got {v}"))),
+        })
+        .transpose()?;
     let mut own = Map::new();
     if let Some(v) = cache.clone() {
         own.insert("cache".to_string(), v);
@@ -129,6 +140,7 @@ fn split_runner_params(spec: &IndexSpec, page_size: usize) -> Result<RunnerParam
         },
         cache_pages,
         durable,
+        resident,
     })
 }
 
@@ -201,6 +213,9 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
         let mut o = opts.clone();
         if let Some(pages) = rp.cache_pages {
             o.cache_pages = pages;
+        }
+        if let Some(r) = rp.resident {
+            o.resident = r;
         }
         own.push((o, rp));
     }
@@ -770,6 +785,41 @@ mod tests {
             .collect();
         assert!(left.is_empty(), "{left:?}");
         assert!(split_runner_params(&"btree:cache=lots".parse().unwrap(), 4096).is_err());
+    }
+
+    /// `resident=none` holds one configuration to what its cache keeps: a
+    /// B+-tree then reads its inner levels too, beside one that pins them.
+    #[test]
+    fn per_index_residency() {
+        let tmp = tempfile::tempdir().unwrap();
+        let keys: Vec<u64> = (0..200_000u64).map(|i| i * 7 + 2).collect();
+        let o = opts(
+            tmp.path(),
+            &["btree", "btree:resident=none,cache=8K", "btree:resident=index"],
+            &["lookup"],
+            "nvme",
+        );
+        let recs = run(&o, &keys, &mut |_| {}).unwrap();
+        assert_eq!(recs.len(), 3);
+        assert!(recs.iter().all(|r| r.wrong == 0));
+        let pages: Vec<f64> = recs.iter().map(|r| r.io.pages_per_op.unwrap()).collect();
+        assert_eq!(
+            (recs[0].resident.as_str(), recs[1].resident.as_str()),
+            ("index", "none")
+        );
+        assert_eq!(recs[2].resident, "index");
+        assert!(
+            (pages[0] - 1.0).abs() < 1e-9 && (pages[2] - 1.0).abs() < 1e-9,
+            "{pages:?}"
+        );
+        assert!(pages[1] > 1.5, "{pages:?}");
+        assert!(
+            recs[1].memory_bytes < recs[0].memory_bytes,
+            "{} {}",
+            recs[1].memory_bytes,
+            recs[0].memory_bytes
+        );
+        assert!(split_runner_params(&"btree:resident=some".parse().unwrap(), 4096).is_err());
     }
 
     /// Peers answer like strata's kinds (every answer checked) and report

@@ -145,7 +145,9 @@ struct BenchArgs {
     keys: KeyFileArgs,
     /// Index configuration (repeatable); the first is the baseline of the ratios.
     /// `cache=SIZE` (e.g. `btree:cache=4M`) gives this configuration its own LRU page cache;
-    /// `durable=1` syncs the index after every write (inside the timed region).
+    /// `durable=1` syncs the index after every write (inside the timed region);
+    /// `resident=index|none` overrides `--resident` for this configuration
+    /// (e.g. `btree:resident=none,cache=128K`: a B+-tree held to 128 KiB).
     #[arg(long = "index", required = true)]
     indexes: Vec<String>,
     /// Workload (repeatable): lookup, lookup-miss, scan, write-only, read-heavy,
