@@ -470,7 +470,7 @@ impl GapArray {
                 break;
             }
             (value, shift, len) = (next, s, l);
-            pos += used;
+            pos = pos.wrapping_add(used);
             i += 1;
         }
         Some((i - 1, value))
