@@ -191,6 +191,60 @@ fn window(words: &[u64], pos: u64) -> u64 {
     (((u128::from(hi) << 64) | u128::from(lo)) >> (pos & 63)) as u64
 }
 
+/// The codes of one step, as read from a 64-bit window.
+#[derive(Debug, Clone, Copy)]
+struct Fast {
+    /// The step's bit length (0: a zero step).
+    len: u32,
+    /// The change of the shift (0 for a zero step).
+    dshift: i64,
+    /// The step before its shift: its leading one and the bits below it.
+    t: u64,
+    /// Bits the codes take.
+    used: u32,
+}
+
+/// The usual step (about 17 bits: both Exp-Golomb codes at most 25 bits, a
+/// bit length of at most 40, all within the window `w`) decoded from the
+/// previous bit length `len`; `None` for anything longer, which
+/// [`State::next_slow`] reads. Shared by the checked [`State::next`] and
+/// the scan of [`GapArray::last_le`], which apply it with and without checks.
+#[inline(always)]
+fn fast_codes(w: u64, len: u32) -> Option<Fast> {
+    let z1 = w.trailing_zeros();
+    if z1 > 12 {
+        return None;
+    }
+    // First code: the change of the step's bit length.
+    let u1 = (((w >> (z1 + 1)) & ((1u64 << z1) - 1)) | (1u64 << z1)) - 1;
+    let l = i64::from(len).wrapping_add(unzigzag(u1));
+    let c1 = 2 * z1 + 1;
+    if l == 0 {
+        return Some(Fast {
+            len: 0,
+            dshift: 0,
+            t: 0,
+            used: c1,
+        });
+    }
+    let w2 = w >> c1;
+    let z2 = w2.trailing_zeros();
+    if !(1..=40).contains(&l) || z2 > 12 || c1 + 2 * z2 + l as u32 > 64 {
+        return None;
+    }
+    // Second code: the change of the shift; then the step's bits below its
+    // leading one.
+    let l = l as u32;
+    let u2 = (((w2 >> (z2 + 1)) & ((1u64 << z2) - 1)) | (1u64 << z2)) - 1;
+    let t = (1u64 << (l - 1)) | ((w2 >> (2 * z2 + 1)) & ((1u64 << (l - 1)) - 1));
+    Some(Fast {
+        len: l,
+        dshift: unzigzag(u2),
+        t,
+        used: c1 + 2 * z2 + l,
+    })
+}
+
 /// Decoder state inside a block: the current value and the previous shift
 /// and bit length.
 #[derive(Debug, Clone, Copy)]
@@ -212,41 +266,18 @@ impl State {
     /// Decodes the next value; `None` on a bad code or an overflow.
     #[inline]
     fn next(&mut self, words: &[u64], pos: &mut u64) -> Option<u64> {
-        // Fast path: the three codes of a typical step (about 17 bits) come
-        // from one 64-bit window; anything longer takes the general path.
-        let w = read_bits(words, *pos, 64);
-        let z1 = w.trailing_zeros();
-        if z1 <= 12 {
-            let u1 = (((w >> (z1 + 1)) & low_mask(z1)) | (1 << z1)) - 1;
-            let c1 = 2 * z1 + 1;
-            let len = i64::from(self.len) + unzigzag(u1);
-            if len == 0 {
-                self.len = 0;
-                *pos += u64::from(c1);
-                return Some(self.value);
-            }
-            let w2 = w >> c1;
-            let z2 = w2.trailing_zeros();
-            if (1..=40).contains(&len) && z2 <= 12 {
-                let len = len as u32;
-                let c2 = 2 * z2 + 1;
-                if c1 + c2 + len - 1 <= 64 {
-                    let u2 = (((w2 >> (z2 + 1)) & low_mask(z2)) | (1 << z2)) - 1;
-                    let shift = u32::try_from(i64::from(self.shift) + unzigzag(u2))
-                        .ok()
-                        .filter(|&s| s < 64)?;
-                    let mant = (w2 >> c2) & low_mask(len - 1);
-                    let t = (1u64 << (len - 1)) | mant;
-                    let step = t.checked_shl(shift).filter(|s| s >> shift == t)?;
-                    self.value = self.value.checked_add(step)?;
-                    self.shift = shift;
-                    self.len = len;
-                    *pos += u64::from(c1 + c2 + len - 1);
-                    return Some(self.value);
-                }
-            }
-        }
-        self.next_slow(words, pos)
+        let Some(f) = fast_codes(window(words, *pos), self.len) else {
+            return self.next_slow(words, pos);
+        };
+        let shift = u32::try_from(i64::from(self.shift) + f.dshift)
+            .ok()
+            .filter(|&s| s < 64)?;
+        let step = f.t.checked_shl(shift).filter(|s| s >> shift == f.t)?;
+        self.value = self.value.checked_add(step)?;
+        self.shift = shift;
+        self.len = f.len;
+        *pos += u64::from(f.used);
+        Some(self.value)
     }
 
     /// [`next`](Self::next) for any code the encoder writes.
@@ -439,31 +470,14 @@ impl GapArray {
         let (mut shift, mut len) = (0u32, 0u32);
         let mut i = first + 1;
         while i < end {
-            let w = window(words, pos);
-            let z1 = w.trailing_zeros();
-            let mut fast = None;
-            if z1 <= 12 {
-                // First code: the change of the step's bit length.
-                let u1 = (((w >> (z1 + 1)) & ((1u64 << z1) - 1)) | (1u64 << z1)) - 1;
-                let l = i64::from(len).wrapping_add(unzigzag(u1));
-                let c1 = 2 * z1 + 1;
-                if l == 0 {
-                    fast = Some((value, shift, 0, u64::from(c1)));
-                } else {
-                    let w2 = w >> c1;
-                    let z2 = w2.trailing_zeros();
-                    if (1..=40).contains(&l) && z2 <= 12 && c1 + 2 * z2 + l as u32 <= 64 {
-                        // Second code: the change of the shift; then the
-                        // step's bits below its leading one.
-                        let l = l as u32;
-                        let u2 = (((w2 >> (z2 + 1)) & ((1u64 << z2) - 1)) | (1u64 << z2)) - 1;
-                        let s = (i64::from(shift).wrapping_add(unzigzag(u2)) as u32) & 63;
-                        let t = (1u64 << (l - 1)) | ((w2 >> (2 * z2 + 1)) & ((1u64 << (l - 1)) - 1));
-                        fast = Some((value.wrapping_add(t << s), s, l, u64::from(c1 + 2 * z2 + l)));
-                    }
+            let step = match fast_codes(window(words, pos), len) {
+                Some(f) => {
+                    let s = (i64::from(shift).wrapping_add(f.dshift) as u32) & 63;
+                    Some((value.wrapping_add(f.t << s), s, f.len, u64::from(f.used)))
                 }
-            }
-            let Some((next, s, l, used)) = fast.or_else(|| slow_step(words, pos, value, shift, len)) else {
+                None => slow_step(words, pos, value, shift, len),
+            };
+            let Some((next, s, l, used)) = step else {
                 break;
             };
             if next > x {
