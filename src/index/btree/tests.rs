@@ -1164,3 +1164,89 @@ fn registry_build_open_and_stats() {
         .is_err()
     );
 }
+
+// ------------------------------------------------------ file-format fixture
+
+/// `(length, crc32c)` of the file `btree.db` in `dir`.
+fn file_fingerprint(dir: &MemDirectory) -> (u64, u32) {
+    let bytes = dir.file(BTREE_FILE).unwrap().contents();
+    (bytes.len() as u64, crc32c::crc32c(&bytes))
+}
+
+/// Runs the fixed update sequence of [`file_bytes_match_the_fixture`] and
+/// returns the file's fingerprint after each step.
+fn fixture_run(residency: Residency, cache_pages: usize) -> Vec<(u64, u32)> {
+    let keys: Vec<u64> = (0..3000u64).map(|i| i * 10).collect();
+    let mem = build_mem(&keys, 4096, 90);
+    let mut prints = vec![file_fingerprint(&mem)];
+    let dir: Arc<dyn Directory> = Arc::new(mem.clone());
+    let t = open_tree(dir.clone(), residency, cache_pages, 4096);
+    let mut rng = Pcg64Mcg::seed_from_u64(1515);
+    // Random inserts and updates: leaf and inner splits.
+    for _ in 0..4000 {
+        let k = rng.random_range(0..40_000u64);
+        t.insert(k, k ^ 0x5A5A).unwrap();
+    }
+    prints.push(file_fingerprint(&mem));
+    t.sync().unwrap();
+    prints.push(file_fingerprint(&mem));
+    // Empty whole key ranges: leaves (and inner nodes) go to the free list.
+    for k in (5_000..17_000u64).chain(30_000..33_000) {
+        t.delete(k).unwrap();
+    }
+    prints.push(file_fingerprint(&mem));
+    t.sync().unwrap();
+    prints.push(file_fingerprint(&mem));
+    let freed = t.meta().free_pages;
+    assert!(freed >= 8, "{freed} pages freed");
+    // Appends and random inserts reuse the freed pages, then grow the file.
+    for k in (50_000..52_000u64).chain((6_000..9_000).step_by(3)) {
+        t.insert(k, k).unwrap();
+    }
+    assert_eq!(t.meta().free_pages, 0, "the freed pages are reused");
+    prints.push(file_fingerprint(&mem));
+    // Delete almost everything: the root collapses.
+    for k in 0..60_000u64 {
+        if k % 997 != 0 {
+            t.delete(k).unwrap();
+        }
+    }
+    t.sync().unwrap();
+    assert_eq!(t.meta().height, 2);
+    prints.push(file_fingerprint(&mem));
+    for k in 0..1_000u64 {
+        t.insert(k * 7 + 1, k).unwrap();
+    }
+    t.verify().unwrap();
+    drop(t); // writes the meta page
+    prints.push(file_fingerprint(&mem));
+    prints
+}
+
+/// The file's bytes after a fixed sequence of bulk load, inserts, deletes
+/// (freeing pages), re-inserts (reusing them), syncs and a close, as
+/// `(length, crc32c)` per step. Produced from the B+-tree before it used
+/// `crate::pager` (commit a97175a) with
+/// `STRATA_PRINT_FIXTURE=1 cargo test -p strata --lib btree::tests::file_bytes_match_the_fixture -- --nocapture`.
+const FILE_FIXTURE: [(u64, u32); 8] = [
+    (65536, 4268393762),
+    (139264, 3331101407),
+    (139264, 3817491912),
+    (139264, 14002334),
+    (139264, 2022723306),
+    (163840, 3771242922),
+    (163840, 4227029230),
+    (163840, 2352904616),
+];
+
+#[test]
+fn file_bytes_match_the_fixture() {
+    for (residency, cache) in [(Residency::Index, 0), (Residency::None, 0), (Residency::None, 8)] {
+        let prints = fixture_run(residency, cache);
+        if std::env::var("STRATA_PRINT_FIXTURE").is_ok_and(|v| v == "1") {
+            println!("{residency:?} cache {cache}: {prints:?}");
+            continue;
+        }
+        assert_eq!(prints, FILE_FIXTURE, "{residency:?}, cache {cache}");
+    }
+}
