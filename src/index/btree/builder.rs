@@ -9,8 +9,9 @@
 
 use std::sync::Arc;
 
-use super::format::{InnerNode, META_PAGE, Meta, NO_PAGE, inner_fanout, leaf_put, node_capacity, seal_leaf};
+use super::format::{BTREE_FILE_ID, InnerNode, Meta, NO_PAGE, inner_fanout, leaf_put, node_capacity, seal_leaf};
 use crate::format::page::check_page_size;
+use crate::pager::PageSpace;
 use crate::storage::{AlignedBuf, Storage};
 use crate::{Error, Result};
 
@@ -236,16 +237,15 @@ impl BulkLoader {
             n: self.n,
             leaves: self.leaves,
             inner,
-            page_count: self.batch_first,
-            free_head: NO_PAGE,
-            free_pages: 0,
+            space: PageSpace {
+                page_count: self.batch_first,
+                free_head: NO_PAGE,
+                free_pages: 0,
+            },
         };
         meta.check(self.storage.name())?;
         self.storage.sync()?;
-        let mut page = AlignedBuf::zeroed(self.page_size);
-        meta.encode(&mut page);
-        self.storage.write_at(META_PAGE, &page)?;
-        self.storage.sync()?;
+        meta.checkpoint().write(&BTREE_FILE_ID, self.storage.as_ref())?;
         Ok(meta)
     }
 }

@@ -1,5 +1,7 @@
-//! On-disk layout of the B+-tree file: the meta page, leaves, inner nodes and
-//! free pages. Normative description: `docs/format/btree.md`.
+//! On-disk layout of the B+-tree file: the B+-tree's fields of the meta page
+//! (the pager's checkpoint page), leaves and inner nodes. Normative
+//! description: `docs/format/btree.md`; the meta page and free pages belong
+//! to [`crate::pager`] (`docs/format/pager.md`).
 //!
 //! Every page starts with the 16-byte header of [`crate::format::page`]
 //! (crc32c seeded with the page number, type, count, aux). Leaves and inner
@@ -13,19 +15,22 @@
 //! ([`leaf_insert`], [`leaf_remove`], ...) and encode owned [`InnerNode`]s.
 
 use crate::format::bytes::{get_u32, get_u64, put_u32, put_u64};
-use crate::format::page::{self, PAGE_HEADER_LEN, PageHeader, PageType, check_page_size};
-use crate::storage::{AlignedBuf, Storage};
+use crate::format::page::{self, PAGE_HEADER_LEN, PageHeader, PageType};
+pub use crate::pager::{META_PAGE, NO_PAGE};
+use crate::pager::{Checkpoint, FileId, PageSpace, ROOT_SLOT_LEN, RootSlot};
+use crate::storage::Storage;
 use crate::{Error, Result};
 
 /// Magic number of a B+-tree file: the bytes `STRATABT` (read as a `u64` LE).
 pub const BTREE_MAGIC: u64 = u64::from_le_bytes(*b"STRATABT");
 /// Format version of B+-tree files written by this build.
 pub const BTREE_VERSION: u32 = 1;
-/// The meta page is page 0; page number 0 is therefore never a node and
-/// serves as the null link (no next leaf, empty free list).
-pub const META_PAGE: u64 = 0;
-/// The null page link.
-pub const NO_PAGE: u64 = 0;
+/// The B+-tree's file kind for [`crate::pager`].
+pub const BTREE_FILE_ID: FileId = FileId {
+    magic: BTREE_MAGIC,
+    version: BTREE_VERSION,
+    what: "strata B+-tree",
+};
 
 /// Byte offset of the key array in leaves and inner nodes.
 const KEYS_OFF: usize = PAGE_HEADER_LEN;
@@ -66,13 +71,8 @@ pub struct Meta {
     pub leaves: u64,
     /// Number of inner-node pages in the tree.
     pub inner: u64,
-    /// Pages allocated in the file, the meta page included: the next page
-    /// number to append.
-    pub page_count: u64,
-    /// First page of the free list ([`NO_PAGE`] if empty).
-    pub free_head: u64,
-    /// Pages on the free list.
-    pub free_pages: u64,
+    /// Pages in the file and the free list (the pager's part).
+    pub space: PageSpace,
 }
 
 impl Meta {
@@ -83,10 +83,10 @@ impl Meta {
         if self.height == 0 || self.height > 64 {
             return bad(format!("tree height {} out of range", self.height));
         }
-        if self.root == NO_PAGE || self.root >= self.page_count {
+        if self.root == NO_PAGE || self.root >= self.space.page_count {
             return bad(format!(
                 "root page {} outside the {} allocated pages",
-                self.root, self.page_count
+                self.root, self.space.page_count
             ));
         }
         if self.fill == 0 || self.fill > 100 {
@@ -95,11 +95,11 @@ impl Meta {
         let accounted = 1u64
             .checked_add(self.leaves)
             .and_then(|x| x.checked_add(self.inner))
-            .and_then(|x| x.checked_add(self.free_pages));
-        if accounted != Some(self.page_count) || self.leaves == 0 {
+            .and_then(|x| x.checked_add(self.space.free_pages));
+        if accounted != Some(self.space.page_count) || self.leaves == 0 {
             return bad(format!(
                 "page counts disagree: 1 + {} leaves + {} inner + {} free != {} pages",
-                self.leaves, self.inner, self.free_pages, self.page_count
+                self.leaves, self.inner, self.space.free_pages, self.space.page_count
             ));
         }
         if (self.height == 1) != (self.inner == 0) {
@@ -112,108 +112,60 @@ impl Meta {
         Ok(())
     }
 
+    /// The B+-tree's root fields as the pager's root slot: root (u64),
+    /// height (u32), fill (u32), n, leaves, inner (u64 each).
+    pub fn root_slot(&self) -> RootSlot {
+        let mut slot = [0u8; ROOT_SLOT_LEN];
+        put_u64(&mut slot, 0, self.root);
+        put_u32(&mut slot, 8, self.height);
+        put_u32(&mut slot, 12, self.fill);
+        put_u64(&mut slot, 16, self.n);
+        put_u64(&mut slot, 24, self.leaves);
+        put_u64(&mut slot, 32, self.inner);
+        slot
+    }
+
+    /// The meta page's contents as the pager's checkpoint.
+    pub fn checkpoint(&self) -> Checkpoint {
+        Checkpoint {
+            page_size: self.page_size,
+            root: self.root_slot(),
+            space: self.space,
+        }
+    }
+
+    /// The meta page a checkpoint holds (not checked).
+    pub fn from_checkpoint(cp: &Checkpoint) -> Meta {
+        let slot = &cp.root;
+        Meta {
+            page_size: cp.page_size,
+            root: get_u64(slot, 0).unwrap_or(0),
+            height: get_u32(slot, 8).unwrap_or(0),
+            fill: get_u32(slot, 12).unwrap_or(0),
+            n: get_u64(slot, 16).unwrap_or(0),
+            leaves: get_u64(slot, 24).unwrap_or(0),
+            inner: get_u64(slot, 32).unwrap_or(0),
+            space: cp.space,
+        }
+    }
+
     /// Encodes the meta page into `page` (a whole page) and seals it.
     pub fn encode(&self, page: &mut [u8]) {
-        page.fill(0);
-        let o = PAGE_HEADER_LEN;
-        put_u64(page, o, BTREE_MAGIC);
-        put_u32(page, o + 8, BTREE_VERSION);
-        put_u32(page, o + 12, self.page_size as u32);
-        put_u64(page, o + 16, self.root);
-        put_u32(page, o + 24, self.height);
-        put_u32(page, o + 28, self.fill);
-        put_u64(page, o + 32, self.n);
-        put_u64(page, o + 40, self.leaves);
-        put_u64(page, o + 48, self.inner);
-        put_u64(page, o + 56, self.page_count);
-        put_u64(page, o + 64, self.free_head);
-        put_u64(page, o + 72, self.free_pages);
-        page::seal(
-            page,
-            META_PAGE,
-            PageHeader {
-                kind: PageType::FileHeader,
-                flags: 0,
-                count: 0,
-                aux: 0,
-            },
-        );
+        self.checkpoint().encode(&BTREE_FILE_ID, page);
     }
 
     /// Reads and checks the meta page of `storage`: length, magic, version,
-    /// page size, checksum, counters, and that the file holds every
-    /// allocated page.
+    /// page size, checksum ([`Checkpoint::load`]), counters
+    /// ([`Meta::check`]), and that the file holds every allocated page.
     ///
     /// Errors: [`Error::Truncated`], [`Error::BadMagic`],
     /// [`Error::UnsupportedVersion`], [`Error::Corruption`], or the storage's
     /// I/O error.
     pub fn read(storage: &dyn Storage) -> Result<Meta> {
-        let name = storage.name().to_string();
-        let file_len = storage.len()?;
-        let min = crate::format::page::MIN_PAGE_SIZE as u64;
-        if file_len < min {
-            return Err(Error::Truncated {
-                file: name,
-                expected: min,
-                found: file_len,
-            });
-        }
-        // Every supported page size is at least 4 KiB, which holds every field.
-        let mut first = AlignedBuf::zeroed(min as usize);
-        storage.read_at(0, &mut first)?;
-        let o = PAGE_HEADER_LEN;
-        let magic = get_u64(&first, o).unwrap_or(0);
-        if magic != BTREE_MAGIC {
-            return Err(Error::BadMagic {
-                file: name,
-                expected: "strata B+-tree",
-                found: magic,
-            });
-        }
-        let version = get_u32(&first, o + 8).unwrap_or(0);
-        if version != BTREE_VERSION {
-            return Err(Error::UnsupportedVersion {
-                file: name,
-                found: version,
-                supported: BTREE_VERSION,
-            });
-        }
-        let page_size = get_u32(&first, o + 12).unwrap_or(0) as usize;
-        check_page_size(page_size)
-            .map_err(|_| Error::corruption(&name, 0, format!("bad page size {page_size}")))?;
-        if page_size as u64 > file_len {
-            return Err(Error::Truncated {
-                file: name,
-                expected: page_size as u64,
-                found: file_len,
-            });
-        }
-        let mut hdr = AlignedBuf::zeroed(page_size);
-        storage.read_at(0, &mut hdr)?;
-        page::open_typed(&hdr, META_PAGE, &name, PageType::FileHeader)?;
-        let u64_at = |off: usize| get_u64(&hdr, o + off).unwrap_or(0);
-        let u32_at = |off: usize| get_u32(&hdr, o + off).unwrap_or(0);
-        let meta = Meta {
-            page_size,
-            root: u64_at(16),
-            height: u32_at(24),
-            fill: u32_at(28),
-            n: u64_at(32),
-            leaves: u64_at(40),
-            inner: u64_at(48),
-            page_count: u64_at(56),
-            free_head: u64_at(64),
-            free_pages: u64_at(72),
-        };
-        meta.check(&name)?;
-        let need = meta.page_count.saturating_mul(page_size as u64);
-        if file_len < need {
-            return Err(Error::Truncated {
-                file: name,
-                expected: need,
-                found: file_len,
-            });
-        }
+        let cp = Checkpoint::load(storage, &BTREE_FILE_ID)?;
+        let meta = Meta::from_checkpoint(&cp);
+        meta.check(storage.name())?;
+        cp.check_file(storage)?;
         Ok(meta)
     }
 }
@@ -510,25 +462,4 @@ pub fn leaf_remove(page: &mut [u8], count: usize, i: usize) -> Result<()> {
     }
     leaf_put(page, count - 1, 0, 0);
     Ok(())
-}
-
-/// Writes a free-list page (`next` = following free page) into `page` as
-/// page `page_no` and seals it.
-pub fn encode_free(page: &mut [u8], page_no: u64, next: u64) {
-    page.fill(0);
-    page::seal(
-        page,
-        page_no,
-        PageHeader {
-            kind: PageType::Free,
-            flags: 0,
-            count: 0,
-            aux: next,
-        },
-    );
-}
-
-/// Verifies a free-list page and returns its next link.
-pub fn open_free(page: &[u8], page_no: u64, file: &str) -> Result<u64> {
-    Ok(page::open_typed(page, page_no, file, PageType::Free)?.aux)
 }

@@ -7,7 +7,8 @@
 //!   meta page; leaves hold 255 records on 4 KiB pages (511 on 8 KiB, 1023 on
 //!   16 KiB) and link to their right sibling; inner nodes hold up to 255
 //!   separators and 256 children (512 / 1024). Every page is checksummed.
-//!   The format is specified in `docs/format/btree.md`.
+//!   The format is specified in `docs/format/btree.md`. Pages are allocated,
+//!   freed, read, written and checkpointed by the shared [`crate::pager`].
 //! - Bulk load from sorted keys with a fill factor (`fill`, percent, default
 //!   100), written sequentially in large writes ([`BulkLoader`]).
 //! - Point lookups, lower bounds and range scans (following sibling links);
@@ -67,7 +68,7 @@ use parking_lot::RwLock;
 use serde_json::{Value, json};
 
 pub use builder::{BulkLoader, WRITE_BATCH_PAGES, check_fill, fill_targets, load_ranked};
-pub use format::{BTREE_MAGIC, BTREE_VERSION, Meta, inner_fanout, node_capacity};
+pub use format::{BTREE_FILE_ID, BTREE_MAGIC, BTREE_VERSION, Meta, inner_fanout, node_capacity};
 pub use reader::VerifyReport;
 
 use reader::Pinned;
@@ -76,7 +77,8 @@ use writer::Scratch;
 use super::{
     BuildOptions, Index, IndexKind, IndexStats, Manifest, OpenOptions, Params, Record, Records, Residency,
 };
-use crate::storage::{AlignedBuf, Directory, IoContext, IoStats, PageCache, Storage};
+use crate::pager::Pager;
+use crate::storage::{Directory, IoContext, IoStats, PageCache};
 use crate::{Error, Result};
 
 /// File name of the tree inside an index directory.
@@ -167,7 +169,7 @@ struct State {
 /// thread safety and durability contracts.
 #[derive(Debug)]
 pub struct BTree {
-    storage: Arc<dyn Storage>,
+    pager: Pager,
     dir: Arc<dyn Directory>,
     stats: Arc<IoStats>,
     cache: Option<Arc<PageCache>>,
@@ -195,19 +197,10 @@ impl BTree {
     pub fn open(dir: Arc<dyn Directory>, mut io: IoContext, residency: Residency) -> Result<BTree> {
         let raw = dir.open(BTREE_FILE)?;
         let meta = Meta::read(raw.as_ref())?;
-        if let Some(c) = &io.cache {
-            if c.page_size() != meta.page_size {
-                return Err(Error::invalid(format!(
-                    "page cache of {}-byte pages for a tree of {}-byte pages",
-                    c.page_size(),
-                    meta.page_size
-                )));
-            }
-        }
+        let pager = Pager::open(raw.clone(), &io, BTREE_FILE_ID, meta.page_size)?;
         io.page_size = meta.page_size;
-        let storage = io.wrap(raw.clone());
         let mut tree = BTree {
-            storage,
+            pager,
             dir,
             stats: io.stats.clone(),
             cache: io.cache.clone(),
@@ -261,27 +254,18 @@ impl BTree {
     }
 
     fn name(&self) -> &str {
-        self.storage.name()
-    }
-
-    /// Byte offset of page `page_no`.
-    #[inline]
-    fn offset(&self, page_no: u64) -> u64 {
-        page_no * self.page_size as u64
+        self.pager.name()
     }
 
     /// Reads page `page_no` into `buf` (one page).
     #[inline]
     fn read_page(&self, page_no: u64, buf: &mut [u8]) -> Result<()> {
-        self.storage.read_at(self.offset(page_no), buf)
+        self.pager.read_page(page_no, buf)
     }
 
     /// Writes the meta page from `st` and syncs the file.
     fn write_meta_and_sync(&self, st: &mut State) -> Result<()> {
-        let mut page = AlignedBuf::zeroed(self.page_size);
-        st.meta.encode(&mut page);
-        self.storage.write_at(0, &page)?;
-        self.storage.sync()?;
+        self.pager.checkpoint(&st.meta.checkpoint())?;
         st.dirty = false;
         Ok(())
     }
@@ -293,11 +277,8 @@ impl Drop for BTree {
         if !st.dirty || st.poisoned.is_some() {
             return;
         }
-        let mut page = AlignedBuf::zeroed(self.page_size);
-        st.meta.encode(&mut page);
-        let r = self.storage.write_at(0, &page).and_then(|()| self.storage.sync());
-        if let Err(e) = r {
-            log::warn!("closing B+-tree {}: {e}", self.storage.name());
+        if let Err(e) = self.pager.checkpoint(&st.meta.checkpoint()) {
+            log::warn!("closing B+-tree {}: {e}", self.pager.name());
         }
     }
 }
@@ -373,7 +354,7 @@ impl Index for BTree {
         e.insert("fanout".into(), json!(inner_fanout(self.page_size)));
         e.insert("leaf_capacity".into(), json!(node_capacity(self.page_size)));
         e.insert("page_size".into(), json!(self.page_size));
-        e.insert("free_pages".into(), json!(meta.free_pages));
+        e.insert("free_pages".into(), json!(meta.space.free_pages));
         e.insert("residency".into(), json!(self.residency.to_string()));
         Ok(st)
     }

@@ -10,7 +10,7 @@
 use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
-use super::format::{InnerNode, InnerPage, LeafPage, META_PAGE, Meta, NO_PAGE, open_free};
+use super::format::{InnerNode, InnerPage, LeafPage, META_PAGE, Meta, NO_PAGE};
 use super::{BTree, State};
 use crate::index::Record;
 use crate::storage::{AlignedBuf, Storage};
@@ -243,12 +243,12 @@ fn check_inner(node: &InnerNode, page_no: u64, meta: &Meta, name: &str) -> Resul
     if let Some(c) = node
         .children
         .iter()
-        .find(|&&c| c == NO_PAGE || c >= meta.page_count)
+        .find(|&&c| c == NO_PAGE || c >= meta.space.page_count)
     {
         return Err(Error::corruption(
             name,
             page_no,
-            format!("child page {c} outside the {} allocated pages", meta.page_count),
+            format!("child page {c} outside the {} allocated pages", meta.space.page_count),
         ));
     }
     Ok(())
@@ -283,11 +283,11 @@ impl BTree {
     #[inline]
     pub(super) fn check_child(&self, meta: &Meta, parent: u64, child: Option<u64>) -> Result<u64> {
         match child {
-            Some(c) if c != NO_PAGE && c < meta.page_count => Ok(c),
+            Some(c) if c != NO_PAGE && c < meta.space.page_count => Ok(c),
             _ => Err(Error::corruption(
                 self.name(),
                 parent,
-                format!("child link {child:?} outside the {} pages", meta.page_count),
+                format!("child link {child:?} outside the {} pages", meta.space.page_count),
             )),
         }
     }
@@ -516,26 +516,19 @@ impl BTree {
                 return Err(bad(META_PAGE, "pinned node count differs".into()));
             }
         }
-        let mut free = 0u64;
-        let mut f = meta.free_head;
-        while f != NO_PAGE {
-            if free >= meta.free_pages {
-                return Err(bad(f, "free list longer than counted".into()));
+        let free = self.pager.walk_free_list(&meta.space, &mut buf, |f| {
+            if seen.insert(f) {
+                Ok(())
+            } else {
+                Err(bad(f, "free page is also in use".into()))
             }
-            self.check_child(&meta, META_PAGE, Some(f))?;
-            if !seen.insert(f) {
-                return Err(bad(f, "free page is also in use".into()));
-            }
-            self.read_page(f, &mut buf)?;
-            f = open_free(&buf, f, name)?;
-            free += 1;
-        }
-        if free != meta.free_pages || seen.len() as u64 != meta.page_count {
+        })?;
+        if free != meta.space.free_pages || seen.len() as u64 != meta.space.page_count {
             return Err(bad(
                 META_PAGE,
                 format!(
                     "{} pages allocated, {} accounted for ({free} free)",
-                    meta.page_count,
+                    meta.space.page_count,
                     seen.len()
                 ),
             ));

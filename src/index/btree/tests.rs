@@ -132,7 +132,7 @@ fn meta_roundtrip_and_checks() {
     assert_eq!(m.leaves, 4);
     assert_eq!(m.inner, 1);
     assert_eq!(m.height, 2);
-    assert_eq!(m.page_count, 6);
+    assert_eq!(m.space.page_count, 6);
     assert_eq!(m.root, 5, "the root is written last");
     let mut page = vec![0u8; 4096];
     m.encode(&mut page);
@@ -208,9 +208,9 @@ fn bulk_load_writes_in_large_calls() {
     let m = load_ranked(f, &keys, 4096, 100).unwrap();
     let s = io.stats.snapshot();
     // Node pages in batches of 256, then the meta page.
-    let node_pages = m.page_count - 1;
+    let node_pages = m.space.page_count - 1;
     assert_eq!(s.write_calls, node_pages.div_ceil(WRITE_BATCH_PAGES as u64) + 1);
-    assert_eq!(s.bytes_written, m.page_count * 4096);
+    assert_eq!(s.bytes_written, m.space.page_count * 4096);
     assert_eq!(s.syncs, 2);
 }
 
@@ -228,7 +228,7 @@ fn bulk_load_speed() {
     println!(
         "bulk load: {n} keys in {s:.3} s = {:.1} M keys/s ({} pages, height {})",
         n as f64 / s / 1e6,
-        m.page_count,
+        m.space.page_count,
         m.height
     );
     assert_eq!(m.n, n);
@@ -479,12 +479,12 @@ fn run_model(cfg: ModelRun) {
                 let run = rng.random_range(1..16);
                 if let Some(k) = existing_key(&model, &mut rng) {
                     let doomed: Vec<u64> = model.range(k..).take(run).map(|(&k, _)| k).collect();
-                    let before = t.meta().free_pages;
+                    let before = t.meta().space.free_pages;
                     for d in doomed {
                         assert!(t.delete(d).unwrap(), "delete({d})");
                         model.remove(&d);
                     }
-                    frees += u64::from(t.meta().free_pages > before);
+                    frees += u64::from(t.meta().space.free_pages > before);
                 }
             }
             35..=44 => {
@@ -730,7 +730,7 @@ fn delete_everything_collapses_and_regrows() {
         let dir: Arc<dyn Directory> = Arc::new(build_mem(&keys, 4096, 100));
         let t = open_tree(dir.clone(), residency, 0, 4096);
         assert_eq!(t.meta().height, 3);
-        let pages = t.meta().page_count;
+        let pages = t.meta().space.page_count;
         // Delete from the middle outwards so left siblings are relinked.
         let mut order: Vec<u64> = keys.clone();
         let mut rng = Pcg64Mcg::seed_from_u64(21);
@@ -746,7 +746,7 @@ fn delete_everything_collapses_and_regrows() {
         let m = t.meta();
         assert_eq!((m.n, m.height, m.leaves, m.inner), (0, 1, 1, 0));
         assert_eq!(
-            m.free_pages,
+            m.space.free_pages,
             pages - 2,
             "every page but the meta page and one leaf"
         );
@@ -757,7 +757,7 @@ fn delete_everything_collapses_and_regrows() {
         for &k in &keys {
             t.insert(k, k).unwrap();
         }
-        assert_eq!(t.meta().page_count, pages);
+        assert_eq!(t.meta().space.page_count, pages);
         t.verify().unwrap();
         drop(t);
         let t = open_tree(dir, residency, 0, 4096);
@@ -777,7 +777,7 @@ fn empty_leaf_in_the_middle_is_unlinked() {
         assert!(t.delete(k).unwrap());
     }
     let m = t.meta();
-    assert_eq!((m.leaves, m.free_pages, m.n), (3, 1, 765));
+    assert_eq!((m.leaves, m.space.free_pages, m.n), (3, 1, 765));
     t.verify().unwrap();
     let mut out = Vec::new();
     let (_, d) = io_delta(&t, || t.scan(250, 10, &mut out).unwrap());
@@ -1197,13 +1197,13 @@ fn fixture_run(residency: Residency, cache_pages: usize) -> Vec<(u64, u32)> {
     prints.push(file_fingerprint(&mem));
     t.sync().unwrap();
     prints.push(file_fingerprint(&mem));
-    let freed = t.meta().free_pages;
+    let freed = t.meta().space.free_pages;
     assert!(freed >= 8, "{freed} pages freed");
     // Appends and random inserts reuse the freed pages, then grow the file.
     for k in (50_000..52_000u64).chain((6_000..9_000).step_by(3)) {
         t.insert(k, k).unwrap();
     }
-    assert_eq!(t.meta().free_pages, 0, "the freed pages are reused");
+    assert_eq!(t.meta().space.free_pages, 0, "the freed pages are reused");
     prints.push(file_fingerprint(&mem));
     // Delete almost everything: the root collapses.
     for k in 0..60_000u64 {

@@ -25,8 +25,8 @@
 //! the same way, and a root left with a single child is replaced by it.
 
 use super::format::{
-    InnerNode, InnerPage, LeafPage, NO_PAGE, encode_free, encode_leaf, leaf_insert, leaf_remove,
-    leaf_set_value, node_capacity, open_free, seal_leaf,
+    InnerNode, InnerPage, LeafPage, NO_PAGE, encode_leaf, leaf_insert, leaf_remove, leaf_set_value,
+    node_capacity, seal_leaf,
 };
 use super::reader::{PNode, Pinned};
 use super::{BTree, State};
@@ -191,43 +191,22 @@ impl BTree {
         Ok((InnerPage::open(buf, step.page, self.name())?.decode(), Vec::new()))
     }
 
-    /// Takes `k` pages: from the free list first, then from the end of the
-    /// file. Reads only; the meta counters change only if all `k` succeed.
+    /// Takes `k` pages from the pager (free list first, then the end of
+    /// the file). Reads only; the meta counters change only if all `k`
+    /// succeed.
     fn allocate(&self, st: &mut State, k: usize) -> Result<Vec<u64>> {
-        let mut head = st.meta.free_head;
-        let mut free = st.meta.free_pages;
-        let mut count = st.meta.page_count;
-        let mut pages = Vec::with_capacity(k);
-        for _ in 0..k {
-            if head != NO_PAGE {
-                let page = self.check_child(&st.meta, 0, Some(head))?;
-                self.read_page(page, &mut st.scratch.other)?;
-                let next = open_free(&st.scratch.other, page, self.name())?;
-                free = free
-                    .checked_sub(1)
-                    .ok_or_else(|| self.corrupt(0, "free list longer than counted"))?;
-                pages.push(page);
-                head = next;
-            } else {
-                pages.push(count);
-                count += 1;
-            }
-        }
-        st.meta.free_head = head;
-        st.meta.free_pages = free;
-        st.meta.page_count = count;
-        Ok(pages)
+        self.pager.allocate(&mut st.meta.space, k, &mut st.scratch.other)
     }
 
     /// Encodes `node` as page `page` and writes it.
     fn write_inner(&self, st: &mut State, page: u64, node: &InnerNode) -> Result<()> {
         node.encode(&mut st.scratch.other, page)?;
-        self.storage.write_at(self.offset(page), &st.scratch.other)
+        self.pager.write_page(page, &st.scratch.other)
     }
 
     /// Writes the leaf buffer as page `page`.
     fn write_leaf_buf(&self, st: &State, page: u64) -> Result<()> {
-        self.storage.write_at(self.offset(page), &st.scratch.leaf)
+        self.pager.write_page(page, &st.scratch.leaf)
     }
 
     /// Replaces the pinned copy of the node in `slot`.
@@ -241,11 +220,7 @@ impl BTree {
 
     /// Puts `page` on the free list.
     fn free_page(&self, st: &mut State, page: u64) -> Result<()> {
-        encode_free(&mut st.scratch.other, page, st.meta.free_head);
-        self.storage.write_at(self.offset(page), &st.scratch.other)?;
-        st.meta.free_head = page;
-        st.meta.free_pages += 1;
-        Ok(())
+        self.pager.free(&mut st.meta.space, page, &mut st.scratch.other)
     }
 
     pub(super) fn insert_impl(&self, key: u64, value: u64) -> Result<Option<u64>> {
@@ -353,8 +328,7 @@ impl BTree {
             let Scratch { other, records, .. } = &mut st.scratch;
             encode_leaf(other, right_leaf, records.get(mid..).unwrap_or(&[]), next)?;
         }
-        self.storage
-            .write_at(self.offset(right_leaf), &st.scratch.other)?;
+        self.pager.write_page(right_leaf, &st.scratch.other)?;
         // 2. Separators up the path; new right halves are written at once,
         //    shrunk left halves after their parent knows the right half.
         let mut up_key = sep;
@@ -554,7 +528,7 @@ impl BTree {
         // b. The left sibling skips it (its page is in the `other` buffer).
         if let Some((l, count)) = left {
             seal_leaf(&mut st.scratch.other, l, count, next);
-            self.storage.write_at(self.offset(l), &st.scratch.other)?;
+            self.pager.write_page(l, &st.scratch.other)?;
         }
         // c. The ancestor at `stop` forgets the child on the path.
         let step = *path

@@ -1,0 +1,261 @@
+//! `pager`: fixed-size pages of one read-write file, shared by every
+//! page-based updatable structure (the B+-tree; later the FITing-tree,
+//! dynamic PGM, ALEX and LIPP).
+//!
+//! The pager owns what is not specific to one structure: page 0, the
+//! *checkpoint page* (the owner's magic, version and page size, a
+//! [`ROOT_SLOT_LEN`]-byte slot for the owner's root fields, and the
+//! [`PageSpace`]: pages in the file and the free list), the free-page
+//! format, allocation and freeing, and page reads and writes through the
+//! [`IoContext`] (counted in its [`IoStats`](crate::storage::IoStats), served
+//! by its page cache if it has one). Node formats, splits and the meaning of
+//! the root slot stay with the owner. Format: `docs/format/pager.md`.
+//!
+//! # Owner's protocol
+//!
+//! - Create: [`Pager::create`] writes a checkpoint of an empty file; a bulk
+//!   loader may instead write its pages directly and finish with
+//!   [`Checkpoint::write`].
+//! - Open: [`Checkpoint::load`] (header checks), the owner checks its root
+//!   slot, [`Checkpoint::check_file`], then [`Pager::open`].
+//! - Update: [`Pager::allocate`] and [`Pager::free`] change a [`PageSpace`]
+//!   the owner keeps beside its root fields (under the owner's lock, so one
+//!   checkpoint captures both consistently); pages are written in place with
+//!   [`Pager::write_page`].
+//! - Checkpoint: [`Pager::checkpoint`] writes page 0 and then syncs the
+//!   file. Every page write before it is durable when it returns.
+//!
+//! # Durability
+//!
+//! Exactly as crash-safe as in-place paging allows: a crash after a
+//! checkpoint and before the next page write leaves that checkpoint's state;
+//! a crash between checkpoints can leave a mix of old and new pages, since
+//! pages are overwritten in place (crash atomicity is the job of a log above
+//! the structure). An owner that writes new pages before the pages that
+//! point to them keeps the file readable after each single write.
+//!
+//! # Thread safety
+//!
+//! [`Pager`] is `Send + Sync` and holds no mutable state: reads and writes
+//! take `&self`; the [`PageSpace`] is passed in by the owner, who serialises
+//! writers.
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+mod format;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+pub use format::{
+    Checkpoint, FileId, META_PAGE, NO_PAGE, PageSpace, ROOT_SLOT_LEN, RootSlot, encode_free, open_free,
+};
+
+use crate::format::page::check_page_size;
+use crate::storage::{IoContext, Storage};
+use crate::{Error, Result};
+
+/// The pages of one read-write file of fixed-size pages. See the module
+/// documentation for the protocol an owner follows.
+#[derive(Debug, Clone)]
+pub struct Pager {
+    storage: Arc<dyn Storage>,
+    page_size: usize,
+    id: FileId,
+}
+
+impl Pager {
+    /// Starts an empty file on `raw` (truncated first): writes and syncs a
+    /// checkpoint with an all-zero root slot and no pages but page 0, then
+    /// opens it through `io`. Returns the pager and that checkpoint.
+    ///
+    /// Errors: [`Error::InvalidInput`] for an unsupported page size or a
+    /// page cache of another page size; the storage's I/O error.
+    pub fn create(raw: Arc<dyn Storage>, io: &IoContext, id: FileId, page_size: usize) -> Result<(Pager, Checkpoint)> {
+        check_page_size(page_size)?;
+        let cp = Checkpoint {
+            page_size,
+            root: [0; ROOT_SLOT_LEN],
+            space: PageSpace::new(),
+        };
+        raw.set_len(0)?;
+        cp.write(&id, raw.as_ref())?;
+        Ok((Pager::open(raw, io, id, page_size)?, cp))
+    }
+
+    /// A pager over `raw`, a file of `page_size`-byte pages whose checkpoint
+    /// was loaded and checked (see the module documentation). Every read and
+    /// write goes through `io` (its `page_size` is set to the file's).
+    ///
+    /// Errors: [`Error::InvalidInput`] if `io` has a page cache of another
+    /// page size.
+    pub fn open(raw: Arc<dyn Storage>, io: &IoContext, id: FileId, page_size: usize) -> Result<Pager> {
+        if let Some(c) = &io.cache {
+            if c.page_size() != page_size {
+                return Err(Error::invalid(format!(
+                    "page cache of {}-byte pages for a file of {}-byte pages",
+                    c.page_size(),
+                    page_size
+                )));
+            }
+        }
+        let io = IoContext {
+            page_size,
+            ..io.clone()
+        };
+        Ok(Pager {
+            storage: io.wrap(raw),
+            page_size,
+            id,
+        })
+    }
+
+    /// The file's name (for errors).
+    pub fn name(&self) -> &str {
+        self.storage.name()
+    }
+
+    /// Page size in bytes.
+    pub fn page_size(&self) -> usize {
+        self.page_size
+    }
+
+    /// The file kind.
+    pub fn id(&self) -> &FileId {
+        &self.id
+    }
+
+    /// Byte offset of page `page_no`.
+    #[inline]
+    fn offset(&self, page_no: u64) -> u64 {
+        page_no * self.page_size as u64
+    }
+
+    /// Reads page `page_no` into `buf` (one page; several consecutive pages
+    /// if `buf` is longer) in one read call.
+    #[inline]
+    pub fn read_page(&self, page_no: u64, buf: &mut [u8]) -> Result<()> {
+        self.storage.read_at(self.offset(page_no), buf)
+    }
+
+    /// Writes `buf` (one sealed page, or several consecutive ones) as page
+    /// `page_no` in one write call. Not durable before the next
+    /// [`Pager::checkpoint`].
+    #[inline]
+    pub fn write_page(&self, page_no: u64, buf: &[u8]) -> Result<()> {
+        self.storage.write_at(self.offset(page_no), buf)
+    }
+
+    /// Checks that `page` is a page number handed out in `space` (not the
+    /// checkpoint page, below `page_count`); `from` names the page the link
+    /// was read from.
+    fn check_link(&self, space: &PageSpace, from: u64, page: u64) -> Result<u64> {
+        if page == NO_PAGE || page >= space.page_count {
+            return Err(Error::corruption(
+                self.name(),
+                from,
+                format!("free-list link {page} outside the {} pages", space.page_count),
+            ));
+        }
+        Ok(page)
+    }
+
+    /// Takes `k` pages: from the free list first (reading each free page
+    /// into `buf`, one page, to find the next), then from the end of the
+    /// file. Reads only; `space` changes only if all `k` succeed.
+    ///
+    /// Errors: [`Error::Corruption`] for a free-list link outside the file,
+    /// a free page failing its check, or a free list longer than counted;
+    /// the storage's I/O error.
+    pub fn allocate(&self, space: &mut PageSpace, k: usize, buf: &mut [u8]) -> Result<Vec<u64>> {
+        let mut head = space.free_head;
+        let mut free = space.free_pages;
+        let mut count = space.page_count;
+        let mut pages = Vec::with_capacity(k);
+        for _ in 0..k {
+            if head != NO_PAGE {
+                let page = self.check_link(space, META_PAGE, head)?;
+                self.read_page(page, buf)?;
+                let next = open_free(buf, page, self.name())?;
+                free = free
+                    .checked_sub(1)
+                    .ok_or_else(|| Error::corruption(self.name(), META_PAGE, "free list longer than counted"))?;
+                pages.push(page);
+                head = next;
+            } else {
+                pages.push(count);
+                count += 1;
+            }
+        }
+        space.free_head = head;
+        space.free_pages = free;
+        space.page_count = count;
+        Ok(pages)
+    }
+
+    /// Puts `page` (no longer used by the owner) at the head of the free
+    /// list: writes it as a free page (encoded in `buf`, one page), then
+    /// updates `space`.
+    ///
+    /// Errors: [`Error::InvalidInput`] for the checkpoint page or a page
+    /// outside the file (nothing is written); the storage's I/O error
+    /// (`space` unchanged).
+    pub fn free(&self, space: &mut PageSpace, page: u64, buf: &mut [u8]) -> Result<()> {
+        if page == META_PAGE || page >= space.page_count {
+            return Err(Error::invalid(format!(
+                "cannot free page {page} of a file of {} pages",
+                space.page_count
+            )));
+        }
+        encode_free(buf, page, space.free_head);
+        self.write_page(page, buf)?;
+        space.free_head = page;
+        space.free_pages += 1;
+        Ok(())
+    }
+
+    /// Walks the free list of `space`, reading each page into `buf` (one
+    /// page) and calling `visit` with its number before it is read; returns
+    /// the pages walked.
+    ///
+    /// Errors: [`Error::Corruption`] for a list longer than counted, a link
+    /// outside the file or a page failing its check; the storage's I/O error
+    /// or `visit`'s error.
+    pub fn walk_free_list(
+        &self,
+        space: &PageSpace,
+        buf: &mut [u8],
+        mut visit: impl FnMut(u64) -> Result<()>,
+    ) -> Result<u64> {
+        let mut walked = 0u64;
+        let mut f = space.free_head;
+        while f != NO_PAGE {
+            if walked >= space.free_pages {
+                return Err(Error::corruption(self.name(), f, "free list longer than counted"));
+            }
+            self.check_link(space, META_PAGE, f)?;
+            visit(f)?;
+            self.read_page(f, buf)?;
+            f = open_free(buf, f, self.name())?;
+            walked += 1;
+        }
+        Ok(walked)
+    }
+
+    /// Makes `cp` the file's state: writes the checkpoint page, then syncs
+    /// the file, so every page written before this call is durable with it.
+    ///
+    /// Errors: [`Error::InvalidInput`] if `cp` has another page size;
+    /// the storage's I/O error (the previous checkpoint may or may not be
+    /// replaced on storage).
+    pub fn checkpoint(&self, cp: &Checkpoint) -> Result<()> {
+        if cp.page_size != self.page_size {
+            return Err(Error::invalid(format!(
+                "checkpoint of {}-byte pages for a file of {}-byte pages",
+                cp.page_size, self.page_size
+            )));
+        }
+        cp.write(&self.id, self.storage.as_ref())
+    }
+}

@@ -1,0 +1,341 @@
+//! Tests of the pager: allocation order, freeing and reuse, counts,
+//! checkpoints across a crash, corrupt pages as typed errors, and a property
+//! test of random allocate/free sequences against a model.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+use std::collections::HashSet;
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::storage::{AlignedBuf, Directory, MemDirectory};
+
+const ID: FileId = FileId {
+    magic: u64::from_le_bytes(*b"PAGERTST"),
+    version: 3,
+    what: "pager test file",
+};
+const PS: usize = 4096;
+
+fn create(dir: &MemDirectory) -> (Pager, Checkpoint) {
+    let f = dir.create("p.db").unwrap();
+    dir.sync_dir().unwrap();
+    Pager::create(f, &IoContext::default(), ID, PS).unwrap()
+}
+
+/// Loads, checks and opens the file as an owner does.
+fn reopen(dir: &MemDirectory) -> Result<(Pager, Checkpoint)> {
+    let raw = dir.open("p.db")?;
+    let cp = Checkpoint::load(raw.as_ref(), &ID)?;
+    cp.check_file(raw.as_ref())?;
+    Ok((Pager::open(raw, &IoContext::default(), ID, cp.page_size)?, cp))
+}
+
+/// Writes a page marked with `tag` as page `page`.
+fn write_tagged(p: &Pager, page: u64, tag: u8) {
+    let mut buf = AlignedBuf::zeroed(PS);
+    buf.fill(tag);
+    p.write_page(page, &buf).unwrap();
+}
+
+fn free_list(p: &Pager, space: &PageSpace) -> Result<Vec<u64>> {
+    let mut pages = Vec::new();
+    let mut buf = AlignedBuf::zeroed(PS);
+    p.walk_free_list(space, &mut buf, |f| {
+        pages.push(f);
+        Ok(())
+    })?;
+    Ok(pages)
+}
+
+#[test]
+fn allocates_from_the_free_list_then_the_end() {
+    let dir = MemDirectory::new();
+    let (p, cp) = create(&dir);
+    assert_eq!(cp.space, PageSpace::new());
+    let mut space = cp.space;
+    let mut buf = AlignedBuf::zeroed(PS);
+    assert_eq!(p.allocate(&mut space, 4, &mut buf).unwrap(), vec![1, 2, 3, 4]);
+    assert_eq!(space.page_count, 5);
+    for page in 1..5 {
+        write_tagged(&p, page, page as u8);
+    }
+    p.free(&mut space, 2, &mut buf).unwrap();
+    p.free(&mut space, 4, &mut buf).unwrap();
+    assert_eq!((space.free_head, space.free_pages), (4, 2));
+    assert_eq!(free_list(&p, &space).unwrap(), vec![4, 2]);
+    // Last freed first, then the end of the file.
+    assert_eq!(p.allocate(&mut space, 3, &mut buf).unwrap(), vec![4, 2, 5]);
+    assert_eq!(space, PageSpace {
+        page_count: 6,
+        free_head: NO_PAGE,
+        free_pages: 0
+    });
+    assert_eq!(p.allocate(&mut space, 0, &mut buf).unwrap(), Vec::<u64>::new());
+    // Freeing the checkpoint page or a page beyond the file is refused.
+    for bad in [META_PAGE, 6, u64::MAX] {
+        assert!(matches!(p.free(&mut space, bad, &mut buf), Err(Error::InvalidInput(_))));
+    }
+    assert_eq!(space.free_pages, 0);
+}
+
+#[test]
+fn reads_and_writes_are_counted() {
+    let dir = MemDirectory::new();
+    let f = dir.create("p.db").unwrap();
+    let io = IoContext::default();
+    let (p, cp) = Pager::create(f, &io, ID, PS).unwrap();
+    let mut space = cp.space;
+    let mut buf = AlignedBuf::zeroed(PS);
+    p.allocate(&mut space, 2, &mut buf).unwrap();
+    write_tagged(&p, 1, 7);
+    let before = io.stats.snapshot();
+    p.read_page(1, &mut buf).unwrap();
+    assert!(buf.iter().all(|&b| b == 7));
+    let d = io.stats.snapshot().since(&before);
+    assert_eq!((d.read_calls, d.pages_read), (1, 1));
+}
+
+#[test]
+fn checkpoint_survives_a_crash_and_later_changes_do_not() {
+    let dir = MemDirectory::new();
+    let (p, cp) = create(&dir);
+    let mut space = cp.space;
+    let mut buf = AlignedBuf::zeroed(PS);
+    p.allocate(&mut space, 3, &mut buf).unwrap();
+    for page in 1..4 {
+        write_tagged(&p, page, 0x10 + page as u8);
+    }
+    p.free(&mut space, 2, &mut buf).unwrap();
+    let mut root = [0u8; ROOT_SLOT_LEN];
+    root[0] = 42;
+    root[ROOT_SLOT_LEN - 1] = 9;
+    let synced = Checkpoint {
+        page_size: PS,
+        root,
+        space,
+    };
+    p.checkpoint(&synced).unwrap();
+    // Changes after the checkpoint: reuse the free page, grow, no checkpoint.
+    p.allocate(&mut space, 2, &mut buf).unwrap();
+    write_tagged(&p, 2, 0xEE);
+    write_tagged(&p, 4, 0xEE);
+    write_tagged(&p, 3, 0xEE);
+    dir.crash();
+    let (p, cp) = reopen(&dir).unwrap();
+    assert_eq!(cp, synced);
+    assert_eq!(free_list(&p, &cp.space).unwrap(), vec![2]);
+    p.read_page(3, &mut buf).unwrap();
+    assert!(buf.iter().all(|&b| b == 0x13), "page 3 as of the checkpoint");
+    // A checkpoint of another page size is refused.
+    let other = Checkpoint {
+        page_size: 8192,
+        ..synced
+    };
+    assert!(matches!(p.checkpoint(&other), Err(Error::InvalidInput(_))));
+}
+
+#[test]
+fn a_crash_before_the_first_checkpoint_leaves_the_empty_file() {
+    let dir = MemDirectory::new();
+    let (p, cp) = create(&dir);
+    let mut space = cp.space;
+    let mut buf = AlignedBuf::zeroed(PS);
+    p.allocate(&mut space, 5, &mut buf).unwrap();
+    write_tagged(&p, 5, 1);
+    dir.crash();
+    let (_, cp2) = reopen(&dir).unwrap();
+    assert_eq!(cp2, cp);
+}
+
+#[test]
+fn corrupt_free_pages_are_typed_errors() {
+    let dir = MemDirectory::new();
+    let (p, cp) = create(&dir);
+    let mut space = cp.space;
+    let mut buf = AlignedBuf::zeroed(PS);
+    p.allocate(&mut space, 3, &mut buf).unwrap();
+    p.free(&mut space, 1, &mut buf).unwrap();
+    p.free(&mut space, 3, &mut buf).unwrap();
+    // A flipped byte in the head free page: its checksum fails.
+    dir.file("p.db").unwrap().corrupt_byte(3 * PS as u64 + 100);
+    let before = space;
+    let err = p.allocate(&mut space, 1, &mut buf).unwrap_err();
+    assert!(err.is_corruption(), "{err}");
+    assert_eq!(space, before, "a failed allocation changes nothing");
+    assert!(free_list(&p, &space).unwrap_err().is_corruption());
+    // A page of another type on the list.
+    write_tagged(&p, 3, 0);
+    assert!(p.allocate(&mut space, 1, &mut buf).unwrap_err().is_corruption());
+    // A head outside the file.
+    let mut wild = PageSpace {
+        free_head: 99,
+        ..space
+    };
+    assert!(p.allocate(&mut wild, 1, &mut buf).unwrap_err().is_corruption());
+    assert!(free_list(&p, &wild).unwrap_err().is_corruption());
+    // A list longer than counted.
+    p.free(&mut space, 2, &mut buf).unwrap(); // 2 -> 3 (corrupt), fine for the count check
+    let short = PageSpace {
+        free_pages: 0,
+        ..space
+    };
+    assert!(free_list(&p, &short).unwrap_err().is_corruption());
+    let mut short2 = short;
+    assert!(p.allocate(&mut short2, 1, &mut buf).unwrap_err().is_corruption());
+}
+
+#[test]
+fn bad_checkpoint_pages_are_typed_errors() {
+    let dir = MemDirectory::new();
+    let (p, cp) = create(&dir);
+    let f = dir.file("p.db").unwrap();
+    // Another owner's magic and version.
+    let other = FileId { magic: 1, ..ID };
+    assert!(matches!(
+        Checkpoint::load(f.as_ref(), &other),
+        Err(Error::BadMagic { expected: "pager test file", .. })
+    ));
+    let newer = FileId { version: 4, ..ID };
+    assert!(matches!(
+        Checkpoint::load(f.as_ref(), &newer),
+        Err(Error::UnsupportedVersion { found: 3, supported: 4, .. })
+    ));
+    // The checkpoint counts pages the file does not hold.
+    let big = Checkpoint {
+        space: PageSpace {
+            page_count: 3,
+            ..cp.space
+        },
+        ..cp
+    };
+    p.checkpoint(&big).unwrap();
+    assert!(matches!(reopen(&dir), Err(Error::Truncated { .. })));
+    // A flipped byte in the root slot: the checksum fails.
+    p.checkpoint(&cp).unwrap();
+    f.corrupt_byte(40);
+    assert!(reopen(&dir).unwrap_err().is_corruption());
+    // A file shorter than a page.
+    f.set_len(100).unwrap();
+    assert!(matches!(reopen(&dir), Err(Error::Truncated { .. })));
+    // A page cache of another page size.
+    let io = IoContext {
+        cache: Some(std::sync::Arc::new(crate::storage::PageCache::new(2, 8192))),
+        ..IoContext::default()
+    };
+    assert!(matches!(
+        Pager::open(dir.open("p.db").unwrap(), &io, ID, PS),
+        Err(Error::InvalidInput(_))
+    ));
+}
+
+#[test]
+fn checkpoint_page_layout() {
+    // Bytes 16..32 identify the file, 32..72 are the root slot, 72..96 the
+    // page space (docs/format/pager.md).
+    let mut root = [0u8; ROOT_SLOT_LEN];
+    for (i, b) in root.iter_mut().enumerate() {
+        *b = i as u8 + 1;
+    }
+    let cp = Checkpoint {
+        page_size: PS,
+        root,
+        space: PageSpace {
+            page_count: 7,
+            free_head: 5,
+            free_pages: 2,
+        },
+    };
+    let mut page = vec![0xFFu8; PS];
+    cp.encode(&ID, &mut page);
+    assert_eq!(&page[16..24], b"PAGERTST");
+    assert_eq!(&page[24..28], &3u32.to_le_bytes());
+    assert_eq!(&page[28..32], &(PS as u32).to_le_bytes());
+    assert_eq!(&page[32..72], &root);
+    assert_eq!(&page[72..80], &7u64.to_le_bytes());
+    assert_eq!(&page[80..88], &5u64.to_le_bytes());
+    assert_eq!(&page[88..96], &2u64.to_le_bytes());
+    assert!(page[96..].iter().all(|&b| b == 0));
+    assert_eq!(page[4], 1, "page type FileHeader");
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Allocate(usize),
+    /// Free the in-use page at this index (modulo the pages in use).
+    Free(usize),
+    /// Checkpoint, crash, reopen.
+    Reboot,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => (0usize..5).prop_map(Op::Allocate),
+        4 => any::<usize>().prop_map(Op::Free),
+        1 => Just(Op::Reboot),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Random allocate/free sequences against a model: no page is handed out
+    /// twice, freed pages are reused (last freed first) before the file
+    /// grows, the counts match, and a checkpoint reopens to the same state.
+    #[test]
+    fn allocate_and_free_match_a_model(ops in proptest::collection::vec(op(), 1..80)) {
+        let dir = MemDirectory::new();
+        let (mut p, cp) = create(&dir);
+        let mut space = cp.space;
+        let mut buf = AlignedBuf::zeroed(PS);
+        let mut in_use: Vec<u64> = Vec::new();
+        let mut free: Vec<u64> = Vec::new(); // a stack: last freed on top
+        let mut end = 1u64;
+        for op in ops {
+            match op {
+                Op::Allocate(k) => {
+                    let got = p.allocate(&mut space, k, &mut buf).unwrap();
+                    let mut want = Vec::new();
+                    for _ in 0..k {
+                        match free.pop() {
+                            Some(f) => want.push(f),
+                            None => {
+                                want.push(end);
+                                end += 1;
+                            }
+                        }
+                    }
+                    prop_assert_eq!(&got, &want);
+                    for &g in &got {
+                        prop_assert!(g != META_PAGE && !in_use.contains(&g), "page {} handed out twice", g);
+                        write_tagged(&p, g, 0xAB);
+                    }
+                    in_use.extend(got);
+                }
+                Op::Free(i) => {
+                    if in_use.is_empty() {
+                        continue;
+                    }
+                    let page = in_use.swap_remove(i % in_use.len());
+                    p.free(&mut space, page, &mut buf).unwrap();
+                    free.push(page);
+                }
+                Op::Reboot => {
+                    let cp = Checkpoint { page_size: PS, root: [7; ROOT_SLOT_LEN], space };
+                    p.checkpoint(&cp).unwrap();
+                    dir.crash();
+                    let (p2, cp2) = reopen(&dir).unwrap();
+                    prop_assert_eq!(cp2, cp);
+                    p = p2;
+                }
+            }
+            prop_assert_eq!(space.page_count, end);
+            prop_assert_eq!(space.free_pages, free.len() as u64);
+            let walked = free_list(&p, &space).unwrap();
+            let want: Vec<u64> = free.iter().rev().copied().collect();
+            prop_assert_eq!(walked, want);
+            let all: HashSet<u64> = in_use.iter().chain(free.iter()).copied().collect();
+            prop_assert_eq!(all.len() as u64 + 1, space.page_count, "every page is in use or free");
+        }
+    }
+}
