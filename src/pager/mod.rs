@@ -72,7 +72,12 @@ impl Pager {
     ///
     /// Errors: [`Error::InvalidInput`] for an unsupported page size or a
     /// page cache of another page size; the storage's I/O error.
-    pub fn create(raw: Arc<dyn Storage>, io: &IoContext, id: FileId, page_size: usize) -> Result<(Pager, Checkpoint)> {
+    pub fn create(
+        raw: Arc<dyn Storage>,
+        io: &IoContext,
+        id: FileId,
+        page_size: usize,
+    ) -> Result<(Pager, Checkpoint)> {
         check_page_size(page_size)?;
         let cp = Checkpoint {
             page_size,
@@ -178,9 +183,9 @@ impl Pager {
                 let page = self.check_link(space, META_PAGE, head)?;
                 self.read_page(page, buf)?;
                 let next = open_free(buf, page, self.name())?;
-                free = free
-                    .checked_sub(1)
-                    .ok_or_else(|| Error::corruption(self.name(), META_PAGE, "free list longer than counted"))?;
+                free = free.checked_sub(1).ok_or_else(|| {
+                    Error::corruption(self.name(), META_PAGE, "free list longer than counted")
+                })?;
                 pages.push(page);
                 head = next;
             } else {

@@ -66,15 +66,21 @@ fn allocates_from_the_free_list_then_the_end() {
     assert_eq!(free_list(&p, &space).unwrap(), vec![4, 2]);
     // Last freed first, then the end of the file.
     assert_eq!(p.allocate(&mut space, 3, &mut buf).unwrap(), vec![4, 2, 5]);
-    assert_eq!(space, PageSpace {
-        page_count: 6,
-        free_head: NO_PAGE,
-        free_pages: 0
-    });
+    assert_eq!(
+        space,
+        PageSpace {
+            page_count: 6,
+            free_head: NO_PAGE,
+            free_pages: 0
+        }
+    );
     assert_eq!(p.allocate(&mut space, 0, &mut buf).unwrap(), Vec::<u64>::new());
     // Freeing the checkpoint page or a page beyond the file is refused.
     for bad in [META_PAGE, 6, u64::MAX] {
-        assert!(matches!(p.free(&mut space, bad, &mut buf), Err(Error::InvalidInput(_))));
+        assert!(matches!(
+            p.free(&mut space, bad, &mut buf),
+            Err(Error::InvalidInput(_))
+        ));
     }
     assert_eq!(space.free_pages, 0);
 }
@@ -194,12 +200,19 @@ fn bad_checkpoint_pages_are_typed_errors() {
     let other = FileId { magic: 1, ..ID };
     assert!(matches!(
         Checkpoint::load(f.as_ref(), &other),
-        Err(Error::BadMagic { expected: "pager test file", .. })
+        Err(Error::BadMagic {
+            expected: "pager test file",
+            ..
+        })
     ));
     let newer = FileId { version: 4, ..ID };
     assert!(matches!(
         Checkpoint::load(f.as_ref(), &newer),
-        Err(Error::UnsupportedVersion { found: 3, supported: 4, .. })
+        Err(Error::UnsupportedVersion {
+            found: 3,
+            supported: 4,
+            ..
+        })
     ));
     // The checkpoint counts pages the file does not hold.
     let big = Checkpoint {

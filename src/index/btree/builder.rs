@@ -9,7 +9,9 @@
 
 use std::sync::Arc;
 
-use super::format::{BTREE_FILE_ID, InnerNode, Meta, NO_PAGE, inner_fanout, leaf_put, node_capacity, seal_leaf};
+use super::format::{
+    BTREE_FILE_ID, InnerNode, Meta, NO_PAGE, inner_fanout, leaf_put, node_capacity, seal_leaf,
+};
 use crate::format::page::check_page_size;
 use crate::pager::PageSpace;
 use crate::storage::{AlignedBuf, Storage};

@@ -16,8 +16,8 @@
 
 use crate::format::bytes::{get_u32, get_u64, put_u32, put_u64};
 use crate::format::page::{self, PAGE_HEADER_LEN, PageHeader, PageType};
-pub use crate::pager::{META_PAGE, NO_PAGE};
 use crate::pager::{Checkpoint, FileId, PageSpace, ROOT_SLOT_LEN, RootSlot};
+pub use crate::pager::{META_PAGE, NO_PAGE};
 use crate::storage::Storage;
 use crate::{Error, Result};
 

@@ -248,7 +248,10 @@ fn check_inner(node: &InnerNode, page_no: u64, meta: &Meta, name: &str) -> Resul
         return Err(Error::corruption(
             name,
             page_no,
-            format!("child page {c} outside the {} allocated pages", meta.space.page_count),
+            format!(
+                "child page {c} outside the {} allocated pages",
+                meta.space.page_count
+            ),
         ));
     }
     Ok(())
