@@ -20,6 +20,7 @@ pub mod error;
 pub mod format;
 pub mod index;
 pub mod model;
+pub mod registry;
 pub mod storage;
 pub mod tune;
 

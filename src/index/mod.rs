@@ -23,11 +23,7 @@ use serde::Serialize;
 
 pub use manifest::{MANIFEST_FILE, MANIFEST_MAGIC, MANIFEST_VERSION, Manifest};
 pub use params::{IndexSpec, Params, parse_size};
-pub(crate) use registry::open_in_with_io;
-pub use registry::{
-    BuildOptions, BuildReport, IndexKind, OpenOptions, Residency, build, build_in, build_records, kinds,
-    open, open_in,
-};
+pub use registry::{BuildOptions, BuildReport, IndexKind, OpenOptions, Registry, Residency, registry};
 pub use scan::{DataRunReader, Fetch, Located, scan_data_run};
 
 use crate::storage::IoStats;
