@@ -1,4 +1,4 @@
-//! The named static index kinds: each is a recipe (a [`DesignFn`]) for a
+//! The named static index kinds: each is a recipe (a [`DesignFn`](super::DesignFn)) for a
 //! stack of layers over a data run. The recipes live beside, one file per
 //! family: `pgm_design` (PGM, zero intervals, compressed bands),
 //! `radix_design` (RadixSpline, RMI), `tree_design` (btree-static,
@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::build::{LayerBuild, write_layer};
+use super::build::write_layer;
+use super::design::LayeredKind;
 use super::pgm_design::{pgm, pgm_disk, pgm_disk_cpr};
 use super::radix_design::{rmi, rs, rs_disk};
 use super::tree_design::{btree_static, fiting_static};
@@ -20,36 +21,6 @@ use crate::index::{
     BuildOptions, Fetch, Index, IndexKind, Manifest, OpenOptions, Params, Records, Residency,
 };
 use crate::storage::{Directory, IoContext};
-
-/// A built design: the layers bottom-up and the number of models.
-#[derive(Debug)]
-pub struct Design {
-    /// Layers, bottom (over the data) first.
-    pub layers: Vec<LayerBuild>,
-    /// Models/segments of the learned layers (None for non-learned designs).
-    pub models: Option<u64>,
-    /// What the recipe chose and measured (stored in the manifest).
-    pub notes: Value,
-}
-
-/// Builds a design over sorted keys with `per_page` records per data page.
-pub type DesignFn = fn(&Params, &[u64], usize, usize) -> Result<Design>;
-
-/// A named layered kind.
-pub struct LayeredKind {
-    /// Kind name.
-    pub name: &'static str,
-    /// One line for `strata list`.
-    pub summary: &'static str,
-    /// The recipe: (params, keys, records per page, page size) -> design.
-    pub design: DesignFn,
-}
-
-impl std::fmt::Debug for LayeredKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LayeredKind").field("name", &self.name).finish()
-    }
-}
 
 fn fetch_param(params: &Params) -> Result<Fetch> {
     params.str("fetch", "all-at-once")?.parse()

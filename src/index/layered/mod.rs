@@ -17,6 +17,7 @@
 
 mod build;
 mod compressed;
+mod design;
 mod entries;
 mod kinds;
 mod layer;
@@ -34,8 +35,9 @@ pub use build::{
     zone_layer,
 };
 pub use compressed::{CprBand, Decoded};
+pub use design::{Design, DesignFn, LayeredKind};
 pub use entries::{BandEntry, Entries, ResidentEntries};
-pub use kinds::{Design, DesignFn, LAYERED_KINDS, LayeredKind};
+pub use kinds::LAYERED_KINDS;
 pub use layer::{Access, LAYER_MAGIC, LAYER_VERSION, LayerKind, band_range, layer_spec, step};
 pub use pgm_design::{compressed_band, page_aware_lines};
 pub use zone_design::{PAGE_BOUND_KINDS, design_from_page_bounds};

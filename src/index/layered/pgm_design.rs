@@ -11,7 +11,7 @@ use super::build::{
     separator_bounds,
 };
 use super::compressed::CprBand;
-use super::kinds::Design;
+use super::design::Design;
 use super::layer::LayerKind;
 use crate::index::Params;
 use crate::{Error, Result};

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use super::build::{SegmentLine, band_layer, radix_layer, rmi_layers};
-use super::kinds::Design;
+use super::design::Design;
 use super::pgm_design::{extra_pages, widest_window};
 use crate::Result;
 use crate::index::Params;

@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::build::{band_layer, lines_of, step_layer, step_stack};
-use super::kinds::Design;
+use super::design::Design;
 use crate::index::Params;
 use crate::{Error, Result};
 

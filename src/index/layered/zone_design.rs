@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::build::{gap_zone_layer, leco_zone_layer, zone_layer};
-use super::kinds::{Design, LayeredKind};
+use super::design::{Design, LayeredKind};
 use super::layer::LayerKind;
 use crate::index::Params;
 use crate::{Error, Result};
