@@ -6,13 +6,33 @@
 //! `ARCHITECTURE.md` for the design: one layered-index engine, the updatable
 //! trees, the hybrid store, and the tools that measure them.
 //!
-//! Module map (arrows point down only):
+//! Module map, bottom to top; a module imports only modules below it
+//! (`docs/architecture.md` draws the map and the path of a lookup and of a
+//! write; `tests/layering.rs` enforces the order):
+//! - [`error`]: the one [`Error`] enum;
 //! - [`storage`]: files, `O_DIRECT`, I/O accounting, storage profiles, page cache;
 //! - [`format`](mod@format): pages, checksums, data runs, SOSD key files;
-//! - [`data`]: deterministic data and workload generators;
-//! - [`index`]: index kinds behind one [`index::Index`] trait;
+//! - [`model`] and [`data`]: learned-model algorithms (no I/O); deterministic
+//!   data and workload generators;
+//! - [`index`]: index kinds behind one [`index::Index`] trait, the
+//!   [`index::IndexKind`] trait and [`index::Registry`], the B+-tree and the
+//!   static layered engine;
+//! - [`tune`]: the storage cost model, AirTune and its kind `air`;
 //! - [`db`]: the durable hybrid store [`Db`] (WAL, dynamic stage, learned static stage);
-//! - [`tune`]: the storage cost model and AirTune.
+//! - [`registry`]: every kind of this build, and [`registry::build`] /
+//!   [`registry::open`] by kind name.
+//!
+//! ```no_run
+//! use strata::index::{BuildOptions, OpenOptions};
+//!
+//! # fn main() -> strata::Result<()> {
+//! let keys: Vec<u64> = (0..1_000).map(|i| i * 2).collect();
+//! strata::registry::build(&"btree".parse()?, &keys, "b.idx".as_ref(), &BuildOptions::default())?;
+//! let idx = strata::registry::open("b.idx".as_ref(), &OpenOptions::default())?;
+//! assert_eq!(idx.lower_bound(3)?, Some((4, 2)));
+//! # Ok(())
+//! # }
+//! ```
 
 pub mod data;
 pub mod db;
@@ -21,6 +41,7 @@ pub mod format;
 pub mod index;
 pub mod model;
 pub mod pager;
+pub mod registry;
 pub mod storage;
 pub mod tune;
 

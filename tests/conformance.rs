@@ -15,8 +15,8 @@ fn binary_16k_pages() {
     let keys: Vec<u64> = (0..20_000u64).map(|i| i * i).collect();
     let spec: strata::index::IndexSpec = "binary".parse().unwrap();
     let opts = strata::index::BuildOptions { page_size: 16384 };
-    strata::index::build(&spec, &keys, tmp.path(), &opts).unwrap();
-    let idx = strata::index::open(tmp.path(), &Default::default()).unwrap();
+    strata::registry::build(&spec, &keys, tmp.path(), &opts).unwrap();
+    let idx = strata::registry::open(tmp.path(), &Default::default()).unwrap();
     common::check_against_oracle(idx.as_ref(), &keys, "binary 16k");
 }
 
@@ -69,14 +69,14 @@ fn btree_after_updates() {
     // Build over half the keys, insert the other half (values = final rank),
     // reopen, and run the oracle: the tree that inserts built must answer
     // like the bulk-loaded one.
-    use strata::index::{self, BuildOptions, IndexSpec, OpenOptions, Residency};
+    use strata::index::{BuildOptions, IndexSpec, OpenOptions, Residency};
     for (name, keys) in common::datasets() {
         let tmp = tempfile::tempdir().unwrap();
         let spec: IndexSpec = "btree:fill=80".parse().unwrap();
         let half: Vec<u64> = keys.iter().copied().step_by(2).collect();
-        index::build(&spec, &half, tmp.path(), &BuildOptions::default()).unwrap();
+        strata::registry::build(&spec, &half, tmp.path(), &BuildOptions::default()).unwrap();
         {
-            let idx = index::open(tmp.path(), &OpenOptions::default()).unwrap();
+            let idx = strata::registry::open(tmp.path(), &OpenOptions::default()).unwrap();
             for (i, &k) in keys.iter().enumerate() {
                 idx.insert(k, i as u64).unwrap();
             }
@@ -87,7 +87,7 @@ fn btree_after_updates() {
             resident: Residency::None,
             ..Default::default()
         };
-        let idx = index::open(tmp.path(), &opts).unwrap();
+        let idx = strata::registry::open(tmp.path(), &opts).unwrap();
         let what = format!("btree after updates on {name}");
         common::check_against_oracle(idx.as_ref(), &keys, &what);
     }
@@ -157,12 +157,12 @@ fn air() {
 /// (the full battery above covers files, O_DIRECT and the page cache).
 fn air_light(spec: &str, pinned: bool) {
     use std::sync::Arc;
-    use strata::index::{self, BuildOptions, OpenOptions, Records, Residency};
+    use strata::index::{BuildOptions, OpenOptions, Records, Residency};
     use strata::storage::{Directory, MemDirectory};
     for (name, keys) in common::datasets() {
         let dir: Arc<dyn Directory> = Arc::new(MemDirectory::new());
         let s: strata::index::IndexSpec = spec.parse().unwrap();
-        index::build_in(&s, Records::ranked(&keys), dir.clone(), &BuildOptions::default())
+        strata::registry::build_in(&s, Records::ranked(&keys), dir.clone(), &BuildOptions::default())
             .unwrap_or_else(|e| panic!("{spec} on {name}: build failed: {e}"));
         let variants: &[(Residency, usize)] = if pinned {
             &[(Residency::None, 3), (Residency::Index, 1)]
@@ -174,7 +174,7 @@ fn air_light(spec: &str, pinned: bool) {
                 resident,
                 ..Default::default()
             };
-            let idx = index::open_in(dir.clone(), &opts).unwrap();
+            let idx = strata::registry::open_in(dir.clone(), &opts).unwrap();
             common::check_sampled(
                 idx.as_ref(),
                 &keys,

@@ -410,14 +410,14 @@ fn conformance_battery() {
 
 #[test]
 fn db_kind_after_updates() {
-    use strata::index::{self, BuildOptions, IndexSpec, OpenOptions};
+    use strata::index::{BuildOptions, IndexSpec, OpenOptions};
     for (name, keys) in common::datasets() {
         let tmp = tempfile::tempdir().unwrap();
         let spec: IndexSpec = "db:memory=128K,sync=never".parse().unwrap();
         let half: Vec<u64> = keys.iter().copied().step_by(2).collect();
-        index::build(&spec, &half, tmp.path(), &BuildOptions::default()).unwrap();
+        strata::registry::build(&spec, &half, tmp.path(), &BuildOptions::default()).unwrap();
         {
-            let idx = index::open(tmp.path(), &OpenOptions::default()).unwrap();
+            let idx = strata::registry::open(tmp.path(), &OpenOptions::default()).unwrap();
             for (i, &k) in keys.iter().enumerate() {
                 let old = idx.insert(k, i as u64).unwrap();
                 assert_eq!(
@@ -428,7 +428,7 @@ fn db_kind_after_updates() {
             }
             idx.sync().unwrap();
         }
-        let idx = index::open(tmp.path(), &OpenOptions::default()).unwrap();
+        let idx = strata::registry::open(tmp.path(), &OpenOptions::default()).unwrap();
         common::check_against_oracle(idx.as_ref(), &keys, &format!("db after updates on {name}"));
     }
 }

@@ -55,7 +55,7 @@ fn damage_each_file(spec: &str) {
     let keys: Vec<u64> = (0..3000u64).map(|i| i * i + 11).collect();
     let dir = MemDirectory::new();
     let s: IndexSpec = spec.parse().unwrap();
-    index::build_in(
+    strata::registry::build_in(
         &s,
         index::Records::ranked(&keys),
         Arc::new(dir.clone()),
@@ -86,7 +86,7 @@ fn damage_each_file(spec: &str) {
                     resident,
                     ..Default::default()
                 };
-                match index::open_in(Arc::new(dir.clone()), &opts) {
+                match strata::registry::open_in(Arc::new(dir.clone()), &opts) {
                     Ok(idx) => {
                         for &k in keys.iter().step_by(97) {
                             let _ = idx.get(k);

@@ -4,7 +4,7 @@
 //! 10M-key figures.
 
 use strata::data::{Dist, generate};
-use strata::index::{self, BuildOptions, IndexSpec, OpenOptions};
+use strata::index::{BuildOptions, IndexSpec, OpenOptions};
 
 const N: usize = 400_000;
 
@@ -18,8 +18,8 @@ struct Measured {
 fn measure(spec: &str, keys: &[u64]) -> Measured {
     let tmp = tempfile::tempdir().unwrap();
     let s: IndexSpec = spec.parse().unwrap();
-    index::build(&s, keys, tmp.path(), &BuildOptions::default()).unwrap();
-    let idx = index::open(tmp.path(), &OpenOptions::default()).unwrap();
+    strata::registry::build(&s, keys, tmp.path(), &BuildOptions::default()).unwrap();
+    let idx = strata::registry::open(tmp.path(), &OpenOptions::default()).unwrap();
     let st = idx.stats().unwrap();
     let before = idx.io().snapshot();
     let mut lookups = 0u64;

@@ -13,9 +13,8 @@ use crate::format::datarun::{DataRun, RECORD_LEN};
 use crate::format::{DataRunWriter, records_per_page};
 use crate::index::binary::DATA_FILE;
 use crate::index::layered::{
-    Design, LAYERED_KINDS, LayeredKind, PAGE_BOUND_KINDS, design_from_page_bounds, layer_file, write_layer,
+    Design, LayeredKind, PAGE_BOUND_KINDS, design_from_page_bounds, layer_file, write_layer,
 };
-use crate::index::open_in_with_io;
 use crate::index::{Fetch, Index, Manifest, OpenOptions, Params, Residency};
 use crate::storage::{Directory, IoContext};
 use crate::{Error, Result};
@@ -94,13 +93,15 @@ impl std::fmt::Display for StaticKind {
 }
 
 fn layered(name: &str) -> Result<&'static LayeredKind> {
-    LAYERED_KINDS.iter().find(|k| k.name == name).ok_or_else(|| {
-        let names: Vec<&str> = LAYERED_KINDS.iter().map(|k| k.name).collect();
-        Error::invalid(format!(
-            "the static stage takes a layered index kind ({}), not {name:?}",
-            names.join(", ")
-        ))
-    })
+    crate::tune::layered_kinds()
+        .find(|k| k.name == name)
+        .ok_or_else(|| {
+            let names: Vec<&str> = crate::tune::layered_kinds().map(|k| k.name).collect();
+            Error::invalid(format!(
+                "the static stage takes a layered index kind ({}), not {name:?}",
+                names.join(", ")
+            ))
+        })
 }
 
 /// Checks that a static kind names a layered kind with valid parameters.
@@ -481,7 +482,7 @@ impl StaticStage {
         resident: Residency,
         io: IoContext,
     ) -> Result<Self> {
-        let index = open_in_with_io(
+        let index = crate::tune::registry().open_in_with_io(
             Arc::new(view),
             &OpenOptions {
                 direct: false,

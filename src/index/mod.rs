@@ -4,8 +4,11 @@
 //! lower bounds and range scans through the [`Index`] trait; updatable kinds
 //! also take inserts and deletes. Kinds are built into an index *directory*
 //! (a [`Directory`](crate::storage::Directory) holding a manifest, `strata-index.json`, and the kind's
-//! files) and opened from it by name, so the CLI, the benchmark runner and the
-//! Python bindings treat every kind alike.
+//! files) and opened from it by name through a [`Registry`], so the CLI, the
+//! benchmark runner and the Python bindings treat every kind alike. This
+//! module's [`registry()`] holds the kinds defined here; kinds defined above
+//! (`air` in `tune`, `db`) join them in `strata::registry`, the top of the
+//! crate, so that nothing here names a module above it.
 
 pub mod binary;
 pub mod btree;
@@ -23,11 +26,7 @@ use serde::Serialize;
 
 pub use manifest::{MANIFEST_FILE, MANIFEST_MAGIC, MANIFEST_VERSION, Manifest};
 pub use params::{IndexSpec, Params, parse_size};
-pub(crate) use registry::open_in_with_io;
-pub use registry::{
-    BuildOptions, BuildReport, IndexKind, OpenOptions, Residency, build, build_in, build_records, kinds,
-    open, open_in,
-};
+pub use registry::{BuildOptions, BuildReport, IndexKind, OpenOptions, Registry, Residency, registry};
 pub use scan::{DataRunReader, Fetch, Located, scan_data_run};
 
 use crate::storage::IoStats;

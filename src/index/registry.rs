@@ -125,24 +125,6 @@ pub trait IndexKind: Send + Sync {
     ) -> Result<Box<dyn Index>>;
 }
 
-/// Every index kind this build knows.
-pub fn kinds() -> Vec<&'static dyn IndexKind> {
-    let mut k: Vec<&'static dyn IndexKind> = vec![&super::binary::BinaryKind, &super::btree::BTreeKind];
-    k.extend(super::layered::LAYERED_KINDS.iter().map(|l| l as &dyn IndexKind));
-    k.push(&crate::db::DbKind);
-    k
-}
-
-fn find(kind: &str) -> Result<&'static dyn IndexKind> {
-    kinds().into_iter().find(|k| k.name() == kind).ok_or_else(|| {
-        let names: Vec<&str> = kinds().iter().map(|k| k.name()).collect();
-        Error::invalid(format!(
-            "unknown index kind {kind:?}; known kinds: {}",
-            names.join(", ")
-        ))
-    })
-}
-
 /// Checks that keys are strictly increasing, naming the first offender.
 pub(crate) fn check_keys(keys: &[u64]) -> Result<()> {
     for (i, w) in keys.windows(2).enumerate() {
@@ -159,107 +141,183 @@ pub(crate) fn check_keys(keys: &[u64]) -> Result<()> {
     Ok(())
 }
 
-/// Builds `spec` over `keys` into the directory at `path` (created if needed;
-/// an existing index there is replaced).
-pub fn build(spec: &IndexSpec, keys: &[u64], path: &Path, opts: &BuildOptions) -> Result<BuildReport> {
-    build_records(spec, Records::ranked(keys), path, opts)
+/// The kinds this layer defines, in `strata list` order: `binary`, `btree`,
+/// then the layered kinds ([`LAYERED_KINDS`](super::layered::LAYERED_KINDS)).
+/// Kinds defined above `index` (`air`, `db`) are registered by the modules
+/// above it; `strata::registry` holds them all.
+pub fn registry() -> Registry {
+    let mut k: Vec<&'static dyn IndexKind> = vec![&super::binary::BinaryKind, &super::btree::BTreeKind];
+    k.extend(super::layered::LAYERED_KINDS.iter().map(|l| l as &dyn IndexKind));
+    Registry::new(k)
 }
 
-/// Builds `spec` over records with explicit values into the directory at `path`.
-pub fn build_records(
-    spec: &IndexSpec,
-    records: Records<'_>,
-    path: &Path,
-    opts: &BuildOptions,
-) -> Result<BuildReport> {
-    let dir: Arc<dyn Directory> = Arc::new(FsDirectory::create_all(path)?);
-    build_in(spec, records, dir, opts)
+/// A list of index kinds that specs and manifests are resolved against by
+/// name: what builds and opens index directories.
+///
+/// The kinds are kept in the order given; a name is resolved to the first
+/// kind that has it. A registry is cheap to clone (a list of references).
+#[derive(Clone, Default)]
+pub struct Registry {
+    kinds: Vec<&'static dyn IndexKind>,
 }
 
-/// Builds `spec` over `records` into `dir`.
-pub fn build_in(
-    spec: &IndexSpec,
-    records: Records<'_>,
-    dir: Arc<dyn Directory>,
-    opts: &BuildOptions,
-) -> Result<BuildReport> {
-    let keys = records.keys();
-    let kind = find(&spec.kind)?;
-    let params = spec.params.clone();
-    // `page` is a parameter of every kind: the page size of its paged files.
-    let page_size = params.usize("page", opts.page_size)?;
-    check_page_size(page_size)?;
-    let opts = &BuildOptions { page_size };
-    check_keys(keys)?;
-    // A previous manifest would make a half-built directory look complete.
-    if dir.exists(super::MANIFEST_FILE) {
-        dir.remove(super::MANIFEST_FILE)?;
-        dir.sync_dir()?;
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.kinds.iter().map(|k| k.name()))
+            .finish()
     }
-    let t0 = Instant::now();
-    let (files, description) = kind.build(&params, records, dir.as_ref(), opts)?;
-    params.finish(kind.name())?;
-    let build_s = t0.elapsed().as_secs_f64();
-    let mut m = Manifest::new(kind.name(), params.resolved(), keys.len() as u64, opts.page_size);
-    m.files = files;
-    m.build_s = build_s;
-    m.description = description;
-    m.store(dir.as_ref())?;
-    let idx = open_in(dir, &OpenOptions::default())?;
-    let st = idx.stats()?;
-    let n = keys.len() as u64;
-    Ok(BuildReport {
-        index: kind.name().to_string(),
-        config: m.config,
-        n,
-        memory_bytes: st.memory_bytes,
-        bits_per_key: if n > 0 {
-            8.0 * st.memory_bytes as f64 / n as f64
-        } else {
-            0.0
-        },
-        disk_bytes: st.disk_bytes,
-        build_s,
-        build_keys_per_s: if build_s > 0.0 { n as f64 / build_s } else { 0.0 },
-        models: st.models,
-        height: st.height,
-    })
 }
 
-/// Opens the index directory at `path`.
-pub fn open(path: &Path, opts: &OpenOptions) -> Result<Box<dyn Index>> {
-    let dir: Arc<dyn Directory> = Arc::new(FsDirectory::open(path)?.with_direct(opts.direct));
-    open_in(dir, opts)
-}
-
-/// Opens the index in `dir`.
-pub fn open_in(dir: Arc<dyn Directory>, opts: &OpenOptions) -> Result<Box<dyn Index>> {
-    let m = Manifest::load(dir.as_ref())?;
-    let mut io = IoContext::with_profile(opts.profile.clone());
-    if opts.cache_pages > 0 {
-        io.cache = Some(Arc::new(PageCache::new(opts.cache_pages, m.page_size)));
+impl Registry {
+    /// A registry of `kinds`, in this order.
+    pub fn new(kinds: Vec<&'static dyn IndexKind>) -> Self {
+        Registry { kinds }
     }
-    open_manifest(m, dir, io, opts)
-}
 
-/// Opens the index in `dir` with its reads counted into `io` (and charged
-/// `io`'s profile), not into counters of its own: how a store opens its
-/// static stage, so that each read is counted once, into the store's
-/// counters.
-pub(crate) fn open_in_with_io(
-    dir: Arc<dyn Directory>,
-    opts: &OpenOptions,
-    io: IoContext,
-) -> Result<Box<dyn Index>> {
-    open_manifest(Manifest::load(dir.as_ref())?, dir, io, opts)
-}
+    /// This registry with `kind` appended after its kinds.
+    #[must_use]
+    pub fn with(mut self, kind: &'static dyn IndexKind) -> Self {
+        self.kinds.push(kind);
+        self
+    }
 
-fn open_manifest(
-    m: Manifest,
-    dir: Arc<dyn Directory>,
-    mut io: IoContext,
-    opts: &OpenOptions,
-) -> Result<Box<dyn Index>> {
-    io.page_size = m.page_size;
-    find(&m.kind)?.open(&m, dir, io, opts)
+    /// The kinds, in registration order (the order `strata list` prints).
+    pub fn kinds(&self) -> &[&'static dyn IndexKind] {
+        &self.kinds
+    }
+
+    /// The kind named `kind`; an [`Error::InvalidInput`] naming the known
+    /// kinds if there is none.
+    pub fn find(&self, kind: &str) -> Result<&'static dyn IndexKind> {
+        self.kinds
+            .iter()
+            .copied()
+            .find(|k| k.name() == kind)
+            .ok_or_else(|| {
+                let names: Vec<&str> = self.kinds.iter().map(|k| k.name()).collect();
+                Error::invalid(format!(
+                    "unknown index kind {kind:?}; known kinds: {}",
+                    names.join(", ")
+                ))
+            })
+    }
+
+    /// Builds `spec` over `keys` (values: their ranks) into the directory
+    /// at `path` (created if needed; an existing index there is replaced).
+    /// Keys must be strictly increasing ([`Error::OutOfOrder`] otherwise).
+    pub fn build(
+        &self,
+        spec: &IndexSpec,
+        keys: &[u64],
+        path: &Path,
+        opts: &BuildOptions,
+    ) -> Result<BuildReport> {
+        self.build_records(spec, Records::ranked(keys), path, opts)
+    }
+
+    /// Builds `spec` over records with explicit values into the directory at `path`.
+    pub fn build_records(
+        &self,
+        spec: &IndexSpec,
+        records: Records<'_>,
+        path: &Path,
+        opts: &BuildOptions,
+    ) -> Result<BuildReport> {
+        let dir: Arc<dyn Directory> = Arc::new(FsDirectory::create_all(path)?);
+        self.build_in(spec, records, dir, opts)
+    }
+
+    /// Builds `spec` over `records` into `dir`: checks the keys, writes the
+    /// kind's files, then the manifest (last, so a half-built directory has
+    /// none), and opens the result to measure it.
+    pub fn build_in(
+        &self,
+        spec: &IndexSpec,
+        records: Records<'_>,
+        dir: Arc<dyn Directory>,
+        opts: &BuildOptions,
+    ) -> Result<BuildReport> {
+        let keys = records.keys();
+        let kind = self.find(&spec.kind)?;
+        let params = spec.params.clone();
+        // `page` is a parameter of every kind: the page size of its paged files.
+        let page_size = params.usize("page", opts.page_size)?;
+        check_page_size(page_size)?;
+        let opts = &BuildOptions { page_size };
+        check_keys(keys)?;
+        // A previous manifest would make a half-built directory look complete.
+        if dir.exists(super::MANIFEST_FILE) {
+            dir.remove(super::MANIFEST_FILE)?;
+            dir.sync_dir()?;
+        }
+        let t0 = Instant::now();
+        let (files, description) = kind.build(&params, records, dir.as_ref(), opts)?;
+        params.finish(kind.name())?;
+        let build_s = t0.elapsed().as_secs_f64();
+        let mut m = Manifest::new(kind.name(), params.resolved(), keys.len() as u64, opts.page_size);
+        m.files = files;
+        m.build_s = build_s;
+        m.description = description;
+        m.store(dir.as_ref())?;
+        let idx = self.open_in(dir, &OpenOptions::default())?;
+        let st = idx.stats()?;
+        let n = keys.len() as u64;
+        Ok(BuildReport {
+            index: kind.name().to_string(),
+            config: m.config,
+            n,
+            memory_bytes: st.memory_bytes,
+            bits_per_key: if n > 0 {
+                8.0 * st.memory_bytes as f64 / n as f64
+            } else {
+                0.0
+            },
+            disk_bytes: st.disk_bytes,
+            build_s,
+            build_keys_per_s: if build_s > 0.0 { n as f64 / build_s } else { 0.0 },
+            models: st.models,
+            height: st.height,
+        })
+    }
+
+    /// Opens the index directory at `path`.
+    pub fn open(&self, path: &Path, opts: &OpenOptions) -> Result<Box<dyn Index>> {
+        let dir: Arc<dyn Directory> = Arc::new(FsDirectory::open(path)?.with_direct(opts.direct));
+        self.open_in(dir, opts)
+    }
+
+    /// Opens the index in `dir`, with I/O counters of its own.
+    pub fn open_in(&self, dir: Arc<dyn Directory>, opts: &OpenOptions) -> Result<Box<dyn Index>> {
+        let m = Manifest::load(dir.as_ref())?;
+        let mut io = IoContext::with_profile(opts.profile.clone());
+        if opts.cache_pages > 0 {
+            io.cache = Some(Arc::new(PageCache::new(opts.cache_pages, m.page_size)));
+        }
+        self.open_manifest(m, dir, io, opts)
+    }
+
+    /// Opens the index in `dir` with its reads counted into `io` (and charged
+    /// `io`'s profile), not into counters of its own: how a store opens its
+    /// static stage, so that each read is counted once, into the store's
+    /// counters.
+    pub(crate) fn open_in_with_io(
+        &self,
+        dir: Arc<dyn Directory>,
+        opts: &OpenOptions,
+        io: IoContext,
+    ) -> Result<Box<dyn Index>> {
+        self.open_manifest(Manifest::load(dir.as_ref())?, dir, io, opts)
+    }
+
+    fn open_manifest(
+        &self,
+        m: Manifest,
+        dir: Arc<dyn Directory>,
+        mut io: IoContext,
+        opts: &OpenOptions,
+    ) -> Result<Box<dyn Index>> {
+        io.page_size = m.page_size;
+        self.find(&m.kind)?.open(&m, dir, io, opts)
+    }
 }

@@ -39,8 +39,8 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::index::layered::{
-    LayerBuild, SegmentLine, band_layer, compressed_band, leco_zone_layer, page_aware_lines, step_layer,
-    zone_layer,
+    LayerBuild, SegmentLine, band_layer, compressed_band, leco_zone_layer, lines_of, page_aware_lines,
+    step_layer, zone_layer,
 };
 use crate::model::Segment;
 use crate::{Error, Result};
@@ -270,7 +270,7 @@ impl Builder {
             (Family::LecoD, Param::Span(s)) => leco_zone_layer(keys, to_usize(s)?, true),
             (Family::GBand, Param::Eps(e)) => {
                 let segs = segments(e, 0);
-                band_layer(keys, &lines(&segs), 1, 0)
+                band_layer(keys, &lines_of(&segs), 1, 0)
             }
             (Family::EBand, Param::Group(g)) => band_layer(keys, &equal_lines(keys, to_usize(g)?), 1, 0),
             (Family::ZBand, Param::Eps(e)) => {
@@ -369,16 +369,6 @@ fn split_segments(segs: &[Segment], positions: usize) -> Vec<&[Segment]> {
         out.push(segs.get(from..).unwrap_or_default());
     }
     out
-}
-
-fn lines(segs: &[Segment]) -> Vec<SegmentLine> {
-    segs.iter()
-        .map(|s| SegmentLine {
-            start: s.start,
-            slope: s.slope,
-            intercept: s.intercept,
-        })
-        .collect()
 }
 
 /// EBand's lines: groups of `group` positions, each with the line through

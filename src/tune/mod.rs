@@ -45,8 +45,8 @@ pub use search::{
     Candidate, DEFAULT_SAMPLES, FixedDesign, SAMPLE_SEED, TuneOptions, Tuned, TunedLayer, Tuner,
 };
 
-use crate::index::layered::{Design, LAYERED_KINDS};
-use crate::index::{IndexSpec, Params};
+use crate::index::layered::{Design, LAYERED_KINDS, LayeredKind};
+use crate::index::{IndexSpec, Params, Registry};
 use crate::storage::StorageProfile;
 use crate::{Error, Result};
 
@@ -102,6 +102,26 @@ pub fn air_design(p: &Params, keys: &[u64], per_page: usize, page_size: usize) -
     })
 }
 
+/// The kind `air`: AirIndex, a layered index whose layers AirTune chooses
+/// for a storage profile ([`air_design`]).
+pub static AIR: LayeredKind = LayeredKind {
+    name: "air",
+    summary: "AirIndex: layers chosen by AirTune for a storage profile (profile, top_k, memory_budget)",
+    design: air_design,
+};
+
+/// Every layered kind up to this layer: `index`'s
+/// ([`LAYERED_KINDS`]), then [`AIR`].
+pub fn layered_kinds() -> impl Iterator<Item = &'static LayeredKind> {
+    LAYERED_KINDS.iter().chain(std::iter::once(&AIR))
+}
+
+/// `index`'s registry ([`crate::index::registry`]) with [`AIR`] after its
+/// kinds: every kind up to this layer.
+pub fn registry() -> Registry {
+    crate::index::registry().with(&AIR)
+}
+
 /// The modelled reads of any layered kind's design over `keys`, without
 /// writing it: builds the design in memory and replays the sampled lookups
 /// top-down ([`evaluate_stack`]). Returns the cost and the layers.
@@ -111,15 +131,12 @@ pub fn model_spec(
     page_size: usize,
     sample: &QuerySample,
 ) -> Result<(StackCost, Vec<LayerView>, serde_json::Value)> {
-    let kind = LAYERED_KINDS
-        .iter()
-        .find(|k| k.name == spec.kind)
-        .ok_or_else(|| {
-            Error::Unsupported(format!(
-                "only layered kinds can be modelled without running them; {} is not one",
-                spec.kind
-            ))
-        })?;
+    let kind = layered_kinds().find(|k| k.name == spec.kind).ok_or_else(|| {
+        Error::Unsupported(format!(
+            "only layered kinds can be modelled without running them; {} is not one",
+            spec.kind
+        ))
+    })?;
     check_keys(keys)?;
     let page_size = spec.params.usize("page", page_size)?;
     crate::format::page::check_page_size(page_size)?;

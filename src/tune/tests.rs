@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::*;
 use crate::data::Dist;
-use crate::index::{self, BuildOptions, Index, OpenOptions, Records, Residency};
+use crate::index::{BuildOptions, Index, OpenOptions, Records, Residency};
 use crate::storage::{Directory, MemDirectory, StorageProfile};
 
 fn keys(dist: &str, n: usize) -> Vec<u64> {
@@ -28,16 +28,19 @@ fn tune_with(keys: &[u64], opts: &TuneOptions) -> Tuned {
 fn open(spec: &str, keys: &[u64], resident: Residency, prof: &StorageProfile) -> Box<dyn Index> {
     let dir: Arc<dyn Directory> = Arc::new(MemDirectory::new());
     let s: IndexSpec = spec.parse().unwrap();
-    index::build_in(&s, Records::ranked(keys), dir.clone(), &BuildOptions::default()).unwrap();
-    index::open_in(
-        dir,
-        &OpenOptions {
-            resident,
-            profile: Some(prof.clone()),
-            ..Default::default()
-        },
-    )
-    .unwrap()
+    super::registry()
+        .build_in(&s, Records::ranked(keys), dir.clone(), &BuildOptions::default())
+        .unwrap();
+    super::registry()
+        .open_in(
+            dir,
+            &OpenOptions {
+                resident,
+                profile: Some(prof.clone()),
+                ..Default::default()
+            },
+        )
+        .unwrap()
 }
 
 /// Looks up every key of `sample` (all present) and returns the I/O per lookup.
@@ -370,7 +373,7 @@ fn bad_input_is_an_error() {
     ] {
         let dir: Arc<dyn Directory> = Arc::new(MemDirectory::new());
         let s: IndexSpec = spec.parse().unwrap();
-        let e = index::build_in(&s, Records::ranked(&all), dir, &BuildOptions::default());
+        let e = super::registry().build_in(&s, Records::ranked(&all), dir, &BuildOptions::default());
         assert!(e.is_err(), "{spec} should fail");
     }
     assert!(model_spec(&"btree".parse().unwrap(), &all, 4096, tuner.sample()).is_err());
@@ -390,17 +393,20 @@ fn a_page_cache_starts_cold() {
     ] {
         let dir: Arc<dyn Directory> = Arc::new(MemDirectory::new());
         let s: IndexSpec = spec.parse().unwrap();
-        index::build_in(&s, Records::ranked(&all), dir.clone(), &BuildOptions::default()).unwrap();
+        super::registry()
+            .build_in(&s, Records::ranked(&all), dir.clone(), &BuildOptions::default())
+            .unwrap();
         let open = |cache_pages| {
-            index::open_in(
-                dir.clone(),
-                &OpenOptions {
-                    resident: Residency::None,
-                    cache_pages,
-                    ..Default::default()
-                },
-            )
-            .unwrap()
+            super::registry()
+                .open_in(
+                    dir.clone(),
+                    &OpenOptions {
+                        resident: Residency::None,
+                        cache_pages,
+                        ..Default::default()
+                    },
+                )
+                .unwrap()
         };
         let (cold, cached) = (open(0), open(4096));
         for idx in [&cold, &cached] {

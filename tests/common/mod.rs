@@ -4,7 +4,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 use rand::{Rng, SeedableRng};
-use strata::index::{self, BuildOptions, Index, IndexSpec, OpenOptions, Residency};
+use strata::index::{BuildOptions, Index, IndexSpec, OpenOptions, Residency};
 
 /// Named key sets, each strictly increasing.
 pub fn datasets() -> Vec<(&'static str, Vec<u64>)> {
@@ -147,7 +147,7 @@ pub fn battery(spec: &str) {
 pub fn battery_on(spec: &str, name: &str, keys: &[u64]) {
     let tmp = tempfile::tempdir().unwrap();
     let s: IndexSpec = spec.parse().unwrap();
-    let report = index::build(&s, keys, tmp.path(), &BuildOptions::default())
+    let report = strata::registry::build(&s, keys, tmp.path(), &BuildOptions::default())
         .unwrap_or_else(|e| panic!("{spec} on {name}: build failed: {e}"));
     assert_eq!(report.n, keys.len() as u64);
     let variants = [
@@ -171,7 +171,7 @@ pub fn battery_on(spec: &str, name: &str, keys: &[u64]) {
         ),
     ];
     for (vname, opts, stride) in variants {
-        let idx = index::open(tmp.path(), &opts)
+        let idx = strata::registry::open(tmp.path(), &opts)
             .unwrap_or_else(|e| panic!("{spec} on {name} ({vname}): open failed: {e}"));
         check_sampled(idx.as_ref(), keys, &format!("{spec} on {name} ({vname})"), stride);
         let st = idx.stats().unwrap();

@@ -6,7 +6,7 @@ use std::time::Instant;
 use hdrhistogram::Histogram;
 use serde_json::Map;
 use strata::data::{KeyChoice, Op, Workload, WorkloadPlan};
-use strata::index::{self, BuildOptions, BuildReport, Index, IndexSpec, OpenOptions, Records, Residency};
+use strata::index::{BuildOptions, BuildReport, Index, IndexSpec, OpenOptions, Records, Residency};
 use strata::storage::{IoSnapshot, StorageProfile};
 use strata::{Error, Result};
 
@@ -376,7 +376,7 @@ fn build(
     }
     match peers::find(&spec.kind) {
         Some(p) => p.build(spec, records, dir, env),
-        None => index::build_records(spec, records, dir, &BuildOptions { page_size }),
+        None => strata::registry::build_records(spec, records, dir, &BuildOptions { page_size }),
     }
 }
 
@@ -390,7 +390,7 @@ fn open(
         let o = p.open(spec, dir, env)?;
         return Ok((o.index, o.cooler));
     }
-    let idx = index::open(
+    let idx = strata::registry::open(
         dir,
         &OpenOptions {
             direct: opts.direct,

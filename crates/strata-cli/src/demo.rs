@@ -59,7 +59,7 @@ pub struct DemoArgs {
 
 pub fn run(a: DemoArgs, quiet: bool) -> Result<()> {
     std::fs::create_dir_all(&a.dir).map_err(|e| Error::io(&a.dir, e))?;
-    let known: Vec<&str> = strata::index::kinds().iter().map(|k| k.name()).collect();
+    let known: Vec<&str> = strata::registry::kinds().iter().map(|k| k.name()).collect();
     let profile = StorageProfile::named(&a.profile)?;
     let air = format!("air:profile={},memory_budget=1M", a.profile);
     let specs: Vec<IndexSpec> = DEMO_SPECS

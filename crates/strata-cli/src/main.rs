@@ -378,7 +378,7 @@ fn build(a: BuildArgs, quiet: bool) -> Result<()> {
     let spec: IndexSpec = a.index.parse()?;
     let keys = read_key_file(&a.keys, quiet)?;
     let pb = progress(quiet, None, &format!("building {spec} over {} keys", keys.len()));
-    let report = index::build(&spec, &keys, &a.out, &BuildOptions { page_size: a.page });
+    let report = strata::registry::build(&spec, &keys, &a.out, &BuildOptions { page_size: a.page });
     pb.finish_and_clear();
     println!(
         "{}",
@@ -388,7 +388,7 @@ fn build(a: BuildArgs, quiet: bool) -> Result<()> {
 }
 
 fn get(a: GetArgs) -> Result<()> {
-    let idx = index::open(
+    let idx = strata::registry::open(
         &a.dir,
         &OpenOptions {
             direct: a.direct,
@@ -407,7 +407,7 @@ fn get(a: GetArgs) -> Result<()> {
 }
 
 fn scan(a: ScanArgs) -> Result<()> {
-    let idx = index::open(&a.dir, &OpenOptions::default())?;
+    let idx = strata::registry::open(&a.dir, &OpenOptions::default())?;
     let mut recs = Vec::new();
     idx.scan(a.from, a.count, &mut recs)?;
     let mut out = std::io::stdout().lock();
@@ -583,7 +583,7 @@ fn profile(a: ProfileArgs, quiet: bool) -> Result<()> {
 fn inspect(a: DirArgs) -> Result<()> {
     let dir = strata::storage::FsDirectory::open(&a.dir)?;
     let manifest = index::Manifest::load(&dir)?;
-    let idx = index::open(&a.dir, &OpenOptions::default())?;
+    let idx = strata::registry::open(&a.dir, &OpenOptions::default())?;
     let stats = idx.stats()?;
     let mut files = serde_json::Map::new();
     for name in strata::storage::Directory::list(&dir)? {
@@ -599,7 +599,7 @@ fn inspect(a: DirArgs) -> Result<()> {
 }
 
 fn verify(a: DirArgs, quiet: bool) -> Result<()> {
-    let idx = index::open(
+    let idx = strata::registry::open(
         &a.dir,
         &OpenOptions {
             direct: true,
@@ -653,7 +653,7 @@ fn analyze(a: AnalyzeArgs, quiet: bool) -> Result<()> {
 
 fn list() -> Result<()> {
     println!("index kinds:");
-    for k in index::kinds() {
+    for k in strata::registry::kinds() {
         println!("  {:<16} {}", k.name(), k.summary());
     }
     println!("distributions: {}", Dist::NAMES.join(", "));

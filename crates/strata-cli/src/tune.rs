@@ -130,7 +130,7 @@ pub(crate) fn run(a: TuneArgs, quiet: bool) -> Result<()> {
             .as_deref()
             .ok_or_else(|| Error::invalid("--out is required"))?;
         let pb = progress(quiet, None, &format!("tuning and building {} keys", keys.len()));
-        let built = index::build(&spec, &keys, out, &BuildOptions { page_size: a.page });
+        let built = strata::registry::build(&spec, &keys, out, &BuildOptions { page_size: a.page });
         pb.finish_and_clear();
         let built = built?;
         report["build"] = serde_json::to_value(&built).map_err(|e| Error::invalid(e.to_string()))?;
@@ -458,7 +458,7 @@ mod tests {
             assert!(air <= c["modelled_ns"].as_f64().unwrap(), "{c}");
         }
         assert!(!r["fixed"].as_array().unwrap().is_empty());
-        let idx = index::open(&out, &Default::default()).unwrap();
+        let idx = strata::registry::open(&out, &Default::default()).unwrap();
         assert_eq!(idx.get(keys[777]).unwrap(), Some(777));
         assert!(table(&r).contains("root"));
     }

@@ -8,7 +8,7 @@ use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1};
 use parking_lot::RwLock;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use strata::index::{self, BuildOptions, Index, IndexSpec, OpenOptions, Records, Residency};
+use strata::index::{BuildOptions, Index, IndexSpec, OpenOptions, Records, Residency};
 use strata::storage::StorageProfile;
 
 use crate::convert::{py_to_param, to_py_via_json};
@@ -319,7 +319,7 @@ pub fn open(
     build_report: Option<Py<PyDict>>,
 ) -> PyResult<PyIndex> {
     let opts = open_options(resident, direct, cache_pages, profile).py()?;
-    let idx = py.detach(|| index::open(&path, &opts)).py()?;
+    let idx = py.detach(|| strata::registry::open(&path, &opts)).py()?;
     Ok(PyIndex {
         inner: RwLock::new(Some(Arc::from(idx))),
         path,
@@ -359,7 +359,7 @@ pub fn build<'py>(
                 Some(v) => Records::new(ks, v)?,
                 None => Records::ranked(ks),
             };
-            index::build_records(&spec, records, &path, &BuildOptions { page_size })
+            strata::registry::build_records(&spec, records, &path, &BuildOptions { page_size })
         })
         .py()?;
     to_py_via_json(py, &report)

@@ -34,7 +34,7 @@ use pyo3::prelude::*;
 /// when compiled in).
 #[pyfunction]
 fn kinds() -> Vec<(&'static str, &'static str)> {
-    let mut out: Vec<(&'static str, &'static str)> = strata::index::kinds()
+    let mut out: Vec<(&'static str, &'static str)> = strata::registry::kinds()
         .iter()
         .map(|k| (k.name(), k.summary()))
         .collect();

@@ -88,7 +88,7 @@ pub fn tune<'py>(
                     report["design"] = tuned.notes();
                 }
                 Some(out) => {
-                    let built = index::build(&spec, ks, &out, &BuildOptions { page_size })?;
+                    let built = strata::registry::build(&spec, ks, &out, &BuildOptions { page_size })?;
                     report["build"] =
                         serde_json::to_value(&built).map_err(|e| strata::Error::invalid(e.to_string()))?;
                     let m = index::Manifest::load(&FsDirectory::open(&out)?)?;

@@ -246,7 +246,9 @@ fn lookup_speed() {
     for spec in ["btree", "binary"] {
         let path = tmp.path().join(spec);
         let spec_p: IndexSpec = spec.parse().unwrap();
-        index::build(&spec_p, &keys, &path, &BuildOptions::default()).unwrap();
+        index::registry()
+            .build(&spec_p, &keys, &path, &BuildOptions::default())
+            .unwrap();
         for (what, direct, resident) in [
             ("warm, resident=index", false, Residency::Index),
             ("warm, resident=none", false, Residency::None),
@@ -258,7 +260,7 @@ fn lookup_speed() {
                 resident,
                 ..Default::default()
             };
-            let idx = index::open(&path, &opts).unwrap();
+            let idx = index::registry().open(&path, &opts).unwrap();
             let mut rng = Pcg64Mcg::seed_from_u64(5);
             // Device-bound runs need fewer operations for a stable figure.
             let ops = if direct { ops / 10 } else { ops };
@@ -613,7 +615,9 @@ fn model_on_files_with_direct_reads() {
     let tmp = tempfile::tempdir().unwrap();
     let keys: Vec<u64> = (0..5000u64).map(|i| i * 4).collect();
     let spec: IndexSpec = "btree:fill=90".parse().unwrap();
-    index::build(&spec, &keys, tmp.path(), &BuildOptions::default()).unwrap();
+    index::registry()
+        .build(&spec, &keys, tmp.path(), &BuildOptions::default())
+        .unwrap();
     let mut model: BTreeMap<u64, u64> = keys.iter().enumerate().map(|(i, &k)| (k, i as u64)).collect();
     let mut rng = Pcg64Mcg::seed_from_u64(16);
     for round in 0..4 {
@@ -626,7 +630,7 @@ fn model_on_files_with_direct_reads() {
             },
             ..Default::default()
         };
-        let idx = index::open(tmp.path(), &opts).unwrap();
+        let idx = index::registry().open(tmp.path(), &opts).unwrap();
         for _ in 0..3000 {
             let k = rng.random_range(0..25_000u64);
             if rng.random_bool(0.7) {
@@ -640,7 +644,9 @@ fn model_on_files_with_direct_reads() {
         idx.sync().unwrap();
         assert_eq!(idx.len(), model.len() as u64);
     }
-    let idx = index::open(tmp.path(), &OpenOptions::default()).unwrap();
+    let idx = index::registry()
+        .open(tmp.path(), &OpenOptions::default())
+        .unwrap();
     let mut out = Vec::new();
     idx.scan(0, usize::MAX, &mut out).unwrap();
     assert_eq!(out, model.into_iter().collect::<Vec<_>>());
@@ -1091,18 +1097,21 @@ fn registry_build_open_and_stats() {
     let mem = MemDirectory::new();
     let dir: Arc<dyn Directory> = Arc::new(mem);
     let spec: IndexSpec = "btree:fill=70,page=8192".parse().unwrap();
-    let rep = index::build_in(
-        &spec,
-        index::Records::ranked(&keys),
-        dir.clone(),
-        &BuildOptions::default(),
-    )
-    .unwrap();
+    let rep = index::registry()
+        .build_in(
+            &spec,
+            index::Records::ranked(&keys),
+            dir.clone(),
+            &BuildOptions::default(),
+        )
+        .unwrap();
     assert_eq!(rep.config["fill"], 70);
     assert_eq!(rep.config["page"], 8192);
     assert_eq!(rep.height, Some(2));
     assert!(rep.memory_bytes > 0);
-    let pinned = index::open_in(dir.clone(), &OpenOptions::default()).unwrap();
+    let pinned = index::registry()
+        .open_in(dir.clone(), &OpenOptions::default())
+        .unwrap();
     assert!(pinned.supports_updates());
     let st = pinned.stats().unwrap();
     // 357 records per leaf at fill 70.
@@ -1111,15 +1120,16 @@ fn registry_build_open_and_stats() {
     assert_eq!(st.extra["leaf_capacity"], 511);
     assert_eq!(st.extra["fill"], 70);
     assert!(st.disk_bytes >= (30_000u64.div_ceil(357) + 2) * 8192);
-    let cold = index::open_in(
-        dir.clone(),
-        &OpenOptions {
-            resident: Residency::None,
-            cache_pages: 4,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let cold = index::registry()
+        .open_in(
+            dir.clone(),
+            &OpenOptions {
+                resident: Residency::None,
+                cache_pages: 4,
+                ..Default::default()
+            },
+        )
+        .unwrap();
     let m0 = cold.stats().unwrap().memory_bytes;
     assert_eq!(cold.get(300).unwrap(), Some(100));
     assert_eq!(
@@ -1128,14 +1138,15 @@ fn registry_build_open_and_stats() {
         "two cached pages"
     );
     // Pinning at open reads around the page cache: it starts empty.
-    let pinned_cached = index::open_in(
-        dir.clone(),
-        &OpenOptions {
-            cache_pages: 4,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let pinned_cached = index::registry()
+        .open_in(
+            dir.clone(),
+            &OpenOptions {
+                cache_pages: 4,
+                ..Default::default()
+            },
+        )
+        .unwrap();
     assert_eq!(pinned_cached.stats().unwrap().memory_bytes, st.memory_bytes);
     assert_eq!(pinned_cached.get(300).unwrap(), Some(100));
     assert_eq!(
@@ -1145,23 +1156,25 @@ fn registry_build_open_and_stats() {
     );
     let bad: IndexSpec = "btree:fill=0".parse().unwrap();
     assert!(
-        index::build_in(
-            &bad,
-            index::Records::ranked(&keys),
-            dir.clone(),
-            &BuildOptions::default()
-        )
-        .is_err()
+        index::registry()
+            .build_in(
+                &bad,
+                index::Records::ranked(&keys),
+                dir.clone(),
+                &BuildOptions::default()
+            )
+            .is_err()
     );
     let typo: IndexSpec = "btree:fil=50".parse().unwrap();
     assert!(
-        index::build_in(
-            &typo,
-            index::Records::ranked(&keys),
-            dir,
-            &BuildOptions::default()
-        )
-        .is_err()
+        index::registry()
+            .build_in(
+                &typo,
+                index::Records::ranked(&keys),
+                dir,
+                &BuildOptions::default()
+            )
+            .is_err()
     );
 }
 

@@ -3,7 +3,8 @@
 
 use rayon::prelude::*;
 
-use super::layer::{BandEntry, LayerKind, layer_spec};
+use super::entries::BandEntry;
+use super::layer::{LayerKind, layer_spec};
 use crate::format::PagedWriter;
 use crate::format::paged::entries_per_page;
 use crate::storage::Directory;
@@ -197,7 +198,7 @@ pub fn band_layer_keyed(
                 None => s.start as u64 / g,
             }
             .min(max_unit);
-            let scale = super::layer::OFF_SCALE as f64;
+            let scale = super::entries::OFF_SCALE as f64;
             let off = if icpt.is_finite() {
                 ((icpt - base as f64) * scale).round()
             } else {

@@ -4,7 +4,7 @@
 //! decoded as a whole: with `resident=index` once at open, otherwise on every
 //! lookup (it is then read whole, like a root).
 
-use super::layer::BandEntry;
+use super::entries::BandEntry;
 use crate::format::bytes::Cursor;
 use crate::model::bitpack::{BitWriter, PackedInts, bits_needed, read_bits};
 use crate::model::{DeltaArray, GapArray, LecoArray};

@@ -17,25 +17,30 @@
 
 mod build;
 mod compressed;
+mod design;
+mod entries;
 mod kinds;
 mod layer;
+mod pgm_design;
+mod radix_design;
+mod tree_design;
+mod zone_design;
 
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 
 pub use build::{
-    LayerBuild, SegmentLine, band_layer, leco_zone_layer, step_layer, step_stack, write_layer, zone_layer,
+    LayerBuild, SegmentLine, band_layer, leco_zone_layer, lines_of, step_layer, step_stack, write_layer,
+    zone_layer,
 };
 pub use compressed::{CprBand, Decoded};
-pub use kinds::{
-    Design, LAYERED_KINDS, LayeredKind, PAGE_BOUND_KINDS, compressed_band, design_from_page_bounds,
-    page_aware_lines,
-};
-pub use layer::{
-    Access, BandEntry, Entries, LAYER_MAGIC, LAYER_VERSION, LayerKind, ResidentEntries, band_range,
-    layer_spec, step,
-};
+pub use design::{Design, DesignFn, LayeredKind};
+pub use entries::{BandEntry, Entries, ResidentEntries};
+pub use kinds::LAYERED_KINDS;
+pub use layer::{Access, LAYER_MAGIC, LAYER_VERSION, LayerKind, band_range, layer_spec, step};
+pub use pgm_design::{compressed_band, page_aware_lines};
+pub use zone_design::{PAGE_BOUND_KINDS, design_from_page_bounds};
 
 use super::{ApproxPos, DataRunReader, Fetch, Index, IndexStats, Record};
 use crate::format::PagedFile;

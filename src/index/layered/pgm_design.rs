@@ -1,0 +1,732 @@
+//! PGM-family designs (kinds `pgm`, `pgm-disk`, `pgm-disk-cpr`): optimal
+//! PLA band layers with PGM's recursion, zero intervals (Zhang G3) chosen
+//! against a measured page budget, compressed bands (Zhang G4) and lines
+//! whose search windows cross few page boundaries.
+
+use rayon::prelude::*;
+use serde_json::{Value, json};
+
+use super::build::{
+    LayerBuild, SegmentLine, band_layer, band_layer_keyed, band_of_entries, blob_layer, lines_of,
+    separator_bounds,
+};
+use super::compressed::CprBand;
+use super::design::Design;
+use super::layer::LayerKind;
+use crate::index::Params;
+use crate::{Error, Result};
+
+/// The prediction granularity (Zhang G2): `item` (1), `page` (records per
+/// page) or a number of records (mini-page).
+fn granularity(p: &Params, per_page: usize) -> Result<u64> {
+    let g = match p.str("granularity", "item")?.as_str() {
+        "item" => 1,
+        "page" => per_page as u64,
+        other => other.parse::<u64>().map_err(|_| {
+            Error::invalid(format!(
+                "granularity must be item, page or a number, got {other:?}"
+            ))
+        })?,
+    };
+    if g == 0 {
+        return Err(Error::invalid("granularity must be at least 1"));
+    }
+    Ok(g)
+}
+
+/// The interval each key's prediction must fall in, in prediction units.
+#[derive(Debug, Clone, Copy)]
+struct Tolerance {
+    eps: u64,
+    granule: u64,
+    zero_page: u64,
+}
+
+impl Tolerance {
+    fn interval(&self, i: usize) -> (i128, i128) {
+        if self.zero_page > 0 {
+            crate::model::zero_interval(i as u64, self.eps, self.zero_page)
+        } else {
+            let u = (i as u64 / self.granule) as i128;
+            let e = (self.eps / self.granule) as i128;
+            (u - e, u + e)
+        }
+    }
+
+    fn points<'a>(
+        &'a self,
+        keys: &'a [u64],
+        range: std::ops::Range<usize>,
+    ) -> impl Iterator<Item = crate::model::IntervalPoint> + 'a {
+        range.filter_map(move |i| {
+            let (lo, hi) = self.interval(i);
+            keys.get(i).map(|&k| (k, lo, hi))
+        })
+    }
+}
+
+/// Intercept roundings tried for compressed zero-interval bands, coarsest
+/// first, in sixteenths of a position (32, 16, 8, 4, 2 and 1 positions).
+const OFF_UNITS: [i32; 6] = [512, 256, 128, 64, 32, 16];
+
+/// Entries with every offset rounded down or up to a multiple of `unit`,
+/// whichever keeps the segment's keys within `tol.eps` plus half a unit of
+/// their pages with fewer page-crossing search windows.
+fn rounded_offsets(
+    keys: &[u64],
+    starts: &[usize],
+    entries: &[super::entries::BandEntry],
+    unit: i32,
+    tol: Tolerance,
+) -> Vec<super::entries::BandEntry> {
+    let page = tol.zero_page.max(1);
+    let max_unit = keys.len() as u64;
+    // Nearest rounding moves a prediction by at most half a unit (in
+    // positions: unit / 32): allow that much, no more.
+    let cap = tol.eps + (unit as u64).div_ceil(32);
+    // (max error, extra pages) of entry `j` with offset `off`.
+    let cost = |j: usize, off: i32| -> (u64, u64) {
+        let Some(e) = entries.get(j) else {
+            return (u64::MAX, u64::MAX);
+        };
+        let e = super::entries::BandEntry { off, ..*e };
+        let next = entries.get(j + 1).map_or(max_unit, |f| f.base);
+        let (start, end) = (
+            starts.get(j).copied().unwrap_or(0),
+            starts.get(j + 1).copied().unwrap_or(keys.len()),
+        );
+        let (mut worst, mut extra) = (0u64, 0u64);
+        for (i, &k) in keys.iter().enumerate().take(end).skip(start) {
+            let p = e.predict(k, next, max_unit);
+            let first = (i as u64 / page) * page;
+            worst = worst
+                .max(first.saturating_sub(p))
+                .max(p.saturating_sub(first + page - 1));
+            extra += (p + tol.eps) / page - p.saturating_sub(tol.eps) / page;
+        }
+        (worst, extra)
+    };
+    // Each entry's rounding is its own: chosen in parallel, in order.
+    entries
+        .par_iter()
+        .enumerate()
+        .map(|(j, e)| {
+            let u = i64::from(unit.max(1));
+            let down = i64::from(e.off).div_euclid(u) * u;
+            let pick = [down, down + u]
+                .into_iter()
+                .filter_map(|o| i32::try_from(o).ok())
+                .map(|o| (o, cost(j, o)))
+                .min_by_key(|&(o, (worst, extra))| {
+                    (worst > cap, extra, (i64::from(o) - i64::from(e.off)).abs())
+                })
+                .map_or(e.off, |(o, _)| o);
+            super::entries::BandEntry { off: pick, ..*e }
+        })
+        .collect()
+}
+
+/// A compressed band layer (CprLeCo_PGM_D): shared slopes, intercepts re-fitted
+/// for them, rough separators as entry keys, all measured as a plain band.
+fn cpr_band(
+    keys: &[u64],
+    segs: &[crate::model::Segment],
+    tol: Tolerance,
+    budget: f64,
+) -> Result<(LayerBuild, LayerBuild)> {
+    let ranges: Vec<(f64, f64)> = segs.iter().map(|s| (s.slope_lo, s.slope_hi)).collect();
+    let (table, assign) = crate::model::min_slope_set(&ranges);
+    let mut lines = Vec::with_capacity(segs.len());
+    for (s, &a) in segs.iter().zip(&assign) {
+        let slope = table.get(a as usize).copied().unwrap_or(s.slope);
+        let line = match crate::model::intercept_range(tol.points(keys, s.start..s.end()), s.first_key, slope)
+        {
+            // The shared slope through the middle of its feasible intercepts;
+            // with zero intervals, other intercepts if that crosses too many
+            // page boundaries.
+            Some((lo, hi)) => {
+                let mid = crate::model::Segment {
+                    slope,
+                    intercept: 0.5 * lo + 0.5 * hi,
+                    ..*s
+                };
+                if tol.zero_page > 0 {
+                    page_aware_line(keys, &mid, tol, &[slope], budget)
+                } else {
+                    SegmentLine {
+                        start: s.start,
+                        slope,
+                        intercept: mid.intercept,
+                    }
+                }
+            }
+            None => SegmentLine {
+                start: s.start,
+                slope: s.slope,
+                intercept: s.intercept,
+            },
+        };
+        lines.push(line);
+    }
+    let starts: Vec<usize> = segs.iter().map(|s| s.start).collect();
+    let (mut lo, hi) = separator_bounds(keys, &starts);
+    // A separator far before its segment's first key moves the line's anchor
+    // and so its stored intercept by slope × distance: keep separators within
+    // about one position's worth of keys of the first key, so intercepts stay
+    // narrow (a wide gap before a segment still leaves a coarse separator).
+    for ((l, &h), line) in lo.iter_mut().zip(&hi).zip(&lines) {
+        let reach = if line.slope > 0.0 && line.slope.is_finite() {
+            (1.0 / line.slope).min(u64::MAX as f64) as u64
+        } else {
+            u64::MAX
+        };
+        *l = (*l).max(h.saturating_sub(reach));
+    }
+    let seps = crate::model::GapArray::encode_bounded(&lo, &hi)?;
+    let entry_keys: Vec<u64> = seps.iter().collect();
+    let band = band_layer_keyed(keys, &lines, Some(&entry_keys), tol.granule, tol.zero_page)?;
+    let entries: Vec<super::entries::BandEntry> = band.flat.chunks_exact(24).map(band_entry).collect();
+    // With zero intervals the page budget usually leaves room: intercepts
+    // rounded to whole units (a few positions) cost a few bits less each and
+    // move predictions by at most half a unit. Keep the coarsest rounding
+    // whose measured pages stay within the budget.
+    let mut chosen = (1, band, entries);
+    if tol.zero_page > 0 && budget.is_finite() {
+        for unit in OFF_UNITS {
+            let q = rounded_offsets(keys, &starts, &chosen.2, unit, tol);
+            let b = band_of_entries(keys, &starts, &q, tol.granule, tol.zero_page);
+            if extra_pages(keys, &b, tol.zero_page) <= budget + 1e-12 {
+                chosen = (unit, b, q);
+                break;
+            }
+        }
+    }
+    let (off_unit, band, entries) = chosen;
+    let LayerKind::Band {
+        granule,
+        zero_page,
+        eps_lo,
+        eps_hi,
+    } = band.kind
+    else {
+        return Err(Error::invalid("band layer expected"));
+    };
+    let cpr = CprBand::from_parts(seps, &entries, tol.zero_page.max(1), tol.zero_page / 2, off_unit)?;
+    let blob = blob_layer(
+        LayerKind::CprBand {
+            granule,
+            zero_page,
+            eps_lo,
+            eps_hi,
+        },
+        cpr.to_bytes(),
+    );
+    Ok((band, blob))
+}
+
+/// Fractions of a feasible range tried by [`page_aware_line`].
+const LINE_GRID: [f64; 5] = [0.0, 0.25, 0.5, 0.75, 1.0];
+
+/// Extra pages the lookups of the keys `range` read with the line `(slope,
+/// intercept)` anchored at `first`: the window `[p - eps, p + eps]` around a
+/// prediction spans one page more for every page boundary inside it.
+fn crossings(
+    keys: &[u64],
+    range: std::ops::Range<usize>,
+    first: u64,
+    slope: f64,
+    intercept: f64,
+    eps: u64,
+    page: u64,
+) -> u64 {
+    let page = page.max(1) as i64;
+    let eps = eps as i64;
+    let mut extra = 0u64;
+    for &k in keys.get(range).unwrap_or_default() {
+        let p = (intercept + slope * k.saturating_sub(first) as f64).floor() as i64;
+        extra += ((p + eps).div_euclid(page) - (p - eps).div_euclid(page)) as u64;
+    }
+    extra
+}
+
+/// A line of a zero-interval segment whose search windows cross few page
+/// boundaries.
+///
+/// A maximal zero-interval segment's feasible lines hug the edges of its
+/// keys' pages, and clustered keys then get predictions within `eps` of a
+/// page boundary, where the window `[p - eps, p + eps]` spans two pages. Any
+/// feasible line keeps the guarantee, so when the middle line reads more than
+/// `budget` extra pages per key, this tries a small grid of feasible slopes
+/// (`slopes`) and intercepts and keeps the line with the fewest crossings.
+fn page_aware_line(
+    keys: &[u64],
+    seg: &crate::model::Segment,
+    tol: Tolerance,
+    slopes: &[f64],
+    budget: f64,
+) -> SegmentLine {
+    let page = tol.zero_page.max(1);
+    let mut best = SegmentLine {
+        start: seg.start,
+        slope: seg.slope,
+        intercept: seg.intercept,
+    };
+    let range = seg.start..seg.end();
+    let mut best_cost = crossings(
+        keys,
+        range.clone(),
+        seg.first_key,
+        seg.slope,
+        seg.intercept,
+        tol.eps,
+        page,
+    );
+    if best_cost as f64 <= budget * seg.len as f64 {
+        return best;
+    }
+    for &slope in slopes {
+        if !slope.is_finite() || slope < 0.0 {
+            continue;
+        }
+        let Some((lo, hi)) =
+            crate::model::intercept_range(tol.points(keys, range.clone()), seg.first_key, slope)
+        else {
+            continue;
+        };
+        for f in LINE_GRID {
+            let c = lo + f * (hi - lo);
+            let cost = crossings(keys, range.clone(), seg.first_key, slope, c, tol.eps, page);
+            if cost < best_cost {
+                best_cost = cost;
+                best = SegmentLine {
+                    start: seg.start,
+                    slope,
+                    intercept: c,
+                };
+                if best_cost == 0 {
+                    return best;
+                }
+            }
+        }
+    }
+    best
+}
+
+/// Candidate slopes of a segment: a grid over its feasible slope range.
+fn slope_grid(seg: &crate::model::Segment) -> Vec<f64> {
+    if seg.slope_lo.is_finite() && seg.slope_hi.is_finite() {
+        [0.25, 0.5, 0.75]
+            .iter()
+            .map(|f| seg.slope_lo + f * (seg.slope_hi - seg.slope_lo))
+            .collect()
+    } else {
+        vec![seg.slope]
+    }
+}
+
+/// Lines for zero-interval segments (`segs`, starts absolute in `keys`,
+/// built with window `eps` around pages of `page` positions) whose search
+/// windows cross few page boundaries: each segment keeps its middle line
+/// unless that reads more than `budget` extra pages per key, in which case
+/// the feasible line with the fewest crossings on a small grid of slopes and
+/// intercepts is used. Any returned line keeps the zero-interval guarantee.
+pub fn page_aware_lines(
+    keys: &[u64],
+    segs: &[crate::model::Segment],
+    eps: u64,
+    page: u64,
+    budget: f64,
+) -> Vec<SegmentLine> {
+    let tol = Tolerance {
+        eps,
+        granule: 1,
+        zero_page: page,
+    };
+    segs.iter()
+        .map(|s| page_aware_line(keys, s, tol, &slope_grid(s), budget))
+        .collect()
+}
+
+/// A compressed band layer (CprLeCo_PGM_D, Zhang G4) over `keys` from a
+/// segmentation `segs` (starts absolute) made with error `eps` and, when
+/// `zero_page > 0`, zero intervals of that many positions: slopes shared,
+/// intercepts re-fitted, rough separators as keys, errors measured with the
+/// query arithmetic. `budget` is the extra pages per key a zero-interval
+/// line may cause before other feasible lines are tried. One blob layer.
+pub fn compressed_band(
+    keys: &[u64],
+    segs: &[crate::model::Segment],
+    eps: u64,
+    zero_page: u64,
+    budget: f64,
+) -> Result<LayerBuild> {
+    let tol = Tolerance {
+        eps,
+        granule: 1,
+        zero_page,
+    };
+    cpr_band(keys, segs, tol, budget).map(|(_, blob)| blob)
+}
+
+/// Mean extra pages (beyond the first) a lookup of a present key reads with
+/// a band layer over `keys` — measured with the query path's own arithmetic.
+pub(super) fn extra_pages(keys: &[u64], band: &LayerBuild, page: u64) -> f64 {
+    let LayerKind::Band {
+        granule,
+        zero_page,
+        eps_lo,
+        eps_hi,
+    } = band.kind
+    else {
+        return f64::INFINITY;
+    };
+    let n = keys.len() as u64;
+    let entries: Vec<super::entries::BandEntry> = band.flat.chunks_exact(24).map(band_entry).collect();
+    let max_unit = n.div_ceil(granule.max(1));
+    // Chunks of keys in parallel, each starting at the entry that covers its
+    // first key (the last one whose key is <= it, or the first); an integer
+    // sum, so the same whatever the threads.
+    let extra: u64 = keys
+        .par_chunks(1 << 16)
+        .map(|chunk| {
+            let Some(&first) = chunk.first() else { return 0 };
+            let mut j = entries.partition_point(|e| e.key <= first).saturating_sub(1);
+            let mut extra = 0u64;
+            for &k in chunk {
+                while entries.get(j + 1).is_some_and(|e| e.key <= k) {
+                    j += 1;
+                }
+                let Some(e) = entries.get(j) else { break };
+                let next = entries.get(j + 1).map_or(max_unit, |f| f.base);
+                let (lo, hi) = super::layer::band_range(
+                    e.predict(k, next, max_unit),
+                    eps_lo,
+                    eps_hi,
+                    granule,
+                    zero_page,
+                    n,
+                );
+                if hi > lo {
+                    extra += (hi - 1) / page - lo / page;
+                }
+            }
+            extra
+        })
+        .sum();
+    extra as f64 / n.max(1) as f64
+}
+
+fn band_entry(e: &[u8]) -> super::entries::BandEntry {
+    super::entries::BandEntry {
+        key: crate::format::bytes::get_u64(e, 0).unwrap_or(0),
+        slope: f32::from_bits(crate::format::bytes::get_u32(e, 8).unwrap_or(0)),
+        off: crate::format::bytes::get_u32(e, 12).unwrap_or(0) as i32,
+        base: crate::format::bytes::get_u64(e, 16).unwrap_or(0),
+    }
+}
+
+/// The widest zero-interval window `w <= max_window` whose build stays
+/// within the page budget: `eps` if it fits and `max_window == eps`,
+/// otherwise a binary search (extra pages grow with the window) to within
+/// `eps / 32` — over `[0, eps)` when `eps` does not fit, over
+/// `(eps, max_window]` when it fits and wider windows are allowed.
+/// `build(w)` returns the built value and its measured extra pages per
+/// lookup. Window 0 (predict the page) always fits a budget of 0 extra pages.
+pub(super) fn widest_window<T>(
+    eps: u64,
+    max_window: u64,
+    budget: f64,
+    mut build: impl FnMut(u64) -> Result<(T, f64)>,
+) -> Result<(T, u64, f64)> {
+    let fits = |e: f64| e <= budget + 1e-12;
+    let (first, extra) = build(eps)?;
+    if eps == 0 || (fits(extra) && max_window <= eps) {
+        return Ok((first, eps, extra));
+    }
+    // Invariant: `best_w` fits (or is 0), `bad` does not (or lies past the
+    // largest window allowed).
+    let (mut best, mut best_w, mut best_extra, mut bad) = if fits(extra) {
+        (first, eps, extra, max_window.saturating_add(1))
+    } else {
+        let (t, e) = build(0)?;
+        (t, 0, e, eps)
+    };
+    let tolerance = (eps / 32).max(1);
+    while bad - best_w > tolerance {
+        let mid = best_w + (bad - best_w) / 2;
+        let (t, e) = build(mid)?;
+        if fits(e) {
+            (best, best_w, best_extra) = (t, mid, e);
+        } else {
+            bad = mid;
+        }
+    }
+    Ok((best, best_w, best_extra))
+}
+
+/// What [`zero_interval_band`] built and measured.
+struct ZeroBand {
+    band: LayerBuild,
+    blob: Option<LayerBuild>,
+    segments: usize,
+    window: u64,
+    extra: f64,
+    budget: f64,
+    plain_segments: usize,
+}
+
+/// A zero-interval band over the data (pgm-disk): the widest zero-interval
+/// window `w <= eps` whose measured pages per lookup stay within plain PGM's
+/// measured pages at `eps` (+ 0.002) — Zhang's G3 promise of fewer models at
+/// the same expected I/O, checked on the actual keys. With `slack`, the
+/// budget is plain PGM's pages + `slack` and windows up to `2 eps` are
+/// tried. Returns the band, its segments and the window chosen.
+fn zero_interval_band(
+    keys: &[u64],
+    eps: u64,
+    per_page: usize,
+    compress: bool,
+    slack: Option<f64>,
+) -> Result<ZeroBand> {
+    let page = per_page as u64;
+    // Plain PGM's measured expected extra pages at `eps` is the budget.
+    let plain = Tolerance {
+        eps,
+        granule: 1,
+        zero_page: 0,
+    };
+    let plain_segs = crate::model::optimal_pla_points(plain.points(keys, 0..keys.len()));
+    let budget =
+        extra_pages(keys, &band_layer(keys, &lines_of(&plain_segs), 1, 0)?, page) + slack.unwrap_or(0.002);
+    let max_window = if slack.is_some() {
+        eps.saturating_mul(2)
+    } else {
+        eps
+    };
+    let ((band, blob, segments), window, extra) = widest_window(eps, max_window, budget, |w| {
+        let tol = Tolerance {
+            eps: w,
+            granule: 1,
+            zero_page: page,
+        };
+        let segs = crate::model::optimal_pla_points(tol.points(keys, 0..keys.len()));
+        let (band, blob) = if compress {
+            let (b, blob) = cpr_band(keys, &segs, tol, budget)?;
+            (b, Some(blob))
+        } else {
+            let lines: Vec<SegmentLine> = segs
+                .iter()
+                .map(|s| page_aware_line(keys, s, tol, &slope_grid(s), budget))
+                .collect();
+            (band_layer(keys, &lines, 1, page)?, None)
+        };
+        let extra = extra_pages(keys, &band, page);
+        Ok(((band, blob, segs.len()), extra))
+    })?;
+    Ok(ZeroBand {
+        band,
+        blob,
+        segments,
+        window,
+        extra,
+        budget,
+        plain_segments: plain_segs.len(),
+    })
+}
+
+fn pgm_family(p: &Params, keys: &[u64], per_page: usize, zero: bool, compress: bool) -> Result<Design> {
+    let eps = p.u64("epsilon", 64)?;
+    let eps_rec = p.u64("epsilon_rec", 4)?;
+    let granule = granularity(p, per_page)?;
+    // Zero intervals: pages a lookup may read beyond plain PGM's at `epsilon`
+    // (default: none, i.e. 0.002 of measurement slack, and windows <= epsilon).
+    let slack = if zero && p.given().contains_key("page_slack") {
+        let s = p.f64("page_slack", 0.002)?;
+        if !(0.0..=1.0).contains(&s) {
+            return Err(Error::invalid(format!("page_slack must be in [0, 1], got {s}")));
+        }
+        Some(s)
+    } else {
+        None
+    };
+    if zero && granule != 1 {
+        return Err(Error::invalid(
+            "zero intervals (pgm-disk) predict items: granularity must be item",
+        ));
+    }
+    if keys.is_empty() {
+        return Ok(Design {
+            layers: vec![],
+            models: Some(0),
+            notes: Value::Null,
+        });
+    }
+    let mut notes_out = Value::Null;
+    let (bottom, mut models) = if zero {
+        let ZeroBand {
+            band,
+            blob,
+            segments: segs,
+            window,
+            extra,
+            budget,
+            plain_segments,
+        } = zero_interval_band(keys, eps, per_page, compress, slack)?;
+        let mut notes = json!({
+            "zero_interval_window": window,
+            "expected_pages": 1.0 + extra,
+            "page_budget": 1.0 + budget,
+            "pgm_segments_at_epsilon": plain_segments,
+        });
+        if let Some(blob) = blob {
+            if let Ok(c) = CprBand::from_bytes(&blob.flat, "build") {
+                notes["parts"] = json!(
+                    c.part_bytes()
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), *v))
+                        .collect::<std::collections::BTreeMap<_, _>>()
+                );
+                notes["distinct_slopes"] = json!(c.distinct_slopes());
+                notes["offset_unit_positions"] = json!(f64::from(c.off_unit()) / 16.0);
+            }
+            return Ok(Design {
+                layers: vec![blob],
+                models: Some(segs as u64),
+                notes,
+            });
+        }
+        notes_out = notes;
+        (band, segs as u64)
+    } else {
+        let tol = Tolerance {
+            eps,
+            granule,
+            zero_page: 0,
+        };
+        let segs = crate::model::optimal_pla_points(tol.points(keys, 0..keys.len()));
+        if compress {
+            let (_, blob) = cpr_band(keys, &segs, tol, f64::INFINITY)?;
+            return Ok(Design {
+                layers: vec![blob],
+                models: Some(segs.len() as u64),
+                notes: Value::Null,
+            });
+        }
+        (band_layer(keys, &lines_of(&segs), granule, 0)?, segs.len() as u64)
+    };
+    let mut layers = vec![bottom];
+    // PGM's recursion: segment the segments' keys with epsilon_rec until one remains.
+    while let Some(top) = layers.last().filter(|l| l.count() > 1) {
+        let ks = top.keys();
+        let up = crate::model::optimal_pla(&ks, eps_rec.max(1));
+        if up.len() >= ks.len() {
+            break;
+        }
+        models += up.len() as u64;
+        layers.push(band_layer(&ks, &lines_of(&up), 1, 0)?);
+    }
+    Ok(Design {
+        layers,
+        models: Some(models),
+        notes: notes_out,
+    })
+}
+
+pub(super) fn pgm(p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Result<Design> {
+    pgm_family(p, keys, per_page, false, false)
+}
+
+pub(super) fn pgm_disk(p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Result<Design> {
+    pgm_family(p, keys, per_page, true, false)
+}
+
+pub(super) fn pgm_disk_cpr(p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Result<Design> {
+    pgm_family(p, keys, per_page, true, true)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+    use crate::index::layered::LAYERED_KINDS;
+
+    /// The compressed design measures and rounds in parallel: one thread or
+    /// several give the same bytes and figures.
+    #[test]
+    fn parallel_design_is_deterministic() {
+        let per_page = crate::format::records_per_page(4096);
+        for dist in ["fb-like", "books-like"] {
+            let keys = crate::data::generate(dist.parse().unwrap(), 300_000, 5).unwrap();
+            let design = |threads: usize| {
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .unwrap();
+                pool.install(|| {
+                    let mut m = serde_json::Map::new();
+                    m.insert("epsilon".into(), 8.into());
+                    let k = LAYERED_KINDS.iter().find(|k| k.name == "pgm-disk-cpr").unwrap();
+                    let d = (k.design)(&Params::from_map(m), &keys, per_page, 4096).unwrap();
+                    let bytes: Vec<Vec<u8>> = d.layers.iter().map(|l| l.flat.clone()).collect();
+                    (bytes, d.notes.to_string())
+                })
+            };
+            let one = design(1);
+            assert!(!one.0.is_empty() && one.1.contains("expected_pages"), "{dist}");
+            assert_eq!(design(3), one, "{dist}");
+        }
+    }
+
+    /// `extra_pages` counts key chunks in parallel, each starting at the
+    /// entry that covers its first key: the same count as one pass over all
+    /// keys, across chunk edges and with separators equal to keys.
+    #[test]
+    fn chunked_extra_pages_count_as_one_pass() {
+        let per_page = crate::format::records_per_page(4096) as u64;
+        for (dist, eps) in [("fb-like", 8), ("books-like", 32), ("uniform", 4)] {
+            let keys = crate::data::generate(dist.parse().unwrap(), 400_000, 9).unwrap();
+            let tol = Tolerance {
+                eps,
+                granule: 1,
+                zero_page: per_page,
+            };
+            let segs = crate::model::optimal_pla_points(tol.points(&keys, 0..keys.len()));
+            let band = band_layer(&keys, &lines_of(&segs), 1, per_page).unwrap();
+            let LayerKind::Band {
+                granule,
+                zero_page,
+                eps_lo,
+                eps_hi,
+            } = band.kind
+            else {
+                panic!("band expected")
+            };
+            let entries: Vec<super::super::entries::BandEntry> =
+                band.flat.chunks_exact(24).map(band_entry).collect();
+            assert!(entries.len() > 100, "{dist}: {} entries", entries.len());
+            let n = keys.len() as u64;
+            let (mut extra, mut j) = (0u64, 0usize);
+            for &k in &keys {
+                while entries.get(j + 1).is_some_and(|e| e.key <= k) {
+                    j += 1;
+                }
+                let e = &entries[j];
+                let next = entries.get(j + 1).map_or(n, |f| f.base);
+                let (lo, hi) = super::super::layer::band_range(
+                    e.predict(k, next, n),
+                    eps_lo,
+                    eps_hi,
+                    granule,
+                    zero_page,
+                    n,
+                );
+                if hi > lo {
+                    extra += (hi - 1) / per_page - lo / per_page;
+                }
+            }
+            let want = extra as f64 / n as f64;
+            assert!(want > 0.0, "{dist}: no page crossing to count");
+            assert_eq!(extra_pages(&keys, &band, per_page), want, "{dist}");
+        }
+    }
+}

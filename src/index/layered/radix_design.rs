@@ -1,0 +1,97 @@
+//! Designs with a root over one model layer: RadixSpline (kinds `rs`,
+//! `rs-disk`: spline points as a band, a radix table above, zero intervals
+//! chosen against a measured page budget) and a two-layer RMI (`rmi`).
+
+use serde_json::{Value, json};
+
+use super::build::{SegmentLine, band_layer, radix_layer, rmi_layers};
+use super::design::Design;
+use super::pgm_design::{extra_pages, widest_window};
+use crate::Result;
+use crate::index::Params;
+
+/// The spline of a RadixSpline as band lines: segment `j` interpolates
+/// between spline points `j` and `j + 1`.
+fn spline_lines(spline: &crate::model::RadixSpline) -> Vec<SegmentLine> {
+    let points: Vec<(u64, u64)> = spline.spline_points().collect();
+    points
+        .iter()
+        .enumerate()
+        .map(|(j, &(k, pos))| SegmentLine {
+            start: pos as usize,
+            slope: match points.get(j + 1) {
+                Some(&(k2, p2)) if k2 > k => (p2 - pos) as f64 / (k2 - k) as f64,
+                _ => 0.0,
+            },
+            intercept: pos as f64,
+        })
+        .collect()
+}
+
+fn rs_family(p: &Params, keys: &[u64], per_page: usize, zero: bool) -> Result<Design> {
+    let eps = p.u64("epsilon", 64)?;
+    let radix_bits = p.u64("radix_bits", 18)? as u32;
+    if keys.is_empty() {
+        return Ok(Design {
+            layers: vec![],
+            models: Some(0),
+            notes: Value::Null,
+        });
+    }
+    let spline = crate::model::RadixSpline::build(keys, eps, radix_bits)?;
+    let mut band = band_layer(keys, &spline_lines(&spline), 1, 0)?;
+    let mut models = spline.num_spline_points() as u64;
+    let mut notes = Value::Null;
+    if zero {
+        // Zero intervals (Zhang G3 applied to RadixSpline): the widest window
+        // whose measured pages stay within plain RadixSpline's at `eps`.
+        let page = per_page as u64;
+        let budget = extra_pages(keys, &band, page) + 0.002;
+        let ((zb, points), w, extra) = widest_window(eps, eps, budget, |w| {
+            let z = crate::model::RadixSpline::build_zero_interval(keys, w, radix_bits, page)?;
+            let zb = band_layer(keys, &spline_lines(&z), 1, page)?;
+            let extra = extra_pages(keys, &zb, page);
+            Ok(((zb, z.num_spline_points() as u64), extra))
+        })?;
+        notes = json!({
+            "zero_interval_window": w,
+            "expected_pages": 1.0 + extra,
+            "page_budget": 1.0 + budget,
+            "rs_points_at_epsilon": models,
+        });
+        models = points;
+        band = zb;
+    }
+    let root = radix_layer(&band.keys(), spline.radix_bits_used());
+    Ok(Design {
+        layers: vec![band, root],
+        models: Some(models),
+        notes,
+    })
+}
+
+pub(super) fn rs(p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Result<Design> {
+    rs_family(p, keys, per_page, false)
+}
+
+pub(super) fn rs_disk(p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Result<Design> {
+    rs_family(p, keys, per_page, true)
+}
+
+pub(super) fn rmi(p: &Params, keys: &[u64], _per_page: usize, _ps: usize) -> Result<Design> {
+    let models = p.usize("models", 1 << 16)?;
+    if keys.is_empty() {
+        return Ok(Design {
+            layers: vec![],
+            models: Some(0),
+            notes: Value::Null,
+        });
+    }
+    let r = crate::model::Rmi::build(keys, models)?;
+    let (leaves, root) = rmi_layers(&r);
+    Ok(Design {
+        layers: vec![leaves, root],
+        models: Some(r.num_models() as u64 + 1),
+        notes: Value::Null,
+    })
+}

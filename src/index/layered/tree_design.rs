@@ -1,0 +1,63 @@
+//! B+-tree-shaped static designs: step layers over the data pages
+//! (`btree-static`, AirIndex's B-TREE) and over greedy shrinking-cone
+//! segments (`fiting-static`), each topped by step layers up to one page.
+
+use serde_json::Value;
+
+use super::build::{band_layer, lines_of, step_layer, step_stack};
+use super::design::Design;
+use crate::index::Params;
+use crate::{Error, Result};
+
+pub(super) fn btree_static(p: &Params, keys: &[u64], per_page: usize, page_size: usize) -> Result<Design> {
+    // AirIndex's B-TREE: GStep(p = 255, 4 KiB) — one (key, position) entry
+    // per data page, then one entry per page of each level up to a one-page root.
+    let fanout = p.usize("fanout", 0)?;
+    if keys.is_empty() {
+        return Ok(Design {
+            layers: vec![],
+            models: None,
+            notes: Value::Null,
+        });
+    }
+    let first = step_layer(keys, per_page);
+    let mut layers = vec![first];
+    if fanout == 0 {
+        let above = step_stack(&layers[0], page_size);
+        layers.extend(above);
+    } else {
+        if fanout < 2 {
+            return Err(Error::invalid("btree-static fanout must be at least 2"));
+        }
+        while layers.last().map_or(0, |l| l.count() as usize) > fanout {
+            let keys = layers.last().map(|l| l.keys()).unwrap_or_default();
+            layers.push(step_layer(&keys, fanout));
+        }
+    }
+    Ok(Design {
+        layers,
+        models: None,
+        notes: Value::Null,
+    })
+}
+
+pub(super) fn fiting_static(p: &Params, keys: &[u64], _per_page: usize, page_size: usize) -> Result<Design> {
+    let eps = p.u64("epsilon", 64)?;
+    if keys.is_empty() {
+        return Ok(Design {
+            layers: vec![],
+            models: Some(0),
+            notes: Value::Null,
+        });
+    }
+    let segs = crate::model::greedy_cone(keys, eps);
+    let bottom = band_layer(keys, &lines_of(&segs), 1, 0)?;
+    let above = step_stack(&bottom, page_size);
+    let mut layers = vec![bottom];
+    layers.extend(above);
+    Ok(Design {
+        layers,
+        models: Some(segs.len() as u64),
+        notes: Value::Null,
+    })
+}
