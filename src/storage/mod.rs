@@ -24,6 +24,7 @@ mod memory;
 mod profile;
 mod profiler;
 mod simulated;
+mod sink;
 mod stats;
 
 use std::fmt::Debug;
@@ -37,6 +38,7 @@ pub use memory::{MemDirectory, MemStorage};
 pub use profile::{PRESETS, StorageProfile};
 pub use profiler::{ProfileOptions, ProfileReport, profile_device};
 pub use simulated::SimulatedStorage;
+pub use sink::StorageSink;
 pub use stats::{IoSnapshot, IoStats};
 
 use crate::Result;
@@ -44,21 +46,42 @@ use crate::Result;
 /// Default page size of strata files: 4 KiB.
 pub const DEFAULT_PAGE_SIZE: usize = 4096;
 
-/// A file-like object: positioned reads and writes, length, sync.
+/// The read side of a file: positioned reads and its length.
 ///
-/// Implementations are thread-safe: concurrent `read_at` calls are allowed and
-/// are the common case. `read_at` reads exactly `buf.len()` bytes or fails.
-pub trait Storage: Send + Sync + Debug {
-    /// Reads exactly `buf.len()` bytes starting at `offset`.
+/// Every reader of strata takes this trait: static files (data runs, index
+/// layers) need nothing else, so they can live on read-only or write-once
+/// storage (an object store). Implementations are thread-safe: concurrent
+/// `read_at` calls are allowed and are the common case.
+///
+/// Batched reads (many `(offset, buffer)` pairs in one call, served by
+/// io_uring on local files) belong here, as a provided method whose default
+/// issues the `read_at` calls one by one, so that every implementation and
+/// wrapper gets them and can override them.
+pub trait ReadStorage: Send + Sync + Debug {
+    /// Reads exactly `buf.len()` bytes starting at `offset`, or fails (a read
+    /// past the end is an error).
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
-    /// Writes all of `buf` at `offset`, extending the file if needed.
-    fn write_at(&self, offset: u64, buf: &[u8]) -> Result<()>;
     /// Current length in bytes.
     fn len(&self) -> Result<u64>;
     /// Whether the file is empty.
     fn is_empty(&self) -> Result<bool> {
         Ok(self.len()? == 0)
     }
+    /// A name for error messages (usually the file name).
+    fn name(&self) -> &str;
+}
+
+/// A read-write file: the read side plus writes at any offset, truncation
+/// and sync.
+///
+/// For structures updated in place on local files: the B+-tree (and the
+/// pager under the updatable trees) and the write-ahead log. Files that are
+/// built once and then only read are written through a [`Sink`] instead.
+/// An `Arc<dyn Storage>` converts to an `Arc<dyn ReadStorage>` (trait
+/// upcasting).
+pub trait Storage: ReadStorage {
+    /// Writes all of `buf` at `offset`, extending the file if needed.
+    fn write_at(&self, offset: u64, buf: &[u8]) -> Result<()>;
     /// Truncates or extends the file to `len` bytes.
     fn set_len(&self, len: u64) -> Result<()>;
     /// Makes every completed write durable.
@@ -70,6 +93,42 @@ pub trait Storage: Send + Sync + Debug {
     fn write_behind(&self, _offset: u64, _len: u64) -> Result<()> {
         Ok(())
     }
+}
+
+/// A file being built once: appended to, then finished.
+///
+/// Created by [`Directory::create_sink`] with a reserved *header region* of
+/// `header_len` bytes at the start: the bytes of [`append`](Sink::append)
+/// follow it, and [`finish`](Sink::finish) supplies the header (known only at
+/// the end, e.g. the count and page number of a paged file).
+///
+/// Contract for every implementation:
+/// - until `finish` returns `Ok`, the file under the sink's name does not
+///   look complete: it is absent, empty, or its header region is all zero
+///   bytes (no strata file has a zero header: its magic number is there);
+/// - when `finish` returns `Ok`, the file is complete and its contents are
+///   durable; its directory entry is durable after the directory's next
+///   [`Directory::sync_dir`] (or [`Directory::publish`], which ends with one);
+/// - if a call fails, or the sink is dropped without `finish`, the build is
+///   abandoned: what is left under the name is absent or empty (see
+///   [`StorageSink`] for local directories).
+///
+/// A local directory writes in place ([`StorageSink`]: `pwrite` of the header
+/// at 0, then sync); an object store would stream the parts after the header
+/// (a multipart put), keep the header part in memory and complete the put at
+/// `finish`, so nothing is visible until then.
+pub trait Sink: Send + Debug {
+    /// Appends `buf` after everything appended so far.
+    fn append(&mut self, buf: &[u8]) -> Result<()>;
+    /// A hint that everything appended so far will be made durable by
+    /// `finish`: start writing it back now. Changes no contents and no
+    /// durability promise (long sequential builds call it after each batch).
+    fn write_behind(&mut self) -> Result<()>;
+    /// Offset at which the next append lands (the header region included).
+    fn position(&self) -> u64;
+    /// Writes `header` into the reserved region and makes the file complete
+    /// and durable. `header` must be exactly as long as the region reserved.
+    fn finish(self: Box<Self>, header: &[u8]) -> Result<()>;
     /// A name for error messages (usually the file name).
     fn name(&self) -> &str;
 }
@@ -78,6 +137,11 @@ pub trait Storage: Send + Sync + Debug {
 ///
 /// `rename` atomically replaces the target; `sync_dir` makes creations,
 /// renames and removals durable (files' contents need their own `sync`).
+/// Files built once go through [`create_sink`](Directory::create_sink) and
+/// are read through [`open_read`](Directory::open_read); small files replaced
+/// as a whole (manifests) through [`publish`](Directory::publish). The
+/// provided methods are written with the required ones, so a wrapper that
+/// forwards the required methods gets them right.
 pub trait Directory: Send + Sync + Debug {
     /// Creates `name` (truncating an existing file) for reading and writing.
     fn create(&self, name: &str) -> Result<Arc<dyn Storage>>;
@@ -96,11 +160,40 @@ pub trait Directory: Send + Sync + Debug {
     /// A description for error messages (usually the path).
     fn describe(&self) -> String;
 
+    /// Opens an existing file for reading only. The default opens it for
+    /// reading and writing and hands out only its read side.
+    fn open_read(&self, name: &str) -> Result<Arc<dyn ReadStorage>> {
+        Ok(self.open(name)?)
+    }
+
+    /// Starts building the file `name` (replacing an existing one) through a
+    /// [`Sink`] with `header_len` bytes reserved at its start. The default
+    /// writes in place: a [`StorageSink`] on [`create`](Directory::create).
+    fn create_sink(&self, name: &str, header_len: usize) -> Result<Box<dyn Sink>> {
+        Ok(Box::new(StorageSink::new(self.create(name)?, header_len)?))
+    }
+
+    /// Atomically replaces the small file `name` by `bytes`: after a crash at
+    /// any point, `name` holds either its old or its new contents, never a mix
+    /// (and once this returns `Ok`, the new contents are durable). The
+    /// default writes `name.tmp`, syncs it, renames it over `name` and syncs
+    /// the directory; an object store would use a conditional put. A failed
+    /// call may leave `name.tmp` behind.
+    fn publish(&self, name: &str, bytes: &[u8]) -> Result<()> {
+        let tmp = format!("{name}.tmp");
+        let f = self.create(&tmp)?;
+        f.write_at(0, bytes)?;
+        f.sync()?;
+        drop(f);
+        self.rename(&tmp, name)?;
+        self.sync_dir()
+    }
+
     /// Total size in bytes of all files in the directory.
     fn total_bytes(&self) -> Result<u64> {
         let mut total = 0;
         for name in self.list()? {
-            total += self.open(&name)?.len()?;
+            total += self.open_read(&name)?.len()?;
         }
         Ok(total)
     }
@@ -144,23 +237,33 @@ impl IoContext {
         }
     }
 
-    /// Wraps a raw storage with accounting (and the cache, if any).
-    pub fn wrap(&self, raw: Arc<dyn Storage>) -> Arc<dyn Storage> {
-        let counted: Arc<dyn Storage> = Arc::new(SimulatedStorage::new(
-            raw,
-            self.stats.clone(),
-            self.profile.clone(),
-            self.page_size,
-        ));
+    /// Wraps the read side of a file with accounting (and the cache, if
+    /// any): what every reader of a static file uses.
+    pub fn wrap(&self, raw: Arc<dyn ReadStorage>) -> Arc<dyn ReadStorage> {
+        let counted = Arc::new(self.counted(raw));
         match &self.cache {
             Some(cache) => Arc::new(CachedStorage::new(counted, cache.clone())),
             None => counted,
         }
     }
+
+    /// [`wrap`](IoContext::wrap) for a read-write file (the B+-tree, the
+    /// WAL): writes pass through the counters (and update cached pages).
+    pub fn wrap_rw(&self, raw: Arc<dyn Storage>) -> Arc<dyn Storage> {
+        let counted = Arc::new(self.counted(raw));
+        match &self.cache {
+            Some(cache) => Arc::new(CachedStorage::new(counted, cache.clone())),
+            None => counted,
+        }
+    }
+
+    fn counted<S: ReadStorage + ?Sized>(&self, raw: Arc<S>) -> SimulatedStorage<S> {
+        SimulatedStorage::new(raw, self.stats.clone(), self.profile.clone(), self.page_size)
+    }
 }
 
 /// Reads `len` bytes at `offset` into a fresh 4 KiB-aligned buffer.
-pub fn read_aligned(storage: &dyn Storage, offset: u64, len: usize) -> Result<AlignedBuf> {
+pub fn read_aligned(storage: &dyn ReadStorage, offset: u64, len: usize) -> Result<AlignedBuf> {
     let mut buf = AlignedBuf::zeroed(len);
     storage.read_at(offset, &mut buf)?;
     Ok(buf)

@@ -205,7 +205,7 @@ impl BTree {
             }
         }
         io.page_size = meta.page_size;
-        let storage = io.wrap(raw.clone());
+        let storage = io.wrap_rw(raw.clone());
         let mut tree = BTree {
             storage,
             dir,
@@ -228,7 +228,7 @@ impl BTree {
                 cache: None,
                 ..io.clone()
             }
-            .wrap(raw);
+            .wrap_rw(raw);
             let pinned = Pinned::load(uncached.as_ref(), &meta)?;
             tree.state.get_mut().pinned = Some(pinned);
         }
