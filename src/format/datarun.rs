@@ -498,6 +498,33 @@ mod tests {
     }
 
     #[test]
+    fn failed_or_abandoned_build_does_not_open() {
+        let keys: Vec<u64> = (0..5_000).collect();
+        let dir = crate::storage::FaultyDirectory::new();
+        // Abandoned: dropped before finish.
+        let mut w = DataRunWriter::create(&dir, "run", 4096).unwrap();
+        for &k in &keys {
+            w.push(k, k).unwrap();
+        }
+        drop(w);
+        assert!(DataRun::open(dir.open_read("run").unwrap()).is_err());
+        // Failed: the sync of finish fails after the header was written.
+        dir.plan().inject(crate::storage::FaultOp::Sync, 0, crate::storage::FaultKind::Eio, false);
+        assert!(DataRun::write_ranked(&dir, "run", &keys, 4096).is_err());
+        assert!(DataRun::open(dir.open_read("run").unwrap()).is_err());
+        // Crash before finish: nothing survives.
+        dir.sync_dir().unwrap();
+        let mut w = DataRunWriter::create(&dir, "run", 4096).unwrap();
+        w.push(1, 1).unwrap();
+        dir.crash();
+        assert!(DataRun::open(dir.open_read("run").unwrap()).is_err());
+        drop(w);
+        // Finished: it opens.
+        DataRun::write_ranked(&dir, "run", &keys, 4096).unwrap();
+        assert_eq!(DataRun::open(dir.open_read("run").unwrap()).unwrap().len(), 5_000);
+    }
+
+    #[test]
     fn empty_run() {
         let (_d, run) = build(&[], 4096);
         assert_eq!(run.len(), 0);
