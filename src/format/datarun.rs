@@ -509,7 +509,12 @@ mod tests {
         drop(w);
         assert!(DataRun::open(dir.open_read("run").unwrap()).is_err());
         // Failed: the sync of finish fails after the header was written.
-        dir.plan().inject(crate::storage::FaultOp::Sync, 0, crate::storage::FaultKind::Eio, false);
+        dir.plan().inject(
+            crate::storage::FaultOp::Sync,
+            0,
+            crate::storage::FaultKind::Eio,
+            false,
+        );
         assert!(DataRun::write_ranked(&dir, "run", &keys, 4096).is_err());
         assert!(DataRun::open(dir.open_read("run").unwrap()).is_err());
         // Crash before finish: nothing survives.

@@ -1,16 +1,37 @@
 //! The only code in strata that touches files.
 //!
-//! - [`Storage`]: one file-like object (`read_at`, `write_at`, `len`,
-//!   `set_len`, `sync`); [`Directory`]: named files in a directory, with
-//!   atomic rename and directory sync for manifests.
+//! Three ways to use a file, for three kinds of file:
+//!
+//! - [`ReadStorage`]: the read side (`read_at`, `len`, `name`). Every reader
+//!   takes it: data runs, index layers, manifests. It is the trait a remote or
+//!   read-only store implements, and where batched reads will go.
+//! - [`Storage`]: read-write (`write_at` at any offset, `set_len`, `sync`,
+//!   `write_behind`), for structures updated in place on local files: the
+//!   B+-tree and the write-ahead log. It extends [`ReadStorage`], so an
+//!   `Arc<dyn Storage>` is also an `Arc<dyn ReadStorage>` (trait upcasting).
+//! - [`Sink`]: a file built once: `append`, then `finish` with the header of
+//!   a region reserved at its start. Until `finish` returns the file does not
+//!   look complete. Static index files and data runs are built this way
+//!   (`format::PagedWriter`), so they can later go to an object store (a
+//!   multipart put). [`StorageSink`] is the local, in-place implementation.
+//!
+//! [`Directory`]: named files: `create`/`open` (read-write), `open_read`,
+//! `create_sink`, and `publish`, which atomically replaces a small file such as
+//! a manifest (locally: temporary file, sync, rename, directory sync; on an
+//! object store, a conditional put). The provided methods are built on the
+//! required ones, so every directory and wrapper has them.
+//!
 //! - [`FsDirectory`] / [`FileStorage`]: local files with `pread`/`pwrite`, and
-//!   reads through `O_DIRECT` with 4 KiB-aligned buffers when asked.
+//!   reads through `O_DIRECT` with 4 KiB-aligned buffers when asked;
+//!   `open_read` opens the file read-only.
 //! - [`MemDirectory`] / [`MemStorage`]: in memory, with a crash model (drop
 //!   everything not synced); [`FaultyDirectory`]: injects EIO, short reads and
-//!   torn writes.
+//!   torn writes (a sink's appends and header are writes, its finish a sync).
 //! - [`SimulatedStorage`]: counts every call into [`IoStats`] and charges the
 //!   modelled time `T(bytes)` of a [`StorageProfile`] per read call (it never
-//!   sleeps). [`CachedStorage`] + [`PageCache`]: an LRU buffer pool.
+//!   sleeps). [`CachedStorage`] + [`PageCache`]: an LRU buffer pool. Both wrap
+//!   a read side ([`IoContext::wrap`]) or a read-write storage
+//!   ([`IoContext::wrap_rw`], for the B+-tree and the WAL).
 //! - [`profile_device`]: measures latency and bandwidth of a real device.
 //!
 //! Byte order everywhere is little-endian; this module never interprets bytes.
@@ -310,7 +331,10 @@ mod tests {
             dir.plan().inject(op, after, kind, false);
             assert!(dir.publish("m", new).is_err(), "{op:?} {after} {kind:?}");
             let live = contents(&dir, "m");
-            assert!(live == old || live == new, "{op:?} {after} {kind:?}: live view mixed");
+            assert!(
+                live == old || live == new,
+                "{op:?} {after} {kind:?}: live view mixed"
+            );
             dir.crash();
             assert_eq!(contents(&dir, "m"), old, "{op:?} {after} {kind:?}");
         }
