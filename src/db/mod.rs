@@ -430,7 +430,7 @@ impl Db {
         let mut tail = None;
         for (i, &id) in segs.iter().enumerate() {
             let last = i + 1 == segs.len();
-            let storage = io.wrap(dir.open(&wal_name(id))?);
+            let storage = io.wrap_rw(dir.open(&wal_name(id))?);
             let r = replay(storage.as_ref(), last)?;
             for b in &r.batches {
                 for op in &b.ops {
@@ -450,7 +450,7 @@ impl Db {
             Some((id, st, _)) => (WalWriter::create(st, opts.sync)?, id),
             None => {
                 let id = manifest.log_start;
-                let st = io.wrap(dir.create(&wal_name(id))?);
+                let st = io.wrap_rw(dir.create(&wal_name(id))?);
                 let w = WalWriter::create(st, opts.sync)?;
                 dir.sync_dir()?;
                 (w, id)
@@ -942,7 +942,7 @@ impl Inner {
     fn freeze(&self, ms: &mut MergeState) -> Result<()> {
         let id = ms.next_segment;
         let run = || -> Result<WalWriter> {
-            let st = self.io.wrap(self.dir.create(&wal_name(id))?);
+            let st = self.io.wrap_rw(self.dir.create(&wal_name(id))?);
             let w = WalWriter::create(st, self.opts.sync)?;
             self.dir.sync_dir()?;
             Ok(w)
@@ -1214,10 +1214,10 @@ struct CountedDir {
 
 impl Directory for CountedDir {
     fn create(&self, name: &str) -> Result<Arc<dyn crate::storage::Storage>> {
-        Ok(self.b.wrap(self.a.wrap(self.inner.create(name)?)))
+        Ok(self.b.wrap_rw(self.a.wrap_rw(self.inner.create(name)?)))
     }
     fn open(&self, name: &str) -> Result<Arc<dyn crate::storage::Storage>> {
-        Ok(self.b.wrap(self.a.wrap(self.inner.open(name)?)))
+        Ok(self.b.wrap_rw(self.a.wrap_rw(self.inner.open(name)?)))
     }
     fn exists(&self, name: &str) -> bool {
         self.inner.exists(name)

@@ -235,7 +235,7 @@ impl RunBuilder {
             expected
         };
         Ok(RunBuilder {
-            writer: DataRunWriter::new(dir.create(DATA_FILE)?, page_size)?,
+            writer: DataRunWriter::create(dir, DATA_FILE, page_size)?,
             keys: Vec::with_capacity(cap),
             page_bounds,
             n: 0,

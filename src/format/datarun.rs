@@ -11,7 +11,7 @@ use std::sync::Arc;
 use super::bytes::{get_u64, put_u64};
 use super::page::{PAGE_HEADER_LEN, PageType};
 use super::paged::{PagedFile, PagedRun, PagedSpec, PagedWriter, entries_per_page};
-use crate::storage::Storage;
+use crate::storage::{Directory, ReadStorage, Sink};
 use crate::{Error, Result};
 
 /// Magic number of a data run file: the bytes `STRATADR`.
@@ -80,13 +80,28 @@ pub struct DataRunWriter {
 }
 
 impl DataRunWriter {
-    /// Starts a data run on an empty `storage`.
-    pub fn new(storage: Arc<dyn Storage>, page_size: usize) -> Result<Self> {
-        Ok(DataRunWriter {
-            inner: PagedWriter::new(storage, DATA_RUN_SPEC, page_size)?,
+    /// Starts the data run `name` in `dir` (see [`PagedWriter::create`]).
+    pub fn create(dir: &dyn Directory, name: &str, page_size: usize) -> Result<Self> {
+        Ok(Self::wrapping(PagedWriter::create(
+            dir,
+            name,
+            DATA_RUN_SPEC,
+            page_size,
+        )?))
+    }
+
+    /// Starts a data run on a fresh `sink` whose reserved header region is
+    /// one page (see [`PagedWriter::new`]).
+    pub fn new(sink: Box<dyn Sink>, page_size: usize) -> Result<Self> {
+        Ok(Self::wrapping(PagedWriter::new(sink, DATA_RUN_SPEC, page_size)?))
+    }
+
+    fn wrapping(inner: PagedWriter) -> Self {
+        DataRunWriter {
+            inner,
             first_key: 0,
             last_key: None,
-        })
+        }
     }
 
     /// Appends a record. Keys must be strictly increasing:
@@ -153,7 +168,8 @@ impl DataRunWriter {
         self.inner.is_empty()
     }
 
-    /// Writes the last page and the header, syncs, and returns the header.
+    /// Writes the last page and the header, finishes the sink (the run is
+    /// then complete and durable), and returns the header.
     pub fn finish(self) -> Result<DataRunMeta> {
         let mut extra = [0u8; 16];
         put_u64(&mut extra, 0, self.first_key);
@@ -178,10 +194,16 @@ pub struct DataRun {
 }
 
 impl DataRun {
-    /// Writes `keys` as a data run where each key's value is its position
-    /// (rank) — SOSD's lookup task, so every answer can be checked.
-    pub fn write_ranked(storage: Arc<dyn Storage>, keys: &[u64], page_size: usize) -> Result<DataRunMeta> {
-        let mut w = DataRunWriter::new(storage, page_size)?;
+    /// Writes `keys` as the data run `name` of `dir`, where each key's value
+    /// is its position (rank) — SOSD's lookup task, so every answer can be
+    /// checked.
+    pub fn write_ranked(
+        dir: &dyn Directory,
+        name: &str,
+        keys: &[u64],
+        page_size: usize,
+    ) -> Result<DataRunMeta> {
+        let mut w = DataRunWriter::create(dir, name, page_size)?;
         for (i, &k) in keys.iter().enumerate() {
             w.push(k, i as u64)?;
         }
@@ -190,7 +212,7 @@ impl DataRun {
 
     /// Opens a data run, checking the header page (magic, version, checksum,
     /// sizes against the file length).
-    pub fn open(storage: Arc<dyn Storage>) -> Result<Self> {
+    pub fn open(storage: Arc<dyn ReadStorage>) -> Result<Self> {
         let file = PagedFile::open(storage, DATA_RUN_SPEC)?;
         let m = file.meta();
         let (Some(first_key), Some(last_key)) = (get_u64(&m.extra, 0), get_u64(&m.extra, 8)) else {
@@ -227,7 +249,7 @@ impl DataRun {
     }
 
     /// The underlying storage.
-    pub fn storage(&self) -> &Arc<dyn Storage> {
+    pub fn storage(&self) -> &Arc<dyn ReadStorage> {
         self.file.storage()
     }
 
@@ -370,8 +392,8 @@ mod tests {
 
     fn build(keys: &[u64], ps: usize) -> (MemDirectory, DataRun) {
         let dir = MemDirectory::new();
-        let f = dir.create("run").unwrap();
-        DataRun::write_ranked(f.clone(), keys, ps).unwrap();
+        DataRun::write_ranked(&dir, "run", keys, ps).unwrap();
+        let f = dir.open_read("run").unwrap();
         (dir, DataRun::open(f).unwrap())
     }
 
@@ -414,9 +436,9 @@ mod tests {
         let keys: Vec<u64> = (0..3_000u64).map(|i| i * i + 7).collect();
         for ps in [4096, 8192] {
             let dir = MemDirectory::new();
-            let (a, b) = (dir.create("a").unwrap(), dir.create("b").unwrap());
-            let mut one = DataRunWriter::new(a.clone(), ps).unwrap();
-            let mut many = DataRunWriter::new(b.clone(), ps).unwrap();
+            let mut one = DataRunWriter::create(&dir, "a", ps).unwrap();
+            let mut many = DataRunWriter::new(dir.create_sink("b", ps).unwrap(), ps).unwrap();
+            let (a, b) = (dir.open_read("a").unwrap(), dir.open_read("b").unwrap());
             let mut bytes = Vec::new();
             for &k in &keys {
                 one.push(k, !k).unwrap();
@@ -462,7 +484,7 @@ mod tests {
     #[test]
     fn out_of_order_names_position_and_keys() {
         let dir = MemDirectory::new();
-        let mut w = DataRunWriter::new(dir.create("r").unwrap(), 4096).unwrap();
+        let mut w = DataRunWriter::create(&dir, "r", 4096).unwrap();
         w.push(1, 0).unwrap();
         w.push(5, 1).unwrap();
         match w.push(5, 2) {
@@ -473,6 +495,38 @@ mod tests {
             }) => assert_eq!((position, previous, got), (2, 5, 5)),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn failed_or_abandoned_build_does_not_open() {
+        let keys: Vec<u64> = (0..5_000).collect();
+        let dir = crate::storage::FaultyDirectory::new();
+        // Abandoned: dropped before finish.
+        let mut w = DataRunWriter::create(&dir, "run", 4096).unwrap();
+        for &k in &keys {
+            w.push(k, k).unwrap();
+        }
+        drop(w);
+        assert!(DataRun::open(dir.open_read("run").unwrap()).is_err());
+        // Failed: the sync of finish fails after the header was written.
+        dir.plan().inject(
+            crate::storage::FaultOp::Sync,
+            0,
+            crate::storage::FaultKind::Eio,
+            false,
+        );
+        assert!(DataRun::write_ranked(&dir, "run", &keys, 4096).is_err());
+        assert!(DataRun::open(dir.open_read("run").unwrap()).is_err());
+        // Crash before finish: nothing survives.
+        dir.sync_dir().unwrap();
+        let mut w = DataRunWriter::create(&dir, "run", 4096).unwrap();
+        w.push(1, 1).unwrap();
+        dir.crash();
+        assert!(DataRun::open(dir.open_read("run").unwrap()).is_err());
+        drop(w);
+        // Finished: it opens.
+        DataRun::write_ranked(&dir, "run", &keys, 4096).unwrap();
+        assert_eq!(DataRun::open(dir.open_read("run").unwrap()).unwrap().len(), 5_000);
     }
 
     #[test]

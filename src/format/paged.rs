@@ -8,12 +8,17 @@
 //! data page carries an `aux` word in its header, chosen by the writer (index
 //! layers store the end position of the page's last entry there). See
 //! `docs/format/paged.md`.
+//!
+//! A [`PagedWriter`] builds the file through a write-once [`Sink`] with file
+//! page 0 reserved: data pages are appended in batches, and the header, known
+//! only at the end, is supplied by [`PagedWriter::finish`]. A [`PagedFile`]
+//! reads it through the read side ([`ReadStorage`]) only.
 
 use std::sync::Arc;
 
 use super::bytes::{get_u32, get_u64, put_u32, put_u64};
 use super::page::{self, PAGE_HEADER_LEN, PageHeader, PageType, check_page_size};
-use crate::storage::{AlignedBuf, Storage};
+use crate::storage::{AlignedBuf, Directory, ReadStorage, Sink};
 use crate::{Error, Result};
 
 /// Pages written per write call while building.
@@ -80,9 +85,13 @@ pub const fn entries_per_page(page_size: usize, width: usize) -> usize {
 }
 
 /// Streams entries into a new paged array.
+///
+/// Until [`finish`](PagedWriter::finish) returns, the file does not look
+/// complete (its header page is zero; see [`Sink`]); dropping the writer
+/// abandons the build.
 #[derive(Debug)]
 pub struct PagedWriter {
-    storage: Arc<dyn Storage>,
+    sink: Box<dyn Sink>,
     spec: PagedSpec,
     page_size: usize,
     per_page: usize,
@@ -95,8 +104,16 @@ pub struct PagedWriter {
 }
 
 impl PagedWriter {
-    /// Starts a paged array on `storage` (truncated first).
-    pub fn new(storage: Arc<dyn Storage>, spec: PagedSpec, page_size: usize) -> Result<Self> {
+    /// Starts the paged array `name` in `dir`, through a sink with the
+    /// header page reserved.
+    pub fn create(dir: &dyn Directory, name: &str, spec: PagedSpec, page_size: usize) -> Result<Self> {
+        check_page_size(page_size)?;
+        Self::new(dir.create_sink(name, page_size)?, spec, page_size)
+    }
+
+    /// Starts a paged array on a fresh `sink` whose reserved header region
+    /// is one page of `page_size` bytes.
+    pub fn new(sink: Box<dyn Sink>, spec: PagedSpec, page_size: usize) -> Result<Self> {
         check_page_size(page_size)?;
         if spec.width == 0 || spec.width > page_size - PAGE_HEADER_LEN {
             return Err(Error::invalid(format!(
@@ -104,9 +121,15 @@ impl PagedWriter {
                 spec.width
             )));
         }
-        storage.set_len(0)?;
+        if sink.position() != page_size as u64 {
+            return Err(Error::invalid(format!(
+                "sink {} reserves {} header bytes, not one page of {page_size}",
+                sink.name(),
+                sink.position()
+            )));
+        }
         Ok(PagedWriter {
-            storage,
+            sink,
             spec,
             page_size,
             per_page: entries_per_page(page_size, spec.width),
@@ -235,11 +258,10 @@ impl PagedWriter {
             return Ok(());
         }
         let bytes = self.batch_pages * self.page_size;
-        let off = (self.written_pages + 1) * self.page_size as u64;
         let part = self.batch.get(..bytes).ok_or_else(|| Error::invalid("batch"))?;
-        self.storage.write_at(off, part)?;
+        self.sink.append(part)?;
         // Long runs are synced at the end: let the device start on them now.
-        self.storage.write_behind(off, bytes as u64)?;
+        self.sink.write_behind()?;
         self.written_pages += self.batch_pages as u64;
         self.batch_pages = 0;
         self.batch.fill(0);
@@ -247,7 +269,8 @@ impl PagedWriter {
     }
 
     /// Writes the last page and the header (with `extra` kind-specific
-    /// bytes), syncs, and returns the header.
+    /// bytes), finishes the sink (the file is then complete and durable), and
+    /// returns the header.
     pub fn finish(mut self, extra: &[u8]) -> Result<PagedMeta> {
         if extra.len() > MAX_EXTRA || EXTRA_OFFSET + 4 + extra.len() > self.page_size {
             return Err(Error::invalid("paged array header too large"));
@@ -290,8 +313,7 @@ impl PagedWriter {
                 aux: 0,
             },
         );
-        self.storage.write_at(0, &hdr)?;
-        self.storage.sync()?;
+        self.sink.finish(&hdr)?;
         Ok(meta)
     }
 }
@@ -299,7 +321,7 @@ impl PagedWriter {
 /// An open paged array.
 #[derive(Debug, Clone)]
 pub struct PagedFile {
-    storage: Arc<dyn Storage>,
+    storage: Arc<dyn ReadStorage>,
     meta: PagedMeta,
     spec: PagedSpec,
 }
@@ -307,7 +329,7 @@ pub struct PagedFile {
 impl PagedFile {
     /// Opens a paged array of kind `spec`: checks magic, version, checksum,
     /// width and sizes.
-    pub fn open(storage: Arc<dyn Storage>, spec: PagedSpec) -> Result<Self> {
+    pub fn open(storage: Arc<dyn ReadStorage>, spec: PagedSpec) -> Result<Self> {
         let name = storage.name().to_string();
         let file_len = storage.len()?;
         if file_len < 4096 {
@@ -390,7 +412,7 @@ impl PagedFile {
     }
 
     /// The storage.
-    pub fn storage(&self) -> &Arc<dyn Storage> {
+    pub fn storage(&self) -> &Arc<dyn ReadStorage> {
         &self.storage
     }
 
@@ -578,8 +600,8 @@ mod tests {
     #[test]
     fn roundtrip_with_aux_and_extra() {
         let dir = MemDirectory::new();
-        let f = dir.create("a").unwrap();
-        let mut w = PagedWriter::new(f.clone(), SPEC, 4096).unwrap();
+        let mut w = PagedWriter::create(&dir, "a", SPEC, 4096).unwrap();
+        let f = dir.open_read("a").unwrap();
         assert_eq!(w.per_page(), (4096 - 16) / 24);
         for i in 0..1000u64 {
             let mut e = [0u8; 24];
@@ -623,8 +645,8 @@ mod tests {
     #[test]
     fn wrong_kind_and_corruption() {
         let dir = MemDirectory::new();
-        let f = dir.create("a").unwrap();
-        let mut w = PagedWriter::new(f.clone(), SPEC, 4096).unwrap();
+        let mut w = PagedWriter::create(&dir, "a", SPEC, 4096).unwrap();
+        let f = dir.open_read("a").unwrap();
         for _ in 0..500 {
             w.push(&[7u8; 24], 0).unwrap();
         }
@@ -649,6 +671,8 @@ mod tests {
             Error::Corruption { page: 2, .. }
         ));
         assert!(p.read_all().is_err());
-        assert!(PagedWriter::new(dir.create("b").unwrap(), PagedSpec { width: 0, ..SPEC }, 4096).is_err());
+        assert!(PagedWriter::create(&dir, "b", PagedSpec { width: 0, ..SPEC }, 4096).is_err());
+        // The sink must reserve exactly the header page.
+        assert!(PagedWriter::new(dir.create_sink("c", 512).unwrap(), SPEC, 4096).is_err());
     }
 }

@@ -21,7 +21,7 @@ pub const DATA_FILE: &str = "data.run";
 
 /// Writes `records` as the data run `data.run` of an index directory.
 pub fn write_data_run(dir: &dyn Directory, records: Records<'_>, page_size: usize) -> Result<DataRunMeta> {
-    let mut w = DataRunWriter::new(dir.create(DATA_FILE)?, page_size)?;
+    let mut w = DataRunWriter::create(dir, DATA_FILE, page_size)?;
     for (k, v) in records.iter() {
         w.push(k, v)?;
     }
@@ -59,7 +59,7 @@ impl IndexKind for BinaryKind {
         io: IoContext,
         _opts: &OpenOptions,
     ) -> Result<Box<dyn Index>> {
-        let run = DataRun::open(io.wrap(dir.open(DATA_FILE)?))?;
+        let run = DataRun::open(io.wrap(dir.open_read(DATA_FILE)?))?;
         Ok(Box::new(BinaryIndex {
             run,
             stats: io.stats.clone(),

@@ -13,8 +13,9 @@ pub const MANIFEST_MAGIC: &str = "strata-index";
 /// Format version of manifests written by this build.
 pub const MANIFEST_VERSION: u32 = 1;
 
-/// What an index directory holds. Written last, atomically (temporary file,
-/// sync, rename, directory sync), so a directory with a manifest is complete.
+/// What an index directory holds. Written last and atomically
+/// ([`Directory::publish`]: temporary file, sync, rename, directory sync
+/// locally), so a directory with a manifest is complete.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Manifest {
     /// Always [`MANIFEST_MAGIC`].
@@ -57,16 +58,12 @@ impl Manifest {
         }
     }
 
-    /// Writes the manifest atomically into `dir`.
+    /// Writes the manifest atomically into `dir` ([`Directory::publish`]):
+    /// after a crash, `dir` holds the old manifest or this one, never a mix.
     pub fn store(&self, dir: &dyn Directory) -> Result<()> {
         let text =
             serde_json::to_vec_pretty(self).map_err(|e| Error::invalid(format!("manifest encoding: {e}")))?;
-        let tmp = format!("{MANIFEST_FILE}.tmp");
-        let f = dir.create(&tmp)?;
-        f.write_at(0, &text)?;
-        f.sync()?;
-        dir.rename(&tmp, MANIFEST_FILE)?;
-        dir.sync_dir()
+        dir.publish(MANIFEST_FILE, &text)
     }
 
     /// Reads and checks the manifest of `dir`.
@@ -77,7 +74,7 @@ impl Manifest {
                 dir.describe()
             )));
         }
-        let f = dir.open(MANIFEST_FILE)?;
+        let f = dir.open_read(MANIFEST_FILE)?;
         let len = usize::try_from(f.len()?).map_err(|_| Error::invalid("manifest too large"))?;
         let mut buf = vec![0u8; len];
         f.read_at(0, &mut buf)?;

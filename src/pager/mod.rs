@@ -110,7 +110,7 @@ impl Pager {
             ..io.clone()
         };
         Ok(Pager {
-            storage: io.wrap(raw),
+            storage: io.wrap_rw(raw),
             page_size,
             id,
         })

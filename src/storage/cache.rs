@@ -8,7 +8,7 @@ use lru::LruCache;
 use parking_lot::Mutex;
 use serde::Serialize;
 
-use super::Storage;
+use super::{ReadStorage, Storage};
 use crate::{Error, Result};
 
 static NEXT_FILE_ID: AtomicU64 = AtomicU64::new(1);
@@ -121,20 +121,21 @@ impl PageCache {
 
 /// A storage whose reads are served page by page from a shared [`PageCache`];
 /// runs of missing pages are read from the storage below in one call each.
-/// Writes go through to the storage below and update cached pages.
+/// Writes (over a read-write storage) go through to the storage below and
+/// update cached pages.
 #[derive(Debug)]
-pub struct CachedStorage {
-    inner: Arc<dyn Storage>,
+pub struct CachedStorage<S: ReadStorage + ?Sized = dyn ReadStorage> {
+    inner: Arc<S>,
     cache: Arc<PageCache>,
     file_id: u64,
     /// File length, tracked through this handle's writes (no syscall per read).
     len: AtomicU64,
 }
 
-impl CachedStorage {
+impl<S: ReadStorage + ?Sized> CachedStorage<S> {
     /// Puts `cache` in front of `inner`. The file must be changed only
     /// through this handle while it is open (its length is tracked here).
-    pub fn new(inner: Arc<dyn Storage>, cache: Arc<PageCache>) -> Self {
+    pub fn new(inner: Arc<S>, cache: Arc<PageCache>) -> Self {
         // u64::MAX: unknown (the length query failed); ask the storage then.
         let len = inner.len().unwrap_or(u64::MAX);
         CachedStorage {
@@ -161,7 +162,7 @@ impl CachedStorage {
     }
 }
 
-impl Storage for CachedStorage {
+impl<S: ReadStorage + ?Sized> ReadStorage for CachedStorage<S> {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         if buf.is_empty() {
             return Ok(());
@@ -227,6 +228,19 @@ impl Storage for CachedStorage {
         Ok(())
     }
 
+    fn len(&self) -> Result<u64> {
+        match self.len.load(Relaxed) {
+            u64::MAX => self.inner.len(),
+            l => Ok(l),
+        }
+    }
+
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+}
+
+impl<S: Storage + ?Sized> Storage for CachedStorage<S> {
     fn write_at(&self, offset: u64, buf: &[u8]) -> Result<()> {
         self.inner.write_at(offset, buf)?;
         if buf.is_empty() {
@@ -249,13 +263,6 @@ impl Storage for CachedStorage {
         Ok(())
     }
 
-    fn len(&self) -> Result<u64> {
-        match self.len.load(Relaxed) {
-            u64::MAX => self.inner.len(),
-            l => Ok(l),
-        }
-    }
-
     fn set_len(&self, len: u64) -> Result<()> {
         self.inner.set_len(len)?;
         self.len.store(len, Relaxed);
@@ -272,10 +279,6 @@ impl Storage for CachedStorage {
     fn write_behind(&self, offset: u64, len: u64) -> Result<()> {
         self.inner.write_behind(offset, len)
     }
-
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
 }
 
 #[cfg(test)]
@@ -284,7 +287,14 @@ mod tests {
     use super::*;
     use crate::storage::{IoStats, MemStorage, SimulatedStorage};
 
-    fn setup(cap: usize) -> (CachedStorage, Arc<IoStats>, Arc<PageCache>, Vec<u8>) {
+    fn setup(
+        cap: usize,
+    ) -> (
+        CachedStorage<SimulatedStorage<MemStorage>>,
+        Arc<IoStats>,
+        Arc<PageCache>,
+        Vec<u8>,
+    ) {
         let mem = Arc::new(MemStorage::new("m"));
         let data: Vec<u8> = (0..40_000u32).map(|i| (i % 253) as u8).collect();
         mem.write_at(0, &data).unwrap();

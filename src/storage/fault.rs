@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::{Directory, MemDirectory, Storage};
+use super::{Directory, MemDirectory, ReadStorage, Storage};
 use crate::{Error, Result};
 
 /// Which call a fault applies to.
@@ -115,7 +115,7 @@ fn half_sectors(len: usize) -> usize {
     (len / 2) / 512 * 512
 }
 
-impl Storage for FaultyStorage {
+impl ReadStorage for FaultyStorage {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         match self.plan.check(FaultOp::Read) {
             None => self.inner.read_at(offset, buf),
@@ -130,6 +130,16 @@ impl Storage for FaultyStorage {
         }
     }
 
+    fn len(&self) -> Result<u64> {
+        self.inner.len()
+    }
+
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+}
+
+impl Storage for FaultyStorage {
     fn write_at(&self, offset: u64, buf: &[u8]) -> Result<()> {
         match self.plan.check(FaultOp::Write) {
             None => self.inner.write_at(offset, buf),
@@ -144,10 +154,6 @@ impl Storage for FaultyStorage {
         }
     }
 
-    fn len(&self) -> Result<u64> {
-        self.inner.len()
-    }
-
     fn set_len(&self, len: u64) -> Result<()> {
         self.inner.set_len(len)
     }
@@ -160,10 +166,6 @@ impl Storage for FaultyStorage {
     }
 
     // write_behind: the default (nothing); unsynced data stays droppable.
-
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
 }
 
 /// A [`MemDirectory`] whose files obey a shared [`FaultPlan`]; `crash()`

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::aligned::{ALIGN, AlignedBuf};
-use super::{Directory, Storage};
+use super::{Directory, ReadStorage, Storage};
 use crate::{Error, Result};
 
 /// A local file.
@@ -30,7 +30,8 @@ pub struct FileStorage {
 static WARNED_NO_DIRECT: AtomicBool = AtomicBool::new(false);
 
 impl FileStorage {
-    /// Opens (or creates) `path`. With `direct`, reads bypass the OS page cache.
+    /// Opens (or creates) `path` for reading and writing. With `direct`,
+    /// reads bypass the OS page cache.
     pub fn open(path: &Path, create: bool, truncate: bool, direct: bool) -> Result<Self> {
         let file = OpenOptions::new()
             .read(true)
@@ -39,6 +40,17 @@ impl FileStorage {
             .truncate(truncate)
             .open(path)
             .map_err(|e| Error::io(path, e))?;
+        Self::with_handle(path, file, direct)
+    }
+
+    /// Opens the existing file `path` for reading only (its writes fail).
+    /// With `direct`, reads bypass the OS page cache.
+    pub fn open_read_only(path: &Path, direct: bool) -> Result<Self> {
+        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        Self::with_handle(path, file, direct)
+    }
+
+    fn with_handle(path: &Path, file: File, direct: bool) -> Result<Self> {
         let direct = if direct {
             match OpenOptions::new()
                 .read(true)
@@ -97,7 +109,7 @@ fn read_at_least(file: &File, buf: &mut [u8], offset: u64, min: usize) -> std::i
     Ok(done)
 }
 
-impl Storage for FileStorage {
+impl ReadStorage for FileStorage {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         let Some(direct) = &self.direct else {
             return self.file.read_exact_at(buf, offset).map_err(|e| self.io_err(e));
@@ -130,12 +142,18 @@ impl Storage for FileStorage {
         Ok(())
     }
 
-    fn write_at(&self, offset: u64, buf: &[u8]) -> Result<()> {
-        self.file.write_all_at(buf, offset).map_err(|e| self.io_err(e))
-    }
-
     fn len(&self) -> Result<u64> {
         Ok(self.file.metadata().map_err(|e| self.io_err(e))?.len())
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Storage for FileStorage {
+    fn write_at(&self, offset: u64, buf: &[u8]) -> Result<()> {
+        self.file.write_all_at(buf, offset).map_err(|e| self.io_err(e))
     }
 
     fn set_len(&self, len: u64) -> Result<()> {
@@ -161,10 +179,6 @@ impl Storage for FileStorage {
             }
         }
         Ok(())
-    }
-
-    fn name(&self) -> &str {
-        &self.name
     }
 }
 
@@ -223,6 +237,14 @@ impl Directory for FsDirectory {
             return Err(Error::NotFound(format!("file {}", path.display())));
         }
         Ok(Arc::new(FileStorage::open(&path, false, false, self.direct)?))
+    }
+
+    fn open_read(&self, name: &str) -> Result<Arc<dyn ReadStorage>> {
+        let path = self.checked(name)?;
+        if !path.exists() {
+            return Err(Error::NotFound(format!("file {}", path.display())));
+        }
+        Ok(Arc::new(FileStorage::open_read_only(&path, self.direct)?))
     }
 
     fn exists(&self, name: &str) -> bool {

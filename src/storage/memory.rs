@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
-use super::{Directory, Storage};
+use super::{Directory, ReadStorage, Storage};
 use crate::{Error, Result};
 
 /// An in-memory file.
@@ -51,7 +51,7 @@ impl MemStorage {
     }
 }
 
-impl Storage for MemStorage {
+impl ReadStorage for MemStorage {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         let d = self.data.read();
         let start = usize::try_from(offset).map_err(|_| Error::invalid("offset overflows usize"))?;
@@ -73,6 +73,16 @@ impl Storage for MemStorage {
         Ok(())
     }
 
+    fn len(&self) -> Result<u64> {
+        Ok(self.data.read().len() as u64)
+    }
+
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Storage for MemStorage {
     fn write_at(&self, offset: u64, buf: &[u8]) -> Result<()> {
         let mut d = self.data.write();
         let start = usize::try_from(offset).map_err(|_| Error::invalid("offset overflows usize"))?;
@@ -86,10 +96,6 @@ impl Storage for MemStorage {
         Ok(())
     }
 
-    fn len(&self) -> Result<u64> {
-        Ok(self.data.read().len() as u64)
-    }
-
     fn set_len(&self, len: u64) -> Result<()> {
         let len = usize::try_from(len).map_err(|_| Error::invalid("length overflows usize"))?;
         self.data.write().resize(len, 0);
@@ -100,10 +106,6 @@ impl Storage for MemStorage {
         let d = self.data.read().clone();
         *self.durable.lock() = d;
         Ok(())
-    }
-
-    fn name(&self) -> &str {
-        &self.name
     }
 }
 

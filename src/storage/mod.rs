@@ -1,16 +1,37 @@
 //! The only code in strata that touches files.
 //!
-//! - [`Storage`]: one file-like object (`read_at`, `write_at`, `len`,
-//!   `set_len`, `sync`); [`Directory`]: named files in a directory, with
-//!   atomic rename and directory sync for manifests.
+//! Three ways to use a file, for three kinds of file:
+//!
+//! - [`ReadStorage`]: the read side (`read_at`, `len`, `name`). Every reader
+//!   takes it: data runs, index layers, manifests. It is the trait a remote or
+//!   read-only store implements, and where batched reads will go.
+//! - [`Storage`]: read-write (`write_at` at any offset, `set_len`, `sync`,
+//!   `write_behind`), for structures updated in place on local files: the
+//!   B+-tree and the write-ahead log. It extends [`ReadStorage`], so an
+//!   `Arc<dyn Storage>` is also an `Arc<dyn ReadStorage>` (trait upcasting).
+//! - [`Sink`]: a file built once: `append`, then `finish` with the header of
+//!   a region reserved at its start. Until `finish` returns the file does not
+//!   look complete. Static index files and data runs are built this way
+//!   (`format::PagedWriter`), so they can later go to an object store (a
+//!   multipart put). [`StorageSink`] is the local, in-place implementation.
+//!
+//! [`Directory`]: named files: `create`/`open` (read-write), `open_read`,
+//! `create_sink`, and `publish`, which atomically replaces a small file such as
+//! a manifest (locally: temporary file, sync, rename, directory sync; on an
+//! object store, a conditional put). The provided methods are built on the
+//! required ones, so every directory and wrapper has them.
+//!
 //! - [`FsDirectory`] / [`FileStorage`]: local files with `pread`/`pwrite`, and
-//!   reads through `O_DIRECT` with 4 KiB-aligned buffers when asked.
+//!   reads through `O_DIRECT` with 4 KiB-aligned buffers when asked;
+//!   `open_read` opens the file read-only.
 //! - [`MemDirectory`] / [`MemStorage`]: in memory, with a crash model (drop
 //!   everything not synced); [`FaultyDirectory`]: injects EIO, short reads and
-//!   torn writes.
+//!   torn writes (a sink's appends and header are writes, its finish a sync).
 //! - [`SimulatedStorage`]: counts every call into [`IoStats`] and charges the
 //!   modelled time `T(bytes)` of a [`StorageProfile`] per read call (it never
-//!   sleeps). [`CachedStorage`] + [`PageCache`]: an LRU buffer pool.
+//!   sleeps). [`CachedStorage`] + [`PageCache`]: an LRU buffer pool. Both wrap
+//!   a read side ([`IoContext::wrap`]) or a read-write storage
+//!   ([`IoContext::wrap_rw`], for the B+-tree and the WAL).
 //! - [`profile_device`]: measures latency and bandwidth of a real device.
 //!
 //! Byte order everywhere is little-endian; this module never interprets bytes.
@@ -24,6 +45,7 @@ mod memory;
 mod profile;
 mod profiler;
 mod simulated;
+mod sink;
 mod stats;
 
 use std::fmt::Debug;
@@ -37,6 +59,7 @@ pub use memory::{MemDirectory, MemStorage};
 pub use profile::{PRESETS, StorageProfile};
 pub use profiler::{ProfileOptions, ProfileReport, profile_device};
 pub use simulated::SimulatedStorage;
+pub use sink::StorageSink;
 pub use stats::{IoSnapshot, IoStats};
 
 use crate::Result;
@@ -44,21 +67,42 @@ use crate::Result;
 /// Default page size of strata files: 4 KiB.
 pub const DEFAULT_PAGE_SIZE: usize = 4096;
 
-/// A file-like object: positioned reads and writes, length, sync.
+/// The read side of a file: positioned reads and its length.
 ///
-/// Implementations are thread-safe: concurrent `read_at` calls are allowed and
-/// are the common case. `read_at` reads exactly `buf.len()` bytes or fails.
-pub trait Storage: Send + Sync + Debug {
-    /// Reads exactly `buf.len()` bytes starting at `offset`.
+/// Every reader of strata takes this trait: static files (data runs, index
+/// layers) need nothing else, so they can live on read-only or write-once
+/// storage (an object store). Implementations are thread-safe: concurrent
+/// `read_at` calls are allowed and are the common case.
+///
+/// Batched reads (many `(offset, buffer)` pairs in one call, served by
+/// io_uring on local files) belong here, as a provided method whose default
+/// issues the `read_at` calls one by one, so that every implementation and
+/// wrapper gets them and can override them.
+pub trait ReadStorage: Send + Sync + Debug {
+    /// Reads exactly `buf.len()` bytes starting at `offset`, or fails (a read
+    /// past the end is an error).
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
-    /// Writes all of `buf` at `offset`, extending the file if needed.
-    fn write_at(&self, offset: u64, buf: &[u8]) -> Result<()>;
     /// Current length in bytes.
     fn len(&self) -> Result<u64>;
     /// Whether the file is empty.
     fn is_empty(&self) -> Result<bool> {
         Ok(self.len()? == 0)
     }
+    /// A name for error messages (usually the file name).
+    fn name(&self) -> &str;
+}
+
+/// A read-write file: the read side plus writes at any offset, truncation
+/// and sync.
+///
+/// For structures updated in place on local files: the B+-tree (and the
+/// pager under the updatable trees) and the write-ahead log. Files that are
+/// built once and then only read are written through a [`Sink`] instead.
+/// An `Arc<dyn Storage>` converts to an `Arc<dyn ReadStorage>` (trait
+/// upcasting).
+pub trait Storage: ReadStorage {
+    /// Writes all of `buf` at `offset`, extending the file if needed.
+    fn write_at(&self, offset: u64, buf: &[u8]) -> Result<()>;
     /// Truncates or extends the file to `len` bytes.
     fn set_len(&self, len: u64) -> Result<()>;
     /// Makes every completed write durable.
@@ -70,6 +114,42 @@ pub trait Storage: Send + Sync + Debug {
     fn write_behind(&self, _offset: u64, _len: u64) -> Result<()> {
         Ok(())
     }
+}
+
+/// A file being built once: appended to, then finished.
+///
+/// Created by [`Directory::create_sink`] with a reserved *header region* of
+/// `header_len` bytes at the start: the bytes of [`append`](Sink::append)
+/// follow it, and [`finish`](Sink::finish) supplies the header (known only at
+/// the end, e.g. the count and page number of a paged file).
+///
+/// Contract for every implementation:
+/// - until `finish` returns `Ok`, the file under the sink's name does not
+///   look complete: it is absent, empty, or its header region is all zero
+///   bytes (no strata file has a zero header: its magic number is there);
+/// - when `finish` returns `Ok`, the file is complete and its contents are
+///   durable; its directory entry is durable after the directory's next
+///   [`Directory::sync_dir`] (or [`Directory::publish`], which ends with one);
+/// - if a call fails, or the sink is dropped without `finish`, the build is
+///   abandoned: what is left under the name is absent or empty (see
+///   [`StorageSink`] for local directories).
+///
+/// A local directory writes in place ([`StorageSink`]: `pwrite` of the header
+/// at 0, then sync); an object store would stream the parts after the header
+/// (a multipart put), keep the header part in memory and complete the put at
+/// `finish`, so nothing is visible until then.
+pub trait Sink: Send + Debug {
+    /// Appends `buf` after everything appended so far.
+    fn append(&mut self, buf: &[u8]) -> Result<()>;
+    /// A hint that everything appended so far will be made durable by
+    /// `finish`: start writing it back now. Changes no contents and no
+    /// durability promise (long sequential builds call it after each batch).
+    fn write_behind(&mut self) -> Result<()>;
+    /// Offset at which the next append lands (the header region included).
+    fn position(&self) -> u64;
+    /// Writes `header` into the reserved region and makes the file complete
+    /// and durable. `header` must be exactly as long as the region reserved.
+    fn finish(self: Box<Self>, header: &[u8]) -> Result<()>;
     /// A name for error messages (usually the file name).
     fn name(&self) -> &str;
 }
@@ -78,6 +158,11 @@ pub trait Storage: Send + Sync + Debug {
 ///
 /// `rename` atomically replaces the target; `sync_dir` makes creations,
 /// renames and removals durable (files' contents need their own `sync`).
+/// Files built once go through [`create_sink`](Directory::create_sink) and
+/// are read through [`open_read`](Directory::open_read); small files replaced
+/// as a whole (manifests) through [`publish`](Directory::publish). The
+/// provided methods are written with the required ones, so a wrapper that
+/// forwards the required methods gets them right.
 pub trait Directory: Send + Sync + Debug {
     /// Creates `name` (truncating an existing file) for reading and writing.
     fn create(&self, name: &str) -> Result<Arc<dyn Storage>>;
@@ -96,11 +181,40 @@ pub trait Directory: Send + Sync + Debug {
     /// A description for error messages (usually the path).
     fn describe(&self) -> String;
 
+    /// Opens an existing file for reading only. The default opens it for
+    /// reading and writing and hands out only its read side.
+    fn open_read(&self, name: &str) -> Result<Arc<dyn ReadStorage>> {
+        Ok(self.open(name)?)
+    }
+
+    /// Starts building the file `name` (replacing an existing one) through a
+    /// [`Sink`] with `header_len` bytes reserved at its start. The default
+    /// writes in place: a [`StorageSink`] on [`create`](Directory::create).
+    fn create_sink(&self, name: &str, header_len: usize) -> Result<Box<dyn Sink>> {
+        Ok(Box::new(StorageSink::new(self.create(name)?, header_len)?))
+    }
+
+    /// Atomically replaces the small file `name` by `bytes`: after a crash at
+    /// any point, `name` holds either its old or its new contents, never a mix
+    /// (and once this returns `Ok`, the new contents are durable). The
+    /// default writes `name.tmp`, syncs it, renames it over `name` and syncs
+    /// the directory; an object store would use a conditional put. A failed
+    /// call may leave `name.tmp` behind.
+    fn publish(&self, name: &str, bytes: &[u8]) -> Result<()> {
+        let tmp = format!("{name}.tmp");
+        let f = self.create(&tmp)?;
+        f.write_at(0, bytes)?;
+        f.sync()?;
+        drop(f);
+        self.rename(&tmp, name)?;
+        self.sync_dir()
+    }
+
     /// Total size in bytes of all files in the directory.
     fn total_bytes(&self) -> Result<u64> {
         let mut total = 0;
         for name in self.list()? {
-            total += self.open(&name)?.len()?;
+            total += self.open_read(&name)?.len()?;
         }
         Ok(total)
     }
@@ -144,24 +258,119 @@ impl IoContext {
         }
     }
 
-    /// Wraps a raw storage with accounting (and the cache, if any).
-    pub fn wrap(&self, raw: Arc<dyn Storage>) -> Arc<dyn Storage> {
-        let counted: Arc<dyn Storage> = Arc::new(SimulatedStorage::new(
-            raw,
-            self.stats.clone(),
-            self.profile.clone(),
-            self.page_size,
-        ));
+    /// Wraps the read side of a file with accounting (and the cache, if
+    /// any): what every reader of a static file uses.
+    pub fn wrap(&self, raw: Arc<dyn ReadStorage>) -> Arc<dyn ReadStorage> {
+        let counted = Arc::new(self.counted(raw));
         match &self.cache {
             Some(cache) => Arc::new(CachedStorage::new(counted, cache.clone())),
             None => counted,
         }
     }
+
+    /// [`wrap`](IoContext::wrap) for a read-write file (the B+-tree, the
+    /// WAL): writes pass through the counters (and update cached pages).
+    pub fn wrap_rw(&self, raw: Arc<dyn Storage>) -> Arc<dyn Storage> {
+        let counted = Arc::new(self.counted(raw));
+        match &self.cache {
+            Some(cache) => Arc::new(CachedStorage::new(counted, cache.clone())),
+            None => counted,
+        }
+    }
+
+    fn counted<S: ReadStorage + ?Sized>(&self, raw: Arc<S>) -> SimulatedStorage<S> {
+        SimulatedStorage::new(raw, self.stats.clone(), self.profile.clone(), self.page_size)
+    }
 }
 
 /// Reads `len` bytes at `offset` into a fresh 4 KiB-aligned buffer.
-pub fn read_aligned(storage: &dyn Storage, offset: u64, len: usize) -> Result<AlignedBuf> {
+pub fn read_aligned(storage: &dyn ReadStorage, offset: u64, len: usize) -> Result<AlignedBuf> {
     let mut buf = AlignedBuf::zeroed(len);
     storage.read_at(offset, &mut buf)?;
     Ok(buf)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+mod tests {
+    use super::*;
+
+    fn contents(dir: &dyn Directory, name: &str) -> Vec<u8> {
+        let f = dir.open_read(name).unwrap();
+        let mut b = vec![0u8; f.len().unwrap() as usize];
+        f.read_at(0, &mut b).unwrap();
+        b
+    }
+
+    #[test]
+    fn publish_replaces_atomically_on_disk() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = FsDirectory::create_all(tmp.path()).unwrap();
+        dir.publish("m", b"first").unwrap();
+        dir.publish("m", b"second, longer").unwrap();
+        assert_eq!(contents(&dir, "m"), b"second, longer");
+        assert_eq!(dir.list().unwrap(), vec!["m".to_string()]);
+    }
+
+    /// A crash at any step of a publish leaves the old or the new contents,
+    /// never a mix: the write, the file's sync or the directory sync (after
+    /// the rename) fails, then power is lost.
+    #[test]
+    fn crash_at_any_step_of_publish_leaves_old_or_new() {
+        let old: &[u8] = &[1u8; 3000];
+        let new: &[u8] = &[2u8; 5000];
+        let cases = [
+            (FaultOp::Write, 0, FaultKind::Eio),
+            (FaultOp::Write, 0, FaultKind::TornWrite),
+            (FaultOp::Sync, 0, FaultKind::Eio), // the temporary file's sync
+            (FaultOp::Sync, 1, FaultKind::Eio), // the directory sync after the rename
+        ];
+        for (op, after, kind) in cases {
+            let dir = FaultyDirectory::new();
+            dir.publish("m", old).unwrap();
+            dir.plan().inject(op, after, kind, false);
+            assert!(dir.publish("m", new).is_err(), "{op:?} {after} {kind:?}");
+            let live = contents(&dir, "m");
+            assert!(
+                live == old || live == new,
+                "{op:?} {after} {kind:?}: live view mixed"
+            );
+            dir.crash();
+            assert_eq!(contents(&dir, "m"), old, "{op:?} {after} {kind:?}");
+        }
+        // Without a fault, the new contents survive the crash.
+        let dir = FaultyDirectory::new();
+        dir.publish("m", old).unwrap();
+        dir.publish("m", new).unwrap();
+        dir.crash();
+        assert_eq!(contents(&dir, "m"), new);
+        // A crash right after the rename, before the directory sync: old.
+        let mem = MemDirectory::new();
+        mem.publish("m", old).unwrap();
+        let f = mem.create("m.tmp").unwrap();
+        f.write_at(0, new).unwrap();
+        f.sync().unwrap();
+        mem.rename("m.tmp", "m").unwrap();
+        mem.crash();
+        assert_eq!(contents(&mem, "m"), old);
+    }
+
+    #[test]
+    fn wrap_counts_reads_and_wrap_rw_writes() {
+        let ctx = IoContext {
+            cache: Some(Arc::new(PageCache::new(4, 4096))),
+            ..IoContext::default()
+        };
+        let mem = MemDirectory::new();
+        let rw = ctx.wrap_rw(mem.create("f").unwrap());
+        rw.write_at(0, &[3u8; 8192]).unwrap();
+        rw.sync().unwrap();
+        let r = ctx.wrap(mem.open_read("f").unwrap());
+        let mut b = [0u8; 100];
+        r.read_at(4000, &mut b).unwrap();
+        r.read_at(4000, &mut b).unwrap(); // served by the cache
+        let s = ctx.stats.snapshot();
+        assert_eq!((s.write_calls, s.syncs, s.read_calls, s.pages_read), (1, 1, 1, 2));
+        assert_eq!(r.len().unwrap(), 8192);
+    }
 }

@@ -6,7 +6,7 @@ use std::time::Instant;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
-use super::{ALIGN, AlignedBuf, FileStorage, Storage, StorageProfile};
+use super::{ALIGN, AlignedBuf, FileStorage, ReadStorage, Storage, StorageProfile};
 use crate::{Error, Result};
 
 /// What to measure.

@@ -2,25 +2,28 @@
 
 use std::sync::Arc;
 
-use super::{IoStats, Storage, StorageProfile};
+use super::{IoStats, ReadStorage, Storage, StorageProfile};
 use crate::Result;
 
 /// Wraps any storage, counts every call into an [`IoStats`] and charges the
 /// modelled time `T(bytes) = latency + bytes / bandwidth` of its profile per
 /// read call. It never sleeps: the real device time is whatever the wrapped
 /// storage takes, and the modelled time is reported beside it.
+///
+/// It is a [`ReadStorage`] over any read side, and a [`Storage`] (counting
+/// writes and syncs too) over a read-write storage.
 #[derive(Debug)]
-pub struct SimulatedStorage {
-    inner: Arc<dyn Storage>,
+pub struct SimulatedStorage<S: ReadStorage + ?Sized = dyn ReadStorage> {
+    inner: Arc<S>,
     stats: Arc<IoStats>,
     profile: Option<StorageProfile>,
     page_size: u64,
 }
 
-impl SimulatedStorage {
+impl<S: ReadStorage + ?Sized> SimulatedStorage<S> {
     /// Wraps `inner`; pages touched are counted in units of `page_size`.
     pub fn new(
-        inner: Arc<dyn Storage>,
+        inner: Arc<S>,
         stats: Arc<IoStats>,
         profile: Option<StorageProfile>,
         page_size: usize,
@@ -37,7 +40,9 @@ impl SimulatedStorage {
     pub fn stats(&self) -> &Arc<IoStats> {
         &self.stats
     }
+}
 
+impl SimulatedStorage {
     /// Number of `page_size` pages that `[offset, offset + len)` touches.
     pub fn pages_touched(offset: u64, len: u64, page_size: u64) -> u64 {
         if len == 0 {
@@ -49,24 +54,33 @@ impl SimulatedStorage {
     }
 }
 
-impl Storage for SimulatedStorage {
+impl<S: ReadStorage + ?Sized> ReadStorage for SimulatedStorage<S> {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         self.inner.read_at(offset, buf)?;
         let len = buf.len() as u64;
         let ps = self.profile.as_ref().map_or(0, |p| p.read_ps(len));
-        self.stats
-            .record_read(len, Self::pages_touched(offset, len, self.page_size), ps);
-        Ok(())
-    }
-
-    fn write_at(&self, offset: u64, buf: &[u8]) -> Result<()> {
-        self.inner.write_at(offset, buf)?;
-        self.stats.record_write(buf.len() as u64);
+        self.stats.record_read(
+            len,
+            SimulatedStorage::pages_touched(offset, len, self.page_size),
+            ps,
+        );
         Ok(())
     }
 
     fn len(&self) -> Result<u64> {
         self.inner.len()
+    }
+
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+}
+
+impl<S: Storage + ?Sized> Storage for SimulatedStorage<S> {
+    fn write_at(&self, offset: u64, buf: &[u8]) -> Result<()> {
+        self.inner.write_at(offset, buf)?;
+        self.stats.record_write(buf.len() as u64);
+        Ok(())
     }
 
     fn set_len(&self, len: u64) -> Result<()> {
@@ -81,10 +95,6 @@ impl Storage for SimulatedStorage {
 
     fn write_behind(&self, offset: u64, len: u64) -> Result<()> {
         self.inner.write_behind(offset, len)
-    }
-
-    fn name(&self) -> &str {
-        self.inner.name()
     }
 }
 

@@ -221,7 +221,7 @@ impl BTree {
                 cache: None,
                 ..io.clone()
             }
-            .wrap(raw);
+            .wrap_rw(raw);
             let pinned = Pinned::load(uncached.as_ref(), &meta)?;
             tree.state.get_mut().pinned = Some(pinned);
         }

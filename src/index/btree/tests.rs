@@ -204,7 +204,7 @@ fn bulk_load_writes_in_large_calls() {
     let keys: Vec<u64> = (0..200_000).collect();
     let dir = MemDirectory::new();
     let io = IoContext::default();
-    let f = io.wrap(dir.create(BTREE_FILE).unwrap());
+    let f = io.wrap_rw(dir.create(BTREE_FILE).unwrap());
     let m = load_ranked(f, &keys, 4096, 100).unwrap();
     let s = io.stats.snapshot();
     // Node pages in batches of 256, then the meta page.

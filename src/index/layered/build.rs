@@ -43,7 +43,7 @@ impl LayerBuild {
 /// successor value of its last entry.
 pub fn write_layer(dir: &dyn Directory, name: &str, layer: &LayerBuild, page_size: usize) -> Result<()> {
     let width = layer.kind.width();
-    let mut w = PagedWriter::new(dir.create(name)?, layer_spec(width), page_size)?;
+    let mut w = PagedWriter::create(dir, name, layer_spec(width), page_size)?;
     let count = layer.count() as usize;
     let succ_field = layer.kind.successor_field();
     for i in 0..count {

@@ -163,12 +163,12 @@ impl LayeredIndex {
         fetch: Fetch,
         models: Option<u64>,
     ) -> Result<Self> {
-        let run = crate::format::DataRun::open(io.wrap(dir.open(super::binary::DATA_FILE)?))?;
+        let run = crate::format::DataRun::open(io.wrap(dir.open_read(super::binary::DATA_FILE)?))?;
         let mut open = Vec::with_capacity(layers);
         for i in 0..layers {
             let resident = i + pinned.min(layers) >= layers;
             let name = layer_file(i);
-            let raw = dir.open(&name)?;
+            let raw = dir.open_read(&name)?;
             let file_name = raw.name().to_string();
             // Layer files are read through the same accounting as data.
             let storage = io.wrap(raw);
