@@ -7,14 +7,13 @@
 //! sequential pass. The meta page (page 0) is written last, after the nodes
 //! are synced, and then synced itself.
 
-use std::sync::Arc;
 
 use super::format::{
     BTREE_FILE_ID, InnerNode, Meta, NO_PAGE, inner_fanout, leaf_put, node_capacity, seal_leaf,
 };
 use crate::format::page::check_page_size;
 use crate::pager::PageSpace;
-use crate::storage::{AlignedBuf, Storage};
+use crate::storage::{AlignedBuf, Sink};
 use crate::{Error, Result};
 
 /// Pages assembled per write call.
@@ -49,7 +48,7 @@ pub fn check_fill(fill: u64) -> Result<u32> {
 /// between two stored keys is routed to the leaf holding its lower bound.
 #[derive(Debug)]
 pub struct BulkLoader {
-    storage: Arc<dyn Storage>,
+    sink: Box<dyn Sink>,
     page_size: usize,
     fill: u32,
     leaf_target: usize,
@@ -70,15 +69,24 @@ pub struct BulkLoader {
 }
 
 impl BulkLoader {
-    /// Starts a tree on `storage` (truncated first) with pages of
-    /// `page_size` bytes and fill factor `fill` percent.
-    pub fn new(storage: Arc<dyn Storage>, page_size: usize, fill: u32) -> Result<Self> {
+    /// Starts a tree on `sink`, which must have one page reserved at its
+    /// start for the meta page (see [`Directory::create_sink`](crate::storage::Directory::create_sink)), with pages
+    /// of `page_size` bytes and fill factor `fill` percent. The pages are
+    /// appended in order; [`finish`](BulkLoader::finish) writes the meta page
+    /// into the reserved page and makes the file durable.
+    pub fn new(sink: Box<dyn Sink>, page_size: usize, fill: u32) -> Result<Self> {
         check_page_size(page_size)?;
         let fill = check_fill(fill as u64)?;
         let (leaf_target, inner_target) = fill_targets(page_size, fill);
-        storage.set_len(0)?;
+        if sink.position() != page_size as u64 {
+            return Err(Error::invalid(format!(
+                "a B+-tree sink must reserve one {page_size}-byte page for the meta page, not {} bytes ({})",
+                sink.position(),
+                sink.name()
+            )));
+        }
         Ok(BulkLoader {
-            storage,
+            sink,
             page_size,
             fill,
             leaf_target,
@@ -183,8 +191,10 @@ impl BulkLoader {
             .batch
             .get(..bytes)
             .ok_or_else(|| Error::invalid("bulk load batch out of range"))?;
-        self.storage
-            .write_at(self.batch_first * self.page_size as u64, part)?;
+        if self.sink.position() != self.batch_first * self.page_size as u64 {
+            return Err(Error::invalid("bulk load batch out of order"));
+        }
+        self.sink.append(part)?;
         self.batch_first += self.batch_len as u64;
         self.batch_len = 0;
         Ok(())
@@ -245,16 +255,17 @@ impl BulkLoader {
                 free_pages: 0,
             },
         };
-        meta.check(self.storage.name())?;
-        self.storage.sync()?;
-        meta.checkpoint().write(&BTREE_FILE_ID, self.storage.as_ref())?;
+        meta.check(self.sink.name())?;
+        let mut page = AlignedBuf::zeroed(self.page_size);
+        meta.checkpoint().encode(&BTREE_FILE_ID, &mut page);
+        self.sink.finish(&page)?;
         Ok(meta)
     }
 }
 
 /// Bulk loads `keys` (strictly increasing) with each key's rank as its value.
-pub fn load_ranked(storage: Arc<dyn Storage>, keys: &[u64], page_size: usize, fill: u32) -> Result<Meta> {
-    let mut b = BulkLoader::new(storage, page_size, fill)?;
+pub fn load_ranked(sink: Box<dyn Sink>, keys: &[u64], page_size: usize, fill: u32) -> Result<Meta> {
+    let mut b = BulkLoader::new(sink, page_size, fill)?;
     for (i, &k) in keys.iter().enumerate() {
         b.push(k, i as u64)?;
     }

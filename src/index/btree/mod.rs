@@ -109,8 +109,8 @@ impl IndexKind for BTreeKind {
         opts: &BuildOptions,
     ) -> Result<(Vec<String>, Value)> {
         let fill = check_fill(params.u64("fill", DEFAULT_FILL as u64)?)?;
-        let f = dir.create(BTREE_FILE)?;
-        let mut b = BulkLoader::new(f, opts.page_size, fill)?;
+        let sink = dir.create_sink(BTREE_FILE, opts.page_size)?;
+        let mut b = BulkLoader::new(sink, opts.page_size, fill)?;
         for (k, v) in records.iter() {
             b.push(k, v)?;
         }
@@ -183,7 +183,7 @@ impl BTree {
     /// [`BTREE_FILE`] in `dir` with `page_size`-byte pages and `fill`
     /// percent fill. Returns the meta page.
     pub fn create_ranked(dir: &dyn Directory, keys: &[u64], page_size: usize, fill: u32) -> Result<Meta> {
-        load_ranked(dir.create(BTREE_FILE)?, keys, page_size, fill)
+        load_ranked(dir.create_sink(BTREE_FILE, page_size)?, keys, page_size, fill)
     }
 
     /// Opens the tree in `dir`. Every read goes through `io` (accounting,

@@ -20,7 +20,7 @@ use rand_pcg::Pcg64Mcg;
 use super::format::{InnerNode, InnerPage, LeafPage, encode_leaf, leaf_insert, leaf_remove, seal_leaf};
 use super::*;
 use crate::index::{self, IndexSpec};
-use crate::storage::{FaultKind, FaultOp, FaultyDirectory, IoSnapshot, MemDirectory, PageCache};
+use crate::storage::{FaultKind, FaultOp, FaultyDirectory, IoSnapshot, MemDirectory, PageCache, StorageSink};
 
 fn full_scale() -> bool {
     std::env::var("STRATA_FULL").is_ok_and(|v| v == "1")
@@ -185,7 +185,7 @@ fn bulk_load_shapes() {
 #[test]
 fn bulk_load_rejects_unsorted_input() {
     let dir = MemDirectory::new();
-    let mut b = BulkLoader::new(dir.create("x").unwrap(), 4096, 100).unwrap();
+    let mut b = BulkLoader::new(dir.create_sink("x", 4096).unwrap(), 4096, 100).unwrap();
     b.push(5, 0).unwrap();
     match b.push(5, 1) {
         Err(Error::OutOfOrder {
@@ -195,8 +195,8 @@ fn bulk_load_rejects_unsorted_input() {
         }) => assert_eq!((position, previous, got), (1, 5, 5)),
         other => panic!("{other:?}"),
     }
-    assert!(BulkLoader::new(dir.create("y").unwrap(), 5000, 100).is_err());
-    assert!(BulkLoader::new(dir.create("z").unwrap(), 4096, 0).is_err());
+    assert!(BulkLoader::new(dir.create_sink("y", 5000).unwrap(), 5000, 100).is_err());
+    assert!(BulkLoader::new(dir.create_sink("z", 4096).unwrap(), 4096, 0).is_err());
 }
 
 #[test]
@@ -205,13 +205,17 @@ fn bulk_load_writes_in_large_calls() {
     let dir = MemDirectory::new();
     let io = IoContext::default();
     let f = io.wrap_rw(dir.create(BTREE_FILE).unwrap());
-    let m = load_ranked(f, &keys, 4096, 100).unwrap();
+    let sink = Box::new(StorageSink::new(f, 4096).unwrap());
+    let m = load_ranked(sink, &keys, 4096, 100).unwrap();
     let s = io.stats.snapshot();
-    // Node pages in batches of 256, then the meta page.
+    // Node pages in batches of 256, then the meta page and one sync (the
+    // file is not part of an index until its manifest is published).
     let node_pages = m.space.page_count - 1;
     assert_eq!(s.write_calls, node_pages.div_ceil(WRITE_BATCH_PAGES as u64) + 1);
     assert_eq!(s.bytes_written, m.space.page_count * 4096);
-    assert_eq!(s.syncs, 2);
+    assert_eq!(s.syncs, 1);
+    // A sink that did not reserve the meta page is refused.
+    assert!(BulkLoader::new(dir.create_sink("w", 0).unwrap(), 4096, 100).is_err());
 }
 
 /// Bulk-load throughput; 10M keys with `STRATA_FULL=1` (run it with
