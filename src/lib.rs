@@ -19,6 +19,7 @@ pub mod db;
 pub mod error;
 pub mod format;
 pub mod index;
+pub mod log;
 pub mod model;
 pub mod storage;
 pub mod tune;

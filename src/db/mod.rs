@@ -66,14 +66,14 @@ use serde::Serialize;
 pub use kind::DbKind;
 pub use manifest::{DB_MANIFEST_FILE, DB_MANIFEST_MAGIC, DB_MANIFEST_VERSION, DbManifest};
 pub use memtable::{MemTable, Slot};
-pub use prefix::PrefixDirectory;
+pub use prefix::{DirHandle, PrefixDirectory};
 pub use stage::{StaticKind, gen_of, gen_prefix};
 pub use wal::{SyncPolicy, WalOp};
 
 use crate::format::{DataRun, PageRun};
 use crate::index::Residency;
 use crate::index::binary::DATA_FILE;
-use crate::storage::{Directory, FsDirectory, IoContext, IoSnapshot, IoStats, StorageProfile};
+use crate::storage::{Directory, FsDirectory, IoContext, IoSnapshot, IoStats, PassThrough, Storage, StorageProfile};
 use crate::{Error, Result};
 use manifest::DB_MANIFEST_TMP;
 use stage::{RunBuilder, StaticStage, page_bounds_suffice};
@@ -1212,30 +1212,12 @@ struct CountedDir {
     b: IoContext,
 }
 
-impl Directory for CountedDir {
-    fn create(&self, name: &str) -> Result<Arc<dyn crate::storage::Storage>> {
-        Ok(self.b.wrap(self.a.wrap(self.inner.create(name)?)))
+impl PassThrough for CountedDir {
+    fn inner(&self) -> &dyn Directory {
+        &self.inner
     }
-    fn open(&self, name: &str) -> Result<Arc<dyn crate::storage::Storage>> {
-        Ok(self.b.wrap(self.a.wrap(self.inner.open(name)?)))
-    }
-    fn exists(&self, name: &str) -> bool {
-        self.inner.exists(name)
-    }
-    fn remove(&self, name: &str) -> Result<()> {
-        self.inner.remove(name)
-    }
-    fn rename(&self, from: &str, to: &str) -> Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn list(&self) -> Result<Vec<String>> {
-        self.inner.list()
-    }
-    fn sync_dir(&self) -> Result<()> {
-        self.inner.sync_dir()
-    }
-    fn describe(&self) -> String {
-        self.inner.describe()
+    fn wrap_storage(&self, storage: Arc<dyn Storage>) -> Arc<dyn Storage> {
+        self.b.wrap(self.a.wrap(storage))
     }
 }
 

@@ -8,6 +8,8 @@
 //! - [`MemDirectory`] / [`MemStorage`]: in memory, with a crash model (drop
 //!   everything not synced); [`FaultyDirectory`]: injects EIO, short reads and
 //!   torn writes.
+//! - [`PassThrough`]: a directory that forwards to an inner one, overriding
+//!   only name mapping, storage wrapping, sync or description.
 //! - [`SimulatedStorage`]: counts every call into [`IoStats`] and charges the
 //!   modelled time `T(bytes)` of a [`StorageProfile`] per read call (it never
 //!   sleeps). [`CachedStorage`] + [`PageCache`]: an LRU buffer pool.
@@ -25,6 +27,7 @@ mod profile;
 mod profiler;
 mod simulated;
 mod stats;
+mod wrap;
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -38,6 +41,7 @@ pub use profile::{PRESETS, StorageProfile};
 pub use profiler::{ProfileOptions, ProfileReport, profile_device};
 pub use simulated::SimulatedStorage;
 pub use stats::{IoSnapshot, IoStats};
+pub use wrap::PassThrough;
 
 use crate::Result;
 
