@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
+use crate::log::WAL_HEADER_LEN;
 use crate::storage::{FaultKind, FaultOp, FaultyDirectory, MemDirectory};
 
 fn small(background: bool) -> Options {
