@@ -491,7 +491,8 @@ fn write_db_v1_fixture_files() {
     let Ok(out) = std::env::var("STRATA_WRITE_FIXTURE") else {
         return;
     };
-    let dir: Arc<dyn Directory> = Arc::new(strata::storage::FsDirectory::create_all(std::path::Path::new(&out)).unwrap());
+    let dir: Arc<dyn Directory> =
+        Arc::new(strata::storage::FsDirectory::create_all(std::path::Path::new(&out)).unwrap());
     write_db_v1_fixture(dir, &mut BTreeMap::new());
 }
 

@@ -6,9 +6,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::Result;
 use crate::log::{Manifest, manifest};
 use crate::storage::Directory;
-use crate::Result;
 
 /// File name of the manifest.
 pub const DB_MANIFEST_FILE: &str = "strata-db.manifest";

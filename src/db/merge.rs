@@ -57,7 +57,6 @@ impl Db {
         drop(ms);
         inner.check_writable()
     }
-
 }
 
 impl Inner {
@@ -306,4 +305,3 @@ impl PassThrough for CountedDir {
         self.b.wrap(self.a.wrap(storage))
     }
 }
-

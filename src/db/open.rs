@@ -161,14 +161,18 @@ impl Db {
         let syncer = match inner.opts.sync {
             SyncPolicy::EveryMs(ms) => {
                 let i = inner.clone();
-                Some(SyncThread::spawn("strata-db-sync", Duration::from_millis(ms), move || {
-                    let wal = i.gate.read().wal.clone();
-                    if !wal.is_failed() {
-                        if let Err(e) = wal.sync() {
-                            i.poison(&e);
+                Some(SyncThread::spawn(
+                    "strata-db-sync",
+                    Duration::from_millis(ms),
+                    move || {
+                        let wal = i.gate.read().wal.clone();
+                        if !wal.is_failed() {
+                            if let Err(e) = wal.sync() {
+                                i.poison(&e);
+                            }
                         }
-                    }
-                })?)
+                    },
+                )?)
             }
             _ => None,
         };
@@ -249,5 +253,4 @@ impl Db {
         )?;
         Ok(n)
     }
-
 }

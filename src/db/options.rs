@@ -89,4 +89,3 @@ impl Options {
         stage::check_static_kind(&self.static_kind)
     }
 }
-

@@ -39,7 +39,6 @@ impl Db {
             done: start.is_none(),
         }
     }
-
 }
 
 /// A cursor over one dynamic stage, fetching slots in chunks.
@@ -187,4 +186,3 @@ impl Iterator for DbRange {
         }
     }
 }
-

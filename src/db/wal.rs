@@ -6,11 +6,11 @@
 //! log's items at their `strata::db::wal` paths. See `docs/format/db.md` and
 //! `docs/format/log.md`.
 
-use crate::format::bytes::get_u64;
-pub use crate::log::{SyncPolicy, WAL_HEADER_LEN, WAL_MAGIC, WAL_VERSION};
-use crate::log::{LogBatch, LogRecord};
-use crate::storage::Storage;
 use crate::Result;
+use crate::format::bytes::get_u64;
+use crate::log::{LogBatch, LogRecord};
+pub use crate::log::{SyncPolicy, WAL_HEADER_LEN, WAL_MAGIC, WAL_VERSION};
+use crate::storage::Storage;
 
 /// Bytes of one encoded [`WalOp`]: tag u8, key u64, value u64.
 const OP_LEN: usize = 17;

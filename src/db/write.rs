@@ -121,7 +121,6 @@ impl Db {
         let wal = self.inner.gate.read().wal.clone();
         wal.sync().inspect_err(|e| self.inner.poison(e))
     }
-
 }
 
 impl Inner {
@@ -223,5 +222,4 @@ impl Inner {
         ms.running = true;
         Ok(())
     }
-
 }

@@ -107,9 +107,14 @@ pub fn decode<M: Manifest>(bytes: &[u8], file: &str) -> Result<M> {
             found: bytes.len() as u64,
         })?;
     if crc32c::crc32c(payload) != crc {
-        return Err(Error::corruption(file, 0, format!("{} fails its checksum", M::WHAT)));
+        return Err(Error::corruption(
+            file,
+            0,
+            format!("{} fails its checksum", M::WHAT),
+        ));
     }
-    serde_json::from_slice(payload).map_err(|e| Error::corruption(file, 0, format!("{} fields: {e}", M::WHAT)))
+    serde_json::from_slice(payload)
+        .map_err(|e| Error::corruption(file, 0, format!("{} fields: {e}", M::WHAT)))
 }
 
 /// Publishes `m` atomically in `dir`: a temporary file, synced, renamed over

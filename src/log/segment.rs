@@ -66,7 +66,9 @@ fn decode_batches<R: LogRecord>(payload: &[u8], file: &str, offset: u64) -> Resu
         let count = get_u32(payload, pos + 8).ok_or_else(|| bad("batch header cut"))? as usize;
         pos += BATCH_HEADER;
         let rest = payload.len().saturating_sub(pos);
-        let need = count.checked_mul(R::MIN_LEN).ok_or_else(|| bad("batch too large"))?;
+        let need = count
+            .checked_mul(R::MIN_LEN)
+            .ok_or_else(|| bad("batch too large"))?;
         if need > rest {
             return Err(bad("batch body cut"));
         }
@@ -212,4 +214,3 @@ fn check_frame(bytes: &[u8], pos: usize, size: usize) -> Frame {
         Frame::Bad("payload fails its checksum and is followed by more data")
     }
 }
-

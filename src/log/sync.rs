@@ -28,7 +28,11 @@ pub struct SyncThread {
 
 impl SyncThread {
     /// Starts the thread `name`, calling `tick` every `period`.
-    pub fn spawn(name: &str, period: Duration, mut tick: impl FnMut() + Send + 'static) -> Result<SyncThread> {
+    pub fn spawn(
+        name: &str,
+        period: Duration,
+        mut tick: impl FnMut() + Send + 'static,
+    ) -> Result<SyncThread> {
         let stop = Arc::new(Stop::default());
         let s = stop.clone();
         let handle = std::thread::Builder::new()

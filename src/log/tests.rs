@@ -73,7 +73,10 @@ fn batch(i: u64) -> Vec<KvOp> {
     if i % 3 == 2 {
         vec![KvOp::Delete(k)]
     } else {
-        vec![KvOp::Put(k.clone(), vec![i as u8; (i % 50) as usize]), KvOp::Put(k, b"".to_vec())]
+        vec![
+            KvOp::Put(k.clone(), vec![i as u8; (i % 50) as usize]),
+            KvOp::Put(k, b"".to_vec()),
+        ]
     }
 }
 
@@ -148,7 +151,9 @@ fn byte_string_group_commit_crash_and_recover() {
     assert_eq!(seqs.len(), 430, "every acknowledged batch, the torn one dropped");
     assert!(seqs.ends_with(&acked));
     // Appends continue after the valid prefix and replay again.
-    rec.writer.append(20_000, &[KvOp::Delete(b"key-00000".to_vec())]).unwrap();
+    rec.writer
+        .append(20_000, &[KvOp::Delete(b"key-00000".to_vec())])
+        .unwrap();
     let r = replay::<KvOp>(dir.open(&wal_name(2)).unwrap().as_ref(), true).unwrap();
     assert_eq!((r.batches.len(), r.torn_bytes), (31, 0));
     // A missing segment is corruption.
@@ -242,7 +247,9 @@ impl Manifest for Levels {
                 let before = l.len();
                 l.retain(|&t| t != table);
                 if l.len() == before {
-                    return Err(crate::Error::invalid(format!("no table {table} in level {level}")));
+                    return Err(crate::Error::invalid(format!(
+                        "no table {table} in level {level}"
+                    )));
                 }
             }
         }
@@ -257,7 +264,10 @@ fn manifest_edits_are_published_atomically() {
     let m0 = Levels::default();
     let m1 = manifest::commit(
         &m0,
-        &[LevelEdit::Add { level: 0, table: 1 }, LevelEdit::Add { level: 1, table: 2 }],
+        &[
+            LevelEdit::Add { level: 0, table: 1 },
+            LevelEdit::Add { level: 1, table: 2 },
+        ],
         &fd,
     )
     .unwrap();
@@ -267,7 +277,10 @@ fn manifest_edits_are_published_atomically() {
     assert!(manifest::commit(&m1, &[LevelEdit::Remove { level: 3, table: 1 }], &fd).is_err());
     // A crash before the rename leaves the previous manifest current.
     fd.plan().inject(FaultOp::Sync, 0, FaultKind::Eio, false);
-    let edit = [LevelEdit::Add { level: 0, table: 3 }, LevelEdit::Remove { level: 1, table: 2 }];
+    let edit = [
+        LevelEdit::Add { level: 0, table: 3 },
+        LevelEdit::Remove { level: 1, table: 2 },
+    ];
     assert!(manifest::commit(&m1, &edit, &fd).is_err());
     fd.crash();
     assert_eq!(manifest::load::<Levels>(&fd).unwrap(), Some(m1.clone()));
@@ -282,7 +295,10 @@ fn manifest_edits_are_published_atomically() {
         assert!(manifest::decode::<Levels>(&b, "m").is_err(), "flip at byte {i}");
     }
     for cut in 0..bytes.len() {
-        assert!(manifest::decode::<Levels>(&bytes[..cut], "m").is_err(), "cut at {cut}");
+        assert!(
+            manifest::decode::<Levels>(&bytes[..cut], "m").is_err(),
+            "cut at {cut}"
+        );
     }
 }
 

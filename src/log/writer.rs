@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::format::bytes::put_u32;
+use crate::format::bytes::{put_u32, put_u64};
 use crate::storage::Storage;
 use crate::{Error, Result};
 
@@ -57,7 +57,7 @@ impl<R: LogRecord> WalWriter<R> {
     /// Starts a new segment on an empty storage (writes and syncs the header).
     pub fn create(storage: Arc<dyn Storage>, sync: SyncPolicy) -> Result<Self> {
         let mut hdr = [0u8; WAL_HEADER_LEN as usize];
-        hdr[..8].copy_from_slice(&WAL_MAGIC.to_le_bytes());
+        put_u64(&mut hdr, 0, WAL_MAGIC);
         put_u32(&mut hdr, 8, WAL_VERSION);
         storage.set_len(0)?;
         storage.write_at(0, &hdr)?;
@@ -196,4 +196,3 @@ impl<R: LogRecord> WalWriter<R> {
         self.sync
     }
 }
-
