@@ -71,7 +71,7 @@ pub(super) fn apply_ops(table: &MemTable, seq: u64, ops: &[WalOp]) {
 
 impl Db {
     /// Inserts or overwrites `key`. Durable on return under
-    /// [`SyncPolicy::Always`].
+    /// [`SyncPolicy::Always`](super::SyncPolicy::Always).
     pub fn put(&self, key: u64, value: u64) -> Result<()> {
         self.write_ops(&[WalOp::Put(key, value)])
     }

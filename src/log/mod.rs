@@ -1,6 +1,6 @@
 //! The durable log: write-ahead log segments with group commit, torn-tail
 //! recovery, a background sync, and atomically published manifests changed by
-//! edits. Generic over the record: the store ([`crate::db`]) logs `u64`
+//! edits. Generic over the record: the hybrid store (`db`) logs `u64`
 //! operations, an LSM store logs batches of byte strings.
 //!
 //! - [`LogRecord`]: what a record is and how it is encoded inside a frame;
