@@ -39,6 +39,7 @@ pub mod db;
 pub mod error;
 pub mod format;
 pub mod index;
+pub mod log;
 pub mod model;
 pub mod pager;
 pub mod registry;

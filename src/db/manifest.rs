@@ -1,12 +1,14 @@
 //! The store's manifest, `strata-db.manifest`: which static generation is
-//! current and where the write-ahead log starts. Written atomically
-//! (temporary file, sync, rename, directory sync); checksummed.
+//! current and where the write-ahead log starts. A [`crate::log::Manifest`]:
+//! written atomically (temporary file, sync, rename, directory sync);
+//! checksummed. It records the full state; each [`DbEdit`] rewrites a few
+//! fields.
 
 use serde::{Deserialize, Serialize};
 
-use crate::format::bytes::{get_u32, get_u64};
+use crate::Result;
+use crate::log::{Manifest, manifest};
 use crate::storage::Directory;
-use crate::{Error, Result};
 
 /// File name of the manifest.
 pub const DB_MANIFEST_FILE: &str = "strata-db.manifest";
@@ -16,8 +18,6 @@ pub const DB_MANIFEST_TMP: &str = "strata-db.manifest.tmp";
 pub const DB_MANIFEST_MAGIC: u64 = u64::from_le_bytes(*b"STRATADB");
 /// Format version of the manifest.
 pub const DB_MANIFEST_VERSION: u32 = 1;
-/// Header: magic u64, version u32, payload length u32, payload crc32c u32.
-const HEADER_LEN: usize = 20;
 
 /// What the manifest records (its payload, JSON).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -46,6 +46,78 @@ pub struct DbManifest {
     pub strata_version: String,
 }
 
+/// A change to the store's manifest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DbEdit {
+    /// A bulk load wrote generation 1 with `static_n` records.
+    BulkLoad {
+        /// Spec of its static index.
+        static_kind: String,
+        /// Records in it.
+        static_n: u64,
+        /// See [`DbManifest::auto_decided_n`].
+        auto_decided_n: u64,
+    },
+    /// A merge wrote `generation`, covering every log segment before `log_start`
+    /// and sequence numbers up to `merged_seq`.
+    Merge {
+        /// The new generation.
+        generation: u64,
+        /// Spec of its static index.
+        static_kind: String,
+        /// Records in it.
+        static_n: u64,
+        /// First log segment it does not cover.
+        log_start: u64,
+        /// Highest sequence number it holds.
+        merged_seq: u64,
+        /// See [`DbManifest::auto_decided_n`].
+        auto_decided_n: u64,
+    },
+}
+
+impl Manifest for DbManifest {
+    type Edit = DbEdit;
+    const FILE: &'static str = DB_MANIFEST_FILE;
+    const TMP: &'static str = DB_MANIFEST_TMP;
+    const MAGIC: u64 = DB_MANIFEST_MAGIC;
+    const VERSION: u32 = DB_MANIFEST_VERSION;
+    const WHAT: &'static str = "db manifest";
+    const MAGIC_NAME: &'static str = "strata db manifest";
+
+    fn apply(&mut self, edit: &DbEdit) -> Result<()> {
+        match edit {
+            DbEdit::BulkLoad {
+                static_kind,
+                static_n,
+                auto_decided_n,
+            } => {
+                self.generation = 1;
+                self.static_kind = static_kind.clone();
+                self.static_n = *static_n;
+                self.auto_decided_n = *auto_decided_n;
+            }
+            DbEdit::Merge {
+                generation,
+                static_kind,
+                static_n,
+                log_start,
+                merged_seq,
+                auto_decided_n,
+            } => {
+                self.generation = *generation;
+                self.static_kind = static_kind.clone();
+                self.static_n = *static_n;
+                self.log_start = *log_start;
+                self.last_seq = self.last_seq.max(*merged_seq);
+                self.merges += 1;
+                self.auto_decided_n = *auto_decided_n;
+            }
+        }
+        Ok(())
+    }
+}
+
 impl DbManifest {
     /// The manifest of a new, empty store.
     pub fn empty(page_size: usize) -> Self {
@@ -64,92 +136,29 @@ impl DbManifest {
 
     /// The bytes of the manifest file.
     pub fn encode(&self) -> Result<Vec<u8>> {
-        let payload = serde_json::to_vec_pretty(self)
-            .map_err(|e| Error::invalid(format!("db manifest encoding: {e}")))?;
-        let len = u32::try_from(payload.len()).map_err(|_| Error::invalid("db manifest too large"))?;
-        let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
-        out.extend_from_slice(&DB_MANIFEST_MAGIC.to_le_bytes());
-        out.extend_from_slice(&DB_MANIFEST_VERSION.to_le_bytes());
-        out.extend_from_slice(&len.to_le_bytes());
-        out.extend_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
-        out.extend_from_slice(&payload);
-        Ok(out)
+        manifest::encode(self)
     }
 
     /// Parses and checks the bytes of a manifest file named `file`.
     pub fn decode(bytes: &[u8], file: &str) -> Result<Self> {
-        let magic = get_u64(bytes, 0).ok_or_else(|| Error::Truncated {
-            file: file.to_string(),
-            expected: HEADER_LEN as u64,
-            found: bytes.len() as u64,
-        })?;
-        if magic != DB_MANIFEST_MAGIC {
-            return Err(Error::BadMagic {
-                file: file.to_string(),
-                expected: "strata db manifest",
-                found: magic,
-            });
-        }
-        let (Some(version), Some(len), Some(crc)) =
-            (get_u32(bytes, 8), get_u32(bytes, 12), get_u32(bytes, 16))
-        else {
-            return Err(Error::Truncated {
-                file: file.to_string(),
-                expected: HEADER_LEN as u64,
-                found: bytes.len() as u64,
-            });
-        };
-        if version != DB_MANIFEST_VERSION {
-            return Err(Error::UnsupportedVersion {
-                file: file.to_string(),
-                found: version,
-                supported: DB_MANIFEST_VERSION,
-            });
-        }
-        let expected = HEADER_LEN as u64 + len as u64;
-        let payload = bytes
-            .get(HEADER_LEN..HEADER_LEN + len as usize)
-            .filter(|_| bytes.len() as u64 == expected)
-            .ok_or_else(|| Error::Truncated {
-                file: file.to_string(),
-                expected,
-                found: bytes.len() as u64,
-            })?;
-        if crc32c::crc32c(payload) != crc {
-            return Err(Error::corruption(file, 0, "db manifest fails its checksum"));
-        }
-        serde_json::from_slice(payload)
-            .map_err(|e| Error::corruption(file, 0, format!("db manifest fields: {e}")))
+        manifest::decode(bytes, file)
     }
 
     /// Writes the manifest atomically into `dir`: a temporary file, synced,
     /// renamed over the manifest, then the directory synced.
     pub fn store(&self, dir: &dyn Directory) -> Result<()> {
-        let bytes = self.encode()?;
-        let f = dir.create(DB_MANIFEST_TMP)?;
-        f.write_at(0, &bytes)?;
-        f.sync()?;
-        dir.rename(DB_MANIFEST_TMP, DB_MANIFEST_FILE)?;
-        dir.sync_dir()
+        manifest::store(self, dir)
     }
 
     /// Reads and checks the manifest of `dir`; `None` if there is none.
     pub fn load(dir: &dyn Directory) -> Result<Option<Self>> {
-        if !dir.exists(DB_MANIFEST_FILE) {
-            return Ok(None);
-        }
-        let f = dir.open(DB_MANIFEST_FILE)?;
-        let len = usize::try_from(f.len()?).map_err(|_| Error::invalid("db manifest too large"))?;
-        if len > 1 << 24 {
-            return Err(Error::corruption(
-                format!("{}/{DB_MANIFEST_FILE}", dir.describe()),
-                0,
-                format!("db manifest of {len} bytes is implausibly large"),
-            ));
-        }
-        let mut buf = vec![0u8; len];
-        f.read_at(0, &mut buf)?;
-        Self::decode(&buf, &format!("{}/{DB_MANIFEST_FILE}", dir.describe())).map(Some)
+        manifest::load(dir)
+    }
+
+    /// Applies `edits` to a copy of this manifest and stores it atomically in
+    /// `dir`; returns the stored manifest.
+    pub fn commit(&self, edits: &[DbEdit], dir: &dyn Directory) -> Result<Self> {
+        manifest::commit(self, edits, dir)
     }
 }
 
@@ -181,5 +190,32 @@ mod tests {
         for cut in 0..bytes.len() {
             assert!(DbManifest::decode(&bytes[..cut], "m").is_err(), "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn edits_set_what_bulk_loads_and_merges_change() {
+        let dir = MemDirectory::new();
+        let m = DbManifest::empty(4096)
+            .commit(
+                &[DbEdit::BulkLoad {
+                    static_kind: "btree".into(),
+                    static_n: 10,
+                    auto_decided_n: 0,
+                }],
+                &dir,
+            )
+            .unwrap();
+        assert_eq!((m.generation, m.static_n, m.merges, m.log_start), (1, 10, 0, 1));
+        let merge = |g, seq| DbEdit::Merge {
+            generation: g,
+            static_kind: "zonemap".into(),
+            static_n: 12,
+            log_start: 4,
+            merged_seq: seq,
+            auto_decided_n: 12,
+        };
+        let m = m.commit(&[merge(2, 9), merge(3, 5)], &dir).unwrap();
+        assert_eq!((m.generation, m.last_seq, m.merges, m.log_start), (3, 9, 2, 4));
+        assert_eq!(DbManifest::load(&dir).unwrap(), Some(m));
     }
 }

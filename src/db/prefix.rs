@@ -2,12 +2,11 @@
 //! prefix: how each static generation keeps its index files (`data.run`,
 //! `layer-*.bin`, `strata-index.json`) in the store's flat directory.
 
+use std::borrow::Cow;
 use std::fmt::Debug;
-use std::ops::Deref;
 use std::sync::Arc;
 
-use crate::Result;
-use crate::storage::{Directory, Storage};
+use crate::storage::{Directory, PassThrough};
 
 /// Files `NAME` of this view are the files `PREFIX + NAME` of the inner
 /// directory.
@@ -25,60 +24,41 @@ impl<D> PrefixDirectory<D> {
             prefix: prefix.into(),
         }
     }
+}
 
-    fn full(&self, name: &str) -> String {
-        format!("{}{name}", self.prefix)
+/// A handle to the directory a view shows: shared or borrowed.
+pub trait DirHandle: Send + Sync + Debug {
+    /// The directory.
+    fn dir(&self) -> &dyn Directory;
+}
+
+impl DirHandle for Arc<dyn Directory> {
+    fn dir(&self) -> &dyn Directory {
+        self.as_ref()
     }
 }
 
-impl<D, T> Directory for PrefixDirectory<D>
-where
-    D: Deref<Target = T> + Send + Sync + Debug,
-    T: Directory + ?Sized,
-{
-    fn create(&self, name: &str) -> Result<Arc<dyn Storage>> {
-        self.inner.create(&self.full(name))
+impl DirHandle for &dyn Directory {
+    fn dir(&self) -> &dyn Directory {
+        *self
+    }
+}
+
+impl<D: DirHandle> PassThrough for PrefixDirectory<D> {
+    fn inner(&self) -> &dyn Directory {
+        self.inner.dir()
     }
 
-    fn open(&self, name: &str) -> Result<Arc<dyn Storage>> {
-        self.inner.open(&self.full(name))
+    fn map_name<'n>(&self, name: &'n str) -> Cow<'n, str> {
+        Cow::Owned(format!("{}{name}", self.prefix))
     }
 
-    fn exists(&self, name: &str) -> bool {
-        self.inner.exists(&self.full(name))
+    fn unmap_name(&self, inner_name: String) -> Option<String> {
+        inner_name.strip_prefix(&self.prefix).map(str::to_string)
     }
 
-    fn remove(&self, name: &str) -> Result<()> {
-        self.inner.remove(&self.full(name))
-    }
-
-    fn rename(&self, from: &str, to: &str) -> Result<()> {
-        self.inner.rename(&self.full(from), &self.full(to))
-    }
-
-    fn list(&self) -> Result<Vec<String>> {
-        Ok(self
-            .inner
-            .list()?
-            .into_iter()
-            .filter_map(|n| n.strip_prefix(&self.prefix).map(str::to_string))
-            .collect())
-    }
-
-    fn sync_dir(&self) -> Result<()> {
-        self.inner.sync_dir()
-    }
-
-    fn describe(&self) -> String {
-        format!("{}/{}*", self.inner.describe(), self.prefix)
-    }
-
-    fn total_bytes(&self) -> Result<u64> {
-        let mut total = 0;
-        for name in self.list()? {
-            total += self.inner.open(&self.full(&name))?.len()?;
-        }
-        Ok(total)
+    fn describe_wrapped(&self) -> String {
+        format!("{}/{}*", self.inner.dir().describe(), self.prefix)
     }
 }
 

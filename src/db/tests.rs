@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
+use crate::log::WAL_HEADER_LEN;
 use crate::storage::{FaultKind, FaultOp, FaultyDirectory, MemDirectory};
 
 fn small(background: bool) -> Options {
@@ -444,4 +445,22 @@ fn merges_across_read_chunks_keep_every_record() {
         let db = Db::open(dir, o).unwrap();
         assert!(contents(&db) == model, "{kind}: contents differ after reopening");
     }
+}
+
+#[test]
+fn every_ms_syncs_in_the_background() {
+    let mem = MemDirectory::new();
+    let dir: Arc<dyn Directory> = Arc::new(mem.clone());
+    let opts = Options {
+        sync: SyncPolicy::EveryMs(1),
+        ..small(true)
+    };
+    let db = Db::open(dir.clone(), opts.clone()).unwrap();
+    db.put(1, 10).unwrap();
+    // The background sync runs within a few periods; no explicit sync.
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    db.kill();
+    mem.crash();
+    let db = Db::open(dir, opts).unwrap();
+    assert_eq!(db.get(1).unwrap(), Some(10));
 }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::{Directory, MemDirectory, ReadStorage, Storage};
+use super::{Directory, MemDirectory, PassThrough, ReadStorage, Storage};
 use crate::{Error, Result};
 
 /// Which call a fault applies to.
@@ -199,32 +199,14 @@ impl FaultyDirectory {
     }
 }
 
-impl Directory for FaultyDirectory {
-    fn create(&self, name: &str) -> Result<Arc<dyn Storage>> {
-        Ok(Arc::new(FaultyStorage::new(
-            self.inner.create(name)?,
-            self.plan.clone(),
-        )))
+impl PassThrough for FaultyDirectory {
+    fn inner(&self) -> &dyn Directory {
+        &self.inner
     }
-    fn open(&self, name: &str) -> Result<Arc<dyn Storage>> {
-        Ok(Arc::new(FaultyStorage::new(
-            self.inner.open(name)?,
-            self.plan.clone(),
-        )))
+    fn wrap_storage(&self, storage: Arc<dyn Storage>) -> Arc<dyn Storage> {
+        Arc::new(FaultyStorage::new(storage, self.plan.clone()))
     }
-    fn exists(&self, name: &str) -> bool {
-        self.inner.exists(name)
-    }
-    fn remove(&self, name: &str) -> Result<()> {
-        self.inner.remove(name)
-    }
-    fn rename(&self, from: &str, to: &str) -> Result<()> {
-        self.inner.rename(from, to)
-    }
-    fn list(&self) -> Result<Vec<String>> {
-        self.inner.list()
-    }
-    fn sync_dir(&self) -> Result<()> {
+    fn sync_inner_dir(&self) -> Result<()> {
         match self.plan.check(FaultOp::Sync) {
             None => self.inner.sync_dir(),
             Some(_) => Err(Error::Io {
@@ -233,7 +215,7 @@ impl Directory for FaultyDirectory {
             }),
         }
     }
-    fn describe(&self) -> String {
+    fn describe_wrapped(&self) -> String {
         "<faulty memory>".to_string()
     }
 }

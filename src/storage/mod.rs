@@ -27,6 +27,8 @@
 //! - [`MemDirectory`] / [`MemStorage`]: in memory, with a crash model (drop
 //!   everything not synced); [`FaultyDirectory`]: injects EIO, short reads and
 //!   torn writes (a sink's appends and header are writes, its finish a sync).
+//! - [`PassThrough`]: a directory that forwards to an inner one, overriding
+//!   only name mapping, storage wrapping, sync or description.
 //! - [`SimulatedStorage`]: counts every call into [`IoStats`] and charges the
 //!   modelled time `T(bytes)` of a [`StorageProfile`] per read call (it never
 //!   sleeps). [`CachedStorage`] + [`PageCache`]: an LRU buffer pool. Both wrap
@@ -47,6 +49,7 @@ mod profiler;
 mod simulated;
 mod sink;
 mod stats;
+mod wrap;
 
 use std::fmt::Debug;
 use std::sync::Arc;
@@ -61,6 +64,7 @@ pub use profiler::{ProfileOptions, ProfileReport, profile_device};
 pub use simulated::SimulatedStorage;
 pub use sink::StorageSink;
 pub use stats::{IoSnapshot, IoStats};
+pub use wrap::PassThrough;
 
 use crate::Result;
 

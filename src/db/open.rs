@@ -1,0 +1,256 @@
+//! Opening a store (recovery) and bulk loading a new one.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::log::{self, SyncThread, wal_id};
+use crate::storage::{Directory, FsDirectory, IoContext, IoStats};
+use crate::{Error, Result};
+
+use super::manifest::{DB_MANIFEST_FILE, DB_MANIFEST_TMP, DbEdit, DbManifest};
+use super::memtable::MemTable;
+use super::options::Options;
+use super::prefix::PrefixDirectory;
+use super::stage::{RunBuilder, StaticStage, gen_of, gen_prefix, page_bounds_suffice};
+use super::wal::{SyncPolicy, WalOp};
+use super::write::apply_ops;
+use super::{Db, Inner, MergeState, Version, WalState};
+
+impl Db {
+    /// Opens (or creates) the store in the local directory `path`.
+    pub fn open_path(path: impl AsRef<std::path::Path>, opts: Options) -> Result<Db> {
+        let dir: Arc<dyn Directory> = Arc::new(FsDirectory::create_all(path.as_ref())?);
+        Db::open(dir, opts)
+    }
+
+    /// Opens the store in `dir`, creating an empty one if `dir` holds none.
+    ///
+    /// Recovery: reads and checks the manifest, removes the files of an
+    /// interrupted merge and the log segments a finished merge covered, opens
+    /// the static generation, and replays every remaining log segment in
+    /// order into the dynamic stage. A torn frame at the end of the newest
+    /// segment is dropped (it was never acknowledged); any other damage is an
+    /// error.
+    pub fn open(dir: Arc<dyn Directory>, opts: Options) -> Result<Db> {
+        let io = IoContext::with_profile(opts.profile.clone());
+        Db::open_with_io(dir, opts, io)
+    }
+
+    /// [`Db::open`] with the store's I/O counted into `io` (its page cache,
+    /// if any, is not used: the store's memory is its budget).
+    pub fn open_with_io(dir: Arc<dyn Directory>, opts: Options, io: IoContext) -> Result<Db> {
+        opts.check()?;
+        let io = IoContext { cache: None, ..io };
+        let merge_io = IoContext {
+            stats: Arc::new(IoStats::new()),
+            ..io.clone()
+        };
+        let names = dir.list()?;
+        let manifest = match DbManifest::load(dir.as_ref())? {
+            Some(m) => m,
+            None => {
+                if let Some(n) = names.iter().find(|n| wal_id(n).is_some() || gen_of(n).is_some()) {
+                    return Err(Error::corruption(
+                        format!("{}/{DB_MANIFEST_FILE}", dir.describe()),
+                        0,
+                        format!("the store's manifest is missing but its file {n} exists"),
+                    ));
+                }
+                let m = DbManifest::empty(opts.page_size);
+                m.store(dir.as_ref())?;
+                m
+            }
+        };
+        crate::format::page::check_page_size(manifest.page_size)?;
+        // Leftovers: an unfinished manifest, an interrupted merge's files,
+        // segments a finished merge covered.
+        let mut removed = false;
+        for n in &names {
+            let stale = n == DB_MANIFEST_TMP
+                || gen_of(n).is_some_and(|g| g != manifest.generation)
+                || wal_id(n).is_some_and(|id| id < manifest.log_start);
+            if stale {
+                dir.remove(n)?;
+                removed = true;
+            }
+        }
+        if removed {
+            dir.sync_dir()?;
+        }
+        let stat = if manifest.generation > 0 {
+            let view = PrefixDirectory::new(dir.clone(), gen_prefix(manifest.generation));
+            Some(Arc::new(StaticStage::open(
+                view,
+                manifest.generation,
+                &manifest.static_kind,
+                opts.resident,
+                io.clone(),
+            )?))
+        } else {
+            None
+        };
+        if let Some(s) = &stat {
+            if s.n != manifest.static_n {
+                return Err(Error::corruption(
+                    format!("{}/{DB_MANIFEST_FILE}", dir.describe()),
+                    0,
+                    format!(
+                        "manifest says the static stage holds {} records, its data run {}",
+                        manifest.static_n, s.n
+                    ),
+                ));
+            }
+        }
+        // Replay the log.
+        let active = Arc::new(MemTable::new());
+        let wrap = |s| io.wrap_rw(s);
+        let rec = log::recover::<WalOp>(
+            dir.as_ref(),
+            &names,
+            manifest.log_start,
+            manifest.last_seq,
+            opts.sync,
+            &wrap,
+            |b| apply_ops(&active, b.seq, &b.ops),
+        )?;
+        let (wal, segment, max_seq) = (rec.writer, rec.segment, rec.max_seq);
+        let page_size = manifest.page_size;
+        let inner = Arc::new(Inner {
+            dir,
+            page_size,
+            io,
+            merge_io,
+            version: ArcSwap::from_pointee(Version {
+                active,
+                frozen: None,
+                stat,
+            }),
+            gate: RwLock::new(WalState { wal: Arc::new(wal) }),
+            next_seq: AtomicU64::new(max_seq + 1),
+            merge: Mutex::new(MergeState {
+                manifest,
+                running: false,
+                pending: false,
+                log_start_after: segment,
+                next_segment: segment + 1,
+            }),
+            merge_cv: Condvar::new(),
+            poisoned: Mutex::new(None),
+            shutdown: AtomicBool::new(false),
+            killed: AtomicBool::new(false),
+            peak_memory: AtomicU64::new(0),
+            merges: AtomicU64::new(0),
+            merge_ns: AtomicU64::new(0),
+            opts,
+        });
+        inner.note_memory();
+        let mut threads = Vec::new();
+        if inner.opts.background_merge {
+            let i = inner.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name("strata-db-merge".into())
+                    .spawn(move || i.merge_loop())
+                    .map_err(|e| Error::io("merge thread", e))?,
+            );
+        }
+        let syncer = match inner.opts.sync {
+            SyncPolicy::EveryMs(ms) => {
+                let i = inner.clone();
+                Some(SyncThread::spawn(
+                    "strata-db-sync",
+                    Duration::from_millis(ms),
+                    move || {
+                        let wal = i.gate.read().wal.clone();
+                        if !wal.is_failed() {
+                            if let Err(e) = wal.sync() {
+                                i.poison(&e);
+                            }
+                        }
+                    },
+                )?)
+            }
+            _ => None,
+        };
+        Ok(Db {
+            inner,
+            threads: Mutex::new(threads),
+            syncer: Mutex::new(syncer),
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    /// Bulk-loads sorted records (strictly increasing keys) as the static
+    /// stage of a new store in `dir`. Fails if `dir` already holds a store.
+    /// Every file is synced and the manifest is written last, so a crash
+    /// leaves either no store or the whole load.
+    pub fn bulk_load(
+        dir: &dyn Directory,
+        opts: &Options,
+        records: impl IntoIterator<Item = (u64, u64)>,
+    ) -> Result<u64> {
+        Self::try_bulk_load(dir, opts, records.into_iter().map(Ok))
+    }
+
+    /// [`bulk_load`](Self::bulk_load) from fallible records, e.g. a key file
+    /// read as a stream ([`crate::format::KeyReader`]): the first error (of
+    /// the records, or keys out of order) ends the load before its manifest
+    /// is written, and the files it wrote are removed, so `dir` holds no
+    /// store afterwards.
+    pub fn try_bulk_load(
+        dir: &dyn Directory,
+        opts: &Options,
+        records: impl IntoIterator<Item = Result<(u64, u64)>>,
+    ) -> Result<u64> {
+        opts.check()?;
+        if DbManifest::load(dir)?.is_some() {
+            return Err(Error::invalid(format!(
+                "{} already holds a store; bulk loads go into a new one (use put or write_batch)",
+                dir.describe()
+            )));
+        }
+        let leftovers = |dir: &dyn Directory| -> Result<()> {
+            for n in dir.list()? {
+                if n == DB_MANIFEST_TMP || gen_of(&n).is_some() || wal_id(&n).is_some() {
+                    dir.remove(&n)?;
+                }
+            }
+            Ok(())
+        };
+        leftovers(dir)?;
+        let load = || -> Result<(u64, String, u64)> {
+            let view = PrefixDirectory::new(dir, gen_prefix(1));
+            let iter = records.into_iter();
+            let bounds = page_bounds_suffice(&opts.static_kind, None, u64::MAX);
+            let mut b = RunBuilder::new(&view, opts.page_size, iter.size_hint().0, bounds)?;
+            for r in iter {
+                let (k, v) = r?;
+                b.push(k, v)?;
+            }
+            let n = b.len();
+            let (spec, decided_n) = b.finish(&view, &opts.static_kind, None)?;
+            Ok((n, spec, decided_n))
+        };
+        let (n, spec, decided_n) = match load() {
+            Ok(done) => done,
+            Err(e) => {
+                // Best effort: the error is what the caller needs to see.
+                let _ = leftovers(dir);
+                return Err(e);
+            }
+        };
+        DbManifest::empty(opts.page_size).commit(
+            &[DbEdit::BulkLoad {
+                static_kind: spec,
+                static_n: n,
+                auto_decided_n: decided_n,
+            }],
+            dir,
+        )?;
+        Ok(n)
+    }
+}

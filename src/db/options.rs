@@ -1,0 +1,91 @@
+//! How a store is opened: [`Options`] and the [`MergeTrigger`].
+
+use crate::index::Residency;
+use crate::storage::StorageProfile;
+use crate::{Error, Result};
+
+use super::stage::{self, StaticKind};
+use super::wal::SyncPolicy;
+
+/// The dynamic stage never gets less than this share of the budget.
+pub(super) const MIN_DYNAMIC_BYTES: u64 = 16 << 10;
+/// A ratio trigger never merges fewer entries than this.
+pub(super) const MIN_RATIO_ENTRIES: u64 = 1024;
+
+/// When the dynamic stage is frozen and merged (Zhang §9.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MergeTrigger {
+    /// From the memory budget: the dynamic stages (the one taking writes and
+    /// the one being merged) share what the static index leaves of
+    /// [`Options::memory_budget`]: a merge starts when the writable stage
+    /// reaches two thirds of that share, and while it runs the new writable
+    /// stage may grow until both stages together fill the share (writers
+    /// then wait for the merge). Bigger merges than halves, same bound.
+    #[default]
+    Budget,
+    /// A constant trigger: merge when the writable stage holds this many bytes.
+    Constant(u64),
+    /// A ratio trigger: merge when the writable stage holds `1/r` as many
+    /// entries as the static stage (at least 1024).
+    Ratio(u64),
+}
+
+/// How a store is opened.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// When log writes are synced (default: every write).
+    pub sync: SyncPolicy,
+    /// Memory for the dynamic stages plus the static index, in bytes
+    /// (default 64 MiB).
+    pub memory_budget: u64,
+    /// When to merge (default: from the budget).
+    pub trigger: MergeTrigger,
+    /// The static index a merge builds (default: automatic, Zhang G5).
+    pub static_kind: StaticKind,
+    /// Page size of a new store's static files (an existing store keeps its own).
+    pub page_size: usize,
+    /// Merge in a background thread (default). When false the writer that
+    /// fills the dynamic stage runs the merge itself (Zhang's single-threaded
+    /// mode, with its tail latency).
+    pub background_merge: bool,
+    /// Profile whose modelled time is charged per read call.
+    pub profile: Option<StorageProfile>,
+    /// Whether the static index's models stay in memory (default) or are
+    /// read from storage on every lookup.
+    pub resident: Residency,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            sync: SyncPolicy::Always,
+            memory_budget: 64 << 20,
+            trigger: MergeTrigger::Budget,
+            static_kind: StaticKind::default(),
+            page_size: 4096,
+            background_merge: true,
+            profile: None,
+            resident: Residency::Index,
+        }
+    }
+}
+
+impl Options {
+    pub(super) fn check(&self) -> Result<()> {
+        crate::format::page::check_page_size(self.page_size)?;
+        if self.memory_budget == 0 {
+            return Err(Error::invalid("the memory budget must be positive"));
+        }
+        match self.trigger {
+            MergeTrigger::Constant(0) => {
+                return Err(Error::invalid("a constant merge trigger must be positive"));
+            }
+            MergeTrigger::Ratio(0) => return Err(Error::invalid("a merge ratio must be positive")),
+            _ => {}
+        }
+        if let SyncPolicy::EveryMs(0) = self.sync {
+            return Err(Error::invalid("a sync interval must be at least 1 ms"));
+        }
+        stage::check_static_kind(&self.static_kind)
+    }
+}

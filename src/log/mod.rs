@@ -1,0 +1,38 @@
+//! The durable log: write-ahead log segments with group commit, torn-tail
+//! recovery, a background sync, and atomically published manifests changed by
+//! edits. Generic over the record: the hybrid store (`db`) logs `u64`
+//! operations, an LSM store logs batches of byte strings.
+//!
+//! - [`LogRecord`]: what a record is and how it is encoded inside a frame;
+//! - [`WalWriter`]: appends batches to one segment; concurrent writers share
+//!   a write and a sync (group commit) under a [`SyncPolicy`];
+//! - [`replay`]: reads one segment back, dropping a torn tail of the newest
+//!   segment and reporting any other damage as [`crate::Error::Corruption`];
+//! - [`recover`] / [`create_segment`]: a log as numbered segments
+//!   `wal-NNNNNN.log` in a [`Directory`](crate::storage::Directory);
+//! - [`SyncThread`]: syncs a log every so many milliseconds;
+//! - [`manifest`]: one checksummed manifest file per store, published by
+//!   write-tmp, sync, rename, sync-dir, and changed by [`Manifest::Edit`]s.
+//!
+//! The crash model: a write is durable once its frame was synced; a crash
+//! may leave the last frame of the newest segment torn, never an older one.
+//! Formats: `docs/format/log.md`. This module sits above `storage` and
+//! `format` and below `index`.
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+pub mod manifest;
+mod record;
+mod segment;
+mod segments;
+mod sync;
+mod writer;
+
+pub use manifest::Manifest;
+pub use record::LogRecord;
+pub use segment::{LogBatch, Replay, WAL_HEADER_LEN, WAL_MAGIC, WAL_VERSION, replay};
+pub use segments::{Recovered, create_segment, recover, wal_id, wal_name};
+pub use sync::SyncThread;
+pub use writer::{SyncPolicy, WalWriter};
+
+#[cfg(test)]
+mod tests;

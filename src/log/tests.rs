@@ -1,0 +1,340 @@
+//! The log with a byte-string record (the shape an LSM store logs): append,
+//! group commit, crash, torn tail, replay across segments; manifests with edits.
+#![expect(
+    clippy::unwrap_used,
+    clippy::indexing_slicing,
+    reason = "tests: a panic is a failure"
+)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use super::*;
+use crate::format::bytes::get_u32;
+use crate::storage::{Directory, FaultKind, FaultOp, FaultyDirectory, MemDirectory, Storage};
+
+/// A record of byte-string keys and values:
+/// `tag u8 (1 put, 2 delete) | key_len u32 | key | [value_len u32 | value]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum KvOp {
+    Put(Vec<u8>, Vec<u8>),
+    Delete(Vec<u8>),
+}
+
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+    out.extend_from_slice(b);
+}
+
+fn get_bytes(bytes: &[u8], pos: usize) -> Result<(Vec<u8>, usize), String> {
+    let len = get_u32(bytes, pos).ok_or("length cut")? as usize;
+    let b = bytes.get(pos + 4..pos + 4 + len).ok_or("bytes cut")?;
+    Ok((b.to_vec(), pos + 4 + len))
+}
+
+impl LogRecord for KvOp {
+    const MIN_LEN: usize = 5;
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        match self {
+            KvOp::Put(k, v) => {
+                out.push(1);
+                put_bytes(out, k);
+                put_bytes(out, v);
+            }
+            KvOp::Delete(k) => {
+                out.push(2);
+                put_bytes(out, k);
+            }
+        }
+    }
+
+    fn decode(bytes: &[u8]) -> Result<(Self, usize), String> {
+        match bytes.first() {
+            Some(1) => {
+                let (k, pos) = get_bytes(bytes, 1)?;
+                let (v, pos) = get_bytes(bytes, pos)?;
+                Ok((KvOp::Put(k, v), pos))
+            }
+            Some(2) => {
+                let (k, pos) = get_bytes(bytes, 1)?;
+                Ok((KvOp::Delete(k), pos))
+            }
+            t => Err(format!("unknown op tag {t:?}")),
+        }
+    }
+}
+
+fn batch(i: u64) -> Vec<KvOp> {
+    let k = format!("key-{i:05}").into_bytes();
+    if i % 3 == 2 {
+        vec![KvOp::Delete(k)]
+    } else {
+        vec![
+            KvOp::Put(k.clone(), vec![i as u8; (i % 50) as usize]),
+            KvOp::Put(k, b"".to_vec()),
+        ]
+    }
+}
+
+fn apply(model: &mut BTreeMap<Vec<u8>, Vec<u8>>, ops: &[KvOp]) {
+    for op in ops {
+        match op {
+            KvOp::Put(k, v) => model.insert(k.clone(), v.clone()),
+            KvOp::Delete(k) => model.remove(k),
+        };
+    }
+}
+
+fn no_wrap(s: Arc<dyn Storage>) -> Arc<dyn Storage> {
+    s
+}
+
+#[test]
+fn byte_string_batches_append_and_replay() {
+    let dir = MemDirectory::new();
+    let f = dir.create("wal").unwrap();
+    let w = WalWriter::<KvOp>::create(f.clone(), SyncPolicy::Always).unwrap();
+    for i in 0..20 {
+        w.append(i, &batch(i)).unwrap();
+    }
+    w.append(20, &[]).unwrap();
+    let r = replay::<KvOp>(f.as_ref(), true).unwrap();
+    assert_eq!(r.batches.len(), 21);
+    for (i, b) in r.batches.iter().take(20).enumerate() {
+        assert_eq!((b.seq, &b.ops), (i as u64, &batch(i as u64)));
+    }
+    assert!(r.batches[20].ops.is_empty());
+    assert_eq!((r.valid_len, r.torn_bytes), (w.len(), 0));
+}
+
+#[test]
+fn byte_string_group_commit_crash_and_recover() {
+    let fd = FaultyDirectory::new();
+    let dir: Arc<dyn Directory> = Arc::new(fd.clone());
+    let w = Arc::new(create_segment::<KvOp>(dir.as_ref(), 1, SyncPolicy::Always, &no_wrap).unwrap());
+    std::thread::scope(|s| {
+        for t in 0..4u64 {
+            let w = w.clone();
+            s.spawn(move || {
+                for i in 0..100u64 {
+                    w.append(t * 1000 + i, &batch(t * 1000 + i)).unwrap();
+                }
+            });
+        }
+    });
+    // Segment 2 takes the next writes; its last frame is torn by a crash.
+    let w2 = create_segment::<KvOp>(dir.as_ref(), 2, SyncPolicy::Always, &no_wrap).unwrap();
+    let mut model = BTreeMap::new();
+    let mut acked = Vec::new();
+    for i in 0..30u64 {
+        w2.append(10_000 + i, &batch(i)).unwrap();
+        acked.push(10_000 + i);
+    }
+    fd.plan().inject(FaultOp::Write, 0, FaultKind::TornWrite, false);
+    let big = vec![KvOp::Put(vec![7; 3000], vec![9; 3000])];
+    assert!(w2.append(99_999, &big).is_err());
+    assert!(w2.is_failed());
+    fd.crash();
+    let names = dir.list().unwrap();
+    let mut seqs = Vec::new();
+    let rec = recover::<KvOp>(dir.as_ref(), &names, 1, 0, SyncPolicy::Always, &no_wrap, |b| {
+        seqs.push(b.seq);
+        apply(&mut model, &b.ops);
+    })
+    .unwrap();
+    assert_eq!(rec.segment, 2);
+    assert_eq!(rec.max_seq, 10_029);
+    assert_eq!(seqs.len(), 430, "every acknowledged batch, the torn one dropped");
+    assert!(seqs.ends_with(&acked));
+    // Appends continue after the valid prefix and replay again.
+    rec.writer
+        .append(20_000, &[KvOp::Delete(b"key-00000".to_vec())])
+        .unwrap();
+    let r = replay::<KvOp>(dir.open(&wal_name(2)).unwrap().as_ref(), true).unwrap();
+    assert_eq!((r.batches.len(), r.torn_bytes), (31, 0));
+    // A missing segment is corruption.
+    dir.remove(&wal_name(1)).unwrap();
+    let names = dir.list().unwrap();
+    let err = recover::<KvOp>(dir.as_ref(), &names, 0, 0, SyncPolicy::Always, &no_wrap, |_| ()).unwrap_err();
+    assert!(err.is_corruption());
+}
+
+#[test]
+fn empty_log_creates_its_first_segment() {
+    let dir = MemDirectory::new();
+    let rec = recover::<KvOp>(&dir, &[], 5, 17, SyncPolicy::Always, &no_wrap, |_| ()).unwrap();
+    assert_eq!((rec.segment, rec.max_seq), (5, 17));
+    assert_eq!(dir.list().unwrap(), vec![wal_name(5)]);
+    assert!(rec.writer.is_empty());
+    assert_eq!(wal_id(&wal_name(5)), Some(5));
+    assert_eq!(wal_id("wal-.log"), None);
+    assert_eq!(wal_id("wal-12x.log"), None);
+}
+
+#[test]
+fn a_damaged_record_is_corruption() {
+    let dir = MemDirectory::new();
+    let f = dir.create("wal").unwrap();
+    let w = WalWriter::<KvOp>::create(f.clone(), SyncPolicy::Always).unwrap();
+    w.append(1, &[KvOp::Put(b"a".to_vec(), b"b".to_vec())]).unwrap();
+    // A frame whose batch claims more records than its payload holds.
+    let mut payload = Vec::new();
+    payload.extend_from_slice(&2u64.to_le_bytes());
+    payload.extend_from_slice(&u32::MAX.to_le_bytes());
+    let mut frame = Vec::new();
+    frame.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    frame.extend_from_slice(&crc32c::crc32c(&(payload.len() as u32).to_le_bytes()).to_le_bytes());
+    frame.extend_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
+    frame.extend_from_slice(&payload);
+    f.write_at(w.len(), &frame).unwrap();
+    assert!(replay::<KvOp>(f.as_ref(), true).unwrap_err().is_corruption());
+}
+
+#[test]
+fn sync_thread_ticks_until_stopped() {
+    let n = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let m = n.clone();
+    let mut t = SyncThread::spawn("test-sync", std::time::Duration::from_millis(1), move || {
+        m.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    })
+    .unwrap();
+    while n.load(std::sync::atomic::Ordering::SeqCst) < 3 {
+        std::thread::yield_now();
+    }
+    t.stop();
+    let after = n.load(std::sync::atomic::Ordering::SeqCst);
+    std::thread::sleep(std::time::Duration::from_millis(5));
+    assert_eq!(n.load(std::sync::atomic::Ordering::SeqCst), after);
+}
+
+/// A manifest of sorted tables per level, changed by edits (an LSM's shape).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+struct Levels {
+    levels: Vec<Vec<u64>>,
+}
+
+enum LevelEdit {
+    Add { level: usize, table: u64 },
+    Remove { level: usize, table: u64 },
+}
+
+impl Manifest for Levels {
+    type Edit = LevelEdit;
+    const FILE: &'static str = "levels.manifest";
+    const TMP: &'static str = "levels.manifest.tmp";
+    const MAGIC: u64 = u64::from_le_bytes(*b"TESTLVLS");
+    const VERSION: u32 = 1;
+    const WHAT: &'static str = "levels manifest";
+    const MAGIC_NAME: &'static str = "test levels manifest";
+
+    fn apply(&mut self, edit: &LevelEdit) -> crate::Result<()> {
+        match *edit {
+            LevelEdit::Add { level, table } => {
+                if self.levels.len() <= level {
+                    self.levels.resize(level + 1, Vec::new());
+                }
+                self.levels[level].push(table);
+            }
+            LevelEdit::Remove { level, table } => {
+                let l = self
+                    .levels
+                    .get_mut(level)
+                    .ok_or_else(|| crate::Error::invalid(format!("no level {level}")))?;
+                let before = l.len();
+                l.retain(|&t| t != table);
+                if l.len() == before {
+                    return Err(crate::Error::invalid(format!(
+                        "no table {table} in level {level}"
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn manifest_edits_are_published_atomically() {
+    let fd = FaultyDirectory::new();
+    assert_eq!(manifest::load::<Levels>(&fd).unwrap(), None);
+    let m0 = Levels::default();
+    let m1 = manifest::commit(
+        &m0,
+        &[
+            LevelEdit::Add { level: 0, table: 1 },
+            LevelEdit::Add { level: 1, table: 2 },
+        ],
+        &fd,
+    )
+    .unwrap();
+    assert_eq!(m1.levels, vec![vec![1], vec![2]]);
+    assert_eq!(manifest::load::<Levels>(&fd).unwrap(), Some(m1.clone()));
+    // A bad edit publishes nothing.
+    assert!(manifest::commit(&m1, &[LevelEdit::Remove { level: 3, table: 1 }], &fd).is_err());
+    // A crash before the rename leaves the previous manifest current.
+    fd.plan().inject(FaultOp::Sync, 0, FaultKind::Eio, false);
+    let edit = [
+        LevelEdit::Add { level: 0, table: 3 },
+        LevelEdit::Remove { level: 1, table: 2 },
+    ];
+    assert!(manifest::commit(&m1, &edit, &fd).is_err());
+    fd.crash();
+    assert_eq!(manifest::load::<Levels>(&fd).unwrap(), Some(m1.clone()));
+    let m2 = manifest::commit(&m1, &edit, &fd).unwrap();
+    fd.crash();
+    assert_eq!(manifest::load::<Levels>(&fd).unwrap(), Some(m2));
+    // Every flipped bit and every cut is an error.
+    let bytes = manifest::encode(&m1).unwrap();
+    for i in 0..bytes.len() {
+        let mut b = bytes.clone();
+        b[i] ^= 0x20;
+        assert!(manifest::decode::<Levels>(&b, "m").is_err(), "flip at byte {i}");
+    }
+    for cut in 0..bytes.len() {
+        assert!(
+            manifest::decode::<Levels>(&bytes[..cut], "m").is_err(),
+            "cut at {cut}"
+        );
+    }
+}
+
+fn kv_op() -> impl Strategy<Value = KvOp> {
+    let bytes = proptest::collection::vec(any::<u8>(), 0..40);
+    prop_oneof![
+        (bytes.clone(), bytes.clone()).prop_map(|(k, v)| KvOp::Put(k, v)),
+        bytes.prop_map(KvOp::Delete),
+    ]
+}
+
+proptest! {
+    /// Whatever prefix of a segment survives a crash, replay of the newest
+    /// segment returns exactly the batches whose frames are whole.
+    #[test]
+    fn any_cut_replays_the_whole_frames(
+        batches in proptest::collection::vec(proptest::collection::vec(kv_op(), 0..5), 1..12),
+        cut_frac in 0.0f64..=1.0,
+    ) {
+        let dir = MemDirectory::new();
+        let f = dir.create("wal").unwrap();
+        let w = WalWriter::<KvOp>::create(f.clone(), SyncPolicy::Never).unwrap();
+        let mut ends = Vec::new();
+        for (i, b) in batches.iter().enumerate() {
+            w.append(i as u64, b).unwrap();
+            ends.push(w.len());
+        }
+        let total = w.len();
+        let cut = WAL_HEADER_LEN + ((total - WAL_HEADER_LEN) as f64 * cut_frac) as u64;
+        f.set_len(cut).unwrap();
+        let r = replay::<KvOp>(f.as_ref(), true).unwrap();
+        let whole = ends.iter().filter(|&&e| e <= cut).count();
+        prop_assert_eq!(r.batches.len(), whole);
+        for (got, want) in r.batches.iter().zip(&batches) {
+            prop_assert_eq!(&got.ops, want);
+        }
+        prop_assert_eq!(r.valid_len + r.torn_bytes, cut);
+    }
+}

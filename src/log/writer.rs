@@ -1,0 +1,198 @@
+//! Appending to a log segment: group commit under a sync policy.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::format::bytes::{put_u32, put_u64};
+use crate::storage::Storage;
+use crate::{Error, Result};
+
+use super::record::LogRecord;
+use super::segment::{FRAME_HEADER, WAL_HEADER_LEN, WAL_MAGIC, WAL_VERSION, encode_batch};
+
+/// When appends are made durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SyncPolicy {
+    /// Every write is synced before it is acknowledged (group commit).
+    #[default]
+    Always,
+    /// Synced by a background thread every so many milliseconds.
+    EveryMs(u64),
+    /// Never synced explicitly (the OS decides).
+    Never,
+}
+
+#[derive(Debug)]
+struct WriterState {
+    /// Encoded batches waiting for the next frame.
+    pending: Vec<u8>,
+    /// Tickets: batches appended so far, and written (+ synced if asked).
+    next_ticket: u64,
+    done_ticket: u64,
+    /// Whether a leader is writing now.
+    writing: bool,
+    /// File offset of the next frame.
+    offset: u64,
+    /// A write or sync failure poisons the log: later writes fail.
+    failed: Option<String>,
+}
+
+/// Appends batches of records `R` to one log segment with group commit.
+///
+/// Thread-safe: concurrent [`append`](WalWriter::append) calls share one
+/// write (and one sync) per frame. After a failed write or sync the writer is
+/// *failed*: it never writes again and every later call returns an error.
+#[derive(Debug)]
+pub struct WalWriter<R> {
+    storage: Arc<dyn Storage>,
+    sync: SyncPolicy,
+    state: Mutex<WriterState>,
+    cv: Condvar,
+    records: PhantomData<fn(&R)>,
+}
+
+impl<R: LogRecord> WalWriter<R> {
+    /// Starts a new segment on an empty storage (writes and syncs the header).
+    pub fn create(storage: Arc<dyn Storage>, sync: SyncPolicy) -> Result<Self> {
+        let mut hdr = [0u8; WAL_HEADER_LEN as usize];
+        put_u64(&mut hdr, 0, WAL_MAGIC);
+        put_u32(&mut hdr, 8, WAL_VERSION);
+        storage.set_len(0)?;
+        storage.write_at(0, &hdr)?;
+        storage.sync()?;
+        Ok(Self::resume(storage, sync, WAL_HEADER_LEN))
+    }
+
+    /// Continues a recovered segment at `valid_len` (dropping a torn tail).
+    pub fn reopen(storage: Arc<dyn Storage>, sync: SyncPolicy, valid_len: u64) -> Result<Self> {
+        storage.set_len(valid_len)?;
+        storage.sync()?;
+        Ok(Self::resume(storage, sync, valid_len))
+    }
+
+    fn resume(storage: Arc<dyn Storage>, sync: SyncPolicy, offset: u64) -> Self {
+        WalWriter {
+            storage,
+            sync,
+            state: Mutex::new(WriterState {
+                pending: Vec::new(),
+                next_ticket: 0,
+                done_ticket: 0,
+                writing: false,
+                offset,
+                failed: None,
+            }),
+            cv: Condvar::new(),
+            records: PhantomData,
+        }
+    }
+
+    /// Bytes in the segment (written frames).
+    pub fn len(&self) -> u64 {
+        self.state.lock().offset
+    }
+
+    /// Whether the segment holds no frame.
+    pub fn is_empty(&self) -> bool {
+        self.len() <= WAL_HEADER_LEN
+    }
+
+    /// Appends a batch and returns once it is written (and synced under
+    /// [`SyncPolicy::Always`]). Concurrent callers share writes and syncs.
+    pub fn append(&self, seq: u64, ops: &[R]) -> Result<()> {
+        let mut st = self.state.lock();
+        if let Some(e) = &st.failed {
+            return Err(Error::Io {
+                file: self.storage.name().to_string(),
+                source: std::io::Error::other(format!("log is unusable after an earlier failure: {e}")),
+            });
+        }
+        encode_batch(&mut st.pending, seq, ops);
+        st.next_ticket += 1;
+        let ticket = st.next_ticket;
+        loop {
+            if st.done_ticket >= ticket {
+                return match &st.failed {
+                    Some(e) => Err(Error::Io {
+                        file: self.storage.name().to_string(),
+                        source: std::io::Error::other(e.clone()),
+                    }),
+                    None => Ok(()),
+                };
+            }
+            if let Some(e) = &st.failed {
+                // An earlier frame failed: never write (or sync) after it, so
+                // no later batch is acknowledged past a lost one.
+                return Err(Error::Io {
+                    file: self.storage.name().to_string(),
+                    source: std::io::Error::other(format!("log is unusable after an earlier failure: {e}")),
+                });
+            }
+            if !st.writing {
+                // Become the leader: write everything pending as one frame.
+                st.writing = true;
+                let payload = std::mem::take(&mut st.pending);
+                let upto = st.next_ticket;
+                let offset = st.offset;
+                drop(st);
+                let result = self.write_frame(offset, &payload);
+                st = self.state.lock();
+                st.writing = false;
+                match result {
+                    Ok(n) => st.offset += n,
+                    Err(e) => st.failed = Some(e.to_string()),
+                }
+                st.done_ticket = upto;
+                self.cv.notify_all();
+                continue;
+            }
+            self.cv.wait(&mut st);
+        }
+    }
+
+    fn write_frame(&self, offset: u64, payload: &[u8]) -> Result<u64> {
+        let len = u32::try_from(payload.len())
+            .map_err(|_| Error::invalid(format!("log frame of {} bytes is too large", payload.len())))?;
+        let mut frame = Vec::with_capacity(FRAME_HEADER + payload.len());
+        frame.extend_from_slice(&len.to_le_bytes());
+        frame.extend_from_slice(&crc32c::crc32c(&len.to_le_bytes()).to_le_bytes());
+        frame.extend_from_slice(&crc32c::crc32c(payload).to_le_bytes());
+        frame.extend_from_slice(payload);
+        self.storage.write_at(offset, &frame)?;
+        if self.sync == SyncPolicy::Always {
+            self.storage.sync()?;
+        }
+        Ok(frame.len() as u64)
+    }
+
+    /// Syncs everything written so far. A failed sync poisons the log like a
+    /// failed append (the kernel may have dropped the unsynced pages).
+    pub fn sync(&self) -> Result<()> {
+        {
+            let st = self.state.lock();
+            if let Some(e) = &st.failed {
+                return Err(Error::Io {
+                    file: self.storage.name().to_string(),
+                    source: std::io::Error::other(format!("log is unusable after an earlier failure: {e}")),
+                });
+            }
+        }
+        let r = self.storage.sync();
+        if let Err(e) = &r {
+            self.state.lock().failed = Some(e.to_string());
+        }
+        r
+    }
+
+    /// Whether an earlier write or sync failed (the log refuses appends).
+    pub fn is_failed(&self) -> bool {
+        self.state.lock().failed.is_some()
+    }
+
+    /// The sync policy.
+    pub fn policy(&self) -> SyncPolicy {
+        self.sync
+    }
+}
