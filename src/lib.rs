@@ -34,6 +34,11 @@
 //! # }
 //! ```
 
+// Library code never panics on bad input or corrupt files: no unwrap, no
+// expect, no unchecked indexing, in every module (tests may: `clippy.toml`).
+// A local exception is an `#[expect(lint, reason = "...")]` at the item.
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
 pub mod data;
 pub mod db;
 pub mod error;

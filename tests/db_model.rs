@@ -4,7 +4,6 @@
 //! injection; and the conformance battery for the `db` index kind.
 //!
 //! `STRATA_FULL=1` runs the long sequences (10k+ operations per seed).
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 mod common;
 

@@ -316,6 +316,10 @@ impl Present {
 
 impl WorkloadPlan {
     /// Plans `ops` operations of `workload` over the sorted, distinct `keys`.
+    #[expect(
+        clippy::indexing_slicing,
+        reason = "ranks index `keys` and the presence bits: every rank is < n (drawn from 0..n)"
+    )]
     pub fn new(workload: Workload, keys: &[u64], ops: usize, choice: KeyChoice, seed: u64) -> Result<Self> {
         let n = keys.len();
         if n == 0 {
@@ -528,31 +532,34 @@ impl WorkloadPlan {
 
 /// A key that is not in `keys`: inside a random gap, or past the ends.
 fn absent_key(keys: &[u64], r: &mut Pcg64Mcg) -> Result<u64> {
-    let n = keys.len();
+    let (Some(&first), Some(&last)) = (keys.first(), keys.last()) else {
+        return Ok(r.random());
+    };
     for _ in 0..64 {
-        let i = r.random_range(0..n);
-        let lo = keys[i];
+        let i = r.random_range(0..keys.len());
+        let lo = keys.get(i).copied().unwrap_or(first);
         let hi = keys.get(i + 1).copied().unwrap_or(u64::MAX);
-        if hi - lo > 1 {
+        if hi.saturating_sub(lo) > 1 {
             return Ok(r.random_range(lo + 1..hi));
         }
     }
     // Dense data: go past the ends.
-    if keys[0] > 0 {
-        return Ok(r.random_range(0..keys[0]));
+    if first > 0 {
+        return Ok(r.random_range(0..first));
     }
-    if keys[n - 1] < u64::MAX {
-        return Ok(r.random_range(keys[n - 1] + 1..=u64::MAX));
+    if last < u64::MAX {
+        return Ok(r.random_range(last + 1..=u64::MAX));
     }
     // Linear search for any gap (keys cover [0, MAX] only if n = 2^64).
     keys.windows(2)
-        .find(|w| w[1] - w[0] > 1)
-        .map(|w| w[0] + 1)
+        .find_map(|w| match w {
+            [a, b] if b - a > 1 => Some(a + 1),
+            _ => None,
+        })
         .ok_or_else(|| Error::invalid("the key set has no absent key"))
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use std::collections::BTreeMap;

@@ -163,7 +163,6 @@ impl DbManifest {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::storage::MemDirectory;

@@ -63,7 +63,6 @@ impl<D: DirHandle> PassThrough for PrefixDirectory<D> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use crate::storage::MemDirectory;

@@ -431,7 +431,9 @@ impl RunBuilder {
             "fetch": fetch,
         });
         if !sampled.is_null() {
-            m.description["auto_sample"] = sampled;
+            if let Some(d) = m.description.as_object_mut() {
+                d.insert("auto_sample".into(), sampled);
+            }
         }
         m.store(dir)?;
         let mut spec = kind.name.to_string();

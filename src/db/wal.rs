@@ -74,7 +74,6 @@ pub fn replay(storage: &dyn Storage, last: bool) -> Result<Replay> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use std::sync::Arc;

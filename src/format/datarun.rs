@@ -385,7 +385,6 @@ impl PageRun {
 const _: () = assert!(PAGE_HEADER_LEN + RECORD_LEN <= 4096);
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
     use crate::storage::{Directory, MemDirectory};

@@ -141,7 +141,6 @@ pub fn open_typed(page: &[u8], page_no: u64, file: &str, expect: PageType) -> Re
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 

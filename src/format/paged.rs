@@ -584,7 +584,6 @@ impl PagedRun {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
     use crate::storage::{Directory, MemDirectory};

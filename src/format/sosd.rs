@@ -236,7 +236,6 @@ pub fn write_keys_u32(path: &Path, keys: &[u64]) -> Result<()> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 

@@ -1,10 +1,5 @@
 //! The log with a byte-string record (the shape an LSM store logs): append,
 //! group commit, crash, torn tail, replay across segments; manifests with edits.
-#![expect(
-    clippy::unwrap_used,
-    clippy::indexing_slicing,
-    reason = "tests: a panic is a failure"
-)]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -693,7 +693,6 @@ pub fn min_slope_set(ranges: &[(f64, f64)]) -> (Vec<f64>, Vec<u32>) {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
     use proptest::prelude::*;

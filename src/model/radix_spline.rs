@@ -435,7 +435,6 @@ fn spline_corridor_with(keys: &[u64], interval: impl Fn(usize) -> (i128, i128)) 
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
     use proptest::prelude::*;

@@ -455,7 +455,6 @@ fn fit_leaf(keys: &[u64], first: usize) -> Leaf {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
     use crate::Error;

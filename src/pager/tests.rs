@@ -1,7 +1,6 @@
 //! Tests of the pager: allocation order, freeing and reuse, counts,
 //! checkpoints across a crash, corrupt pages as typed errors, and a property
 //! test of random allocate/free sequences against a model.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 use std::collections::HashSet;
 

@@ -282,7 +282,6 @@ impl<S: Storage + ?Sized> Storage for CachedStorage<S> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
     use crate::storage::{IoStats, MemStorage, SimulatedStorage};

@@ -221,7 +221,6 @@ impl PassThrough for FaultyDirectory {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 

@@ -295,7 +295,6 @@ pub fn read_aligned(storage: &dyn ReadStorage, offset: u64, len: usize) -> Resul
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 

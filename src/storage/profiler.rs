@@ -182,7 +182,6 @@ fn run(path: &Path, opts: &ProfileOptions, max_size: usize) -> Result<ProfileRep
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
 

@@ -99,7 +99,6 @@ impl<S: Storage + ?Sized> Storage for SimulatedStorage<S> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
     use crate::storage::MemStorage;

@@ -96,7 +96,6 @@ impl Drop for StorageSink {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
     use crate::storage::{Directory, FaultKind, FaultOp, FaultyDirectory, FsDirectory, MemDirectory};

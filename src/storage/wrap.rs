@@ -88,7 +88,6 @@ impl<W: PassThrough> Directory for W {
 }
 
 #[cfg(test)]
-#[expect(clippy::unwrap_used, reason = "tests: a panic is a failure")]
 mod tests {
     use super::*;
     use crate::storage::MemDirectory;

@@ -411,7 +411,6 @@ pub fn equal_lines(keys: &[u64], group: usize) -> Vec<SegmentLine> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
     use crate::index::layered::LayerKind;

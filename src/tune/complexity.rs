@@ -72,7 +72,6 @@ pub fn step_index_complexity(size_bytes: u64, profile: &StorageProfile, page_siz
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

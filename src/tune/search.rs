@@ -813,8 +813,8 @@ impl Tuned {
             "stacks_compared": self.stacks,
             "samples": self.samples,
         });
-        if self.memory_budget > 0 {
-            v["resident_layers"] = json!(self.resident_layers);
+        if let (true, Some(o)) = (self.memory_budget > 0, v.as_object_mut()) {
+            o.insert("resident_layers".into(), json!(self.resident_layers));
         }
         v
     }

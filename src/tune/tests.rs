@@ -1,6 +1,5 @@
 //! Tests of the cost model against real lookups, the tuner's guarantees and
 //! its determinism.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 use std::sync::Arc;
 

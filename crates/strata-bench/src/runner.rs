@@ -445,7 +445,6 @@ fn exec_op(idx: &dyn Index, op: &Op, strict_scans: bool, buf: &mut Vec<(u64, u64
     })
 }
 
-#[allow(clippy::too_many_arguments)]
 fn run_one(
     opts: &BenchOptions,
     spec: &IndexSpec,

@@ -1,7 +1,6 @@
 //! kill -9 during `strata db stress`: every acknowledged write must be in the
 //! store when it is reopened, and no reopen may fail. `STRATA_FULL=1` runs
 //! the acceptance run of 100 kills; CI runs a handful.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};

@@ -22,7 +22,10 @@ use crate::errors::IntoPyResult;
     cache_pages = 0, direct = true, repeat = 1, seed = 1, key_choice = "uniform", threads = 1,
     page_size = 4096, dataset = "data"
 ))]
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "mirrors the Python keyword arguments one for one"
+)]
 pub fn run_bench<'py>(
     py: Python<'py>,
     keys: PyReadonlyArray1<'py, u64>,

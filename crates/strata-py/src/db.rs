@@ -125,7 +125,10 @@ impl PyDb {
     #[pyo3(signature = (path, memory = None, sync = None, r#static = "auto", epsilon = 8,
                         trigger = "budget", background_merge = true, resident = "index",
                         profile = None, page_size = 4096))]
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "mirrors the Python keyword arguments one for one"
+    )]
     fn new(
         py: Python<'_>,
         path: PathBuf,

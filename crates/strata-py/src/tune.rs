@@ -27,7 +27,10 @@ use crate::errors::IntoPyResult;
     keys, profile = "nvme", out = None, top_k = 5, memory_budget = 0, builders = "all",
     threads = 0, samples = strata::tune::DEFAULT_SAMPLES, page_size = 4096, local_dir = None
 ))]
-#[allow(clippy::too_many_arguments)]
+#[expect(
+    clippy::too_many_arguments,
+    reason = "mirrors the Python keyword arguments one for one"
+)]
 pub fn tune<'py>(
     py: Python<'py>,
     keys: PyReadonlyArray1<'py, u64>,

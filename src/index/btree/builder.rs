@@ -7,7 +7,6 @@
 //! sequential pass. The meta page (page 0) is written last, after the nodes
 //! are synced, and then synced itself.
 
-
 use super::format::{
     BTREE_FILE_ID, InnerNode, Meta, NO_PAGE, inner_fanout, leaf_put, node_capacity, seal_leaf,
 };

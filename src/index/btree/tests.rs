@@ -4,12 +4,6 @@
 //!
 //! `STRATA_FULL=1` enlarges the scale tests (1M random inserts into a 1M-key
 //! tree, a 10M-key bulk load).
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::indexing_slicing,
-    clippy::too_many_lines
-)]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

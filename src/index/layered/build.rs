@@ -168,7 +168,9 @@ pub fn band_layer_keyed(
     if entry_keys.is_some_and(|e| e.len() != m) {
         return Err(Error::invalid("one entry key per segment"));
     }
-    if segments.windows(2).any(|w| w[0].start >= w[1].start)
+    if segments
+        .windows(2)
+        .any(|w| matches!(w, [a, b] if a.start >= b.start))
         || segments.last().is_some_and(|s| s.start >= keys.len())
     {
         return Err(Error::invalid(

@@ -363,7 +363,6 @@ impl Decoded {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -355,7 +355,6 @@ pub fn band_range(p: u64, eps_lo: u64, eps_hi: u64, granule: u64, zero_page: u64
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
 mod tests {
     use super::super::entries::OFF_SCALE;
     use super::*;

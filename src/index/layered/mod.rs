@@ -234,9 +234,11 @@ impl LayeredIndex {
             return Ok(ApproxPos { pos: 0, lo: 0, hi: n });
         };
         let mut window = (0u64, top.count());
-        for l in (0..self.layers.len()).rev() {
-            let layer = &self.layers[l];
-            let below = if l == 0 { n } else { self.layers[l - 1].count() };
+        for (l, layer) in self.layers.iter().enumerate().rev() {
+            let below = match l.checked_sub(1).and_then(|i| self.layers.get(i)) {
+                Some(b) => b.count(),
+                None => n,
+            };
             let (lo, hi) = window;
             let range = if lo >= hi {
                 (lo.min(below), lo.min(below))

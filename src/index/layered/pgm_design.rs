@@ -579,15 +579,15 @@ fn pgm_family(p: &Params, keys: &[u64], per_page: usize, zero: bool, compress: b
             "pgm_segments_at_epsilon": plain_segments,
         });
         if let Some(blob) = blob {
-            if let Ok(c) = CprBand::from_bytes(&blob.flat, "build") {
-                notes["parts"] = json!(
-                    c.part_bytes()
-                        .iter()
-                        .map(|(k, v)| (k.to_string(), *v))
-                        .collect::<std::collections::BTreeMap<_, _>>()
+            if let (Ok(c), Some(o)) = (CprBand::from_bytes(&blob.flat, "build"), notes.as_object_mut()) {
+                let parts: std::collections::BTreeMap<_, _> =
+                    c.part_bytes().iter().map(|(k, v)| (k.to_string(), *v)).collect();
+                o.insert("parts".into(), json!(parts));
+                o.insert("distinct_slopes".into(), json!(c.distinct_slopes()));
+                o.insert(
+                    "offset_unit_positions".into(),
+                    json!(f64::from(c.off_unit()) / 16.0),
                 );
-                notes["distinct_slopes"] = json!(c.distinct_slopes());
-                notes["offset_unit_positions"] = json!(f64::from(c.off_unit()) / 16.0);
             }
             return Ok(Design {
                 layers: vec![blob],
@@ -645,7 +645,6 @@ pub(super) fn pgm_disk_cpr(p: &Params, keys: &[u64], per_page: usize, _ps: usize
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
     use crate::index::layered::LAYERED_KINDS;

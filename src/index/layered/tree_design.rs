@@ -21,9 +21,13 @@ pub(super) fn btree_static(p: &Params, keys: &[u64], per_page: usize, page_size:
         });
     }
     let first = step_layer(keys, per_page);
+    let above = if fanout == 0 {
+        step_stack(&first, page_size)
+    } else {
+        Vec::new()
+    };
     let mut layers = vec![first];
     if fanout == 0 {
-        let above = step_stack(&layers[0], page_size);
         layers.extend(above);
     } else {
         if fanout < 2 {

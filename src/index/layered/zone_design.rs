@@ -107,7 +107,6 @@ pub(super) fn leco_zonemap_d(_p: &Params, keys: &[u64], per_page: usize, _ps: us
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used, clippy::indexing_slicing)]
 mod tests {
     use super::*;
     use crate::index::layered::LAYERED_KINDS;

@@ -70,7 +70,11 @@ pub trait Peer: Send + Sync {
 /// Every peer compiled into this build.
 pub fn all() -> Vec<&'static dyn Peer> {
     // Which pushes exist depends on the features.
-    #[allow(unused_mut, clippy::vec_init_then_push)]
+    #[allow(
+        unused_mut,
+        clippy::vec_init_then_push,
+        reason = "which pushes exist depends on the features: none, some or all"
+    )]
     let mut v: Vec<&'static dyn Peer> = Vec::new();
     #[cfg(feature = "lmdb")]
     v.push(&lmdb::Lmdb);
