@@ -16,8 +16,20 @@ const EXPECTED: &[(&str, &str, u64, u64, u64)] = &[
     ("pgm:epsilon=64", "none", 507, 1571, 6434816),
     ("pgm:epsilon=512,granularity=32", "index", 170, 1634, 6692864),
     ("pgm:epsilon=512,granularity=32", "none", 474, 1938, 7938048),
-    ("pgm:epsilon=512,granularity=32,fetch=one-by-one", "index", 429, 1419, 5812224),
-    ("pgm:epsilon=512,granularity=32,fetch=one-by-one", "none", 733, 1723, 7057408),
+    (
+        "pgm:epsilon=512,granularity=32,fetch=one-by-one",
+        "index",
+        429,
+        1419,
+        5812224,
+    ),
+    (
+        "pgm:epsilon=512,granularity=32,fetch=one-by-one",
+        "none",
+        733,
+        1723,
+        7057408,
+    ),
     ("zonemap", "index", 217, 1210, 4956160),
     ("zonemap", "none", 369, 1362, 5578752),
     ("btree", "index", 1184, 1184, 4849664),
@@ -27,7 +39,9 @@ const EXPECTED: &[(&str, &str, u64, u64, u64)] = &[
 ];
 
 fn keys() -> Vec<u64> {
-    (0..20_000u64).map(|i| i * i / 3 + i * 11 + (i % 7)).collect::<Vec<_>>()
+    (0..20_000u64)
+        .map(|i| i * i / 3 + i * 11 + (i % 7))
+        .collect::<Vec<_>>()
 }
 
 /// Scan starts: the first key, absent keys, keys at page ends, the last

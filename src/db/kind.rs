@@ -176,7 +176,10 @@ impl Index for DbIndex {
     /// Over [`Db::range`]: a seek starts a new range at the key (one
     /// version of the store, as [`Db::range`] holds it).
     fn cursor(&self) -> Result<Box<dyn Cursor + '_>> {
-        Ok(Box::new(DbCursor { db: &self.db, range: None }))
+        Ok(Box::new(DbCursor {
+            db: &self.db,
+            range: None,
+        }))
     }
 
     fn supports_updates(&self) -> bool {

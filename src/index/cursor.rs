@@ -84,3 +84,44 @@ impl<I: Index + ?Sized> Cursor for LowerBoundCursor<'_, I> {
         Ok(r)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::{Cursor, LowerBoundCursor};
+    use crate::Result;
+    use crate::index::{self, BuildOptions, OpenOptions, Records};
+    use crate::storage::{Directory, MemDirectory};
+
+    #[test]
+    fn lower_bound_cursor_walks_and_reseeks() -> Result<()> {
+        let keys: Vec<u64> = (0..700u64).map(|i| i * 3).chain([u64::MAX]).collect();
+        let dir: Arc<dyn Directory> = Arc::new(MemDirectory::new());
+        let spec = "binary".parse()?;
+        index::build_in(
+            &spec,
+            Records::ranked(&keys),
+            dir.clone(),
+            &BuildOptions::default(),
+        )?;
+        let idx = index::open_in(dir, &OpenOptions::default())?;
+        let mut c = LowerBoundCursor::new(idx.as_ref());
+        assert_eq!(c.next()?, Some((0, 0)));
+        c.seek(4)?;
+        let mut got = Vec::new();
+        assert_eq!(c.next_batch(3, &mut got)?, 3);
+        assert_eq!(got, [(6, 2), (9, 3), (12, 4)]);
+        c.seek(2_097)?;
+        assert_eq!(c.next()?, Some((2_097, 699)));
+        assert_eq!(c.next()?, Some((u64::MAX, 700)));
+        assert_eq!(c.next()?, None);
+        assert_eq!(c.next()?, None);
+        c.seek(0)?;
+        got.clear();
+        assert_eq!(c.next_batch(usize::MAX, &mut got)?, keys.len());
+        let want: Vec<(u64, u64)> = keys.iter().enumerate().map(|(i, &k)| (k, i as u64)).collect();
+        assert_eq!(got, want);
+        Ok(())
+    }
+}

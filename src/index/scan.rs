@@ -256,7 +256,9 @@ pub struct DataRunCursor<'a, F> {
 
 impl<F> std::fmt::Debug for DataRunCursor<'_, F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DataRunCursor").field("at", &self.at).finish_non_exhaustive()
+        f.debug_struct("DataRunCursor")
+            .field("at", &self.at)
+            .finish_non_exhaustive()
     }
 }
 

@@ -158,7 +158,22 @@ fn seek_targets(keys: &[u64], rng: &mut impl Rng) -> Vec<u64> {
         t.push(last.saturating_add(1));
     }
     let n = keys.len();
-    for i in [0, 1, 253, 254, 255, 256, 257, 509, 510, 511, n / 3, n / 2, n.saturating_sub(2), n.saturating_sub(1)] {
+    for i in [
+        0,
+        1,
+        253,
+        254,
+        255,
+        256,
+        257,
+        509,
+        510,
+        511,
+        n / 3,
+        n / 2,
+        n.saturating_sub(2),
+        n.saturating_sub(1),
+    ] {
         if let Some(&k) = keys.get(i) {
             t.extend([k, k.wrapping_add(1), k.wrapping_sub(1)]);
         }
@@ -176,7 +191,11 @@ pub fn check_cursor(idx: &dyn Index, keys: &[u64], what: &str) {
     let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(keys.len() as u64 ^ 0x5eed);
     // A fresh cursor starts before the first record.
     let mut c = idx.cursor().unwrap();
-    assert_eq!(c.next().unwrap(), oracle_from(keys, 0, 1).first().copied(), "{what}: fresh cursor");
+    assert_eq!(
+        c.next().unwrap(),
+        oracle_from(keys, 0, 1).first().copied(),
+        "{what}: fresh cursor"
+    );
     let targets = seek_targets(keys, &mut rng);
     for (j, &t) in targets.iter().enumerate() {
         let p = lb(keys, t);
@@ -213,7 +232,11 @@ pub fn check_cursor(idx: &dyn Index, keys: &[u64], what: &str) {
             assert_eq!(c.next().unwrap(), None, "{what}: seek({t}): next past the end");
             assert_eq!(c.next().unwrap(), None, "{what}: seek({t}): next after the end");
             let mut more = Vec::new();
-            assert_eq!(c.next_batch(5, &mut more).unwrap(), 0, "{what}: seek({t}): batch after the end");
+            assert_eq!(
+                c.next_batch(5, &mut more).unwrap(),
+                0,
+                "{what}: seek({t}): batch after the end"
+            );
             assert!(more.is_empty());
         }
     }
@@ -244,7 +267,10 @@ pub fn check_batches(idx: &dyn Index, keys: &[u64], what: &str, stride: usize) {
         let want_get = if present { Some(pos as u64) } else { None };
         assert_eq!(gets[j + 1], want_get, "{what}: get_many[{j}] = get({q})");
         let want_lb = keys.get(pos).map(|&k| (k, pos as u64));
-        assert_eq!(lbs[j], want_lb, "{what}: lower_bound_many[{j}] = lower_bound({q})");
+        assert_eq!(
+            lbs[j], want_lb,
+            "{what}: lower_bound_many[{j}] = lower_bound({q})"
+        );
     }
     let mut empty = Vec::new();
     idx.get_many(&[], &mut empty).unwrap();

@@ -74,7 +74,8 @@ use reader::{BTreeCursor, Pinned};
 use writer::Scratch;
 
 use super::{
-    BuildOptions, Cursor, Index, IndexKind, IndexStats, Manifest, OpenOptions, Params, Record, Records, Residency,
+    BuildOptions, Cursor, Index, IndexKind, IndexStats, Manifest, OpenOptions, Params, Record, Records,
+    Residency,
 };
 use crate::storage::{AlignedBuf, Directory, IoContext, IoStats, PageCache, Storage};
 use crate::{Error, Result};

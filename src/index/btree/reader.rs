@@ -576,13 +576,21 @@ impl<'a> BTreeCursor<'a> {
     /// Reads leaf `page` and holds its records from the lower bound of
     /// `from` (all of them when `None`). `resume` is where to descend from
     /// if the leaf holds no record and the tree changes.
-    fn load(&mut self, st: &State, page: u64, from: Option<u64>, resume: Option<u64>, buf: &mut [u8]) -> Result<()> {
+    fn load(
+        &mut self,
+        st: &State,
+        page: u64,
+        from: Option<u64>,
+        resume: Option<u64>,
+        buf: &mut [u8],
+    ) -> Result<()> {
         self.tree.read_page(page, buf)?;
         let leaf = LeafPage::open(buf, page, self.tree.name())?;
         let start = from.map_or(0, |k| leaf.lower_bound(k));
         self.recs.clear();
         self.at = 0;
-        self.recs.extend((start..leaf.count()).filter_map(|i| leaf.record(i)));
+        self.recs
+            .extend((start..leaf.count()).filter_map(|i| leaf.record(i)));
         let resume = match self.recs.last() {
             Some(&(k, _)) => k.checked_add(1),
             None => resume,
