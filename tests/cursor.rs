@@ -32,19 +32,22 @@ fn indexes() -> &'static [(tempfile::TempDir, Box<dyn Index>)] {
     IDX.get_or_init(|| {
         SPECS
             .iter()
-            .map(|spec| {
-                let tmp = tempfile::tempdir().unwrap();
-                let s: IndexSpec = spec.parse().unwrap();
-                index::build(&s, keys(), tmp.path(), &BuildOptions::default()).unwrap();
-                let opts = OpenOptions {
-                    resident: Residency::None,
-                    ..Default::default()
-                };
-                let idx = index::open(tmp.path(), &opts).unwrap();
-                (tmp, idx)
-            })
+            .map(|spec| build_open(spec, keys(), Residency::None))
             .collect()
     })
+}
+
+/// Builds `spec` over `keys` in a new directory and opens it.
+fn build_open(spec: &str, keys: &[u64], resident: Residency) -> (tempfile::TempDir, Box<dyn Index>) {
+    let tmp = tempfile::tempdir().unwrap();
+    let s: IndexSpec = spec.parse().unwrap();
+    index::build(&s, keys, tmp.path(), &BuildOptions::default()).unwrap();
+    let opts = OpenOptions {
+        resident,
+        ..Default::default()
+    };
+    let idx = index::open(tmp.path(), &opts).unwrap();
+    (tmp, idx)
 }
 
 #[derive(Debug, Clone)]
@@ -113,11 +116,8 @@ proptest! {
 #[test]
 fn btree_cursor_across_writes() {
     use std::collections::BTreeSet;
-    let tmp = tempfile::tempdir().unwrap();
     let even: Vec<u64> = (0..20_000u64).map(|i| i * 2).collect();
-    let s: IndexSpec = "btree".parse().unwrap();
-    index::build(&s, &even, tmp.path(), &BuildOptions::default()).unwrap();
-    let idx = index::open(tmp.path(), &OpenOptions::default()).unwrap();
+    let (_tmp, idx) = build_open("btree", &even, Residency::Index);
     let mut c = idx.cursor().unwrap();
     c.seek(0).unwrap();
     let mut got: Vec<u64> = Vec::new();
