@@ -140,7 +140,8 @@ impl DataRunReader {
         DataRunCursor::new(&self.run, move |key| self.locate(key, predict(key)?, fetch))
     }
 
-    /// Scan from a predicted range.
+    /// Scan from a predicted range: a [`DataRunReader::cursor`] sought to
+    /// `key` with `approx`, then one batch of `count`.
     pub fn scan(
         &self,
         key: u64,
@@ -149,8 +150,10 @@ impl DataRunReader {
         count: usize,
         out: &mut Vec<Record>,
     ) -> Result<()> {
-        let loc = self.locate(key, approx, fetch)?;
-        scan_data_run(&self.run, loc.run, loc.lb, count, out)
+        let mut c = self.cursor(fetch, move |_| Ok(approx));
+        c.seek(key)?;
+        c.next_batch(count, out)?;
+        Ok(())
     }
 }
 
