@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::{Db, MergeTrigger, Options, StaticKind, SyncPolicy};
+use super::{Db, DbRange, MergeTrigger, Options, StaticKind, SyncPolicy};
 use crate::index::{
-    BuildOptions, Index, IndexKind, IndexStats, Manifest, OpenOptions, Params, Record, Records,
+    BuildOptions, Cursor, Index, IndexKind, IndexStats, Manifest, OpenOptions, Params, Record, Records,
 };
 use crate::storage::{Directory, IoContext, IoStats};
 use crate::{Error, Result};
@@ -173,11 +173,13 @@ impl Index for DbIndex {
         self.db.range(key..).next().transpose()
     }
 
-    fn scan(&self, from: u64, count: usize, out: &mut Vec<Record>) -> Result<()> {
-        for r in self.db.range(from..).take(count) {
-            out.push(r?);
-        }
-        Ok(())
+    /// Over [`Db::range`]: a seek starts a new range at the key (one
+    /// version of the store, as [`Db::range`] holds it).
+    fn cursor(&self) -> Result<Box<dyn Cursor + '_>> {
+        Ok(Box::new(DbCursor {
+            db: &self.db,
+            range: None,
+        }))
     }
 
     fn supports_updates(&self) -> bool {
@@ -232,5 +234,24 @@ impl Index for DbIndex {
 
     fn io(&self) -> &Arc<IoStats> {
         self.db.io()
+    }
+}
+
+/// A [`Cursor`] over a store: each seek starts a [`Db::range`] from the key.
+struct DbCursor<'a> {
+    db: &'a Db,
+    /// The range being read; `None` before the first seek (as if at 0).
+    range: Option<DbRange>,
+}
+
+impl Cursor for DbCursor<'_> {
+    fn seek(&mut self, key: u64) -> Result<()> {
+        self.range = Some(self.db.range(key..));
+        Ok(())
+    }
+
+    fn next(&mut self) -> Result<Option<Record>> {
+        let db = self.db;
+        self.range.get_or_insert_with(|| db.range(..)).next().transpose()
     }
 }

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::{
-    ApproxPos, BuildOptions, Index, IndexKind, IndexStats, Manifest, OpenOptions, Params, Record, Records,
-    scan_data_run,
+    ApproxPos, BuildOptions, Cursor, DataRunCursor, Index, IndexKind, IndexStats, Located, Manifest,
+    OpenOptions, Params, Record, Records,
 };
 use crate::Result;
 use crate::format::{DataRun, DataRunMeta, DataRunWriter, PageRun};
@@ -133,9 +133,13 @@ impl Index for BinaryIndex {
         Ok(page.and_then(|p| p.record(lb)))
     }
 
-    fn scan(&self, from: u64, count: usize, out: &mut Vec<Record>) -> Result<()> {
-        let (lb, page) = self.locate(from)?;
-        scan_data_run(&self.run, page, lb, count, out)
+    /// Seeks with the binary search over pages, then reads page by page; a
+    /// scan reads the pages it still needs in one call.
+    fn cursor(&self) -> Result<Box<dyn Cursor + '_>> {
+        Ok(Box::new(DataRunCursor::new(&self.run, |key| {
+            let (lb, run) = self.locate(key)?;
+            Ok(Located { lb, run })
+        })))
     }
 
     fn approx(&self, _key: u64) -> Result<Option<ApproxPos>> {

@@ -12,6 +12,7 @@
 
 pub mod binary;
 pub mod btree;
+mod cursor;
 pub mod layered;
 mod manifest;
 mod params;
@@ -24,10 +25,11 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+pub use cursor::{Cursor, LowerBoundCursor};
 pub use manifest::{MANIFEST_FILE, MANIFEST_MAGIC, MANIFEST_VERSION, Manifest};
 pub use params::{IndexSpec, Params, parse_size};
 pub use registry::{BuildOptions, BuildReport, IndexKind, OpenOptions, Registry, Residency, registry};
-pub use scan::{DataRunReader, Fetch, Located, scan_data_run};
+pub use scan::{DataRunCursor, DataRunReader, Fetch, Located, scan_data_run};
 
 use crate::storage::IoStats;
 use crate::{Error, Result};
@@ -156,7 +158,53 @@ pub trait Index: Send + Sync {
     fn lower_bound(&self, key: u64) -> Result<Option<Record>>;
 
     /// Appends to `out` up to `count` records with keys `>= from`, ascending.
-    fn scan(&self, from: u64, count: usize, out: &mut Vec<Record>) -> Result<()>;
+    ///
+    /// Provided: [`Cursor::seek`] to `from`, then [`Cursor::next_batch`] of
+    /// `count` on [`Index::cursor`], so a scan reads what the kind's cursor
+    /// reads.
+    fn scan(&self, from: u64, count: usize, out: &mut Vec<Record>) -> Result<()> {
+        let mut c = self.cursor()?;
+        c.seek(from)?;
+        c.next_batch(count, out)?;
+        Ok(())
+    }
+
+    /// A cursor over the records in ascending key order, positioned before
+    /// the first record (see [`Cursor`] for its contract). It borrows the
+    /// index and holds no lock between calls.
+    ///
+    /// Provided: a [`LowerBoundCursor`] (one [`Index::lower_bound`] per
+    /// record); kinds over pages return a cursor that reads page by page.
+    fn cursor(&self) -> Result<Box<dyn Cursor + '_>> {
+        Ok(Box::new(LowerBoundCursor::new(self)))
+    }
+
+    /// Appends to `out` the value of each of `keys` (`None` if absent), in
+    /// the order of `keys`; `keys` may come in any order and repeat. On an
+    /// error, `out` holds the answers of a prefix of `keys`.
+    ///
+    /// Provided: one [`Index::get`] per key, with that call's I/O.
+    fn get_many(&self, keys: &[u64], out: &mut Vec<Option<u64>>) -> Result<()> {
+        out.reserve(keys.len());
+        for &k in keys {
+            out.push(self.get(k)?);
+        }
+        Ok(())
+    }
+
+    /// Appends to `out` the lower bound of each of `keys` (the first record
+    /// whose key is `>=` it, `None` if there is none), in the order of
+    /// `keys`; `keys` may come in any order and repeat. On an error, `out`
+    /// holds the answers of a prefix of `keys`.
+    ///
+    /// Provided: one [`Index::lower_bound`] per key, with that call's I/O.
+    fn lower_bound_many(&self, keys: &[u64], out: &mut Vec<Option<Record>>) -> Result<()> {
+        out.reserve(keys.len());
+        for &k in keys {
+            out.push(self.lower_bound(k)?);
+        }
+        Ok(())
+    }
 
     /// The model's prediction for `key` (learned kinds only).
     fn approx(&self, _key: u64) -> Result<Option<ApproxPos>> {

@@ -1,7 +1,7 @@
 //! Reading records out of a data run: last-mile search and range scans,
 //! shared by every static index kind.
 
-use super::{ApproxPos, Record};
+use super::{ApproxPos, Cursor, Record};
 use crate::format::{DataRun, PageRun};
 use crate::{Error, Result};
 
@@ -130,7 +130,18 @@ impl DataRunReader {
         self.record_at(loc.lb, loc.run.as_ref())
     }
 
-    /// Scan from a predicted range.
+    /// A cursor over the run that seeks with `predict` and `fetch`: the
+    /// pages a [`DataRunReader::lower_bound`] reads, then page by page.
+    pub fn cursor<'a>(
+        &'a self,
+        fetch: Fetch,
+        predict: impl Fn(u64) -> Result<ApproxPos> + 'a,
+    ) -> DataRunCursor<'a, impl Fn(u64) -> Result<Located> + 'a> {
+        DataRunCursor::new(&self.run, move |key| self.locate(key, predict(key)?, fetch))
+    }
+
+    /// Scan from a predicted range: a [`DataRunReader::cursor`] sought to
+    /// `key` with `approx`, then one batch of `count`.
     pub fn scan(
         &self,
         key: u64,
@@ -139,8 +150,10 @@ impl DataRunReader {
         count: usize,
         out: &mut Vec<Record>,
     ) -> Result<()> {
-        let loc = self.locate(key, approx, fetch)?;
-        scan_data_run(&self.run, loc.run, loc.lb, count, out)
+        let mut c = self.cursor(fetch, move |_| Ok(approx));
+        c.seek(key)?;
+        c.next_batch(count, out)?;
+        Ok(())
     }
 }
 
@@ -153,36 +166,133 @@ pub fn scan_data_run(
     count: usize,
     out: &mut Vec<Record>,
 ) -> Result<()> {
-    let n = run.len();
-    let end = start.saturating_add(count as u64).min(n);
-    if start >= end {
-        return Ok(());
+    RunPosition {
+        run,
+        pages: have,
+        pos: start,
     }
-    let mut i = start;
-    if let Some(r) = &have {
-        let (_, rhi) = r.item_range();
-        while i < end && i < rhi {
-            match r.record(i) {
-                Some(rec) => out.push(rec),
-                None => break,
-            }
-            i += 1;
-        }
-    }
-    if i < end {
-        let meta = run.meta();
-        let rest = run.read_pages(meta.page_of(i), meta.page_of(end - 1) + 1)?;
-        while i < end {
-            let rec = rest.record(i).ok_or_else(|| {
-                Error::corruption(
-                    run.storage().name(),
-                    meta.page_of(i) + 1,
-                    "record missing from page",
-                )
-            })?;
-            out.push(rec);
-            i += 1;
-        }
-    }
+    .next_batch(count, out)?;
     Ok(())
+}
+
+/// A position in a data run with the pages read last.
+#[derive(Debug)]
+struct RunPosition<'a> {
+    run: &'a DataRun,
+    /// The pages read last (they may or may not hold `pos`).
+    pages: Option<PageRun>,
+    /// Item index of the next record.
+    pos: u64,
+}
+
+impl RunPosition<'_> {
+    fn missing(&self, i: u64) -> Error {
+        Error::corruption(
+            self.run.storage().name(),
+            self.run.meta().page_of(i) + 1,
+            "record missing from page",
+        )
+    }
+
+    /// The record at `pos`, reading its page (one page) if the pages held
+    /// do not have it.
+    fn next(&mut self) -> Result<Option<Record>> {
+        let i = self.pos;
+        if i >= self.run.len() {
+            return Ok(None);
+        }
+        let rec = match self.pages.as_ref().and_then(|r| r.record(i)) {
+            Some(rec) => rec,
+            None => {
+                let page = self.run.read_page(self.run.meta().page_of(i))?;
+                let rec = page.record(i).ok_or_else(|| self.missing(i))?;
+                self.pages = Some(page);
+                rec
+            }
+        };
+        self.pos = i + 1;
+        Ok(Some(rec))
+    }
+
+    /// Appends up to `count` records: those in the pages held, then the
+    /// rest from one read call covering every page they need.
+    fn next_batch(&mut self, count: usize, out: &mut Vec<Record>) -> Result<usize> {
+        let end = self.pos.saturating_add(count as u64).min(self.run.len());
+        let start = self.pos;
+        if start >= end {
+            return Ok(0);
+        }
+        let mut i = start;
+        if let Some(r) = &self.pages {
+            let (_, rhi) = r.item_range();
+            while i < end && i < rhi {
+                match r.record(i) {
+                    Some(rec) => out.push(rec),
+                    None => break,
+                }
+                i += 1;
+            }
+        }
+        if i < end {
+            let meta = self.run.meta();
+            let rest = self.run.read_pages(meta.page_of(i), meta.page_of(end - 1) + 1)?;
+            while i < end {
+                let rec = rest.record(i).ok_or_else(|| self.missing(i))?;
+                out.push(rec);
+                i += 1;
+            }
+            self.pages = Some(rest);
+        }
+        self.pos = end;
+        Ok((end - start) as usize)
+    }
+}
+
+/// A [`Cursor`] over a data run: `seek` calls the kind's `locate` (its
+/// model's prediction and last-mile search, or a binary search), `next`
+/// reads one page when the pages held are used up, and `next_batch` reads
+/// every further page it needs in one call (as [`scan_data_run`] does).
+pub struct DataRunCursor<'a, F> {
+    at: RunPosition<'a>,
+    locate: F,
+}
+
+impl<F> std::fmt::Debug for DataRunCursor<'_, F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DataRunCursor")
+            .field("at", &self.at)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a, F: Fn(u64) -> Result<Located>> DataRunCursor<'a, F> {
+    /// A cursor over `run`, before its first record; `locate(key)` must
+    /// return the lower bound of `key` in `run` (with the pages it read).
+    pub fn new(run: &'a DataRun, locate: F) -> Self {
+        DataRunCursor {
+            at: RunPosition {
+                run,
+                pages: None,
+                pos: 0,
+            },
+            locate,
+        }
+    }
+}
+
+impl<F: Fn(u64) -> Result<Located>> Cursor for DataRunCursor<'_, F> {
+    fn seek(&mut self, key: u64) -> Result<()> {
+        let loc = (self.locate)(key)?;
+        self.at.pos = loc.lb;
+        self.at.pages = loc.run;
+        Ok(())
+    }
+
+    fn next(&mut self) -> Result<Option<Record>> {
+        self.at.next()
+    }
+
+    fn next_batch(&mut self, count: usize, out: &mut Vec<Record>) -> Result<usize> {
+        self.at.next_batch(count, out)
+    }
 }

@@ -133,6 +133,148 @@ pub fn check_sampled(idx: &dyn Index, keys: &[u64], what: &str, stride: usize) {
             assert_eq!(out, want, "{what}: scan({s}, {count})");
         }
     }
+    check_cursor(idx, keys, what);
+    check_batches(idx, keys, what, stride);
+}
+
+/// The oracle's records from rank `p` on, at most `count` of them.
+fn oracle_from(keys: &[u64], p: usize, count: usize) -> Vec<(u64, u64)> {
+    keys.iter()
+        .enumerate()
+        .skip(p)
+        .take(count)
+        .map(|(i, &k)| (k, i as u64))
+        .collect()
+}
+
+/// Seek targets: below the first key, every boundary key, between keys,
+/// past the last key, `u64::MAX`.
+fn seek_targets(keys: &[u64], rng: &mut impl Rng) -> Vec<u64> {
+    let mut t = vec![0, 1, u64::MAX, u64::MAX - 1];
+    if let Some(&first) = keys.first() {
+        t.push(first.saturating_sub(1));
+    }
+    if let Some(&last) = keys.last() {
+        t.push(last.saturating_add(1));
+    }
+    let n = keys.len();
+    for i in [
+        0,
+        1,
+        253,
+        254,
+        255,
+        256,
+        257,
+        509,
+        510,
+        511,
+        n / 3,
+        n / 2,
+        n.saturating_sub(2),
+        n.saturating_sub(1),
+    ] {
+        if let Some(&k) = keys.get(i) {
+            t.extend([k, k.wrapping_add(1), k.wrapping_sub(1)]);
+        }
+    }
+    for _ in 0..10 {
+        t.push(rng.random());
+    }
+    t
+}
+
+/// Cursors against the oracle: one cursor sought again and again (after
+/// running to the end, part way, and by batches), `next` across page
+/// boundaries, `None` at the end and after it.
+pub fn check_cursor(idx: &dyn Index, keys: &[u64], what: &str) {
+    let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(keys.len() as u64 ^ 0x5eed);
+    // A fresh cursor starts before the first record.
+    let mut c = idx.cursor().unwrap();
+    assert_eq!(
+        c.next().unwrap(),
+        oracle_from(keys, 0, 1).first().copied(),
+        "{what}: fresh cursor"
+    );
+    let targets = seek_targets(keys, &mut rng);
+    for (j, &t) in targets.iter().enumerate() {
+        let p = lb(keys, t);
+        c.seek(t).unwrap();
+        // Every fourth seek runs to the end; the others stop after 600
+        // records (two page boundaries and more).
+        let limit = if j % 4 == 0 { usize::MAX } else { 600 };
+        let want = oracle_from(keys, p, limit);
+        let mut got = Vec::with_capacity(want.len());
+        if j % 3 == 1 {
+            // Mixed: a few single steps, then batches.
+            for _ in 0..3 {
+                if got.len() < want.len() {
+                    got.extend(c.next().unwrap());
+                }
+            }
+            while got.len() < want.len() {
+                let ask = (want.len() - got.len()).min(257);
+                let n = c.next_batch(ask, &mut got).unwrap();
+                if n < ask {
+                    break;
+                }
+            }
+        } else {
+            while got.len() < want.len() {
+                match c.next().unwrap() {
+                    Some(r) => got.push(r),
+                    None => break,
+                }
+            }
+        }
+        assert_eq!(got, want, "{what}: seek({t}) then next");
+        if p + want.len() == keys.len() {
+            assert_eq!(c.next().unwrap(), None, "{what}: seek({t}): next past the end");
+            assert_eq!(c.next().unwrap(), None, "{what}: seek({t}): next after the end");
+            let mut more = Vec::new();
+            assert_eq!(
+                c.next_batch(5, &mut more).unwrap(),
+                0,
+                "{what}: seek({t}): batch after the end"
+            );
+            assert!(more.is_empty());
+        }
+    }
+}
+
+/// The batch methods against one-by-one lookups on the oracle, for keys in
+/// random order with repeats.
+pub fn check_batches(idx: &dyn Index, keys: &[u64], what: &str, stride: usize) {
+    let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(keys.len() as u64 ^ 0xba7c4);
+    let mut batch: Vec<u64> = probes(keys, &mut rng).into_iter().step_by(stride).collect();
+    batch.extend(keys.iter().step_by(stride.max(keys.len() / 500).max(1)));
+    let dupes: Vec<u64> = batch.iter().copied().take(20).collect();
+    batch.extend(dupes);
+    // Fisher-Yates: any order of input is allowed.
+    for i in (1..batch.len()).rev() {
+        batch.swap(i, rng.random_range(0..=i));
+    }
+    let mut gets = vec![Some(7)];
+    idx.get_many(&batch, &mut gets).unwrap();
+    let mut lbs = Vec::new();
+    idx.lower_bound_many(&batch, &mut lbs).unwrap();
+    assert_eq!(gets.len(), batch.len() + 1, "{what}: get_many appends");
+    assert_eq!(gets[0], Some(7), "{what}: get_many keeps what out held");
+    assert_eq!(lbs.len(), batch.len(), "{what}: lower_bound_many");
+    for (j, &q) in batch.iter().enumerate() {
+        let pos = lb(keys, q);
+        let present = keys.get(pos) == Some(&q);
+        let want_get = if present { Some(pos as u64) } else { None };
+        assert_eq!(gets[j + 1], want_get, "{what}: get_many[{j}] = get({q})");
+        let want_lb = keys.get(pos).map(|&k| (k, pos as u64));
+        assert_eq!(
+            lbs[j], want_lb,
+            "{what}: lower_bound_many[{j}] = lower_bound({q})"
+        );
+    }
+    let mut empty = Vec::new();
+    idx.get_many(&[], &mut empty).unwrap();
+    assert!(empty.is_empty(), "{what}: get_many of no key");
 }
 
 /// Builds `spec` over every data set and checks it, opened in several ways.

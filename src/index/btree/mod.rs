@@ -71,11 +71,12 @@ pub use builder::{BulkLoader, WRITE_BATCH_PAGES, check_fill, fill_targets, load_
 pub use format::{BTREE_FILE_ID, BTREE_MAGIC, BTREE_VERSION, Meta, inner_fanout, node_capacity};
 pub use reader::VerifyReport;
 
-use reader::Pinned;
+use reader::{BTreeCursor, Pinned};
 use writer::Scratch;
 
 use super::{
-    BuildOptions, Index, IndexKind, IndexStats, Manifest, OpenOptions, Params, Record, Records, Residency,
+    BuildOptions, Cursor, Index, IndexKind, IndexStats, Manifest, OpenOptions, Params, Record, Records,
+    Residency,
 };
 use crate::pager::Pager;
 use crate::storage::{Directory, IoContext, IoStats, PageCache};
@@ -303,9 +304,23 @@ impl Index for BTree {
         self.lower_bound_impl(key)
     }
 
-    /// Descends like [`Index::get`], then reads one page per further leaf.
+    /// Descends like [`Index::get`], then reads one page per further leaf;
+    /// reads nothing when `count` is 0.
     fn scan(&self, from: u64, count: usize, out: &mut Vec<Record>) -> Result<()> {
-        self.scan_impl(from, count, out)
+        if count == 0 {
+            return Ok(());
+        }
+        out.reserve(count.min(usize::try_from(self.len()).unwrap_or(usize::MAX)));
+        let mut c = BTreeCursor::new(self);
+        c.seek(from)?;
+        c.next_batch(count, out)?;
+        Ok(())
+    }
+
+    /// A seek descends like [`Index::get`] (reading the key's leaf); `next`
+    /// follows the sibling links, one leaf page per read.
+    fn cursor(&self) -> Result<Box<dyn Cursor + '_>> {
+        Ok(Box::new(BTreeCursor::new(self)))
     }
 
     fn supports_updates(&self) -> bool {

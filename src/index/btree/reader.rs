@@ -12,7 +12,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::format::{InnerNode, InnerPage, LeafPage, META_PAGE, Meta, NO_PAGE};
 use super::{BTree, State};
-use crate::index::Record;
+use crate::index::{Cursor, Record};
 use crate::storage::{AlignedBuf, Storage};
 use crate::{Error, Result};
 
@@ -359,37 +359,6 @@ impl BTree {
         })
     }
 
-    pub(super) fn scan_impl(&self, from: u64, count: usize, out: &mut Vec<Record>) -> Result<()> {
-        if count == 0 {
-            return Ok(());
-        }
-        let st = self.state.read();
-        out.reserve(count.min(usize::try_from(st.meta.n).unwrap_or(usize::MAX)));
-        with_page_buf(self.page_size, |buf| {
-            let mut page = self.leaf_for(&st, from, buf)?;
-            let mut remaining = count;
-            let mut first = true;
-            let mut hops = 0;
-            loop {
-                self.read_page(page, buf)?;
-                let leaf = LeafPage::open(buf, page, self.name())?;
-                let start = if first { leaf.lower_bound(from) } else { 0 };
-                let end = leaf.count().min(start.saturating_add(remaining));
-                for i in start..end {
-                    if let Some(r) = leaf.record(i) {
-                        out.push(r);
-                    }
-                }
-                remaining -= end.saturating_sub(start);
-                if remaining == 0 || leaf.next() == NO_PAGE {
-                    return Ok(());
-                }
-                page = self.next_leaf(&st.meta, page, leaf.next(), &mut hops)?;
-                first = false;
-            }
-        })
-    }
-
     /// Reads every page of the tree from storage and checks the whole
     /// structure: checksums and page types per level, counts, keys strictly
     /// increasing and inside the range their parent routes to them, every
@@ -542,6 +511,169 @@ impl BTree {
             inner,
             records,
             free_pages: free,
+        })
+    }
+}
+
+/// Where a [`BTreeCursor`] goes once the records it holds are used up.
+#[derive(Debug, Clone, Copy)]
+enum Then {
+    /// Descend from the root to the leaf of this key and start at its lower
+    /// bound.
+    Descend(u64),
+    /// Read leaf `page`, the right sibling of leaf `from`. If the tree
+    /// changed since `from` was read, descend from `resume` instead (the
+    /// key after the last one `from` held; `None` if that was `u64::MAX`).
+    Sibling {
+        from: u64,
+        page: u64,
+        resume: Option<u64>,
+    },
+    /// No record is left.
+    End,
+}
+
+/// A [`Cursor`] over a [`BTree`]: a seek descends like a lookup and reads
+/// the key's leaf, [`Cursor::next`] follows the sibling link and reads one
+/// leaf when the records of the last one are used up.
+///
+/// It holds the records of the last leaf it read (from the cursor's
+/// position on) and the tree's shared lock only during a call. When the
+/// tree changed between two calls (its meta page differs), it descends
+/// again from the key after the last leaf it read instead of following a
+/// sibling link that may be stale.
+#[derive(Debug)]
+pub(super) struct BTreeCursor<'a> {
+    tree: &'a BTree,
+    /// Records of the last leaf read, from the lower bound of the seek key.
+    recs: Vec<Record>,
+    /// Index in `recs` of the next record.
+    at: usize,
+    then: Then,
+    /// The meta page when the last leaf was read.
+    meta: Meta,
+    /// Sibling links followed since the last descent (cycle guard).
+    hops: u64,
+}
+
+impl<'a> BTreeCursor<'a> {
+    /// A cursor before the first record of `tree`.
+    pub(super) fn new(tree: &'a BTree) -> Self {
+        BTreeCursor {
+            tree,
+            recs: Vec::new(),
+            at: 0,
+            then: Then::Descend(0),
+            meta: tree.state.read().meta,
+            hops: 0,
+        }
+    }
+
+    /// Reads leaf `page` and holds its records from the lower bound of
+    /// `from` (all of them when `None`). `resume` is where to descend from
+    /// if the leaf holds no record and the tree changes.
+    fn load(
+        &mut self,
+        st: &State,
+        page: u64,
+        from: Option<u64>,
+        resume: Option<u64>,
+        buf: &mut [u8],
+    ) -> Result<()> {
+        self.tree.read_page(page, buf)?;
+        let leaf = LeafPage::open(buf, page, self.tree.name())?;
+        let start = from.map_or(0, |k| leaf.lower_bound(k));
+        self.recs.clear();
+        self.at = 0;
+        self.recs
+            .extend((start..leaf.count()).filter_map(|i| leaf.record(i)));
+        let resume = match self.recs.last() {
+            Some(&(k, _)) => k.checked_add(1),
+            None => resume,
+        };
+        self.then = match leaf.next() {
+            NO_PAGE => Then::End,
+            next => Then::Sibling {
+                from: page,
+                page: next,
+                resume,
+            },
+        };
+        self.meta = st.meta;
+        Ok(())
+    }
+
+    /// Descends to the leaf of `key` and holds its records from `key` on.
+    fn descend(&mut self, st: &State, key: u64, buf: &mut [u8]) -> Result<()> {
+        self.hops = 0;
+        let page = self.tree.leaf_for(st, key, buf)?;
+        self.load(st, page, Some(key), Some(key), buf)
+    }
+
+    /// Reads leaves until a record is held; false at the end.
+    fn refill(&mut self, st: &State, buf: &mut [u8]) -> Result<bool> {
+        while self.at >= self.recs.len() {
+            match self.then {
+                Then::End => return Ok(false),
+                Then::Descend(key) => self.descend(st, key, buf)?,
+                Then::Sibling { resume, .. } if st.meta != self.meta => {
+                    self.then = resume.map_or(Then::End, Then::Descend);
+                }
+                Then::Sibling { from, page, resume } => {
+                    let page = self.tree.next_leaf(&st.meta, from, page, &mut self.hops)?;
+                    self.load(st, page, None, resume, buf)?;
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// Appends up to `count` held records; returns how many.
+    fn drain(&mut self, count: usize, out: &mut Vec<Record>) -> usize {
+        let take = count.min(self.recs.len().saturating_sub(self.at));
+        if let Some(rs) = self.recs.get(self.at..self.at + take) {
+            out.extend_from_slice(rs);
+        }
+        self.at += take;
+        take
+    }
+}
+
+impl Cursor for BTreeCursor<'_> {
+    fn seek(&mut self, key: u64) -> Result<()> {
+        let tree = self.tree;
+        let st = tree.state.read();
+        with_page_buf(tree.page_size, |buf| self.descend(&st, key, buf))
+    }
+
+    fn next(&mut self) -> Result<Option<Record>> {
+        if let Some(&r) = self.recs.get(self.at) {
+            self.at += 1;
+            return Ok(Some(r));
+        }
+        let tree = self.tree;
+        let st = tree.state.read();
+        if !with_page_buf(tree.page_size, |buf| self.refill(&st, buf))? {
+            return Ok(None);
+        }
+        let r = self.recs.get(self.at).copied();
+        self.at += 1;
+        Ok(r)
+    }
+
+    /// Takes the shared lock once for the whole batch.
+    fn next_batch(&mut self, count: usize, out: &mut Vec<Record>) -> Result<usize> {
+        let mut n = self.drain(count, out);
+        if n == count {
+            return Ok(n);
+        }
+        let tree = self.tree;
+        let st = tree.state.read();
+        with_page_buf(tree.page_size, |buf| {
+            while n < count && self.refill(&st, buf)? {
+                n += self.drain(count - n, out);
+            }
+            Ok(n)
         })
     }
 }

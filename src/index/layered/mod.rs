@@ -42,7 +42,7 @@ pub use layer::{Access, LAYER_MAGIC, LAYER_VERSION, LayerKind, band_range, layer
 pub use pgm_design::{compressed_band, page_aware_lines};
 pub use zone_design::{PAGE_BOUND_KINDS, design_from_page_bounds};
 
-use super::{ApproxPos, DataRunReader, Fetch, Index, IndexStats, Record};
+use super::{ApproxPos, Cursor, DataRunReader, Fetch, Index, IndexStats, Record};
 use crate::format::PagedFile;
 use crate::storage::{Directory, IoStats};
 use crate::{Error, Result};
@@ -313,9 +313,11 @@ impl Index for LayeredIndex {
         self.data.lower_bound(key, a, self.fetch)
     }
 
-    fn scan(&self, from: u64, count: usize, out: &mut Vec<Record>) -> Result<()> {
-        let a = self.predict(from)?;
-        self.data.scan(from, a, self.fetch, count, out)
+    /// Seeks with the model's prediction and the last-mile search (the
+    /// pages a lower bound reads), then reads page by page; a scan reads
+    /// the pages it still needs in one call.
+    fn cursor(&self) -> Result<Box<dyn Cursor + '_>> {
+        Ok(Box::new(self.data.cursor(self.fetch, |key| self.predict(key))))
     }
 
     fn approx(&self, key: u64) -> Result<Option<ApproxPos>> {
