@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use parking_lot::MutexGuard;
 
+use crate::format::DATA_FILE;
 use crate::format::{DataRun, PageRun};
-use crate::index::binary::DATA_FILE;
 use crate::log::wal_id;
 use crate::storage::{Directory, IoContext, PassThrough, Storage};
 use crate::{Error, Result};

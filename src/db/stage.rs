@@ -8,10 +8,10 @@ use std::sync::Arc;
 use serde_json::{Map, Value, json};
 
 use super::prefix::PrefixDirectory;
+use crate::format::DATA_FILE;
 use crate::format::bytes::get_u64;
 use crate::format::datarun::{DataRun, RECORD_LEN};
 use crate::format::{DataRunWriter, records_per_page};
-use crate::index::binary::DATA_FILE;
 use crate::index::layered::{
     Design, LayeredKind, PAGE_BOUND_KINDS, design_from_page_bounds, layer_file, write_layer,
 };
@@ -143,7 +143,7 @@ fn sample_pages(n: u64, per_page: u64, target: u64, slices: u64) -> Option<Vec<(
 
 /// The keys of pages `ranges` of the data run in `dir`, read back.
 fn run_keys(dir: &dyn Directory, ranges: &[(u64, u64)]) -> Result<Vec<u64>> {
-    let run = DataRun::open(dir.open(DATA_FILE)?)?;
+    let run = DataRun::open(dir.open_read(DATA_FILE)?)?;
     let name = run.storage().name().to_string();
     let mut out = Vec::new();
     for &(a, b) in ranges {

@@ -79,6 +79,24 @@ pub struct DataRunWriter {
     last_key: Option<u64>,
 }
 
+/// File name of the data run inside an index directory (and inside each
+/// generation of a `Db`).
+pub const DATA_FILE: &str = "data.run";
+
+/// Writes `records` (keys strictly increasing, else [`Error::OutOfOrder`])
+/// as the data run [`DATA_FILE`] of `dir`, through a write-once sink.
+pub fn write_data_run(
+    dir: &dyn Directory,
+    records: impl IntoIterator<Item = (u64, u64)>,
+    page_size: usize,
+) -> Result<DataRunMeta> {
+    let mut w = DataRunWriter::create(dir, DATA_FILE, page_size)?;
+    for (k, v) in records {
+        w.push(k, v)?;
+    }
+    w.finish()
+}
+
 impl DataRunWriter {
     /// Starts the data run `name` in `dir` (see [`PagedWriter::create`]).
     pub fn create(dir: &dyn Directory, name: &str, page_size: usize) -> Result<Self> {

@@ -12,8 +12,8 @@ pub mod paged;
 pub mod sosd;
 
 pub use datarun::{
-    DATA_RUN_MAGIC, DATA_RUN_VERSION, DataRun, DataRunMeta, DataRunWriter, PageRun, RECORD_LEN,
-    records_per_page,
+    DATA_FILE, DATA_RUN_MAGIC, DATA_RUN_VERSION, DataRun, DataRunMeta, DataRunWriter, PageRun, RECORD_LEN,
+    records_per_page, write_data_run,
 };
 pub use page::{PAGE_HEADER_LEN, PageHeader, PageType};
 pub use paged::{PagedFile, PagedMeta, PagedRun, PagedSpec, PagedWriter, entries_per_page};

@@ -13,20 +13,8 @@ use super::{
     OpenOptions, Params, Record, Records,
 };
 use crate::Result;
-use crate::format::{DataRun, DataRunMeta, DataRunWriter, PageRun};
+use crate::format::{DATA_FILE, DataRun, PageRun, write_data_run};
 use crate::storage::{Directory, IoContext, IoStats};
-
-/// File name of the data run inside an index directory.
-pub const DATA_FILE: &str = "data.run";
-
-/// Writes `records` as the data run `data.run` of an index directory.
-pub fn write_data_run(dir: &dyn Directory, records: Records<'_>, page_size: usize) -> Result<DataRunMeta> {
-    let mut w = DataRunWriter::create(dir, DATA_FILE, page_size)?;
-    for (k, v) in records.iter() {
-        w.push(k, v)?;
-    }
-    w.finish()
-}
 
 /// The `binary` kind.
 #[derive(Debug)]
@@ -48,7 +36,7 @@ impl IndexKind for BinaryKind {
         dir: &dyn Directory,
         opts: &BuildOptions,
     ) -> Result<(Vec<String>, Value)> {
-        let meta = write_data_run(dir, records, opts.page_size)?;
+        let meta = write_data_run(dir, records.iter(), opts.page_size)?;
         Ok((vec![DATA_FILE.to_string()], json!({ "pages": meta.pages })))
     }
 

@@ -16,7 +16,7 @@ use super::tree_design::{btree_static, fiting_static};
 use super::zone_design::{gap_zonemap_d, leco_zonemap, leco_zonemap_d, zonemap};
 use super::{LayeredIndex, layer_file};
 use crate::Result;
-use crate::index::binary::{DATA_FILE, write_data_run};
+use crate::format::{DATA_FILE, write_data_run};
 use crate::index::{
     BuildOptions, Fetch, Index, IndexKind, Manifest, OpenOptions, Params, Records, Residency,
 };
@@ -43,7 +43,7 @@ impl IndexKind for LayeredKind {
         opts: &BuildOptions,
     ) -> Result<(Vec<String>, Value)> {
         fetch_param(params)?;
-        let meta = write_data_run(dir, records, opts.page_size)?;
+        let meta = write_data_run(dir, records.iter(), opts.page_size)?;
         let design = (self.design)(params, records.keys(), meta.per_page, opts.page_size)?;
         let mut files = vec![DATA_FILE.to_string()];
         let mut layers = Vec::new();

@@ -163,7 +163,7 @@ impl LayeredIndex {
         fetch: Fetch,
         models: Option<u64>,
     ) -> Result<Self> {
-        let run = crate::format::DataRun::open(io.wrap(dir.open_read(super::binary::DATA_FILE)?))?;
+        let run = crate::format::DataRun::open(io.wrap(dir.open_read(crate::format::DATA_FILE)?))?;
         let mut open = Vec::with_capacity(layers);
         for i in 0..layers {
             let resident = i + pinned.min(layers) >= layers;
