@@ -2,23 +2,35 @@
 //!
 //! A storage toolkit for ordered `u64 -> u64` indexes whose small models live
 //! in memory (or on slow storage) and whose data lives in checksummed pages on
-//! an SSD, a network file system or any [`storage::Storage`]. See
-//! `ARCHITECTURE.md` for the design: one layered-index engine, the updatable
-//! trees, the hybrid store, and the tools that measure them.
+//! an SSD, a network file system or any [`storage::ReadStorage`]: one
+//! layered-index engine for the static learned indexes, an updatable B+-tree,
+//! a durable hybrid store, and the tools that measure them.
 //!
-//! Module map, bottom to top; a module imports only modules below it
-//! (`docs/architecture.md` draws the map and the path of a lookup and of a
-//! write; `tests/layering.rs` enforces the order):
+//! Module map, bottom to top, in the rung order of `tests/layering.rs`, which
+//! enforces it: a module imports only modules on rungs below its own (one
+//! rung per line; `docs/architecture.md` draws the map and the path of a
+//! lookup and of a write):
 //! - [`error`]: the one [`Error`] enum;
-//! - [`storage`]: files, `O_DIRECT`, I/O accounting, storage profiles, page cache;
-//! - [`format`](mod@format): pages, checksums, data runs, SOSD key files;
+//! - [`storage`]: the read side [`storage::ReadStorage`], read-write
+//!   [`storage::Storage`], the write-once [`storage::Sink`],
+//!   [`storage::Directory`] (with `publish`) and its one wrapper
+//!   [`storage::PassThrough`]; local files, `O_DIRECT`, I/O accounting,
+//!   storage profiles, page cache;
+//! - [`format`](mod@format): pages, checksums, paged arrays, data runs, SOSD
+//!   key files;
 //! - [`model`] and [`data`]: learned-model algorithms (no I/O); deterministic
 //!   data and workload generators;
-//! - [`index`]: index kinds behind one [`index::Index`] trait, the
-//!   [`index::IndexKind`] trait and [`index::Registry`], the B+-tree and the
-//!   static layered engine;
+//! - [`pager`] and [`log`](mod@log): pages of a read-write file (allocation,
+//!   free list, checkpoint) for page-based updatable trees; the durable log
+//!   generic over its record (WAL with group commit, recovery, manifests
+//!   changed by edits);
+//! - [`index`]: index kinds behind one [`index::Index`] trait (with
+//!   [`index::Cursor`] and batch lookups), the [`index::IndexKind`] trait and
+//!   [`index::Registry`], the B+-tree and the static layered engine;
 //! - [`tune`]: the storage cost model, AirTune and its kind `air`;
-//! - [`db`]: the durable hybrid store [`Db`] (WAL, dynamic stage, learned static stage);
+//! - [`db`]: the durable hybrid store [`Db`] (WAL on [`log`](mod@log),
+//!   dynamic stage, learned static stage);
+//! - `lsm`, `join`: rungs reserved for the coming wings (not built yet);
 //! - [`registry`]: every kind of this build, and [`registry::build`] /
 //!   [`registry::open`] by kind name.
 //!
