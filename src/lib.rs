@@ -40,6 +40,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 pub mod data;
+#[warn(unreachable_pub)]
 pub mod db;
 pub mod error;
 pub mod format;
