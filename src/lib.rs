@@ -44,6 +44,7 @@ pub mod data;
 pub mod db;
 pub mod error;
 pub mod format;
+#[warn(unreachable_pub)]
 pub mod index;
 pub mod log;
 pub mod model;
