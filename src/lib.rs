@@ -52,9 +52,11 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 pub mod data;
+#[warn(unreachable_pub)]
 pub mod db;
 pub mod error;
 pub mod format;
+#[warn(unreachable_pub)]
 pub mod index;
 pub mod log;
 pub mod model;

@@ -8,11 +8,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use strata::db::wal::{WAL_HEADER_LEN, WAL_MAGIC, WAL_VERSION, WalWriter, replay};
 use strata::db::{Db, Options as DbOptions, SyncPolicy, WalOp, wal_id};
+use strata::db::{WalWriter, replay};
 use strata::format::{DataRun, PagedFile};
 use strata::index::layered::{CprBand, layer_spec};
 use strata::index::{self, BuildOptions, IndexSpec, OpenOptions, Residency};
+use strata::log::{WAL_HEADER_LEN, WAL_MAGIC, WAL_VERSION};
 use strata::model::LecoArray;
 use strata::storage::{Directory, MemDirectory, MemStorage, Storage};
 

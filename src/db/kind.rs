@@ -150,7 +150,7 @@ impl IndexKind for DbKind {
 
 /// A store as an [`Index`].
 #[derive(Debug)]
-pub struct DbIndex {
+pub(super) struct DbIndex {
     db: Db,
     blind: bool,
 }

@@ -11,13 +11,13 @@ use crate::log::{Manifest, manifest};
 use crate::storage::Directory;
 
 /// File name of the manifest.
-pub const DB_MANIFEST_FILE: &str = "strata-db.manifest";
+pub(crate) const DB_MANIFEST_FILE: &str = "strata-db.manifest";
 /// Temporary name the manifest is written under before its rename.
-pub const DB_MANIFEST_TMP: &str = "strata-db.manifest.tmp";
+pub(super) const DB_MANIFEST_TMP: &str = "strata-db.manifest.tmp";
 /// Magic number at the start of the manifest: `STRATADB`.
-pub const DB_MANIFEST_MAGIC: u64 = u64::from_le_bytes(*b"STRATADB");
+pub(super) const DB_MANIFEST_MAGIC: u64 = u64::from_le_bytes(*b"STRATADB");
 /// Format version of the manifest.
-pub const DB_MANIFEST_VERSION: u32 = 1;
+pub(super) const DB_MANIFEST_VERSION: u32 = 1;
 
 /// What the manifest records (its payload, JSON).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -120,7 +120,7 @@ impl Manifest for DbManifest {
 
 impl DbManifest {
     /// The manifest of a new, empty store.
-    pub fn empty(page_size: usize) -> Self {
+    pub(crate) fn empty(page_size: usize) -> Self {
         DbManifest {
             generation: 0,
             static_kind: String::new(),
@@ -146,7 +146,7 @@ impl DbManifest {
 
     /// Writes the manifest atomically into `dir`: a temporary file, synced,
     /// renamed over the manifest, then the directory synced.
-    pub fn store(&self, dir: &dyn Directory) -> Result<()> {
+    pub(crate) fn store(&self, dir: &dyn Directory) -> Result<()> {
         manifest::store(self, dir)
     }
 
@@ -157,7 +157,7 @@ impl DbManifest {
 
     /// Applies `edits` to a copy of this manifest and stores it atomically in
     /// `dir`; returns the stored manifest.
-    pub fn commit(&self, edits: &[DbEdit], dir: &dyn Directory) -> Result<Self> {
+    pub(crate) fn commit(&self, edits: &[DbEdit], dir: &dyn Directory) -> Result<Self> {
         manifest::commit(self, edits, dir)
     }
 }

@@ -11,13 +11,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use parking_lot::{RwLock, RwLockReadGuard};
 
 /// Slots per chunk before it splits.
-pub const CHUNK: usize = 256;
+pub(super) const CHUNK: usize = 256;
 /// The top bit of a slot's sequence word marks a tombstone.
 const TOMBSTONE: u64 = 1 << 63;
 
 /// One key's newest write in a dynamic stage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Slot {
+pub(crate) struct Slot {
     /// The key.
     pub key: u64,
     seq: u64,
@@ -37,12 +37,12 @@ impl Slot {
     }
 
     /// Sequence number of the write.
-    pub fn seq(&self) -> u64 {
+    pub(crate) fn seq(&self) -> u64 {
         self.seq & !TOMBSTONE
     }
 
     /// The value written, or `None` for a delete (a tombstone).
-    pub fn value(&self) -> Option<u64> {
+    pub(crate) fn value(&self) -> Option<u64> {
         (self.seq & TOMBSTONE == 0).then_some(self.value)
     }
 }
@@ -71,7 +71,7 @@ impl Chunks {
 /// A dynamic stage: concurrent readers, writers serialised by a lock held
 /// only for the in-memory insert. `Send + Sync`.
 #[derive(Debug, Default)]
-pub struct MemTable {
+pub(crate) struct MemTable {
     inner: RwLock<Chunks>,
     bytes: AtomicU64,
     len: AtomicU64,
@@ -79,20 +79,20 @@ pub struct MemTable {
 
 /// A read guard over a table that no longer changes (a frozen stage), for
 /// streaming it in key order.
-pub struct MemReadGuard<'a> {
+pub(crate) struct MemReadGuard<'a> {
     guard: RwLockReadGuard<'a, Chunks>,
 }
 
 impl MemReadGuard<'_> {
     /// Every slot in key order.
-    pub fn iter(&self) -> impl Iterator<Item = &Slot> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Slot> + '_ {
         self.guard.chunks.iter().flatten()
     }
 }
 
 impl MemTable {
     /// An empty table.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
@@ -100,7 +100,7 @@ impl MemTable {
     /// replaces the key's slot if `seq` is at least the slot's sequence, so
     /// the outcome does not depend on the order concurrent writers insert in,
     /// and later operations of one batch (same `seq`) win.
-    pub fn apply(&self, key: u64, seq: u64, value: Option<u64>) {
+    pub(crate) fn apply(&self, key: u64, seq: u64, value: Option<u64>) {
         let new = Slot::new(key, seq, value);
         let mut c = self.inner.write();
         if c.chunks.is_empty() {
@@ -155,7 +155,7 @@ impl MemTable {
     }
 
     /// The newest write of `key` in this table.
-    pub fn get(&self, key: u64) -> Option<Slot> {
+    pub(crate) fn get(&self, key: u64) -> Option<Slot> {
         let c = self.inner.read();
         let chunk = c.chunks.get(c.chunk_of(key))?;
         chunk
@@ -166,7 +166,7 @@ impl MemTable {
     }
 
     /// Appends to `out` up to `max` slots with keys `>= from`, in key order.
-    pub fn range_from(&self, from: u64, max: usize, out: &mut Vec<Slot>) {
+    pub(crate) fn range_from(&self, from: u64, max: usize, out: &mut Vec<Slot>) {
         let c = self.inner.read();
         let mut ci = c.chunk_of(from);
         let mut taken = 0;
@@ -185,7 +185,7 @@ impl MemTable {
 
     /// Streams the table in key order while it is read-locked (writers to it
     /// wait); meant for frozen tables, which have no writers.
-    pub fn read(&self) -> MemReadGuard<'_> {
+    pub(crate) fn read(&self) -> MemReadGuard<'_> {
         MemReadGuard {
             guard: self.inner.read(),
         }
@@ -195,7 +195,7 @@ impl MemTable {
     /// per key instead of the ~33 a table grown by random inserts holds (its
     /// chunks split in halves). For a table that no longer changes (a frozen
     /// stage); writers to `self` wait while it is copied.
-    pub fn compacted(&self) -> MemTable {
+    pub(crate) fn compacted(&self) -> MemTable {
         let c = self.inner.read();
         let mut out = Chunks::default();
         let mut cur: Vec<Slot> = Vec::with_capacity(CHUNK + 1);
@@ -221,23 +221,18 @@ impl MemTable {
     }
 
     /// Bytes the table holds in memory (measured from its chunks).
-    pub fn memory_bytes(&self) -> u64 {
+    pub(crate) fn memory_bytes(&self) -> u64 {
         self.bytes.load(Ordering::Relaxed)
     }
 
     /// Number of keys (puts and tombstones).
-    pub fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         self.len.load(Ordering::Relaxed)
     }
 
     /// Whether the table holds no key.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    /// The highest sequence number in the table (0 when empty).
-    pub fn max_seq(&self) -> u64 {
-        self.read().iter().map(Slot::seq).max().unwrap_or(0)
     }
 }
 

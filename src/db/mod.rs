@@ -55,7 +55,7 @@ mod options;
 mod prefix;
 mod range;
 mod stage;
-pub mod wal;
+mod wal;
 mod write;
 
 use std::sync::Arc;
@@ -66,22 +66,22 @@ use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex, RwLock};
 use serde::Serialize;
 
-pub use crate::log::{wal_id, wal_name};
+pub use crate::log::wal_id;
 pub use kind::DbKind;
-pub use manifest::{DB_MANIFEST_FILE, DB_MANIFEST_MAGIC, DB_MANIFEST_VERSION, DbEdit, DbManifest};
-pub use memtable::{MemTable, Slot};
+pub(crate) use manifest::DB_MANIFEST_FILE;
+pub use manifest::DbManifest;
+pub(crate) use memtable::{MemTable, Slot};
 pub use options::{MergeTrigger, Options};
-pub use prefix::{DirHandle, PrefixDirectory};
 pub use range::DbRange;
-pub use stage::{StaticKind, gen_of, gen_prefix};
-pub use wal::{SyncPolicy, WalOp};
+pub use stage::StaticKind;
+pub(crate) use stage::gen_of;
+pub use wal::{SyncPolicy, WalOp, WalWriter, replay};
 pub use write::{MAX_BATCH_OPS, WriteBatch};
 
 use crate::log::SyncThread;
 use crate::storage::{Directory, IoContext, IoSnapshot, IoStats};
 use crate::{Error, Result};
 use stage::StaticStage;
-use wal::WalWriter;
 
 /// Sizes and counters of a store, measured from its structures.
 #[derive(Debug, Clone, Default, Serialize)]

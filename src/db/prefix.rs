@@ -11,14 +11,14 @@ use crate::storage::{Directory, PassThrough};
 /// Files `NAME` of this view are the files `PREFIX + NAME` of the inner
 /// directory.
 #[derive(Debug, Clone)]
-pub struct PrefixDirectory<D> {
+pub(super) struct PrefixDirectory<D> {
     inner: D,
     prefix: String,
 }
 
 impl<D> PrefixDirectory<D> {
     /// A view of `inner` with `prefix`.
-    pub fn new(inner: D, prefix: impl Into<String>) -> Self {
+    pub(super) fn new(inner: D, prefix: impl Into<String>) -> Self {
         PrefixDirectory {
             inner,
             prefix: prefix.into(),
@@ -27,7 +27,7 @@ impl<D> PrefixDirectory<D> {
 }
 
 /// A handle to the directory a view shows: shared or borrowed.
-pub trait DirHandle: Send + Sync + Debug {
+pub(super) trait DirHandle: Send + Sync + Debug {
     /// The directory.
     fn dir(&self) -> &dyn Directory;
 }

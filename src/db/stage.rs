@@ -20,12 +20,12 @@ use crate::storage::{Directory, IoContext};
 use crate::{Error, Result};
 
 /// File-name prefix of generation `g`.
-pub fn gen_prefix(g: u64) -> String {
+pub(super) fn gen_prefix(g: u64) -> String {
     format!("g{g:06}-")
 }
 
 /// The generation a file belongs to, if its name has a generation prefix.
-pub fn gen_of(name: &str) -> Option<u64> {
+pub(crate) fn gen_of(name: &str) -> Option<u64> {
     let rest = name.strip_prefix('g')?;
     let (digits, _) = rest.split_once('-')?;
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
@@ -36,7 +36,7 @@ pub fn gen_of(name: &str) -> Option<u64> {
 
 /// Expected pages per lookup up to which `static=auto` takes `pgm-disk-cpr`
 /// (the zone maps read exactly one).
-pub const MAX_AUTO_PAGES: f64 = 1.01;
+pub(super) const MAX_AUTO_PAGES: f64 = 1.01;
 
 /// Records above which `static=auto` first designs `pgm-disk-cpr` on a
 /// sample of about this many keys (page-aligned slices spread over the run)
@@ -44,7 +44,7 @@ pub const MAX_AUTO_PAGES: f64 = 1.01;
 /// pass: the full design costs about 2 µs of CPU per key (28 s for 15M
 /// keys) against 0.04 µs for a zone map, and at the default epsilon it
 /// rarely wins.
-pub const AUTO_SAMPLE_KEYS: u64 = 1 << 18;
+pub(super) const AUTO_SAMPLE_KEYS: u64 = 1 << 18;
 
 /// Pages per read call when keys are read back from a new data run.
 const READ_BACK_PAGES: u64 = 256;
@@ -105,7 +105,7 @@ fn layered(name: &str) -> Result<&'static LayeredKind> {
 }
 
 /// Checks that a static kind names a layered kind with valid parameters.
-pub fn check_static_kind(kind: &StaticKind) -> Result<()> {
+pub(super) fn check_static_kind(kind: &StaticKind) -> Result<()> {
     if let StaticKind::Spec(s) = kind {
         let spec: crate::index::IndexSpec = s.parse()?;
         layered(&spec.kind)?;
@@ -196,7 +196,7 @@ fn learned_sample_passes(
 /// again, whose learned candidate reads its keys back from the new run):
 /// then its [`RunBuilder`] keeps 2 keys per page instead of 8 bytes per
 /// record.
-pub fn page_bounds_suffice(kind: &StaticKind, decided: Option<(&str, u64)>, max_n: u64) -> bool {
+pub(super) fn page_bounds_suffice(kind: &StaticKind, decided: Option<(&str, u64)>, max_n: u64) -> bool {
     let spec = match (kind, decided) {
         (StaticKind::Spec(s), _) => s.as_str(),
         (StaticKind::Auto { .. }, Some((spec, at))) if at > 0 && max_n < at.saturating_mul(2) => spec,
@@ -212,7 +212,7 @@ pub fn page_bounds_suffice(kind: &StaticKind, decided: Option<(&str, u64)>, max_
 /// the layer builders need: all of them (8 bytes per record while the
 /// generation is built), or with `page_bounds` only every page's first and
 /// last key (for the zone maps).
-pub struct RunBuilder {
+pub(super) struct RunBuilder {
     writer: DataRunWriter,
     /// All keys, or (page bounds) first and last key of every page.
     keys: Vec<u64>,
@@ -227,7 +227,12 @@ pub struct RunBuilder {
 impl RunBuilder {
     /// Starts `data.run` in `dir` (a generation's prefixed view) for about
     /// `expected` records.
-    pub fn new(dir: &dyn Directory, page_size: usize, expected: usize, page_bounds: bool) -> Result<Self> {
+    pub(super) fn new(
+        dir: &dyn Directory,
+        page_size: usize,
+        expected: usize,
+        page_bounds: bool,
+    ) -> Result<Self> {
         let per_page = records_per_page(page_size).max(1);
         let cap = if page_bounds {
             expected.div_ceil(per_page) * 2
@@ -268,7 +273,7 @@ impl RunBuilder {
     }
 
     /// Appends a record; keys must be strictly increasing.
-    pub fn push(&mut self, key: u64, value: u64) -> Result<()> {
+    pub(super) fn push(&mut self, key: u64, value: u64) -> Result<()> {
         self.writer.push(key, value)?;
         self.keep(key);
         Ok(())
@@ -276,7 +281,7 @@ impl RunBuilder {
 
     /// Appends records given as bytes (a stretch of an older run's page);
     /// keys must be strictly increasing and above the last one pushed.
-    pub fn push_records(&mut self, records: &[u8]) -> Result<()> {
+    pub(super) fn push_records(&mut self, records: &[u8]) -> Result<()> {
         self.writer.push_records(records)?;
         for r in records.chunks_exact(RECORD_LEN) {
             self.keep(get_u64(r, 0).unwrap_or(0));
@@ -285,7 +290,7 @@ impl RunBuilder {
     }
 
     /// Records pushed so far.
-    pub fn len(&self) -> u64 {
+    pub(super) fn len(&self) -> u64 {
         self.n
     }
 
@@ -294,7 +299,7 @@ impl RunBuilder {
     /// `decided` is an earlier automatic choice `(spec, records then)`, reused
     /// while the records have not doubled. Returns the spec of the static
     /// index built and the record count of the automatic choice it follows.
-    pub fn finish(
+    pub(super) fn finish(
         self,
         dir: &dyn Directory,
         kind: &StaticKind,
@@ -450,7 +455,7 @@ impl RunBuilder {
 }
 
 /// An open static generation.
-pub struct StaticStage {
+pub(super) struct StaticStage {
     /// Generation number.
     pub generation: u64,
     /// Spec of its index (`pgm-disk-cpr:epsilon=64`, `leco-zonemap-d`, ...).
@@ -477,7 +482,7 @@ impl StaticStage {
     /// Opens generation `generation` through `view`, the generation's
     /// prefixed view of the store's directory; its reads are counted once,
     /// into the store's `io`.
-    pub fn open(
+    pub(super) fn open(
         view: PrefixDirectory<Arc<dyn Directory>>,
         generation: u64,
         spec: &str,

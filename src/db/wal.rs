@@ -8,8 +8,8 @@
 
 use crate::Result;
 use crate::format::bytes::get_u64;
-use crate::log::{LogBatch, LogRecord};
-pub use crate::log::{SyncPolicy, WAL_HEADER_LEN, WAL_MAGIC, WAL_VERSION};
+use crate::log::LogRecord;
+pub use crate::log::SyncPolicy;
 use crate::storage::Storage;
 
 /// Bytes of one encoded [`WalOp`]: tag u8, key u64, value u64.
@@ -60,10 +60,8 @@ impl LogRecord for WalOp {
     }
 }
 
-/// A batch as recovered from the log.
-pub type WalBatch = LogBatch<WalOp>;
 /// What recovery found in a segment.
-pub type Replay = crate::log::Replay<WalOp>;
+pub(super) type Replay = crate::log::Replay<WalOp>;
 /// Appends batches to one log segment with group commit.
 pub type WalWriter = crate::log::WalWriter<WalOp>;
 
@@ -78,6 +76,7 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
+    use crate::log::WAL_HEADER_LEN;
     use crate::storage::{Directory, FaultKind, FaultOp, FaultyDirectory, MemDirectory};
 
     #[test]

@@ -9,9 +9,9 @@ use crate::{Error, Result};
 /// File name of the manifest inside an index directory.
 pub const MANIFEST_FILE: &str = "strata-index.json";
 /// The `magic` field every manifest carries.
-pub const MANIFEST_MAGIC: &str = "strata-index";
+pub(super) const MANIFEST_MAGIC: &str = "strata-index";
 /// Format version of manifests written by this build.
-pub const MANIFEST_VERSION: u32 = 1;
+pub(super) const MANIFEST_VERSION: u32 = 1;
 
 /// What an index directory holds. Written last and atomically
 /// ([`Directory::publish`]: temporary file, sync, rename, directory sync

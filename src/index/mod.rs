@@ -26,10 +26,10 @@ use std::sync::Arc;
 use serde::Serialize;
 
 pub use cursor::{Cursor, LowerBoundCursor};
-pub use manifest::{MANIFEST_FILE, MANIFEST_MAGIC, MANIFEST_VERSION, Manifest};
+pub use manifest::{MANIFEST_FILE, Manifest};
 pub use params::{IndexSpec, Params, parse_size};
 pub use registry::{BuildOptions, BuildReport, IndexKind, OpenOptions, Registry, Residency, registry};
-pub use scan::{DataRunCursor, DataRunReader, Fetch, Located, scan_data_run};
+pub(crate) use scan::{DataRunCursor, DataRunReader, Fetch, Located};
 
 use crate::storage::IoStats;
 use crate::{Error, Result};

@@ -31,7 +31,7 @@ impl std::str::FromStr for Fetch {
 
 /// Where a key's lower bound is, with the pages read to find it.
 #[derive(Debug)]
-pub struct Located {
+pub(crate) struct Located {
     /// Item index of the first key `>=` the query (`n` if none).
     pub lb: u64,
     /// The pages read last; they hold `lb` unless `lb` is at `hi` of the
@@ -41,35 +41,30 @@ pub struct Located {
 
 /// Last-mile search and scans over a [`DataRun`].
 #[derive(Debug, Clone)]
-pub struct DataRunReader {
+pub(crate) struct DataRunReader {
     run: DataRun,
 }
 
 impl DataRunReader {
     /// Wraps an open data run.
-    pub fn new(run: DataRun) -> Self {
+    pub(crate) fn new(run: DataRun) -> Self {
         DataRunReader { run }
     }
 
     /// The data run.
-    pub fn run(&self) -> &DataRun {
+    pub(crate) fn run(&self) -> &DataRun {
         &self.run
     }
 
     /// Number of records.
-    pub fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         self.run.len()
-    }
-
-    /// Whether the run is empty.
-    pub fn is_empty(&self) -> bool {
-        self.run.is_empty()
     }
 
     /// Finds the lower bound of `key` given a range that contains it:
     /// `lb ∈ [approx.lo, approx.hi]`. Reads only pages overlapping
     /// `[lo, hi)` (plus, with one-by-one, stops at the key's page).
-    pub fn locate(&self, key: u64, approx: ApproxPos, fetch: Fetch) -> Result<Located> {
+    pub(crate) fn locate(&self, key: u64, approx: ApproxPos, fetch: Fetch) -> Result<Located> {
         let n = self.run.len();
         let lo = approx.lo.min(n);
         let hi = approx.hi.min(n).max(lo);
@@ -102,7 +97,7 @@ impl DataRunReader {
     }
 
     /// The record at item `i`, reusing `run` if it holds it.
-    pub fn record_at(&self, i: u64, run: Option<&PageRun>) -> Result<Option<Record>> {
+    pub(crate) fn record_at(&self, i: u64, run: Option<&PageRun>) -> Result<Option<Record>> {
         if i >= self.run.len() {
             return Ok(None);
         }
@@ -114,7 +109,7 @@ impl DataRunReader {
     }
 
     /// Point lookup with a predicted range.
-    pub fn get(&self, key: u64, approx: ApproxPos, fetch: Fetch) -> Result<Option<u64>> {
+    pub(crate) fn get(&self, key: u64, approx: ApproxPos, fetch: Fetch) -> Result<Option<u64>> {
         let loc = self.locate(key, approx, fetch)?;
         Ok(loc
             .run
@@ -125,54 +120,20 @@ impl DataRunReader {
     }
 
     /// Lower bound with a predicted range.
-    pub fn lower_bound(&self, key: u64, approx: ApproxPos, fetch: Fetch) -> Result<Option<Record>> {
+    pub(crate) fn lower_bound(&self, key: u64, approx: ApproxPos, fetch: Fetch) -> Result<Option<Record>> {
         let loc = self.locate(key, approx, fetch)?;
         self.record_at(loc.lb, loc.run.as_ref())
     }
 
     /// A cursor over the run that seeks with `predict` and `fetch`: the
     /// pages a [`DataRunReader::lower_bound`] reads, then page by page.
-    pub fn cursor<'a>(
+    pub(crate) fn cursor<'a>(
         &'a self,
         fetch: Fetch,
         predict: impl Fn(u64) -> Result<ApproxPos> + 'a,
     ) -> DataRunCursor<'a, impl Fn(u64) -> Result<Located> + 'a> {
         DataRunCursor::new(&self.run, move |key| self.locate(key, predict(key)?, fetch))
     }
-
-    /// Scan from a predicted range: a [`DataRunReader::cursor`] sought to
-    /// `key` with `approx`, then one batch of `count`.
-    pub fn scan(
-        &self,
-        key: u64,
-        approx: ApproxPos,
-        fetch: Fetch,
-        count: usize,
-        out: &mut Vec<Record>,
-    ) -> Result<()> {
-        let mut c = self.cursor(fetch, move |_| Ok(approx));
-        c.seek(key)?;
-        c.next_batch(count, out)?;
-        Ok(())
-    }
-}
-
-/// Appends up to `count` records starting at item `start`, using the pages
-/// already read in `have` and reading the remaining pages in one call.
-pub fn scan_data_run(
-    run: &DataRun,
-    have: Option<PageRun>,
-    start: u64,
-    count: usize,
-    out: &mut Vec<Record>,
-) -> Result<()> {
-    RunPosition {
-        run,
-        pages: have,
-        pos: start,
-    }
-    .next_batch(count, out)?;
-    Ok(())
 }
 
 /// A position in a data run with the pages read last.
@@ -251,8 +212,8 @@ impl RunPosition<'_> {
 /// A [`Cursor`] over a data run: `seek` calls the kind's `locate` (its
 /// model's prediction and last-mile search, or a binary search), `next`
 /// reads one page when the pages held are used up, and `next_batch` reads
-/// every further page it needs in one call (as [`scan_data_run`] does).
-pub struct DataRunCursor<'a, F> {
+/// every further page it needs in one call.
+pub(crate) struct DataRunCursor<'a, F> {
     at: RunPosition<'a>,
     locate: F,
 }
@@ -268,7 +229,7 @@ impl<F> std::fmt::Debug for DataRunCursor<'_, F> {
 impl<'a, F: Fn(u64) -> Result<Located>> DataRunCursor<'a, F> {
     /// A cursor over `run`, before its first record; `locate(key)` must
     /// return the lower bound of `key` in `run` (with the pages it read).
-    pub fn new(run: &'a DataRun, locate: F) -> Self {
+    pub(crate) fn new(run: &'a DataRun, locate: F) -> Self {
         DataRunCursor {
             at: RunPosition {
                 run,

@@ -16,12 +16,12 @@ use crate::storage::{AlignedBuf, Sink};
 use crate::{Error, Result};
 
 /// Pages assembled per write call.
-pub const WRITE_BATCH_PAGES: usize = 256;
+pub(super) const WRITE_BATCH_PAGES: usize = 256;
 
 /// Records per leaf and children per inner node for a page size and fill
 /// factor (percent, `1..=100`): `max(1, ⌊255·fill/100⌋)` records and
 /// `max(2, ⌊256·fill/100⌋)` children on 4 KiB pages.
-pub fn fill_targets(page_size: usize, fill: u32) -> (usize, usize) {
+pub(super) fn fill_targets(page_size: usize, fill: u32) -> (usize, usize) {
     let f = fill.clamp(1, 100) as usize;
     let leaf = (node_capacity(page_size) * f / 100).max(1);
     let inner = (inner_fanout(page_size) * f / 100).max(2);
@@ -29,7 +29,7 @@ pub fn fill_targets(page_size: usize, fill: u32) -> (usize, usize) {
 }
 
 /// Checks a fill factor: an integer percent in `1..=100`.
-pub fn check_fill(fill: u64) -> Result<u32> {
+pub(crate) fn check_fill(fill: u64) -> Result<u32> {
     if !(1..=100).contains(&fill) {
         return Err(Error::invalid(format!(
             "fill must be a percentage from 1 to 100, got {fill}"
@@ -46,7 +46,7 @@ pub fn check_fill(fill: u64) -> Result<u32> {
 /// children is *last key of the left child + 1*, so a lookup of any key
 /// between two stored keys is routed to the leaf holding its lower bound.
 #[derive(Debug)]
-pub struct BulkLoader {
+pub(crate) struct BulkLoader {
     sink: Box<dyn Sink>,
     page_size: usize,
     fill: u32,
@@ -73,7 +73,7 @@ impl BulkLoader {
     /// of `page_size` bytes and fill factor `fill` percent. The pages are
     /// appended in order; [`finish`](BulkLoader::finish) writes the meta page
     /// into the reserved page and makes the file durable.
-    pub fn new(sink: Box<dyn Sink>, page_size: usize, fill: u32) -> Result<Self> {
+    pub(crate) fn new(sink: Box<dyn Sink>, page_size: usize, fill: u32) -> Result<Self> {
         check_page_size(page_size)?;
         let fill = check_fill(fill as u64)?;
         let (leaf_target, inner_target) = fill_targets(page_size, fill);
@@ -104,7 +104,7 @@ impl BulkLoader {
     /// Appends a record. Keys must be strictly increasing:
     /// [`Error::OutOfOrder`] names the position and both keys otherwise.
     #[inline]
-    pub fn push(&mut self, key: u64, value: u64) -> Result<()> {
+    pub(crate) fn push(&mut self, key: u64, value: u64) -> Result<()> {
         match self.last_key {
             Some(prev) if key <= prev => {
                 return Err(Error::OutOfOrder {
@@ -127,16 +127,6 @@ impl BulkLoader {
         self.n += 1;
         self.last_key = Some(key);
         Ok(())
-    }
-
-    /// Number of records pushed so far.
-    pub fn len(&self) -> u64 {
-        self.n
-    }
-
-    /// Whether no record was pushed.
-    pub fn is_empty(&self) -> bool {
-        self.n == 0
     }
 
     /// The batch slot `i` as a page.
@@ -201,7 +191,7 @@ impl BulkLoader {
 
     /// Writes the last leaf, the inner levels and the meta page, syncs, and
     /// returns the meta page's contents.
-    pub fn finish(mut self) -> Result<Meta> {
+    pub(crate) fn finish(mut self) -> Result<Meta> {
         if self.leaves == 0 {
             // An empty tree is one empty leaf.
             self.start_leaf(0)?;
@@ -263,7 +253,7 @@ impl BulkLoader {
 }
 
 /// Bulk loads `keys` (strictly increasing) with each key's rank as its value.
-pub fn load_ranked(sink: Box<dyn Sink>, keys: &[u64], page_size: usize, fill: u32) -> Result<Meta> {
+pub(crate) fn load_ranked(sink: Box<dyn Sink>, keys: &[u64], page_size: usize, fill: u32) -> Result<Meta> {
     let mut b = BulkLoader::new(sink, page_size, fill)?;
     for (i, &k) in keys.iter().enumerate() {
         b.push(k, i as u64)?;

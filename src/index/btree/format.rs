@@ -17,16 +17,16 @@
 use crate::format::bytes::{get_u32, get_u64, put_u32, put_u64};
 use crate::format::page::{self, PAGE_HEADER_LEN, PageHeader, PageType};
 use crate::pager::{Checkpoint, FileId, PageSpace, ROOT_SLOT_LEN, RootSlot};
-pub use crate::pager::{META_PAGE, NO_PAGE};
+pub(crate) use crate::pager::{META_PAGE, NO_PAGE};
 use crate::storage::Storage;
 use crate::{Error, Result};
 
 /// Magic number of a B+-tree file: the bytes `STRATABT` (read as a `u64` LE).
-pub const BTREE_MAGIC: u64 = u64::from_le_bytes(*b"STRATABT");
+pub(crate) const BTREE_MAGIC: u64 = u64::from_le_bytes(*b"STRATABT");
 /// Format version of B+-tree files written by this build.
-pub const BTREE_VERSION: u32 = 1;
+pub(crate) const BTREE_VERSION: u32 = 1;
 /// The B+-tree's file kind for [`crate::pager`].
-pub const BTREE_FILE_ID: FileId = FileId {
+pub(crate) const BTREE_FILE_ID: FileId = FileId {
     magic: BTREE_MAGIC,
     version: BTREE_VERSION,
     what: "strata B+-tree",
@@ -38,13 +38,13 @@ const KEYS_OFF: usize = PAGE_HEADER_LEN;
 /// Slots per node for a page size: `(page_size - 16) / 16`, i.e. records
 /// per leaf and separator keys per inner node (255 for 4 KiB, 511 for
 /// 8 KiB, 1023 for 16 KiB).
-pub const fn node_capacity(page_size: usize) -> usize {
+pub(crate) const fn node_capacity(page_size: usize) -> usize {
     (page_size - PAGE_HEADER_LEN) / 16
 }
 
 /// Children per full inner node: `node_capacity + 1` (256 for 4 KiB, 512 for
 /// 8 KiB, 1024 for 16 KiB).
-pub const fn inner_fanout(page_size: usize) -> usize {
+pub(crate) const fn inner_fanout(page_size: usize) -> usize {
     node_capacity(page_size) + 1
 }
 
@@ -205,7 +205,7 @@ fn partition(keys: &[u8], count: usize, below: impl Fn(u64) -> bool) -> usize {
 
 /// A verified leaf page, read in place.
 #[derive(Debug, Clone, Copy)]
-pub struct LeafPage<'a> {
+pub(crate) struct LeafPage<'a> {
     page: &'a [u8],
     count: usize,
     next: u64,
@@ -214,7 +214,7 @@ pub struct LeafPage<'a> {
 
 impl<'a> LeafPage<'a> {
     /// Verifies `page` (checksum with `page_no`, type, count <= capacity).
-    pub fn open(page: &'a [u8], page_no: u64, file: &str) -> Result<Self> {
+    pub(crate) fn open(page: &'a [u8], page_no: u64, file: &str) -> Result<Self> {
         let cap = node_capacity(page.len());
         let h = open_node(page, page_no, file, PageType::BTreeLeaf, cap)?;
         Ok(LeafPage {
@@ -227,19 +227,19 @@ impl<'a> LeafPage<'a> {
 
     /// Number of records.
     #[inline]
-    pub fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.count
     }
 
     /// Page number of the next leaf ([`NO_PAGE`] for the last leaf).
     #[inline]
-    pub fn next(&self) -> u64 {
+    pub(crate) fn next(&self) -> u64 {
         self.next
     }
 
     /// Key at slot `i`.
     #[inline]
-    pub fn key(&self, i: usize) -> Option<u64> {
+    pub(crate) fn key(&self, i: usize) -> Option<u64> {
         if i >= self.count {
             return None;
         }
@@ -248,7 +248,7 @@ impl<'a> LeafPage<'a> {
 
     /// Record at slot `i`.
     #[inline]
-    pub fn record(&self, i: usize) -> Option<(u64, u64)> {
+    pub(crate) fn record(&self, i: usize) -> Option<(u64, u64)> {
         if i >= self.count {
             return None;
         }
@@ -260,7 +260,7 @@ impl<'a> LeafPage<'a> {
 
     /// Slot of the first key `>= key` (`count` if none).
     #[inline]
-    pub fn lower_bound(&self, key: u64) -> usize {
+    pub(crate) fn lower_bound(&self, key: u64) -> usize {
         let keys = self.page.get(KEYS_OFF..).unwrap_or(&[]);
         partition(keys, self.count, |k| k < key)
     }
@@ -268,7 +268,7 @@ impl<'a> LeafPage<'a> {
 
 /// A verified inner-node page, read in place.
 #[derive(Debug, Clone, Copy)]
-pub struct InnerPage<'a> {
+pub(crate) struct InnerPage<'a> {
     page: &'a [u8],
     count: usize,
     first_child: u64,
@@ -277,7 +277,7 @@ pub struct InnerPage<'a> {
 
 impl<'a> InnerPage<'a> {
     /// Verifies `page` (checksum with `page_no`, type, count <= capacity).
-    pub fn open(page: &'a [u8], page_no: u64, file: &str) -> Result<Self> {
+    pub(crate) fn open(page: &'a [u8], page_no: u64, file: &str) -> Result<Self> {
         let cap = node_capacity(page.len());
         let h = open_node(page, page_no, file, PageType::BTreeInner, cap)?;
         Ok(InnerPage {
@@ -290,22 +290,13 @@ impl<'a> InnerPage<'a> {
 
     /// Number of separator keys (children = keys + 1).
     #[inline]
-    pub fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.count
-    }
-
-    /// Separator key `i`.
-    #[inline]
-    pub fn key(&self, i: usize) -> Option<u64> {
-        if i >= self.count {
-            return None;
-        }
-        get_u64(self.page, KEYS_OFF + 8 * i)
     }
 
     /// Child `i` (`0..=count`).
     #[inline]
-    pub fn child(&self, i: usize) -> Option<u64> {
+    pub(crate) fn child(&self, i: usize) -> Option<u64> {
         if i == 0 {
             return Some(self.first_child);
         }
@@ -318,13 +309,13 @@ impl<'a> InnerPage<'a> {
     /// Index of the child whose key range holds `key`: the number of
     /// separators `<= key`.
     #[inline]
-    pub fn route(&self, key: u64) -> usize {
+    pub(crate) fn route(&self, key: u64) -> usize {
         let keys = self.page.get(KEYS_OFF..).unwrap_or(&[]);
         partition(keys, self.count, |k| k <= key)
     }
 
     /// Decodes the node.
-    pub fn decode(&self) -> InnerNode {
+    pub(crate) fn decode(&self) -> InnerNode {
         let mut n = InnerNode {
             keys: Vec::with_capacity(self.count),
             children: Vec::with_capacity(self.count + 1),
@@ -342,7 +333,7 @@ impl<'a> InnerPage<'a> {
 /// A decoded inner node: `keys.len() + 1 == children.len()`. Child `i`
 /// holds the keys in `[keys[i-1], keys[i])` (unbounded at the ends).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct InnerNode {
+pub(crate) struct InnerNode {
     /// Separator keys, strictly increasing.
     pub keys: Vec<u64>,
     /// Child page numbers.
@@ -352,14 +343,14 @@ pub struct InnerNode {
 impl InnerNode {
     /// Index of the child whose key range holds `key`.
     #[inline]
-    pub fn route(&self, key: u64) -> usize {
+    pub(crate) fn route(&self, key: u64) -> usize {
         self.keys.partition_point(|&k| k <= key)
     }
 
     /// Encodes the node into `page` (a whole page) as page `page_no` and
     /// seals it. Fails if the node has more keys than the page has slots or
     /// an inconsistent shape.
-    pub fn encode(&self, page: &mut [u8], page_no: u64) -> Result<()> {
+    pub(crate) fn encode(&self, page: &mut [u8], page_no: u64) -> Result<()> {
         let cap = node_capacity(page.len());
         let count = self.keys.len();
         if count > cap || self.children.len() != count + 1 {
@@ -390,7 +381,7 @@ impl InnerNode {
 /// Writes a leaf holding `records` (sorted) with next link `next` into
 /// `page` as page `page_no`, and seals it. Records beyond the capacity are
 /// an error.
-pub fn encode_leaf(page: &mut [u8], page_no: u64, records: &[(u64, u64)], next: u64) -> Result<()> {
+pub(crate) fn encode_leaf(page: &mut [u8], page_no: u64, records: &[(u64, u64)], next: u64) -> Result<()> {
     let cap = node_capacity(page.len());
     if records.len() > cap {
         return Err(Error::invalid(format!(
@@ -408,7 +399,7 @@ pub fn encode_leaf(page: &mut [u8], page_no: u64, records: &[(u64, u64)], next: 
 }
 
 /// Seals a leaf page whose slots are filled in.
-pub fn seal_leaf(page: &mut [u8], page_no: u64, count: usize, next: u64) {
+pub(crate) fn seal_leaf(page: &mut [u8], page_no: u64, count: usize, next: u64) {
     page::seal(
         page,
         page_no,
@@ -423,7 +414,7 @@ pub fn seal_leaf(page: &mut [u8], page_no: u64, count: usize, next: u64) {
 
 /// Puts record `(key, value)` into slot `i` of a leaf page (no shifting).
 #[inline]
-pub fn leaf_put(page: &mut [u8], i: usize, key: u64, value: u64) {
+pub(crate) fn leaf_put(page: &mut [u8], i: usize, key: u64, value: u64) {
     let cap = node_capacity(page.len());
     put_u64(page, KEYS_OFF + 8 * i, key);
     put_u64(page, words_off(cap) + 8 * i, value);
@@ -431,14 +422,14 @@ pub fn leaf_put(page: &mut [u8], i: usize, key: u64, value: u64) {
 
 /// Sets the value of slot `i` of a leaf page.
 #[inline]
-pub fn leaf_set_value(page: &mut [u8], i: usize, value: u64) {
+pub(crate) fn leaf_set_value(page: &mut [u8], i: usize, value: u64) {
     let cap = node_capacity(page.len());
     put_u64(page, words_off(cap) + 8 * i, value);
 }
 
 /// Inserts `(key, value)` at slot `i` of a leaf page holding `count < cap`
 /// records, shifting slots `i..count` right by one. Does not seal.
-pub fn leaf_insert(page: &mut [u8], count: usize, i: usize, key: u64, value: u64) -> Result<()> {
+pub(crate) fn leaf_insert(page: &mut [u8], count: usize, i: usize, key: u64, value: u64) -> Result<()> {
     let cap = node_capacity(page.len());
     if count >= cap || i > count {
         return Err(Error::invalid("leaf insert out of range"));
@@ -452,7 +443,7 @@ pub fn leaf_insert(page: &mut [u8], count: usize, i: usize, key: u64, value: u64
 
 /// Removes slot `i` of a leaf page holding `count` records, shifting slots
 /// `i+1..count` left and zeroing the vacated last slot. Does not seal.
-pub fn leaf_remove(page: &mut [u8], count: usize, i: usize) -> Result<()> {
+pub(crate) fn leaf_remove(page: &mut [u8], count: usize, i: usize) -> Result<()> {
     let cap = node_capacity(page.len());
     if i >= count || count > cap {
         return Err(Error::invalid("leaf remove out of range"));

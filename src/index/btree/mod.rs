@@ -55,7 +55,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 mod builder;
-pub mod format;
+pub(crate) mod format;
 mod reader;
 mod writer;
 
@@ -67,8 +67,8 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 use serde_json::{Value, json};
 
-pub use builder::{BulkLoader, WRITE_BATCH_PAGES, check_fill, fill_targets, load_ranked};
-pub use format::{BTREE_FILE_ID, BTREE_MAGIC, BTREE_VERSION, Meta, inner_fanout, node_capacity};
+pub(crate) use builder::{BulkLoader, check_fill, load_ranked};
+pub(crate) use format::{BTREE_FILE_ID, Meta, inner_fanout, node_capacity};
 pub use reader::VerifyReport;
 
 use reader::{BTreeCursor, Pinned};

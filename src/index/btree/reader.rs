@@ -63,7 +63,7 @@ pub(super) struct PNode {
 
 impl PNode {
     /// Releases spare capacity (pinned memory is what it holds).
-    pub fn shrink(&mut self) {
+    pub(super) fn shrink(&mut self) {
         self.node.keys.shrink_to_fit();
         self.node.children.shrink_to_fit();
         self.slots.shrink_to_fit();
@@ -85,7 +85,7 @@ impl Pinned {
     /// by level from the root, reading runs of consecutive pages with one
     /// call each. Checks checksums, page types, that keys increase, that
     /// child pages are allocated and referenced once, and the node count.
-    pub fn load(storage: &dyn Storage, meta: &Meta) -> Result<Pinned> {
+    pub(super) fn load(storage: &dyn Storage, meta: &Meta) -> Result<Pinned> {
         let name = storage.name();
         let ps = meta.page_size;
         let mut p = Pinned {
@@ -176,7 +176,7 @@ impl Pinned {
 
     /// The leaf page whose key range holds `key` (`height >= 2`).
     #[inline]
-    pub fn leaf_for(&self, height: u32, key: u64) -> Option<u64> {
+    pub(super) fn leaf_for(&self, height: u32, key: u64) -> Option<u64> {
         let mut node = self.nodes.get(self.root as usize)?;
         for _ in 2..height {
             let i = node.node.route(key);
@@ -186,17 +186,17 @@ impl Pinned {
     }
 
     /// The node in `slot`.
-    pub fn get(&self, slot: u32) -> Option<&PNode> {
+    pub(super) fn get(&self, slot: u32) -> Option<&PNode> {
         self.nodes.get(slot as usize)
     }
 
     /// The node in `slot`, mutably.
-    pub fn get_mut(&mut self, slot: u32) -> Option<&mut PNode> {
+    pub(super) fn get_mut(&mut self, slot: u32) -> Option<&mut PNode> {
         self.nodes.get_mut(slot as usize)
     }
 
     /// Stores a new node and returns its slot.
-    pub fn alloc(&mut self, mut n: PNode) -> u32 {
+    pub(super) fn alloc(&mut self, mut n: PNode) -> u32 {
         n.shrink();
         if let Some(s) = self.free_slots.pop() {
             if let Some(dst) = self.nodes.get_mut(s as usize) {
@@ -209,7 +209,7 @@ impl Pinned {
     }
 
     /// Drops the node in `slot`; the slot is reused later.
-    pub fn release(&mut self, slot: u32) {
+    pub(super) fn release(&mut self, slot: u32) {
         if let Some(n) = self.nodes.get_mut(slot as usize) {
             *n = PNode::default();
             self.free_slots.push(slot);
@@ -217,12 +217,12 @@ impl Pinned {
     }
 
     /// Nodes held (released slots excluded).
-    pub fn live(&self) -> usize {
+    pub(super) fn live(&self) -> usize {
         self.nodes.len() - self.free_slots.len()
     }
 
     /// Bytes held, measured from the allocations.
-    pub fn memory_bytes(&self) -> u64 {
+    pub(super) fn memory_bytes(&self) -> u64 {
         let per_node: usize = self
             .nodes
             .iter()

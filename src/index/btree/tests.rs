@@ -11,6 +11,7 @@ use std::sync::Arc;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
+use super::builder::{WRITE_BATCH_PAGES, fill_targets};
 use super::format::{InnerNode, InnerPage, LeafPage, encode_leaf, leaf_insert, leaf_remove, seal_leaf};
 use super::*;
 use crate::index::{self, IndexSpec};

@@ -48,7 +48,7 @@ pub(super) struct Scratch {
 }
 
 impl Scratch {
-    pub fn new(page_size: usize) -> Self {
+    pub(super) fn new(page_size: usize) -> Self {
         Scratch {
             leaf: AlignedBuf::zeroed(page_size),
             other: AlignedBuf::zeroed(page_size),
@@ -58,7 +58,7 @@ impl Scratch {
     }
 
     /// Bytes held by the buffers.
-    pub fn memory_bytes(&self) -> u64 {
+    pub(super) fn memory_bytes(&self) -> u64 {
         let pages: usize = [&self.leaf, &self.other]
             .into_iter()
             .chain(self.path.iter())

@@ -41,7 +41,12 @@ impl LayerBuild {
 
 /// Writes a layer as the paged file `name`; each page's aux word is the
 /// successor value of its last entry.
-pub fn write_layer(dir: &dyn Directory, name: &str, layer: &LayerBuild, page_size: usize) -> Result<()> {
+pub(crate) fn write_layer(
+    dir: &dyn Directory,
+    name: &str,
+    layer: &LayerBuild,
+    page_size: usize,
+) -> Result<()> {
     let width = layer.kind.width();
     let mut w = PagedWriter::create(dir, name, layer_spec(width), page_size)?;
     let count = layer.count() as usize;
@@ -64,7 +69,7 @@ pub fn write_layer(dir: &dyn Directory, name: &str, layer: &LayerBuild, page_siz
 }
 
 /// A zone layer over the pages of a data run: the first key of every page.
-pub fn zone_layer(keys: &[u64], per_page: usize) -> LayerBuild {
+pub(crate) fn zone_layer(keys: &[u64], per_page: usize) -> LayerBuild {
     let mut flat = Vec::with_capacity(keys.len().div_ceil(per_page) * 8);
     for k in keys.iter().step_by(per_page.max(1)) {
         flat.extend_from_slice(&k.to_le_bytes());
@@ -81,7 +86,7 @@ pub fn zone_layer(keys: &[u64], per_page: usize) -> LayerBuild {
 /// A step layer with one entry per `fanout` entries (or records) below:
 /// entry `j` = (key of position `j * fanout`, `j * fanout`). Over a layer
 /// whose pages hold `fanout` entries, each step covers exactly one page.
-pub fn step_layer(below_keys: &[u64], fanout: usize) -> LayerBuild {
+pub(crate) fn step_layer(below_keys: &[u64], fanout: usize) -> LayerBuild {
     let fanout = fanout.max(2);
     let mut flat = Vec::with_capacity(below_keys.len().div_ceil(fanout) * 16);
     for (j, k) in below_keys.iter().step_by(fanout).enumerate() {
@@ -97,7 +102,7 @@ pub fn step_layer(below_keys: &[u64], fanout: usize) -> LayerBuild {
 
 /// Stacks step layers (a B+-tree over `below`) until the top fits in one
 /// page of `page_size`; returns them bottom-up.
-pub fn step_stack(below: &LayerBuild, page_size: usize) -> Vec<LayerBuild> {
+pub(super) fn step_stack(below: &LayerBuild, page_size: usize) -> Vec<LayerBuild> {
     let fanout = entries_per_page(page_size, LayerKind::Step.width());
     let mut out: Vec<LayerBuild> = Vec::new();
     let mut keys = below.keys();
@@ -129,7 +134,7 @@ pub struct SegmentLine {
 /// error bounds with the exact query-time arithmetic ([`BandEntry::predict`]).
 /// With `zero_page > 0` (item granularity only), the error of a prediction in
 /// the key's own page of `zero_page` positions is zero (Zhang §6.1).
-pub fn band_layer(
+pub(crate) fn band_layer(
     keys: &[u64],
     segments: &[SegmentLine],
     granule: u64,
@@ -144,7 +149,7 @@ pub fn band_layer(
 /// there. Routing of present keys is unchanged; keys in the gap before a
 /// segment may be routed to it, whose prediction then saturates at its
 /// intercept — still inside the measured bounds of its first key.
-pub fn band_layer_keyed(
+pub(super) fn band_layer_keyed(
     keys: &[u64],
     segments: &[SegmentLine],
     entry_keys: Option<&[u64]>,
@@ -227,7 +232,7 @@ pub fn band_layer_keyed(
 /// A band layer of given entries over `keys` (entry `j`'s keys start at
 /// `starts[j]`), its error bounds measured with the query-time arithmetic
 /// ([`BandEntry::predict`]), as [`band_layer`] measures them.
-pub fn band_of_entries(
+pub(super) fn band_of_entries(
     keys: &[u64],
     starts: &[usize],
     entries: &[BandEntry],
@@ -282,7 +287,7 @@ pub fn band_of_entries(
 }
 
 /// The lines of a segmentation.
-pub fn lines_of(segs: &[crate::model::Segment]) -> Vec<SegmentLine> {
+pub(crate) fn lines_of(segs: &[crate::model::Segment]) -> Vec<SegmentLine> {
     segs.iter()
         .map(|s| SegmentLine {
             start: s.start,
@@ -293,7 +298,7 @@ pub fn lines_of(segs: &[crate::model::Segment]) -> Vec<SegmentLine> {
 }
 
 /// A layer holding one blob (a compressed layer).
-pub fn blob_layer(kind: LayerKind, bytes: Vec<u8>) -> LayerBuild {
+pub(super) fn blob_layer(kind: LayerKind, bytes: Vec<u8>) -> LayerBuild {
     LayerBuild {
         kind,
         flat: bytes,
@@ -303,7 +308,7 @@ pub fn blob_layer(kind: LayerKind, bytes: Vec<u8>) -> LayerBuild {
 
 /// Separator bounds for rough separators: entry `j` may be keyed anywhere
 /// in `[last key before it + 1, its first key]` (`[0, first]` for `j = 0`).
-pub fn separator_bounds(keys: &[u64], starts: &[usize]) -> (Vec<u64>, Vec<u64>) {
+pub(super) fn separator_bounds(keys: &[u64], starts: &[usize]) -> (Vec<u64>, Vec<u64>) {
     let lo = starts
         .iter()
         .map(|&s| {
@@ -324,7 +329,7 @@ pub fn separator_bounds(keys: &[u64], starts: &[usize]) -> (Vec<u64>, Vec<u64>) 
 /// A LeCo-compressed zone map over data pages of `per_page` records: exact
 /// first keys, or (`lossy`) rough separators chosen inside each gap between
 /// pages to shrink the residuals (Zhang §8, LeCo-Zonemap-D).
-pub fn leco_zone_layer(keys: &[u64], per_page: usize, lossy: bool) -> Result<LayerBuild> {
+pub(crate) fn leco_zone_layer(keys: &[u64], per_page: usize, lossy: bool) -> Result<LayerBuild> {
     let starts: Vec<usize> = (0..keys.len()).step_by(per_page.max(1)).collect();
     let leco = if lossy {
         let (lo, hi) = separator_bounds(keys, &starts);
@@ -346,7 +351,7 @@ pub fn leco_zone_layer(keys: &[u64], per_page: usize, lossy: bool) -> Result<Lay
 /// are gap-coded ([`crate::model::GapArray`]): each lies in the gap before
 /// its page, stored at the precision that gap allows, in blocks of
 /// `2^block_log2` separators.
-pub fn gap_zone_layer(keys: &[u64], per_page: usize, block_log2: u32) -> Result<LayerBuild> {
+pub(super) fn gap_zone_layer(keys: &[u64], per_page: usize, block_log2: u32) -> Result<LayerBuild> {
     let starts: Vec<usize> = (0..keys.len()).step_by(per_page.max(1)).collect();
     let (lo, hi) = separator_bounds(keys, &starts);
     let gaps = crate::model::GapArray::encode_bounded_with_block(&lo, &hi, block_log2)?;
@@ -361,7 +366,7 @@ pub fn gap_zone_layer(keys: &[u64], per_page: usize, block_log2: u32) -> Result<
 /// A radix table over `below_keys` (RadixSpline's root) with at most
 /// `2^radix_bits` buckets: entry `b` = first position whose key has prefix
 /// `(key - min) >> shift >= b`.
-pub fn radix_layer(below_keys: &[u64], radix_bits: u32) -> LayerBuild {
+pub(super) fn radix_layer(below_keys: &[u64], radix_bits: u32) -> LayerBuild {
     let min = below_keys.first().copied().unwrap_or(0);
     let max = below_keys.last().copied().unwrap_or(0);
     let span_bits = 64 - (max - min).leading_zeros();
@@ -386,7 +391,7 @@ pub fn radix_layer(below_keys: &[u64], radix_bits: u32) -> LayerBuild {
 }
 
 /// The two layers of an RMI: leaves (over the data) and the one-entry root.
-pub fn rmi_layers(rmi: &crate::model::Rmi) -> (LayerBuild, LayerBuild) {
+pub(super) fn rmi_layers(rmi: &crate::model::Rmi) -> (LayerBuild, LayerBuild) {
     let root = rmi.root();
     let mut leaves = Vec::with_capacity(rmi.leaves().len() * 40);
     for (leaf, first) in rmi.leaves().iter().zip(rmi.bounds()) {

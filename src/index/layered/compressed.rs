@@ -11,9 +11,9 @@ use crate::model::{DeltaArray, GapArray, LecoArray};
 use crate::{Error, Result};
 
 /// Magic of a compressed band blob: `STRATACB`.
-pub const CPR_BAND_MAGIC: u64 = u64::from_le_bytes(*b"STRATACB");
+pub(super) const CPR_BAND_MAGIC: u64 = u64::from_le_bytes(*b"STRATACB");
 /// Version of compressed band blobs.
-pub const CPR_BAND_VERSION: u32 = 2;
+pub(super) const CPR_BAND_VERSION: u32 = 2;
 
 /// A band layer in compressed form (CprLeCo_PGM_D, with strata's codes): the
 /// same entries as a plain band layer, stored as gap-coded rough separators

@@ -30,7 +30,7 @@ impl Entries for PagedRun {
 
 /// A layer held in memory: its entries back to back, and each page's aux.
 #[derive(Debug, Clone)]
-pub struct ResidentEntries {
+pub(crate) struct ResidentEntries {
     /// Entry bytes, `count * width`.
     pub flat: Vec<u8>,
     /// Aux word of each page of the layer file.
@@ -61,13 +61,13 @@ impl Entries for ResidentEntries {
 
 impl ResidentEntries {
     /// Heap bytes held.
-    pub fn memory_bytes(&self) -> u64 {
+    pub(crate) fn memory_bytes(&self) -> u64 {
         (self.flat.capacity() + self.aux.capacity() * 8) as u64
     }
 }
 
 /// Fixed-point scale of [`BandEntry::off`]: sixteenths of a unit.
-pub const OFF_SCALE: i128 = 16;
+pub(super) const OFF_SCALE: i128 = 16;
 
 /// One segment of a band layer (24 bytes on storage):
 ///

@@ -97,7 +97,7 @@ impl IndexKind for LayeredKind {
 /// Every layered kind `index` defines, in `strata list` order. The kind `air`
 /// (AirTune's design) is a [`LayeredKind`] too, defined by `tune`, the layer
 /// above.
-pub static LAYERED_KINDS: &[LayeredKind] = &[
+pub(crate) static LAYERED_KINDS: &[LayeredKind] = &[
     LayeredKind {
         name: "zonemap",
         summary: "zone map: the first key of every data page in memory; exactly one page per lookup",

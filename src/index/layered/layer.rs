@@ -28,9 +28,9 @@ use crate::model::{RmiLeaf, RmiRoot, leaf_approx};
 use crate::{Error, Result};
 
 /// Magic number of an index layer file: `STRATALY`.
-pub const LAYER_MAGIC: u64 = u64::from_le_bytes(*b"STRATALY");
+pub(super) const LAYER_MAGIC: u64 = u64::from_le_bytes(*b"STRATALY");
 /// Format version of layer files.
-pub const LAYER_VERSION: u32 = 1;
+pub(super) const LAYER_VERSION: u32 = 1;
 
 /// The layer file spec for entries of `width` bytes.
 pub fn layer_spec(width: usize) -> PagedSpec {
@@ -191,7 +191,7 @@ fn successor(e: &dyn Entries, i: u64, field: usize) -> Option<u64> {
 /// Index of the last entry in `[lo, hi)` whose key is `<= key`, or `lo` if
 /// every key is larger.
 #[inline]
-pub fn last_le(e: &dyn Entries, key: u64, lo: u64, hi: u64) -> u64 {
+pub(super) fn last_le(e: &dyn Entries, key: u64, lo: u64, hi: u64) -> u64 {
     let (mut a, mut b) = (lo, hi);
     // Invariant: entries before `a` are <= key, entries from `b` are > key.
     while a < b {
@@ -206,7 +206,7 @@ pub fn last_le(e: &dyn Entries, key: u64, lo: u64, hi: u64) -> u64 {
 
 /// How a search step reaches a layer's entries.
 #[derive(Clone, Copy)]
-pub enum Access<'a> {
+pub(crate) enum Access<'a> {
     /// Fixed-width entries (resident or just read).
     Entries(&'a dyn Entries),
     /// A decoded blob layer.
@@ -215,7 +215,7 @@ pub enum Access<'a> {
 
 /// One search step in a layer: the range of positions in the layer below
 /// (count `below`) for `key`, using entries `[lo, hi)` of the window.
-pub fn step(
+pub(crate) fn step(
     kind: &LayerKind,
     access: Access<'_>,
     key: u64,
@@ -320,7 +320,7 @@ pub fn step(
 }
 
 /// The RMI root entry at `i`.
-pub fn rmi_root(e: &dyn Entries, i: u64) -> Option<RmiRoot> {
+pub(super) fn rmi_root(e: &dyn Entries, i: u64) -> Option<RmiRoot> {
     Some(RmiRoot {
         min_key: e.u64_at(i, 0)?,
         max_key: e.u64_at(i, 8)?,
@@ -339,7 +339,14 @@ fn span_range(j: u64, span: u64, below: u64) -> (u64, u64) {
 
 /// The position range of a band prediction `p` (in granules).
 #[inline]
-pub fn band_range(p: u64, eps_lo: u64, eps_hi: u64, granule: u64, zero_page: u64, below: u64) -> (u64, u64) {
+pub(crate) fn band_range(
+    p: u64,
+    eps_lo: u64,
+    eps_hi: u64,
+    granule: u64,
+    zero_page: u64,
+    below: u64,
+) -> (u64, u64) {
     let mut lo = p.saturating_sub(eps_lo).saturating_mul(granule);
     let mut hi = p.saturating_add(eps_hi).saturating_add(1).saturating_mul(granule);
     if let (Some(first), Some(last)) = (

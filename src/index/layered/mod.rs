@@ -30,17 +30,17 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-pub use build::{
-    LayerBuild, SegmentLine, band_layer, leco_zone_layer, lines_of, step_layer, step_stack, write_layer,
-    zone_layer,
+pub(crate) use build::{
+    LayerBuild, SegmentLine, band_layer, leco_zone_layer, lines_of, step_layer, write_layer, zone_layer,
 };
 pub use compressed::{CprBand, Decoded};
 pub use design::{Design, DesignFn, LayeredKind};
-pub use entries::{BandEntry, Entries, ResidentEntries};
-pub use kinds::LAYERED_KINDS;
-pub use layer::{Access, LAYER_MAGIC, LAYER_VERSION, LayerKind, band_range, layer_spec, step};
-pub use pgm_design::{compressed_band, page_aware_lines};
-pub use zone_design::{PAGE_BOUND_KINDS, design_from_page_bounds};
+pub(crate) use entries::{BandEntry, Entries, ResidentEntries};
+pub(crate) use kinds::LAYERED_KINDS;
+pub(crate) use layer::{Access, band_range, step};
+pub use layer::{LayerKind, layer_spec};
+pub(crate) use pgm_design::{compressed_band, page_aware_lines};
+pub(crate) use zone_design::{PAGE_BOUND_KINDS, design_from_page_bounds};
 
 use super::{ApproxPos, Cursor, DataRunReader, Fetch, Index, IndexStats, Record};
 use crate::format::PagedFile;
@@ -48,7 +48,7 @@ use crate::storage::{Directory, IoStats};
 use crate::{Error, Result};
 
 /// File name of layer `i` (0 = the layer right above the data).
-pub fn layer_file(i: usize) -> String {
+pub(crate) fn layer_file(i: usize) -> String {
     format!("layer-{i}.bin")
 }
 
@@ -70,7 +70,7 @@ impl Resident {
 
 /// One layer of an open index.
 #[derive(Debug)]
-pub struct OpenLayer {
+pub(crate) struct OpenLayer {
     kind: LayerKind,
     file: PagedFile,
     resident: Option<Resident>,
@@ -85,7 +85,7 @@ impl OpenLayer {
 }
 
 /// Decodes a blob layer from its bytes (as a lookup or `resident=index` does).
-pub fn decode_blob(kind: &LayerKind, bytes: &[u8], file: &str) -> Result<Decoded> {
+pub(crate) fn decode_blob(kind: &LayerKind, bytes: &[u8], file: &str) -> Result<Decoded> {
     match kind {
         LayerKind::LecoZone { .. } => Ok(Decoded::Leco(
             crate::model::LecoArray::from_bytes(bytes)

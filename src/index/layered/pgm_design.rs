@@ -330,7 +330,7 @@ fn slope_grid(seg: &crate::model::Segment) -> Vec<f64> {
 /// unless that reads more than `budget` extra pages per key, in which case
 /// the feasible line with the fewest crossings on a small grid of slopes and
 /// intercepts is used. Any returned line keeps the zero-interval guarantee.
-pub fn page_aware_lines(
+pub(crate) fn page_aware_lines(
     keys: &[u64],
     segs: &[crate::model::Segment],
     eps: u64,
@@ -353,7 +353,7 @@ pub fn page_aware_lines(
 /// intercepts re-fitted, rough separators as keys, errors measured with the
 /// query arithmetic. `budget` is the extra pages per key a zero-interval
 /// line may cause before other feasible lines are tried. One blob layer.
-pub fn compressed_band(
+pub(crate) fn compressed_band(
     keys: &[u64],
     segs: &[crate::model::Segment],
     eps: u64,

@@ -25,13 +25,13 @@ pub(super) fn zonemap(_p: &Params, keys: &[u64], per_page: usize, _ps: usize) ->
 /// Kinds whose design reads only the first and last key of every data page
 /// (the zone maps), so that a builder may keep 2 keys per page instead of
 /// all of them; see [`design_from_page_bounds`].
-pub const PAGE_BOUND_KINDS: &[&str] = &["zonemap", "leco-zonemap", "leco-zonemap-d", "gap-zonemap-d"];
+pub(crate) const PAGE_BOUND_KINDS: &[&str] = &["zonemap", "leco-zonemap", "leco-zonemap-d", "gap-zonemap-d"];
 
 /// The design of `kind` (one of [`PAGE_BOUND_KINDS`]) over a data run of
 /// `per_page` records per page, from `bounds`: every page's first key then
 /// its last key (the last page's last key may be left out). Builds the same
 /// layers as `kind.design` over all the keys. `None` for other kinds.
-pub fn design_from_page_bounds(
+pub(crate) fn design_from_page_bounds(
     kind: &LayeredKind,
     params: &Params,
     bounds: &[u64],
