@@ -65,7 +65,7 @@ pub enum StaticKind {
     /// expects at most 1.01 pages (`MAX_AUTO_PAGES`) per lookup *and* needs at
     /// most 90% of the zone map's memory (the learned index must save real
     /// memory at the same pages to be worth its decoding). Over more than
-    /// [`AUTO_SAMPLE_KEYS`] records `pgm-disk-cpr` is designed in full only
+    /// `AUTO_SAMPLE_KEYS` records `pgm-disk-cpr` is designed in full only
     /// if a sample of the keys shows it could meet the page bound. The
     /// choice is remembered and reused by merges until the static stage has
     /// doubled.

@@ -1,4 +1,4 @@
-//! `btree`: a page-based B+-tree over [`Storage`] and the page cache — the
+//! `btree`: a page-based B+-tree over [`Storage`](crate::storage::Storage) and the page cache — the
 //! baseline every strata index is measured against (Lan et al. §4–6,
 //! AirIndex's B-TREE: 4 KiB nodes, fanout 255/256).
 //!

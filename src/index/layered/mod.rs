@@ -1,7 +1,7 @@
 //! The static layered index: layers over a data run.
 //!
 //! One engine holds every static index of the papers as a configuration
-//! (ARCHITECTURE.md, "One idea holds it together"): a stack of layers over a
+//! (`docs/architecture.md`; AirIndex's unified model): a stack of layers over a
 //! [`DataRun`](crate::format::DataRun), each layer a piecewise function from a key to a range of
 //! positions in the layer below. A lookup goes top-down: the root layer is
 //! read whole, every other layer only in the window the layer above
