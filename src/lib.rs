@@ -55,6 +55,7 @@ pub mod data;
 #[warn(unreachable_pub)]
 pub mod db;
 pub mod error;
+#[warn(unreachable_pub)]
 pub mod format;
 #[warn(unreachable_pub)]
 pub mod index;
