@@ -64,6 +64,7 @@ pub mod model;
 pub mod pager;
 pub mod registry;
 pub mod storage;
+#[warn(unreachable_pub)]
 pub mod tune;
 
 pub use db::Db;
