@@ -60,6 +60,7 @@ pub mod format;
 #[warn(unreachable_pub)]
 pub mod index;
 pub mod log;
+#[warn(unreachable_pub)]
 pub mod model;
 pub mod pager;
 pub mod registry;
