@@ -64,6 +64,7 @@ pub mod log;
 pub mod model;
 pub mod pager;
 pub mod registry;
+#[warn(unreachable_pub)]
 pub mod storage;
 #[warn(unreachable_pub)]
 pub mod tune;
