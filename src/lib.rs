@@ -59,9 +59,11 @@ pub mod error;
 pub mod format;
 #[warn(unreachable_pub)]
 pub mod index;
+#[warn(unreachable_pub)]
 pub mod log;
 #[warn(unreachable_pub)]
 pub mod model;
+#[warn(unreachable_pub)]
 pub mod pager;
 pub mod registry;
 #[warn(unreachable_pub)]
