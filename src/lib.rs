@@ -55,14 +55,20 @@ pub mod data;
 #[warn(unreachable_pub)]
 pub mod db;
 pub mod error;
+#[warn(unreachable_pub)]
 pub mod format;
 #[warn(unreachable_pub)]
 pub mod index;
+#[warn(unreachable_pub)]
 pub mod log;
+#[warn(unreachable_pub)]
 pub mod model;
+#[warn(unreachable_pub)]
 pub mod pager;
 pub mod registry;
+#[warn(unreachable_pub)]
 pub mod storage;
+#[warn(unreachable_pub)]
 pub mod tune;
 
 pub use db::Db;

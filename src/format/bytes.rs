@@ -4,107 +4,81 @@
 //! putters do nothing in that case (callers size their buffers first).
 
 /// Reads a `u16` at `off`.
-pub fn get_u16(b: &[u8], off: usize) -> Option<u16> {
+pub(crate) fn get_u16(b: &[u8], off: usize) -> Option<u16> {
     Some(u16::from_le_bytes(
         b.get(off..off.checked_add(2)?)?.try_into().ok()?,
     ))
 }
 
 /// Reads a `u32` at `off`.
-pub fn get_u32(b: &[u8], off: usize) -> Option<u32> {
+pub(crate) fn get_u32(b: &[u8], off: usize) -> Option<u32> {
     Some(u32::from_le_bytes(
         b.get(off..off.checked_add(4)?)?.try_into().ok()?,
     ))
 }
 
 /// Reads a `u64` at `off`.
-pub fn get_u64(b: &[u8], off: usize) -> Option<u64> {
+pub(crate) fn get_u64(b: &[u8], off: usize) -> Option<u64> {
     Some(u64::from_le_bytes(
         b.get(off..off.checked_add(8)?)?.try_into().ok()?,
     ))
 }
 
-/// Reads an `f64` at `off`.
-pub fn get_f64(b: &[u8], off: usize) -> Option<f64> {
-    get_u64(b, off).map(f64::from_bits)
-}
-
 /// Writes a `u16` at `off`.
-pub fn put_u16(b: &mut [u8], off: usize, v: u16) {
+pub(crate) fn put_u16(b: &mut [u8], off: usize, v: u16) {
     if let Some(d) = off.checked_add(2).and_then(|e| b.get_mut(off..e)) {
         d.copy_from_slice(&v.to_le_bytes());
     }
 }
 
 /// Writes a `u32` at `off`.
-pub fn put_u32(b: &mut [u8], off: usize, v: u32) {
+pub(crate) fn put_u32(b: &mut [u8], off: usize, v: u32) {
     if let Some(d) = off.checked_add(4).and_then(|e| b.get_mut(off..e)) {
         d.copy_from_slice(&v.to_le_bytes());
     }
 }
 
 /// Writes a `u64` at `off`.
-pub fn put_u64(b: &mut [u8], off: usize, v: u64) {
+pub(crate) fn put_u64(b: &mut [u8], off: usize, v: u64) {
     if let Some(d) = off.checked_add(8).and_then(|e| b.get_mut(off..e)) {
         d.copy_from_slice(&v.to_le_bytes());
     }
 }
 
-/// Writes an `f64` at `off`.
-pub fn put_f64(b: &mut [u8], off: usize, v: f64) {
-    put_u64(b, off, v.to_bits());
-}
-
 /// A bounds-checked reader over a byte slice.
 #[derive(Debug, Clone)]
-pub struct Cursor<'a> {
+pub(crate) struct Cursor<'a> {
     buf: &'a [u8],
     pos: usize,
 }
 
 impl<'a> Cursor<'a> {
     /// A cursor at the start of `buf`.
-    pub fn new(buf: &'a [u8]) -> Self {
+    pub(crate) fn new(buf: &'a [u8]) -> Self {
         Cursor { buf, pos: 0 }
     }
-    /// Current position.
-    pub fn pos(&self) -> usize {
-        self.pos
-    }
     /// Bytes left.
-    pub fn remaining(&self) -> usize {
+    pub(crate) fn remaining(&self) -> usize {
         self.buf.len().saturating_sub(self.pos)
     }
-    /// Next `u8`.
-    pub fn u8(&mut self) -> Option<u8> {
-        let v = *self.buf.get(self.pos)?;
-        self.pos += 1;
-        Some(v)
-    }
-    /// Next `u16`.
-    pub fn u16(&mut self) -> Option<u16> {
-        let v = get_u16(self.buf, self.pos)?;
-        self.pos += 2;
-        Some(v)
-    }
     /// Next `u32`.
-    pub fn u32(&mut self) -> Option<u32> {
+    pub(crate) fn u32(&mut self) -> Option<u32> {
         let v = get_u32(self.buf, self.pos)?;
         self.pos += 4;
         Some(v)
     }
     /// Next `u64`.
-    pub fn u64(&mut self) -> Option<u64> {
+    pub(crate) fn u64(&mut self) -> Option<u64> {
         let v = get_u64(self.buf, self.pos)?;
         self.pos += 8;
         Some(v)
     }
     /// Next `f64`.
-    pub fn f64(&mut self) -> Option<f64> {
+    pub(crate) fn f64(&mut self) -> Option<f64> {
         self.u64().map(f64::from_bits)
     }
     /// Next `n` bytes.
-    pub fn bytes(&mut self, n: usize) -> Option<&'a [u8]> {
+    pub(crate) fn bytes(&mut self, n: usize) -> Option<&'a [u8]> {
         let v = self.buf.get(self.pos..self.pos.checked_add(n)?)?;
         self.pos += n;
         Some(v)

@@ -15,14 +15,14 @@ use crate::storage::{Directory, ReadStorage, Sink};
 use crate::{Error, Result};
 
 /// Magic number of a data run file: the bytes `STRATADR`.
-pub const DATA_RUN_MAGIC: u64 = u64::from_le_bytes(*b"STRATADR");
+pub(crate) const DATA_RUN_MAGIC: u64 = u64::from_le_bytes(*b"STRATADR");
 /// Format version of data run files written by this build.
-pub const DATA_RUN_VERSION: u32 = 1;
+pub(crate) const DATA_RUN_VERSION: u32 = 1;
 /// Size of one record: key and value, both `u64` little-endian.
 pub const RECORD_LEN: usize = 16;
 
 /// The paged-array kind of a data run.
-pub const DATA_RUN_SPEC: PagedSpec = PagedSpec {
+pub(crate) const DATA_RUN_SPEC: PagedSpec = PagedSpec {
     magic: DATA_RUN_MAGIC,
     version: DATA_RUN_VERSION,
     page_type: PageType::Data,

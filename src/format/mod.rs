@@ -5,16 +5,17 @@
 //! The normative descriptions are in `docs/format/`.
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-pub mod bytes;
-pub mod datarun;
+pub(crate) mod bytes;
+pub(crate) mod datarun;
 pub mod page;
-pub mod paged;
+pub(crate) mod paged;
 pub mod sosd;
 
+pub(crate) use datarun::PageRun;
 pub use datarun::{
-    DATA_FILE, DATA_RUN_MAGIC, DATA_RUN_VERSION, DataRun, DataRunMeta, DataRunWriter, PageRun, RECORD_LEN,
-    records_per_page, write_data_run,
+    DATA_FILE, DataRun, DataRunMeta, DataRunWriter, RECORD_LEN, records_per_page, write_data_run,
 };
 pub use page::{PAGE_HEADER_LEN, PageHeader, PageType};
-pub use paged::{PagedFile, PagedMeta, PagedRun, PagedSpec, PagedWriter, entries_per_page};
+pub use paged::{PagedFile, PagedMeta};
+pub(crate) use paged::{PagedRun, PagedSpec, PagedWriter};
 pub use sosd::{KeyFileOptions, KeyReader, KeyWidth, read_keys, write_keys};

@@ -26,7 +26,7 @@ const WRITE_BATCH_PAGES: usize = 256;
 /// Offset of the kind-specific header fields in the header page.
 const EXTRA_OFFSET: usize = 64;
 /// Largest kind-specific header.
-pub const MAX_EXTRA: usize = 1024;
+pub(crate) const MAX_EXTRA: usize = 1024;
 
 /// What kind of paged file: its magic, version, data page type and width.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,7 +80,7 @@ impl PagedMeta {
 }
 
 /// Entries per page for a page size and entry width.
-pub const fn entries_per_page(page_size: usize, width: usize) -> usize {
+pub(crate) const fn entries_per_page(page_size: usize, width: usize) -> usize {
     (page_size - PAGE_HEADER_LEN) / width
 }
 
@@ -90,7 +90,7 @@ pub const fn entries_per_page(page_size: usize, width: usize) -> usize {
 /// complete (its header page is zero; see [`Sink`]); dropping the writer
 /// abandons the build.
 #[derive(Debug)]
-pub struct PagedWriter {
+pub(crate) struct PagedWriter {
     sink: Box<dyn Sink>,
     spec: PagedSpec,
     page_size: usize,
@@ -106,14 +106,14 @@ pub struct PagedWriter {
 impl PagedWriter {
     /// Starts the paged array `name` in `dir`, through a sink with the
     /// header page reserved.
-    pub fn create(dir: &dyn Directory, name: &str, spec: PagedSpec, page_size: usize) -> Result<Self> {
+    pub(crate) fn create(dir: &dyn Directory, name: &str, spec: PagedSpec, page_size: usize) -> Result<Self> {
         check_page_size(page_size)?;
         Self::new(dir.create_sink(name, page_size)?, spec, page_size)
     }
 
     /// Starts a paged array on a fresh `sink` whose reserved header region
     /// is one page of `page_size` bytes.
-    pub fn new(sink: Box<dyn Sink>, spec: PagedSpec, page_size: usize) -> Result<Self> {
+    pub(crate) fn new(sink: Box<dyn Sink>, spec: PagedSpec, page_size: usize) -> Result<Self> {
         check_page_size(page_size)?;
         if spec.width == 0 || spec.width > page_size - PAGE_HEADER_LEN {
             return Err(Error::invalid(format!(
@@ -143,23 +143,24 @@ impl PagedWriter {
     }
 
     /// Entries per page.
-    pub fn per_page(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn per_page(&self) -> usize {
         self.per_page
     }
 
     /// Number of entries pushed.
-    pub fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         self.count
     }
 
     /// Whether nothing was pushed.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.count == 0
     }
 
     /// Appends an entry of exactly `width` bytes. `aux` becomes the page's
     /// aux word if this entry turns out to be the last one on its page.
-    pub fn push(&mut self, entry: &[u8], aux: u64) -> Result<()> {
+    pub(crate) fn push(&mut self, entry: &[u8], aux: u64) -> Result<()> {
         if entry.len() != self.spec.width {
             return Err(Error::invalid(format!(
                 "entry of {} bytes in a paged array of width {}",
@@ -183,7 +184,7 @@ impl PagedWriter {
     /// Appends whole entries (`entries.len()` a multiple of the width), each
     /// with aux word `aux`: [`push`](Self::push) for many entries at once,
     /// copying page-sized pieces.
-    pub fn push_entries(&mut self, mut entries: &[u8], aux: u64) -> Result<()> {
+    pub(crate) fn push_entries(&mut self, mut entries: &[u8], aux: u64) -> Result<()> {
         let w = self.spec.width;
         if entries.len() % w != 0 {
             return Err(Error::invalid(format!(
@@ -212,14 +213,14 @@ impl PagedWriter {
 
     /// Mutable access to the bytes of the entry being written next (for
     /// writers that fill fields in place): call [`PagedWriter::commit`] after.
-    pub fn next_entry_mut(&mut self) -> &mut [u8] {
+    pub(crate) fn next_entry_mut(&mut self) -> &mut [u8] {
         let off = self.batch_pages * self.page_size + PAGE_HEADER_LEN + self.in_page * self.spec.width;
         let w = self.spec.width;
         self.batch.get_mut(off..off + w).unwrap_or_default()
     }
 
     /// Commits the entry filled through [`PagedWriter::next_entry_mut`].
-    pub fn commit(&mut self, aux: u64) -> Result<()> {
+    pub(crate) fn commit(&mut self, aux: u64) -> Result<()> {
         self.in_page += 1;
         self.count += 1;
         self.page_aux = aux;
@@ -271,7 +272,7 @@ impl PagedWriter {
     /// Writes the last page and the header (with `extra` kind-specific
     /// bytes), finishes the sink (the file is then complete and durable), and
     /// returns the header.
-    pub fn finish(mut self, extra: &[u8]) -> Result<PagedMeta> {
+    pub(crate) fn finish(mut self, extra: &[u8]) -> Result<PagedMeta> {
         if extra.len() > MAX_EXTRA || EXTRA_OFFSET + 4 + extra.len() > self.page_size {
             return Err(Error::invalid("paged array header too large"));
         }

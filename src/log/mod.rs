@@ -30,8 +30,9 @@ mod writer;
 pub use manifest::Manifest;
 pub use record::LogRecord;
 pub use segment::{LogBatch, Replay, WAL_HEADER_LEN, WAL_MAGIC, WAL_VERSION, replay};
-pub use segments::{Recovered, create_segment, recover, wal_id, wal_name};
-pub use sync::SyncThread;
+pub(crate) use segments::create_segment;
+pub use segments::{Recovered, recover, wal_id, wal_name};
+pub(crate) use sync::SyncThread;
 pub use writer::{SyncPolicy, WalWriter};
 
 #[cfg(test)]

@@ -96,7 +96,7 @@ pub fn recover<R: LogRecord>(
 
 /// Creates log segment `id` in `dir`: its header written and synced, then
 /// the directory synced, so the segment survives a crash before any append.
-pub fn create_segment<R: LogRecord>(
+pub(crate) fn create_segment<R: LogRecord>(
     dir: &dyn Directory,
     id: u64,
     sync: SyncPolicy,

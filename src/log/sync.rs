@@ -21,14 +21,14 @@ struct Stop {
 /// it was acknowledged. [`stop`](SyncThread::stop) wakes the thread at once
 /// and waits for it; a call under way finishes first.
 #[derive(Debug)]
-pub struct SyncThread {
+pub(crate) struct SyncThread {
     stop: Arc<Stop>,
     handle: Option<JoinHandle<()>>,
 }
 
 impl SyncThread {
     /// Starts the thread `name`, calling `tick` every `period`.
-    pub fn spawn(
+    pub(crate) fn spawn(
         name: &str,
         period: Duration,
         mut tick: impl FnMut() + Send + 'static,
@@ -60,7 +60,7 @@ impl SyncThread {
     }
 
     /// Stops the thread and waits for it to end.
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         *self.stop.stopped.lock() = true;
         self.stop.cv.notify_all();
         if let Some(h) = self.handle.take() {

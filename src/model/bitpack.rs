@@ -8,13 +8,13 @@
 
 /// Number of bits needed to represent `v` (0 for `v == 0`, 64 for `v >= 2^63`).
 #[inline]
-pub fn bits_needed(v: u64) -> u32 {
+pub(crate) fn bits_needed(v: u64) -> u32 {
     64 - v.leading_zeros()
 }
 
 /// The mask of the low `width` bits (`width` clamped to 64).
 #[inline]
-pub fn low_mask(width: u32) -> u64 {
+pub(crate) fn low_mask(width: u32) -> u64 {
     if width == 0 {
         0
     } else {
@@ -26,7 +26,7 @@ pub fn low_mask(width: u32) -> u64 {
 ///
 /// Bits beyond the end of `words` read as 0; `width` is clamped to 64.
 #[inline]
-pub fn read_bits(words: &[u64], off: u64, width: u32) -> u64 {
+pub(crate) fn read_bits(words: &[u64], off: u64, width: u32) -> u64 {
     if width == 0 {
         return 0;
     }
@@ -50,7 +50,8 @@ pub fn read_bits(words: &[u64], off: u64, width: u32) -> u64 {
 /// with zero words as needed. Other bits are left unchanged. O(1) amortised.
 ///
 /// Offsets whose word index does not fit in `usize` are ignored.
-pub fn write_bits(words: &mut Vec<u64>, off: u64, width: u32, value: u64) {
+#[cfg(test)]
+pub(crate) fn write_bits(words: &mut Vec<u64>, off: u64, width: u32, value: u64) {
     if width == 0 {
         return;
     }
@@ -79,19 +80,19 @@ pub fn write_bits(words: &mut Vec<u64>, off: u64, width: u32, value: u64) {
 
 /// Appends fixed-width values to a word array, one after another.
 #[derive(Debug, Clone, Default)]
-pub struct BitWriter {
+pub(crate) struct BitWriter {
     words: Vec<u64>,
     bits: u64,
 }
 
 impl BitWriter {
     /// An empty writer.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// An empty writer with room for `bits` bits.
-    pub fn with_capacity(bits: u64) -> Self {
+    pub(crate) fn with_capacity(bits: u64) -> Self {
         let words = usize::try_from(bits.div_ceil(64)).unwrap_or(0);
         BitWriter {
             words: Vec::with_capacity(words.saturating_add(1)),
@@ -100,13 +101,13 @@ impl BitWriter {
     }
 
     /// Number of bits written so far (the offset of the next value).
-    pub fn bit_len(&self) -> u64 {
+    pub(crate) fn bit_len(&self) -> u64 {
         self.bits
     }
 
     /// Appends the low `width` bits of `value`.
     #[inline]
-    pub fn push(&mut self, value: u64, width: u32) {
+    pub(crate) fn push(&mut self, value: u64, width: u32) {
         let width = width.min(64);
         if width == 0 {
             return;
@@ -126,7 +127,7 @@ impl BitWriter {
 
     /// The words written, followed by one zero padding word (so a reader may
     /// always load two consecutive words).
-    pub fn finish(mut self) -> Vec<u64> {
+    pub(crate) fn finish(mut self) -> Vec<u64> {
         self.words.push(0);
         self.words.shrink_to_fit();
         self.words
@@ -136,7 +137,7 @@ impl BitWriter {
 /// Signed integers packed at one width: `value - min` in `width` bits each.
 /// For values without a trend (a learned code would only add its model).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PackedInts {
+pub(crate) struct PackedInts {
     min: i64,
     width: u32,
     len: usize,
@@ -145,7 +146,7 @@ pub struct PackedInts {
 
 impl PackedInts {
     /// Packs `values`.
-    pub fn encode(values: &[i64]) -> Self {
+    pub(crate) fn encode(values: &[i64]) -> Self {
         let min = values.iter().copied().min().unwrap_or(0);
         let max = values.iter().copied().max().unwrap_or(0);
         let width = bits_needed(max.wrapping_sub(min) as u64);
@@ -164,18 +165,13 @@ impl PackedInts {
     }
 
     /// Number of values.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
-    }
-
-    /// Whether there is no value.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     /// Value `i`.
     #[inline]
-    pub fn get(&self, i: usize) -> Option<i64> {
+    pub(crate) fn get(&self, i: usize) -> Option<i64> {
         if i >= self.len {
             return None;
         }
@@ -184,13 +180,13 @@ impl PackedInts {
     }
 
     /// Heap bytes held.
-    pub fn memory_bytes(&self) -> usize {
+    pub(crate) fn memory_bytes(&self) -> usize {
         size_of::<Self>() + self.words.capacity() * 8
     }
 
     /// Serializes: `min` (i64), `width` (u32), `len` (u64), word count (u64),
     /// words (u64 each), little-endian.
-    pub fn to_bytes(&self) -> Vec<u8> {
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(28 + self.words.len() * 8);
         out.extend_from_slice(&self.min.to_le_bytes());
         out.extend_from_slice(&self.width.to_le_bytes());
@@ -203,7 +199,7 @@ impl PackedInts {
     }
 
     /// Decodes and validates (the words must hold every value).
-    pub fn from_bytes(bytes: &[u8]) -> crate::Result<Self> {
+    pub(crate) fn from_bytes(bytes: &[u8]) -> crate::Result<Self> {
         let bad = |what: &str| crate::Error::corruption("packed integers", 0, what.to_string());
         let mut c = crate::format::bytes::Cursor::new(bytes);
         let min = c.u64().ok_or_else(|| bad("cut"))? as i64;

@@ -27,11 +27,11 @@ use crate::format::bytes::Cursor;
 use crate::{Error, Result};
 
 /// Magic of a gap-coded array: `STRATAGA`.
-pub const GAP_MAGIC: u64 = u64::from_le_bytes(*b"STRATAGA");
+pub(crate) const GAP_MAGIC: u64 = u64::from_le_bytes(*b"STRATAGA");
 /// Format version of gap-coded arrays.
-pub const GAP_VERSION: u32 = 1;
+pub(crate) const GAP_VERSION: u32 = 1;
 /// Default log2 of the block length (64 values per block).
-pub const DEFAULT_BLOCK_LOG2: u32 = 7;
+pub(crate) const DEFAULT_BLOCK_LOG2: u32 = 7;
 
 /// Appends the crc32c of `out` to it.
 pub(crate) fn seal(mut out: Vec<u8>) -> Vec<u8> {
@@ -568,9 +568,9 @@ impl GapArray {
 }
 
 /// Magic of a delta-coded array: `STRATADA`.
-pub const DELTA_MAGIC: u64 = u64::from_le_bytes(*b"STRATADA");
+pub(crate) const DELTA_MAGIC: u64 = u64::from_le_bytes(*b"STRATADA");
 /// Format version of delta-coded arrays.
-pub const DELTA_VERSION: u32 = 1;
+pub(crate) const DELTA_VERSION: u32 = 1;
 
 /// Reads an order-`k` Exp-Golomb code (`k <= 63`).
 #[inline]

@@ -33,16 +33,16 @@ use crate::{Error, Result};
 
 const KIND: &str = "leco";
 /// Magic number of a LeCo encoding: the bytes `STRATALC`.
-pub const LECO_MAGIC: u64 = u64::from_le_bytes(*b"STRATALC");
+pub(super) const LECO_MAGIC: u64 = u64::from_le_bytes(*b"STRATALC");
 /// Format version of LeCo encodings written by this build.
-pub const LECO_VERSION: u32 = 1;
+pub(super) const LECO_VERSION: u32 = 1;
 /// Partition lengths tried by the encoders: `2^MIN_LOG2_PART..=2^MAX_LOG2_PART`.
-pub const MIN_LOG2_PART: u32 = 5;
+pub(super) const MIN_LOG2_PART: u32 = 5;
 /// See [`MIN_LOG2_PART`].
-pub const MAX_LOG2_PART: u32 = 12;
+pub(super) const MAX_LOG2_PART: u32 = 12;
 /// Largest partition length accepted by the explicit-length encoders and the
 /// decoder (`2^24`).
-pub const LIMIT_LOG2_PART: u32 = 24;
+pub(super) const LIMIT_LOG2_PART: u32 = 24;
 /// Bytes of one partition header: base, slope, and offset/width.
 const PART_BYTES: u64 = size_of::<Part>() as u64;
 

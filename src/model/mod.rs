@@ -20,21 +20,22 @@
 //! unsorted ones with an error), decoders validate every structure they read.
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-pub mod bitpack;
+pub(crate) mod bitpack;
 mod codec;
 mod exact;
-pub mod gapcode;
-pub mod leco;
-pub mod pla;
-pub mod radix_spline;
-pub mod rmi;
+pub(crate) mod gapcode;
+mod leco;
+mod pla;
+pub(crate) mod radix_spline;
+mod rmi;
 
 pub use gapcode::{DeltaArray, GapArray};
 pub use leco::LecoArray;
 pub use pla::{
-    IntervalPoint, PREDICTION_TOLERANCE, PlaStream, Segment, greedy_cone, greedy_cone_points,
-    intercept_range, min_slope_set, optimal_pla, optimal_pla_points, optimal_pla_zero_interval, roundest_f32,
-    zero_interval,
+    IntervalPoint, PlaStream, Segment, greedy_cone, optimal_pla, optimal_pla_points,
+    optimal_pla_zero_interval,
 };
+pub(crate) use pla::{intercept_range, min_slope_set, zero_interval};
 pub use radix_spline::RadixSpline;
-pub use rmi::{Rmi, RmiLeaf, RmiRoot, leaf_approx};
+pub use rmi::Rmi;
+pub(crate) use rmi::{RmiLeaf, RmiRoot, leaf_approx};

@@ -41,7 +41,7 @@ pub type IntervalPoint = (u64, i128, i128);
 /// `tol = PREDICTION_TOLERANCE * max(1, max |lo|, max |hi|)` over the
 /// segment's points. Equal to 2^-46 ≈ 1.4e-14 (the rounding analysis gives
 /// about 42 units of 2^-53; this leaves a factor of 3 of margin).
-pub const PREDICTION_TOLERANCE: f64 = 1.0 / (1u64 << 46) as f64;
+pub(super) const PREDICTION_TOLERANCE: f64 = 1.0 / (1u64 << 46) as f64;
 
 /// One linear piece of a segmentation.
 ///
@@ -414,7 +414,7 @@ pub fn optimal_pla(keys: &[u64], eps: u64) -> Vec<Segment> {
 /// `[p * page_items - eps, p * page_items + page_items - 1 + eps]`.
 /// `page_items == 0` is treated as 1 (which gives `[i - eps, i + eps]`).
 #[inline]
-pub fn zero_interval(i: u64, eps: u64, page_items: u64) -> (i128, i128) {
+pub(crate) fn zero_interval(i: u64, eps: u64, page_items: u64) -> (i128, i128) {
     let p = page_items.max(1) as i128;
     let page_start = (i as i128 / p) * p;
     (page_start - eps as i128, page_start + p - 1 + eps as i128)
@@ -444,7 +444,7 @@ pub fn optimal_pla_zero_interval(keys: &[u64], eps: u64, page_items: u64) -> Vec
 /// middle (raised to 0 if negative and 0 is in the cone); `slope_lo..slope_hi`
 /// is the cone. Exact arithmetic; O(1) per point. Never fewer segments than
 /// [`optimal_pla_points`].
-pub fn greedy_cone_points<I>(points: I) -> Vec<Segment>
+pub(super) fn greedy_cone_points<I>(points: I) -> Vec<Segment>
 where
     I: IntoIterator<Item = IntervalPoint>,
 {
@@ -554,7 +554,7 @@ pub fn greedy_cone(keys: &[u64], eps: u64) -> Vec<Segment> {
 /// rounded bounds may cross; a crossing within the prediction tolerance
 /// (see [`PREDICTION_TOLERANCE`]) is returned as the one-value range at its
 /// midpoint. Keys below `first_key` count as `first_key`.
-pub fn intercept_range<I>(points: I, first_key: u64, slope: f64) -> Option<(f64, f64)>
+pub(crate) fn intercept_range<I>(points: I, first_key: u64, slope: f64) -> Option<(f64, f64)>
 where
     I: IntoIterator<Item = IntervalPoint>,
 {
@@ -582,7 +582,7 @@ where
 /// The positive `f32` in `[lo, hi]` whose bit pattern has the most trailing
 /// zeros (the fewest significant mantissa bits), if the interval is positive
 /// and holds an `f32`. Bit patterns of positive floats order as the floats.
-pub fn roundest_f32(lo: f64, hi: f64) -> Option<f64> {
+pub(super) fn roundest_f32(lo: f64, hi: f64) -> Option<f64> {
     if !(lo > 0.0 && hi >= lo && hi.is_finite()) {
         return None;
     }
@@ -626,7 +626,7 @@ pub fn roundest_f32(lo: f64, hi: f64) -> Option<f64> {
 /// endpoints are allowed (one-point segments have `(-inf, +inf)`); a slope
 /// shared only by unbounded ranges is 0. An empty or NaN range gets a slope of
 /// its own (its `lo`, or 0 for NaN). O(m log m).
-pub fn min_slope_set(ranges: &[(f64, f64)]) -> (Vec<f64>, Vec<u32>) {
+pub(crate) fn min_slope_set(ranges: &[(f64, f64)]) -> (Vec<f64>, Vec<u32>) {
     // A shared slope may be any value in its group's intersection: the one
     // with the fewest significant bits (as an f32) compresses best.
     let mut slopes = Vec::new();

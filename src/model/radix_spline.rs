@@ -22,11 +22,11 @@ use crate::{Error, Result};
 
 const KIND: &str = "radix spline";
 /// Magic number of a RadixSpline encoding: the bytes `STRATARS`.
-pub const RADIX_SPLINE_MAGIC: u64 = u64::from_le_bytes(*b"STRATARS");
+pub(crate) const RADIX_SPLINE_MAGIC: u64 = u64::from_le_bytes(*b"STRATARS");
 /// Format version of RadixSpline encodings written by this build.
-pub const RADIX_SPLINE_VERSION: u32 = 1;
+pub(crate) const RADIX_SPLINE_VERSION: u32 = 1;
 /// Largest radix table: `2^MAX_RADIX_BITS + 1` entries of 4 bytes.
-pub const MAX_RADIX_BITS: u32 = 28;
+pub(crate) const MAX_RADIX_BITS: u32 = 28;
 
 /// A RadixSpline over strictly increasing `u64` keys.
 ///

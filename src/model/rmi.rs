@@ -20,11 +20,11 @@ use crate::Result;
 
 const KIND: &str = "rmi";
 /// Magic number of an RMI encoding: the bytes `STRATRMI`.
-pub const RMI_MAGIC: u64 = u64::from_le_bytes(*b"STRATRMI");
+pub(super) const RMI_MAGIC: u64 = u64::from_le_bytes(*b"STRATRMI");
 /// Format version of RMI encodings written by this build.
-pub const RMI_VERSION: u32 = 1;
+pub(super) const RMI_VERSION: u32 = 1;
 /// Largest number of leaf models.
-pub const MAX_MODELS: usize = 1 << 28;
+pub(super) const MAX_MODELS: usize = 1 << 28;
 
 /// Error bound meaning "unbounded below" (use the leaf's first position).
 const UNBOUNDED_LO: i32 = i32::MIN;
@@ -86,7 +86,7 @@ impl RmiRoot {
 /// `(pos, lo, hi)` for `x` routed to `leaf`, which owns positions
 /// `[first, end)`: the lower bound of `x` lies in `[lo, hi)`, `lo <= pos < hi`.
 /// Shared by [`Rmi::approx`] and the on-disk layout of an RMI.
-pub fn leaf_approx(root: &RmiRoot, leaf: &RmiLeaf, first: u64, end: u64, x: u64) -> (u64, u64, u64) {
+pub(crate) fn leaf_approx(root: &RmiRoot, leaf: &RmiLeaf, first: u64, end: u64, x: u64) -> (u64, u64, u64) {
     if root.n == 0 || x <= root.min_key {
         return (0, 0, 1);
     }

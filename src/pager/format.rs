@@ -207,7 +207,7 @@ impl Checkpoint {
 
 /// Writes a free-list page (`next` = following free page) into `page` as
 /// page `page_no` and seals it.
-pub fn encode_free(page: &mut [u8], page_no: u64, next: u64) {
+pub(crate) fn encode_free(page: &mut [u8], page_no: u64, next: u64) {
     page.fill(0);
     page::seal(
         page,
@@ -225,6 +225,6 @@ pub fn encode_free(page: &mut [u8], page_no: u64, next: u64) {
 /// next link.
 ///
 /// Errors: [`Error::Corruption`] naming `file` and `page_no`.
-pub fn open_free(page: &[u8], page_no: u64, file: &str) -> Result<u64> {
+pub(crate) fn open_free(page: &[u8], page_no: u64, file: &str) -> Result<u64> {
     Ok(page::open_typed(page, page_no, file, PageType::Free)?.aux)
 }

@@ -48,9 +48,8 @@ mod tests;
 
 use std::sync::Arc;
 
-pub use format::{
-    Checkpoint, FileId, META_PAGE, NO_PAGE, PageSpace, ROOT_SLOT_LEN, RootSlot, encode_free, open_free,
-};
+pub use format::{Checkpoint, FileId, META_PAGE, NO_PAGE, PageSpace, ROOT_SLOT_LEN, RootSlot};
+pub(crate) use format::{encode_free, open_free};
 
 use crate::format::page::check_page_size;
 use crate::storage::{IoContext, Storage};

@@ -75,7 +75,7 @@ impl ProfileReport {
 /// (weights `1 / y²`), so small reads — where the latency term dominates —
 /// count as much as large ones. Returns `(a, b, r2)` with `r2` the weighted
 /// coefficient of determination.
-pub fn fit_line(points: &[(f64, f64)]) -> (f64, f64, f64) {
+pub(super) fn fit_line(points: &[(f64, f64)]) -> (f64, f64, f64) {
     if points.len() < 2 {
         return (points.first().map_or(0.0, |p| p.1), 0.0, 0.0);
     }

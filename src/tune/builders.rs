@@ -46,7 +46,7 @@ use crate::model::Segment;
 use crate::{Error, Result};
 
 /// Positions per partition of the parallel segmentation.
-pub const PARTITION: usize = 1 << 20;
+pub(super) const PARTITION: usize = 1 << 20;
 
 /// A family of layer builders.
 /// Serialised by [`Family::name`] (`gstep`, `gband`, …).
@@ -299,7 +299,7 @@ fn to_usize(v: u64) -> Result<usize> {
 
 /// `λ_low · base^i` for `i = 0, 1, …` up to `λ_high` (AirIndex's granularity
 /// exponentiation), rounded to whole bytes, without duplicates.
-pub fn granularity_grid(low: u64, high: u64, base: f64) -> Result<Vec<u64>> {
+pub(super) fn granularity_grid(low: u64, high: u64, base: f64) -> Result<Vec<u64>> {
     if low == 0 || high < low {
         return Err(Error::invalid(format!(
             "granularity bounds must satisfy 0 < low <= high, got {low} and {high}"
@@ -326,7 +326,7 @@ pub fn granularity_grid(low: u64, high: u64, base: f64) -> Result<Vec<u64>> {
 /// intervals of `page` positions when `page > 0`; partitions of about
 /// [`PARTITION`] positions (whole pages) are segmented in parallel and the
 /// segments merged (starts and intercepts made absolute).
-pub fn segment(keys: &[u64], eps: u64, page: u64) -> Vec<Segment> {
+pub(super) fn segment(keys: &[u64], eps: u64, page: u64) -> Vec<Segment> {
     let part = match (PARTITION as u64).checked_div(page) {
         Some(pages) => (pages.max(1) * page) as usize,
         None => PARTITION,
@@ -374,7 +374,7 @@ fn split_segments(segs: &[Segment], positions: usize) -> Vec<&[Segment]> {
 /// EBand's lines: groups of `group` positions, each with the line through
 /// its end points shifted to the middle of its residuals (the minimax
 /// intercept for that slope).
-pub fn equal_lines(keys: &[u64], group: usize) -> Vec<SegmentLine> {
+pub(super) fn equal_lines(keys: &[u64], group: usize) -> Vec<SegmentLine> {
     let group = group.max(1);
     let groups = keys.len().div_ceil(group);
     (0..groups)

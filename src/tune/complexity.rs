@@ -18,7 +18,7 @@ use crate::storage::StorageProfile;
 
 /// The value of `τ̂` and the ideal step index that attains it.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct StepComplexity {
+pub(super) struct StepComplexity {
     /// `τ̂` in nanoseconds.
     pub cost_ns: f64,
     /// Number of ideal step layers above the layer (`L`; 0 = read it whole).
@@ -38,7 +38,11 @@ fn step_entry_bytes(page_size: usize) -> f64 {
 /// pages of `page_size` bytes. Non-decreasing in `size_bytes`, in the
 /// latency and in the inverse bandwidth; never more than reading the layer
 /// whole (`L = 0`).
-pub fn step_index_complexity(size_bytes: u64, profile: &StorageProfile, page_size: usize) -> StepComplexity {
+pub(super) fn step_index_complexity(
+    size_bytes: u64,
+    profile: &StorageProfile,
+    page_size: usize,
+) -> StepComplexity {
     let ps = page_size.max(crate::format::PAGE_HEADER_LEN + 16) as f64;
     let ln_s = (size_bytes.max(1) as f64).ln();
     let ln_step = step_entry_bytes(ps as usize).ln();

@@ -353,7 +353,7 @@ impl LayerView {
 
 /// What is below a layer, as far as reading it goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Below {
+pub(super) struct Below {
     /// Positions (entries or records).
     pub count: u64,
     /// Positions per page.
@@ -368,7 +368,7 @@ pub struct Below {
 
 impl Below {
     /// The data run of `n` records, `per_page` to a page.
-    pub fn data(n: u64, per_page: u64) -> Self {
+    pub(super) fn data(n: u64, per_page: u64) -> Self {
         Below {
             count: n,
             per_page: per_page.max(1),
@@ -379,7 +379,7 @@ impl Below {
     }
 
     /// An index layer.
-    pub fn layer(v: &LayerView) -> Self {
+    pub(super) fn layer(v: &LayerView) -> Self {
         Below {
             count: v.count(),
             per_page: v.per_page().max(1),
@@ -392,7 +392,7 @@ impl Below {
     /// The window of this level a lookup reads, given the range the layer
     /// above returned (exactly as the engine turns one into the other).
     #[inline]
-    pub fn window(&self, range: (u64, u64), above_exact: bool) -> (u64, u64) {
+    pub(super) fn window(&self, range: (u64, u64), above_exact: bool) -> (u64, u64) {
         let mut w = if self.index_layer && !above_exact {
             (
                 range.0.saturating_sub(1),
@@ -411,7 +411,7 @@ impl Below {
     /// Pages a read of `window` touches (0 when the window is empty; all of
     /// them for a blob).
     #[inline]
-    pub fn pages_of(&self, window: (u64, u64)) -> u64 {
+    pub(super) fn pages_of(&self, window: (u64, u64)) -> u64 {
         let (lo, hi) = (window.0, window.1.min(self.count));
         if lo >= hi {
             0
@@ -474,7 +474,7 @@ impl PageCounter {
 /// [`band_range`], the body of `step`), so the windows are exactly those of a
 /// lookup whose upper layers found the right entry — which a valid index
 /// always does for existing keys.
-pub fn edge_reads(upper: &LayerView, below: &Below, sample: &QuerySample) -> Result<ReadHistogram> {
+pub(super) fn edge_reads(upper: &LayerView, below: &Below, sample: &QuerySample) -> Result<ReadHistogram> {
     if !upper.window_free() {
         return Err(Error::Unsupported(format!(
             "the edge cost of a {:?} layer depends on the layers above it; evaluate the whole stack",
@@ -594,7 +594,7 @@ impl StackCost {
 /// `pinned` layers held in memory (they cost nothing). Replicates
 /// [`LayeredIndex::predict`](crate::index::layered::LayeredIndex::predict)
 /// and the all-at-once data read step by step.
-pub fn evaluate_stack(
+pub(crate) fn evaluate_stack(
     n: u64,
     data_per_page: u64,
     views: &[LayerView],
@@ -625,7 +625,8 @@ pub fn evaluate_stack(
 /// (bottom-up) over `n` records: what
 /// [`LayeredIndex::predict`](crate::index::layered::LayeredIndex::predict)
 /// returns, computed in memory.
-pub fn predict_range(n: u64, views: &[LayerView], x: u64) -> Result<(u64, u64)> {
+#[cfg(test)]
+pub(super) fn predict_range(n: u64, views: &[LayerView], x: u64) -> Result<(u64, u64)> {
     let mut scratch = vec![0u64; views.len()];
     walk(n, 1, views, 0, x, &mut scratch)
 }

@@ -28,9 +28,9 @@
 //! fastest index whose pinned top layers fit the budget (`resident=index`
 //! then pins exactly those).
 
-pub mod builders;
-pub mod complexity;
-pub mod cost;
+mod builders;
+mod complexity;
+mod cost;
 mod search;
 
 #[cfg(test)]
@@ -38,9 +38,8 @@ mod tests;
 
 use serde_json::json;
 
-pub use builders::{Builder, Family, Outline, Param, granularity_grid};
-pub use complexity::{StepComplexity, step_index_complexity};
-pub use cost::{Below, LayerView, QuerySample, ReadHistogram, StackCost, edge_reads, evaluate_stack};
+pub(crate) use builders::Family;
+pub(crate) use cost::{LayerView, QuerySample, StackCost, evaluate_stack};
 pub use search::{
     Candidate, DEFAULT_SAMPLES, FixedDesign, SAMPLE_SEED, TuneOptions, Tuned, TunedLayer, Tuner,
 };

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use super::builders::{Builder, Outline};
 use super::*;
 use crate::data::Dist;
 use crate::index::{BuildOptions, Index, OpenOptions, Records, Residency};

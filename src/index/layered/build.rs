@@ -120,7 +120,7 @@ pub(super) fn step_stack(below: &LayerBuild, page_size: usize) -> Vec<LayerBuild
 
 /// One linear segment of a band layer: its first point and its line.
 #[derive(Debug, Clone, Copy)]
-pub struct SegmentLine {
+pub(crate) struct SegmentLine {
     /// Index of its first point.
     pub start: usize,
     /// Slope in positions (granules) per key unit.
