@@ -3,7 +3,7 @@
 //! A store is a *dynamic stage* (an in-memory ordered map of recent writes,
 //! `memtable`) in front of a *static stage* (a layered learned index over a
 //! sorted data run on storage, `stage`). Every write is appended to the
-//! write-ahead log ([`wal`]) and then applied to the dynamic stage. When the
+//! write-ahead log (`wal`) and then applied to the dynamic stage. When the
 //! dynamic stage passes its share of the memory budget it is *frozen*: a new
 //! dynamic stage and a new log segment take the writes while a background
 //! thread stream-merges the frozen stage with the old data run into a new

@@ -98,7 +98,7 @@ pub fn write_data_run(
 }
 
 impl DataRunWriter {
-    /// Starts the data run `name` in `dir` (see [`PagedWriter::create`]).
+    /// Starts the data run `name` in `dir` (see `PagedWriter::create`).
     pub fn create(dir: &dyn Directory, name: &str, page_size: usize) -> Result<Self> {
         Ok(Self::wrapping(PagedWriter::create(
             dir,
@@ -109,7 +109,7 @@ impl DataRunWriter {
     }
 
     /// Starts a data run on a fresh `sink` whose reserved header region is
-    /// one page (see [`PagedWriter::new`]).
+    /// one page (see `PagedWriter::new`).
     pub fn new(sink: Box<dyn Sink>, page_size: usize) -> Result<Self> {
         Ok(Self::wrapping(PagedWriter::new(sink, DATA_RUN_SPEC, page_size)?))
     }

@@ -18,7 +18,7 @@ pub(super) const MANIFEST_VERSION: u32 = 1;
 /// locally), so a directory with a manifest is complete.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Manifest {
-    /// Always [`MANIFEST_MAGIC`].
+    /// Always `MANIFEST_MAGIC`.
     pub magic: String,
     /// Manifest format version.
     pub format_version: u32,

@@ -142,7 +142,7 @@ pub(crate) fn check_keys(keys: &[u64]) -> Result<()> {
 }
 
 /// The kinds this layer defines, in `strata list` order: `binary`, `btree`,
-/// then the layered kinds ([`LAYERED_KINDS`](super::layered::LAYERED_KINDS)).
+/// then the layered kinds (`LAYERED_KINDS`).
 /// Kinds defined above `index` (`air`, `db`) are registered by the modules
 /// above it; `strata::registry` holds them all.
 pub fn registry() -> Registry {

@@ -8,9 +8,9 @@
 //!   a write and a sync (group commit) under a [`SyncPolicy`];
 //! - [`replay`]: reads one segment back, dropping a torn tail of the newest
 //!   segment and reporting any other damage as [`crate::Error::Corruption`];
-//! - [`recover`] / [`create_segment`]: a log as numbered segments
+//! - [`recover`] / `create_segment`: a log as numbered segments
 //!   `wal-NNNNNN.log` in a [`Directory`](crate::storage::Directory);
-//! - [`SyncThread`]: syncs a log every so many milliseconds;
+//! - `SyncThread`: syncs a log every so many milliseconds;
 //! - [`manifest`]: one checksummed manifest file per store, published by
 //!   write-tmp, sync, rename, sync-dir, and changed by [`Manifest::Edit`]s.
 //!

@@ -458,8 +458,8 @@ impl GapArray {
     /// (this array came from the encoder or from [`from_bytes`](Self::from_bytes),
     /// which decodes every code), so the usual step is decoded from one
     /// two-word window with the decoder state in registers and wrapping
-    /// arithmetic where [`State::next`] checks: the same values on good codes,
-    /// and never a panic. Long codes take [`State::next_slow`].
+    /// arithmetic where `State::next` checks: the same values on good codes,
+    /// and never a panic. Long codes take `State::next_slow`.
     pub fn last_le(&self, x: u64) -> Option<(usize, u64)> {
         let b = self.blocks.heads.partition_point(|&h| h <= x).checked_sub(1)?;
         let first = b << self.block_log2;

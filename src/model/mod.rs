@@ -1,15 +1,15 @@
 //! Pure algorithms on sorted keys (no I/O).
 //!
-//! - [`pla`]: optimal piecewise linear approximation (PGM-index, with
+//! - `pla`: optimal piecewise linear approximation (PGM-index, with
 //!   general intervals and disk-based zero intervals), the FITing-tree
 //!   shrinking cone, and slope compression;
-//! - [`radix_spline`]: RadixSpline (greedy spline corridor + radix table);
-//! - [`rmi`]: a two-layer linear recursive model index;
-//! - [`leco`]: LeCo learned compression of `u64` sequences, lossless and the
+//! - `radix_spline`: RadixSpline (greedy spline corridor + radix table);
+//! - `rmi`: a two-layer linear recursive model index;
+//! - `leco`: LeCo learned compression of `u64` sequences, lossless and the
 //!   lossy-within-bounds `-D` variant for zone maps;
-//! - [`gapcode`]: gap-coded rough separators (values chosen inside bounds,
+//! - `gapcode`: gap-coded rough separators (values chosen inside bounds,
 //!   gaps stored at the coarsest precision each bound allows);
-//! - [`bitpack`]: fixed-width bit packing.
+//! - `bitpack`: fixed-width bit packing.
 //!
 //! Models that answer lookups ([`RadixSpline`], [`Rmi`]) return a range
 //! `[lo, hi)` with the contract of `index::ApproxPos`: for any query `x`, the

@@ -47,9 +47,9 @@ pub(super) const PREDICTION_TOLERANCE: f64 = 1.0 / (1u64 << 46) as f64;
 ///
 /// It covers input points `start..start + len`, whose keys are `>= first_key`.
 /// The line `predict(x) = intercept + slope * (x - first_key)` passes through
-/// every point's interval (up to [`PREDICTION_TOLERANCE`]); every slope in
+/// every point's interval (up to `PREDICTION_TOLERANCE`); every slope in
 /// `[slope_lo, slope_hi]` admits such a line with some intercept (see
-/// [`intercept_range`]).
+/// `intercept_range`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Segment {
     /// Key of the first point (the segment's smallest key).
@@ -422,7 +422,7 @@ pub(crate) fn zero_interval(i: u64, eps: u64, page_items: u64) -> (i128, i128) {
 
 /// Optimal PLA of sorted keys with disk-based zero intervals (Zhang §6.1):
 /// key `i` may be predicted anywhere on its page, widened by `eps`
-/// (see [`zero_interval`]). Fetching the pages of `[pred - eps, pred + eps]`
+/// (see `zero_interval`). Fetching the pages of `[pred - eps, pred + eps]`
 /// then always includes the key's page. The fewest segments possible. O(n).
 pub fn optimal_pla_zero_interval(keys: &[u64], eps: u64, page_items: u64) -> Vec<Segment> {
     let bound = keys.len() as i128 + page_items.max(1) as i128 + eps as i128;

@@ -68,7 +68,7 @@ pub(crate) fn check_strictly_increasing(keys: &[u64]) -> Result<()> {
 
 impl RadixSpline {
     /// Builds a RadixSpline with error bound `eps` (positions) and a radix
-    /// table of at most `radix_bits` bits (clamped to [`MAX_RADIX_BITS`], to
+    /// table of at most `radix_bits` bits (clamped to `MAX_RADIX_BITS`, to
     /// the bits of the key range, and to 16 slots per spline point).
     ///
     /// Keys must be strictly increasing ([`Error::OutOfOrder`] names the first

@@ -168,7 +168,7 @@ where
 
 impl Rmi {
     /// Builds an RMI with `models` leaf models (clamped to `1..=max(1, n)` and
-    /// to [`MAX_MODELS`]). Keys must be strictly increasing
+    /// to `MAX_MODELS`). Keys must be strictly increasing
     /// ([`crate::Error::OutOfOrder`] otherwise). O(n + m) time.
     pub fn build(keys: &[u64], models: usize) -> Result<Self> {
         check_strictly_increasing(keys)?;

@@ -15,14 +15,14 @@
 //!   root's pages and `Δ(x; Θ_l)` the pages covering the predicted window
 //!   (widened by one entry on each side when the layer above is approximate)
 //!   — measured on the built layers with the engine's own search step
-//!   ([`cost`]), not estimated from formulas.
+//!   (`cost`), not estimated from formulas.
 //! - Granularity `λ` stays in bytes of the layer below and each builder maps
 //!   it to whole pages (steps) or an error window in positions (bands); see
-//!   [`builders`].
+//!   `builders`.
 //! - The stop rule's ideal layer (1 byte, 1 byte of precision) reads at
 //!   least a page of root and a page below it, so the search stops when
 //!   reading a vertex whole costs no more than two one-page reads.
-//! - `τ̂` (Eq. 12) rounds its balanced reads up to whole pages ([`complexity`]).
+//! - `τ̂` (Eq. 12) rounds its balanced reads up to whole pages (`complexity`).
 //!
 //! Modes: the fastest cold index (default), or with a memory budget the
 //! fastest index whose pinned top layers fit the budget (`resident=index`
@@ -110,7 +110,7 @@ pub static AIR: LayeredKind = LayeredKind {
 };
 
 /// Every layered kind up to this layer: `index`'s
-/// ([`LAYERED_KINDS`]), then [`AIR`].
+/// (`LAYERED_KINDS`), then [`AIR`].
 pub fn layered_kinds() -> impl Iterator<Item = &'static LayeredKind> {
     LAYERED_KINDS.iter().chain(std::iter::once(&AIR))
 }
@@ -123,7 +123,7 @@ pub fn registry() -> Registry {
 
 /// The modelled reads of any layered kind's design over `keys`, without
 /// writing it: builds the design in memory and replays the sampled lookups
-/// top-down ([`evaluate_stack`]). Returns the cost and the layers.
+/// top-down (`evaluate_stack`). Returns the cost and the layers.
 pub fn model_spec(
     spec: &IndexSpec,
     keys: &[u64],

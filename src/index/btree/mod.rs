@@ -10,7 +10,7 @@
 //!   The format is specified in `docs/format/btree.md`. Pages are allocated,
 //!   freed, read, written and checkpointed by the shared [`crate::pager`].
 //! - Bulk load from sorted keys with a fill factor (`fill`, percent, default
-//!   100), written sequentially in large writes ([`BulkLoader`]).
+//!   100), written sequentially in large writes (`BulkLoader`).
 //! - Point lookups, lower bounds and range scans (following sibling links);
 //!   inserts with splits up to the root; updates; deletes without
 //!   rebalancing, freeing a leaf (and inner nodes left without children) when
