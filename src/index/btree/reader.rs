@@ -537,17 +537,21 @@ enum Then {
 /// the key's leaf, [`Cursor::next`] follows the sibling link and reads one
 /// leaf when the records of the last one are used up.
 ///
-/// It holds the records of the last leaf it read (from the cursor's
-/// position on) and the tree's shared lock only during a call. When the
-/// tree changed between two calls (its meta page differs), it descends
-/// again from the key after the last leaf it read instead of following a
-/// sibling link that may be stale.
+/// It holds the last leaf it read (its verified page, decoded record by
+/// record as they are taken) and the tree's shared lock only during a call.
+/// When the tree changed between two calls (its meta page differs), it
+/// descends again from the key after the last leaf it read instead of
+/// following a sibling link that may be stale.
 #[derive(Debug)]
 pub(super) struct BTreeCursor<'a> {
     tree: &'a BTree,
-    /// Records of the last leaf read, from the lower bound of the seek key.
-    recs: Vec<Record>,
-    /// Index in `recs` of the next record.
+    /// The last leaf read (verified by [`LeafPage::open`]).
+    leaf: AlignedBuf,
+    /// Records on `leaf`.
+    count: usize,
+    /// Its sibling link.
+    next: u64,
+    /// Slot in `leaf` of the next record.
     at: usize,
     then: Then,
     /// The meta page when the last leaf was read.
@@ -561,7 +565,9 @@ impl<'a> BTreeCursor<'a> {
     pub(super) fn new(tree: &'a BTree) -> Self {
         BTreeCursor {
             tree,
-            recs: Vec::new(),
+            leaf: AlignedBuf::zeroed(tree.page_size),
+            count: 0,
+            next: NO_PAGE,
             at: 0,
             then: Then::Descend(0),
             meta: tree.state.read().meta,
@@ -569,29 +575,29 @@ impl<'a> BTreeCursor<'a> {
         }
     }
 
-    /// Reads leaf `page` and holds its records from the lower bound of
-    /// `from` (all of them when `None`). `resume` is where to descend from
-    /// if the leaf holds no record and the tree changes.
-    fn load(
-        &mut self,
-        st: &State,
-        page: u64,
-        from: Option<u64>,
-        resume: Option<u64>,
-        buf: &mut [u8],
-    ) -> Result<()> {
-        self.tree.read_page(page, buf)?;
-        let leaf = LeafPage::open(buf, page, self.tree.name())?;
+    /// The leaf held.
+    fn held(&self) -> LeafPage<'_> {
+        LeafPage::verified(&self.leaf, self.count, self.next)
+    }
+
+    /// Reads leaf `page` and holds it from the lower bound of `from` (from
+    /// its first record when `None`). `resume` is where to descend from if
+    /// the leaf holds no record and the tree changes.
+    fn load(&mut self, st: &State, page: u64, from: Option<u64>, resume: Option<u64>) -> Result<()> {
+        let tree = self.tree;
+        self.count = 0;
+        tree.read_page(page, &mut self.leaf)?;
+        let leaf = LeafPage::open(&self.leaf, page, tree.name())?;
+        let (count, next) = (leaf.count(), leaf.next());
         let start = from.map_or(0, |k| leaf.lower_bound(k));
-        self.recs.clear();
-        self.at = 0;
-        self.recs
-            .extend((start..leaf.count()).filter_map(|i| leaf.record(i)));
-        let resume = match self.recs.last() {
-            Some(&(k, _)) => k.checked_add(1),
-            None => resume,
+        let resume = match count.checked_sub(1).and_then(|i| leaf.key(i)) {
+            Some(last) if start < count => last.checked_add(1),
+            _ => resume,
         };
-        self.then = match leaf.next() {
+        self.count = count;
+        self.next = next;
+        self.at = start;
+        self.then = match next {
             NO_PAGE => Then::End,
             next => Then::Sibling {
                 from: page,
@@ -603,16 +609,16 @@ impl<'a> BTreeCursor<'a> {
         Ok(())
     }
 
-    /// Descends to the leaf of `key` and holds its records from `key` on.
+    /// Descends to the leaf of `key` and holds it from `key` on.
     fn descend(&mut self, st: &State, key: u64, buf: &mut [u8]) -> Result<()> {
         self.hops = 0;
         let page = self.tree.leaf_for(st, key, buf)?;
-        self.load(st, page, Some(key), Some(key), buf)
+        self.load(st, page, Some(key), Some(key))
     }
 
     /// Reads leaves until a record is held; false at the end.
     fn refill(&mut self, st: &State, buf: &mut [u8]) -> Result<bool> {
-        while self.at >= self.recs.len() {
+        while self.at >= self.count {
             match self.then {
                 Then::End => return Ok(false),
                 Then::Descend(key) => self.descend(st, key, buf)?,
@@ -621,7 +627,7 @@ impl<'a> BTreeCursor<'a> {
                 }
                 Then::Sibling { from, page, resume } => {
                     let page = self.tree.next_leaf(&st.meta, from, page, &mut self.hops)?;
-                    self.load(st, page, None, resume, buf)?;
+                    self.load(st, page, None, resume)?;
                 }
             }
         }
@@ -630,11 +636,11 @@ impl<'a> BTreeCursor<'a> {
 
     /// Appends up to `count` held records; returns how many.
     fn drain(&mut self, count: usize, out: &mut Vec<Record>) -> usize {
-        let take = count.min(self.recs.len().saturating_sub(self.at));
-        if let Some(rs) = self.recs.get(self.at..self.at + take) {
-            out.extend_from_slice(rs);
-        }
-        self.at += take;
+        let end = self.count.min(self.at.saturating_add(count));
+        let leaf = self.held();
+        out.extend((self.at..end).filter_map(|i| leaf.record(i)));
+        let take = end.saturating_sub(self.at);
+        self.at = end.max(self.at);
         take
     }
 }
@@ -647,16 +653,17 @@ impl Cursor for BTreeCursor<'_> {
     }
 
     fn next(&mut self) -> Result<Option<Record>> {
-        if let Some(&r) = self.recs.get(self.at) {
+        if self.at < self.count {
+            let r = self.held().record(self.at);
             self.at += 1;
-            return Ok(Some(r));
+            return Ok(r);
         }
         let tree = self.tree;
         let st = tree.state.read();
         if !with_page_buf(tree.page_size, |buf| self.refill(&st, buf))? {
             return Ok(None);
         }
-        let r = self.recs.get(self.at).copied();
+        let r = self.held().record(self.at);
         self.at += 1;
         Ok(r)
     }
