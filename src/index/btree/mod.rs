@@ -311,9 +311,7 @@ impl Index for BTree {
             return Ok(());
         }
         out.reserve(count.min(usize::try_from(self.len()).unwrap_or(usize::MAX)));
-        let mut c = BTreeCursor::new(self);
-        c.seek(from)?;
-        c.next_batch(count, out)?;
+        BTreeCursor::scan(self, from, count, out)?;
         Ok(())
     }
 

@@ -563,16 +563,40 @@ pub(super) struct BTreeCursor<'a> {
 impl<'a> BTreeCursor<'a> {
     /// A cursor before the first record of `tree`.
     pub(super) fn new(tree: &'a BTree) -> Self {
+        Self::with_meta(tree, tree.state.read().meta)
+    }
+
+    /// A cursor before the first record of `tree`, whose meta page is
+    /// `meta` (the caller holds the lock).
+    fn with_meta(tree: &'a BTree, meta: Meta) -> Self {
         BTreeCursor {
             tree,
-            leaf: AlignedBuf::zeroed(tree.page_size),
+            // Pooled: a scan (one cursor) reuses the last one's page.
+            leaf: AlignedBuf::for_overwrite(tree.page_size),
             count: 0,
             next: NO_PAGE,
             at: 0,
             then: Then::Descend(0),
-            meta: tree.state.read().meta,
+            meta,
             hops: 0,
         }
+    }
+
+    /// Appends up to `count` records with keys `>= from` to `out`: a seek
+    /// and a batch under one shared lock (what [`Index::scan`] does).
+    ///
+    /// [`Index::scan`]: crate::index::Index::scan
+    pub(super) fn scan(tree: &'a BTree, from: u64, count: usize, out: &mut Vec<Record>) -> Result<usize> {
+        let st = tree.state.read();
+        let mut c = Self::with_meta(tree, st.meta);
+        with_page_buf(tree.page_size, |buf| {
+            c.descend(&st, from, buf)?;
+            let mut n = 0;
+            while n < count && c.refill(&st, buf)? {
+                n += c.drain(count - n, out);
+            }
+            Ok(n)
+        })
     }
 
     /// The leaf held.
@@ -638,7 +662,11 @@ impl<'a> BTreeCursor<'a> {
     fn drain(&mut self, count: usize, out: &mut Vec<Record>) -> usize {
         let end = self.count.min(self.at.saturating_add(count));
         let leaf = self.held();
-        out.extend((self.at..end).filter_map(|i| leaf.record(i)));
+        for i in self.at..end {
+            if let Some(r) = leaf.record(i) {
+                out.push(r);
+            }
+        }
         let take = end.saturating_sub(self.at);
         self.at = end.max(self.at);
         take
