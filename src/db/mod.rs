@@ -79,7 +79,7 @@ pub use wal::{SyncPolicy, WalOp, WalWriter, replay};
 pub use write::{MAX_BATCH_OPS, WriteBatch};
 
 use crate::log::SyncThread;
-use crate::storage::{Directory, IoContext, IoSnapshot, IoStats};
+use crate::storage::{DirLock, Directory, IoContext, IoSnapshot, IoStats};
 use crate::{Error, Result};
 use stage::StaticStage;
 
@@ -128,7 +128,22 @@ struct Version {
 }
 
 struct WalState {
-    wal: Arc<WalWriter>,
+    /// The segment taking writes; `None` in a read-only store.
+    wal: Option<Arc<WalWriter>>,
+}
+
+impl WalState {
+    /// The log writer, or the error of a read-only store in `dir`.
+    fn writer(&self, dir: &dyn Directory) -> Result<&Arc<WalWriter>> {
+        self.wal.as_ref().ok_or_else(|| read_only_error(dir))
+    }
+}
+
+fn read_only_error(dir: &dyn Directory) -> Error {
+    Error::Unsupported(format!(
+        "the store in {} is open read-only; open it without read_only to write",
+        dir.describe()
+    ))
 }
 
 struct MergeState {
@@ -172,6 +187,9 @@ pub struct Db {
     /// The background log sync under [`SyncPolicy::EveryMs`].
     syncer: Mutex<Option<SyncThread>>,
     closed: AtomicBool,
+    /// The directory lock (exclusive for a writer, shared read-only),
+    /// released when the store is dropped, after `shutdown`.
+    _lock: DirLock,
 }
 
 impl std::fmt::Debug for Db {
@@ -234,8 +252,9 @@ impl Db {
             let _ = t.join();
         }
         if sync && self.inner.poisoned.lock().is_none() {
-            let wal = self.inner.gate.read().wal.clone();
-            wal.sync()?;
+            if let Some(wal) = self.inner.gate.read().wal.clone() {
+                wal.sync()?;
+            }
         }
         Ok(())
     }
