@@ -38,6 +38,15 @@
 //! - **Ordering.** Every batch gets a sequence number; the newest sequence
 //!   number of a key wins, in memory and on recovery alike, so concurrent
 //!   writers to one key end in the same state after a crash as before it.
+//! - **Locking.** One writer or any number of read-only users
+//!   ([`Options::read_only`]) have a store open at a time, never both: a
+//!   writer holds the directory's exclusive lock, a reader its shared lock
+//!   ([`crate::storage::Directory::lock`], `flock` on a `LOCK` file), until
+//!   the `Db` is closed or dropped. An open that conflicts, from another
+//!   process or another `Db` in this one, is [`Error::Locked`] at once; so a
+//!   read-only user never sees a store a writer is changing (it is refused
+//!   instead). A read-only store changes no byte on storage; its writes,
+//!   [`Db::flush`] and [`Db::wait_for_merge`] are [`Error::Unsupported`].
 //! - **Failures.** After a failed log write or sync, or a failed merge, the
 //!   store refuses writes (reads go on) until it is reopened; nothing that was
 //!   acknowledged is lost. Corrupt files are reported as
