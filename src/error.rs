@@ -98,6 +98,24 @@ pub enum Error {
     /// An injected fault (fault-injecting storage, for tests).
     #[error("injected fault: {0}")]
     Injected(String),
+
+    /// The directory is locked by another user: in another process, or
+    /// through another handle in this one.
+    #[error(
+        "{dir} is locked: {}",
+        if *exclusive {
+            "a writer has it open; wait until it closes (a read-only open is refused while a writer runs)"
+        } else {
+            "it is open read-only; close the readers before opening it for writing"
+        }
+    )]
+    Locked {
+        /// The directory.
+        dir: String,
+        /// Whether the lock is held exclusively (by a writer) rather than
+        /// shared (by readers).
+        exclusive: bool,
+    },
 }
 
 impl Error {

@@ -60,6 +60,12 @@ class NotFoundError(StrataError):
 class InjectedError(StrataError):
     """An injected fault (Error::Injected)."""
 
+class LockedError(StrataError):
+    """The directory is locked by another user (Error::Locked)."""
+
+    dir: str
+    exclusive: bool
+
 class Index:
     """An opened index of any kind; methods release the GIL while reading storage."""
 
@@ -113,6 +119,7 @@ class Db:
         resident: str = "index",
         profile: Optional[str] = None,
         page_size: int = 4096,
+        read_only: bool = False,
     ) -> None: ...
     @classmethod
     def open(
@@ -127,6 +134,7 @@ class Db:
         resident: str = "index",
         profile: Optional[str] = None,
         page_size: int = 4096,
+        read_only: bool = False,
     ) -> "Db": ...
     @property
     def path(self) -> str: ...

@@ -223,3 +223,30 @@ def test_threads_share_one_store(tmp_path):
         for t in range(4):
             r = db.range(t * 1_000_000, t * 1_000_000 + 2000)
             np.testing.assert_array_equal(r[:, 1], np.arange(2000, dtype=np.uint64))
+
+
+def test_a_second_writer_or_a_reader_under_a_writer_is_locked(tmp_path):
+    p = tmp_path / "s"
+    d = strata.Db(p)
+    d.put(1, 1)
+    with pytest.raises(strata.LockedError) as e:
+        strata.Db(p)
+    assert e.value.exclusive and str(p) in e.value.dir
+    with pytest.raises(strata.LockedError):
+        strata.Db(p, read_only=True)
+    d.close()
+    r = strata.Db(p, read_only=True)
+    assert r.get(1) == 1
+    with pytest.raises(strata.UnsupportedError, match="read-only"):
+        r.put(2, 2)
+    with pytest.raises(strata.LockedError) as e:
+        strata.Db(p)
+    assert not e.value.exclusive
+    r.close()
+    strata.Db(p).close()
+
+
+def test_read_only_missing_store_is_not_found_and_not_created(tmp_path):
+    with pytest.raises(strata.NotFoundError):
+        strata.Db(tmp_path / "nosuch", read_only=True)
+    assert not (tmp_path / "nosuch").exists()

@@ -17,6 +17,7 @@ def test_exception_tree():
         strata.UnsupportedError,
         strata.NotFoundError,
         strata.InjectedError,
+        strata.LockedError,
     ):
         assert issubclass(cls, strata.StrataError)
     assert issubclass(strata.BadMagicError, strata.CorruptionError)

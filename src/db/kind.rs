@@ -106,6 +106,11 @@ impl IndexKind for DbKind {
         "db"
     }
 
+    /// The store takes its own lock (`Db::open`, `Db::try_bulk_load`).
+    fn dir_lock(&self) -> Option<crate::storage::LockMode> {
+        None
+    }
+
     fn summary(&self) -> &'static str {
         "durable hybrid store (Zhang §9): WAL + in-memory dynamic stage + learned static stage, \
          background merges; `memory` = total budget"

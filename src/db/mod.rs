@@ -38,6 +38,15 @@
 //! - **Ordering.** Every batch gets a sequence number; the newest sequence
 //!   number of a key wins, in memory and on recovery alike, so concurrent
 //!   writers to one key end in the same state after a crash as before it.
+//! - **Locking.** One writer or any number of read-only users
+//!   ([`Options::read_only`]) have a store open at a time, never both: a
+//!   writer holds the directory's exclusive lock, a reader its shared lock
+//!   ([`crate::storage::Directory::lock`], `flock` on a `LOCK` file), until
+//!   the `Db` is closed or dropped. An open that conflicts, from another
+//!   process or another `Db` in this one, is [`Error::Locked`] at once; so a
+//!   read-only user never sees a store a writer is changing (it is refused
+//!   instead). A read-only store changes no byte on storage; its writes,
+//!   [`Db::flush`] and [`Db::wait_for_merge`] are [`Error::Unsupported`].
 //! - **Failures.** After a failed log write or sync, or a failed merge, the
 //!   store refuses writes (reads go on) until it is reopened; nothing that was
 //!   acknowledged is lost. Corrupt files are reported as
@@ -79,7 +88,7 @@ pub use wal::{SyncPolicy, WalOp, WalWriter, replay};
 pub use write::{MAX_BATCH_OPS, WriteBatch};
 
 use crate::log::SyncThread;
-use crate::storage::{Directory, IoContext, IoSnapshot, IoStats};
+use crate::storage::{DirLock, Directory, IoContext, IoSnapshot, IoStats};
 use crate::{Error, Result};
 use stage::StaticStage;
 
@@ -128,7 +137,22 @@ struct Version {
 }
 
 struct WalState {
-    wal: Arc<WalWriter>,
+    /// The segment taking writes; `None` in a read-only store.
+    wal: Option<Arc<WalWriter>>,
+}
+
+impl WalState {
+    /// The log writer, or the error of a read-only store in `dir`.
+    fn writer(&self, dir: &dyn Directory) -> Result<&Arc<WalWriter>> {
+        self.wal.as_ref().ok_or_else(|| read_only_error(dir))
+    }
+}
+
+fn read_only_error(dir: &dyn Directory) -> Error {
+    Error::Unsupported(format!(
+        "the store in {} is open read-only; open it without read_only to write",
+        dir.describe()
+    ))
 }
 
 struct MergeState {
@@ -172,6 +196,9 @@ pub struct Db {
     /// The background log sync under [`SyncPolicy::EveryMs`].
     syncer: Mutex<Option<SyncThread>>,
     closed: AtomicBool,
+    /// The directory lock (exclusive for a writer, shared read-only),
+    /// released when the store is dropped, after `shutdown`.
+    _lock: DirLock,
 }
 
 impl std::fmt::Debug for Db {
@@ -234,8 +261,9 @@ impl Db {
             let _ = t.join();
         }
         if sync && self.inner.poisoned.lock().is_none() {
-            let wal = self.inner.gate.read().wal.clone();
-            wal.sync()?;
+            if let Some(wal) = self.inner.gate.read().wal.clone() {
+                wal.sync()?;
+            }
         }
         Ok(())
     }

@@ -8,7 +8,7 @@ use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::log::{self, SyncThread, wal_id};
-use crate::storage::{Directory, FsDirectory, IoContext, IoStats};
+use crate::storage::{Directory, FsDirectory, IoContext, IoStats, LockMode};
 use crate::{Error, Result};
 
 use super::manifest::{DB_MANIFEST_FILE, DB_MANIFEST_TMP, DbEdit, DbManifest};
@@ -21,20 +21,37 @@ use super::write::apply_ops;
 use super::{Db, Inner, MergeState, Version, WalState};
 
 impl Db {
-    /// Opens (or creates) the store in the local directory `path`.
+    /// Opens the store in the local directory `path`, creating the directory
+    /// and an empty store if [`Options::create_if_missing`] is set and the
+    /// store is not read-only; otherwise a missing directory is
+    /// [`Error::NotFound`] naming it, and nothing is created.
     pub fn open_path(path: impl AsRef<std::path::Path>, opts: Options) -> Result<Db> {
-        let dir: Arc<dyn Directory> = Arc::new(FsDirectory::create_all(path.as_ref())?);
+        let dir: Arc<dyn Directory> = if opts.create_if_missing && !opts.read_only {
+            Arc::new(FsDirectory::create_all(path.as_ref())?)
+        } else {
+            Arc::new(FsDirectory::open(path.as_ref())?)
+        };
         Db::open(dir, opts)
     }
 
-    /// Opens the store in `dir`, creating an empty one if `dir` holds none.
+    /// Opens the store in `dir`, creating an empty one if `dir` holds none
+    /// (unless [`Options::create_if_missing`] is false or the store is
+    /// [`Options::read_only`]: then that is [`Error::NotFound`]).
+    ///
+    /// Locking: a writer holds `dir`'s exclusive lock, a read-only store its
+    /// shared lock, until the `Db` is closed or dropped (also after
+    /// [`Db::kill`]); a lock held elsewhere, in another process or by
+    /// another `Db` in this one, is [`Error::Locked`]. So a read-only open is
+    /// refused while a writer runs (it never reads a state a writer is
+    /// changing), and a writer is refused while readers have the store open.
     ///
     /// Recovery: reads and checks the manifest, removes the files of an
     /// interrupted merge and the log segments a finished merge covered, opens
     /// the static generation, and replays every remaining log segment in
     /// order into the dynamic stage. A torn frame at the end of the newest
     /// segment is dropped (it was never acknowledged); any other damage is an
-    /// error.
+    /// error. A read-only store replays the same log into memory but skips a
+    /// torn tail without truncating it, and removes no leftover file.
     pub fn open(dir: Arc<dyn Directory>, opts: Options) -> Result<Db> {
         let io = IoContext::with_profile(opts.profile.clone());
         Db::open_with_io(dir, opts, io)
@@ -44,6 +61,12 @@ impl Db {
     /// if any, is not used: the store's memory is its budget).
     pub fn open_with_io(dir: Arc<dyn Directory>, opts: Options, io: IoContext) -> Result<Db> {
         opts.check()?;
+        let read_only = opts.read_only;
+        let lock = dir.lock(if read_only {
+            LockMode::Shared
+        } else {
+            LockMode::Exclusive
+        })?;
         let io = IoContext { cache: None, ..io };
         let merge_io = IoContext {
             stats: Arc::new(IoStats::new()),
@@ -60,6 +83,9 @@ impl Db {
                         format!("the store's manifest is missing but its file {n} exists"),
                     ));
                 }
+                if read_only || !opts.create_if_missing {
+                    return Err(Error::NotFound(format!("no store in {}", dir.describe())));
+                }
                 let m = DbManifest::empty(opts.page_size);
                 m.store(dir.as_ref())?;
                 m
@@ -69,7 +95,7 @@ impl Db {
         // Leftovers: an unfinished manifest, an interrupted merge's files,
         // segments a finished merge covered.
         let mut removed = false;
-        for n in &names {
+        for n in names.iter().filter(|_| !read_only) {
             let stale = n == DB_MANIFEST_TMP
                 || gen_of(n).is_some_and(|g| g != manifest.generation)
                 || wal_id(n).is_some_and(|id| id < manifest.log_start);
@@ -108,16 +134,23 @@ impl Db {
         // Replay the log.
         let active = Arc::new(MemTable::new());
         let wrap = |s| io.wrap_rw(s);
-        let rec = log::recover::<WalOp>(
-            dir.as_ref(),
-            &names,
-            manifest.log_start,
-            manifest.last_seq,
-            opts.sync,
-            &wrap,
-            |b| apply_ops(&active, b.seq, &b.ops),
-        )?;
-        let (wal, segment, max_seq) = (rec.writer, rec.segment, rec.max_seq);
+        let apply = |b: &log::LogBatch<WalOp>| apply_ops(&active, b.seq, &b.ops);
+        let (wal, segment, max_seq) = if read_only {
+            let (start, floor) = (manifest.log_start, manifest.last_seq);
+            let max_seq = log::replay_segments(dir.as_ref(), &names, start, floor, &wrap, apply)?;
+            (None, start, max_seq)
+        } else {
+            let rec = log::recover::<WalOp>(
+                dir.as_ref(),
+                &names,
+                manifest.log_start,
+                manifest.last_seq,
+                opts.sync,
+                &wrap,
+                apply,
+            )?;
+            (Some(Arc::new(rec.writer)), rec.segment, rec.max_seq)
+        };
         let page_size = manifest.page_size;
         let inner = Arc::new(Inner {
             dir,
@@ -129,7 +162,7 @@ impl Db {
                 frozen: None,
                 stat,
             }),
-            gate: RwLock::new(WalState { wal: Arc::new(wal) }),
+            gate: RwLock::new(WalState { wal }),
             next_seq: AtomicU64::new(max_seq + 1),
             merge: Mutex::new(MergeState {
                 manifest,
@@ -149,7 +182,7 @@ impl Db {
         });
         inner.note_memory();
         let mut threads = Vec::new();
-        if inner.opts.background_merge {
+        if inner.opts.background_merge && !read_only {
             let i = inner.clone();
             threads.push(
                 std::thread::Builder::new()
@@ -159,14 +192,14 @@ impl Db {
             );
         }
         let syncer = match inner.opts.sync {
-            SyncPolicy::EveryMs(ms) => {
+            SyncPolicy::EveryMs(ms) if !read_only => {
                 let i = inner.clone();
                 Some(SyncThread::spawn(
                     "strata-db-sync",
                     Duration::from_millis(ms),
                     move || {
                         let wal = i.gate.read().wal.clone();
-                        if !wal.is_failed() {
+                        if let Some(wal) = wal.filter(|w| !w.is_failed()) {
                             if let Err(e) = wal.sync() {
                                 i.poison(&e);
                             }
@@ -181,6 +214,7 @@ impl Db {
             threads: Mutex::new(threads),
             syncer: Mutex::new(syncer),
             closed: AtomicBool::new(false),
+            _lock: lock,
         })
     }
 
@@ -207,6 +241,10 @@ impl Db {
         records: impl IntoIterator<Item = Result<(u64, u64)>>,
     ) -> Result<u64> {
         opts.check()?;
+        if opts.read_only {
+            return Err(Error::invalid("a bulk load cannot be read-only"));
+        }
+        let _lock = dir.lock(LockMode::Exclusive)?;
         if DbManifest::load(dir)?.is_some() {
             return Err(Error::invalid(format!(
                 "{} already holds a store; bulk loads go into a new one (use put or write_batch)",

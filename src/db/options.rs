@@ -53,6 +53,17 @@ pub struct Options {
     /// Whether the static index's models stay in memory (default) or are
     /// read from storage on every lookup.
     pub resident: Residency,
+    /// Open for reading only (default false): takes the directory's shared
+    /// lock (so it is refused with [`Error::Locked`] while a writer has the
+    /// store open, and a writer is refused while it is open), replays the
+    /// log into memory without truncating a torn tail, and never writes,
+    /// repairs, deletes a file or starts a merge or sync thread; writes
+    /// return [`Error::Unsupported`]. A missing store is [`Error::NotFound`].
+    pub read_only: bool,
+    /// Create an empty store if the directory holds none (default true, as
+    /// before this option existed); when false, a missing store (or missing
+    /// directory) is [`Error::NotFound`] and nothing is created.
+    pub create_if_missing: bool,
 }
 
 impl Default for Options {
@@ -66,6 +77,8 @@ impl Default for Options {
             background_merge: true,
             profile: None,
             resident: Residency::Index,
+            read_only: false,
+            create_if_missing: true,
         }
     }
 }

@@ -462,3 +462,134 @@ fn every_ms_syncs_in_the_background() {
     let db = Db::open(dir, opts).unwrap();
     assert_eq!(db.get(1).unwrap(), Some(10));
 }
+
+fn is_locked(r: Result<Db>, held_exclusively: bool) -> bool {
+    matches!(r, Err(Error::Locked { exclusive, .. }) if exclusive == held_exclusively)
+}
+
+fn read_only() -> Options {
+    Options {
+        read_only: true,
+        create_if_missing: false,
+        ..small(true)
+    }
+}
+
+#[test]
+fn one_writer_or_many_readers() {
+    let dir: Arc<dyn Directory> = Arc::new(MemDirectory::new());
+    let db = Db::open(dir.clone(), small(true)).unwrap();
+    db.put(1, 10).unwrap();
+    assert!(is_locked(Db::open(dir.clone(), small(true)), true));
+    assert!(is_locked(Db::open(dir.clone(), read_only()), true));
+    // A killed writer's lock is released when it is dropped.
+    db.kill();
+    let db = Db::open(dir.clone(), small(true)).unwrap();
+    db.close().unwrap();
+    let r1 = Db::open(dir.clone(), read_only()).unwrap();
+    let r2 = Db::open(dir.clone(), read_only()).unwrap();
+    assert_eq!((r1.get(1).unwrap(), r2.get(1).unwrap()), (Some(10), Some(10)));
+    assert!(is_locked(Db::open(dir.clone(), small(true)), false));
+    assert!(matches!(r1.put(2, 2), Err(Error::Unsupported(_))));
+    assert!(matches!(r1.flush(), Err(Error::Unsupported(_))));
+    r1.sync().unwrap();
+    drop(r1);
+    r2.close().unwrap();
+    Db::open(dir, small(true)).unwrap().close().unwrap();
+}
+
+#[test]
+fn locks_hold_across_handles_on_local_directories() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = Db::open_path(tmp.path(), small(true)).unwrap();
+    assert!(is_locked(Db::open_path(tmp.path(), small(true)), true));
+    assert!(is_locked(Db::open_path(tmp.path(), read_only()), true));
+    drop(db);
+    let r = Db::open_path(tmp.path(), read_only()).unwrap();
+    let e = Db::open_path(tmp.path(), small(true)).unwrap_err();
+    assert!(e.to_string().contains(&tmp.path().display().to_string()), "{e}");
+    drop(r);
+}
+
+/// Every file of a local directory: name → bytes.
+fn snapshot(path: &std::path::Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(path)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().into_string().unwrap(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn read_only_open_changes_no_byte() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = Db::open_path(tmp.path(), small(false)).unwrap();
+    let mut model = BTreeMap::new();
+    for i in 0..20_000u64 {
+        let k = (i * 7919) % 20_011;
+        db.put(k, i).unwrap();
+        model.insert(k, i);
+    }
+    db.close().unwrap();
+    // A torn tail: a frame cut short after the last complete one.
+    let wal = snapshot(tmp.path())
+        .into_keys()
+        .filter(|n| wal_id(n).is_some())
+        .max()
+        .unwrap();
+    let mut bytes = std::fs::read(tmp.path().join(&wal)).unwrap();
+    let torn_len = 100u32.to_le_bytes();
+    let torn = [
+        &torn_len[..],
+        &crc32c::crc32c(&torn_len).to_le_bytes(),
+        &[0x5a; 11],
+    ]
+    .concat();
+    bytes.extend_from_slice(&torn);
+    std::fs::write(tmp.path().join(&wal), &bytes).unwrap();
+    let before = snapshot(tmp.path());
+    let ro = Db::open_path(tmp.path(), read_only()).unwrap();
+    assert_eq!(contents(&ro), model);
+    ro.close().unwrap();
+    let after = snapshot(tmp.path());
+    let lens =
+        |m: &BTreeMap<String, Vec<u8>>| m.iter().map(|(n, b)| (n.clone(), b.len())).collect::<Vec<_>>();
+    assert_eq!(lens(&after), lens(&before));
+    assert!(after == before, "a read-only open changed a file's bytes");
+    // A writer then drops the torn tail, and keeps every record.
+    let db = Db::open_path(tmp.path(), small(false)).unwrap();
+    assert_eq!(contents(&db), model);
+    db.close().unwrap();
+    assert_eq!(
+        std::fs::read(tmp.path().join(&wal)).unwrap().len(),
+        bytes.len() - torn.len()
+    );
+}
+
+#[test]
+fn missing_stores_are_not_found_and_not_created() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("nosuch.db");
+    for opts in [
+        read_only(),
+        Options {
+            create_if_missing: false,
+            ..small(true)
+        },
+    ] {
+        let e = Db::open_path(&missing, opts.clone()).unwrap_err();
+        assert!(matches!(e, Error::NotFound(_)), "{e}");
+        assert!(e.to_string().contains("nosuch.db"), "{e}");
+        assert!(!missing.exists());
+        // An empty directory holds no store either; nothing is written.
+        let mem = MemDirectory::new();
+        let e = Db::open(Arc::new(mem.clone()), opts).unwrap_err();
+        assert!(matches!(e, Error::NotFound(_)), "{e}");
+        assert!(mem.list().unwrap().is_empty());
+    }
+}

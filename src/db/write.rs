@@ -102,7 +102,7 @@ impl Db {
         inner.make_room()?;
         let gate = inner.gate.read();
         let seq = inner.next_seq.fetch_add(1, Ordering::SeqCst);
-        if let Err(e) = gate.wal.append(seq, ops) {
+        if let Err(e) = gate.writer(inner.dir.as_ref())?.append(seq, ops) {
             inner.poison(&e);
             return Err(e);
         }
@@ -119,7 +119,10 @@ impl Db {
     /// Makes every acknowledged write durable (syncs the log).
     pub fn sync(&self) -> Result<()> {
         let wal = self.inner.gate.read().wal.clone();
-        wal.sync().inspect_err(|e| self.inner.poison(e))
+        match wal {
+            Some(wal) => wal.sync().inspect_err(|e| self.inner.poison(e)),
+            None => Ok(()), // read-only: nothing to make durable
+        }
     }
 }
 
@@ -134,6 +137,9 @@ impl Inner {
     pub(super) fn check_writable(&self) -> Result<()> {
         if self.shutdown.load(Ordering::SeqCst) {
             return Err(closed_error());
+        }
+        if self.opts.read_only {
+            return Err(super::read_only_error(self.dir.as_ref()));
         }
         match &*self.poisoned.lock() {
             Some(e) => Err(Error::Io {
@@ -206,8 +212,10 @@ impl Inner {
         let mut g = self.gate.write();
         // In-flight writers are done (they hold the gate shared): the old
         // segment is complete; make it durable before the next one is used.
-        g.wal.sync().inspect_err(|e| self.poison(e))?;
-        g.wal = Arc::new(w);
+        g.writer(self.dir.as_ref())?
+            .sync()
+            .inspect_err(|e| self.poison(e))?;
+        g.wal = Some(Arc::new(w));
         let cur = self.version.load_full();
         // No writer can reach the old writable stage any more: freeze a
         // compacted copy of it (full chunks, ~3/4 of its bytes), which leaves

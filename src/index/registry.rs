@@ -7,9 +7,11 @@ use std::time::Instant;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::{Index, IndexSpec, Manifest, Params, Records};
+use super::{ApproxPos, Cursor, Index, IndexSpec, IndexStats, Manifest, Params, Record, Records};
 use crate::format::page::check_page_size;
-use crate::storage::{Directory, FsDirectory, IoContext, PageCache, StorageProfile};
+use crate::storage::{
+    DirLock, Directory, FsDirectory, IoContext, IoStats, LockMode, PageCache, StorageProfile,
+};
 use crate::{Error, Result};
 
 /// Which parts of an index stay in memory.
@@ -123,6 +125,77 @@ pub trait IndexKind: Send + Sync {
         io: IoContext,
         opts: &OpenOptions,
     ) -> Result<Box<dyn Index>>;
+    /// The directory lock [`Registry::open`] holds while an index of this
+    /// kind is open: [`LockMode::Shared`] for static kinds (the default),
+    /// [`LockMode::Exclusive`] for kinds updated in place, `None` for a kind
+    /// that locks its directory itself (a store). Builds at a path take the
+    /// exclusive lock unless this is `None`.
+    fn dir_lock(&self) -> Option<LockMode> {
+        Some(LockMode::Shared)
+    }
+}
+
+/// An opened index and the directory lock it holds until dropped.
+struct LockedIndex {
+    inner: Box<dyn Index>,
+    _lock: DirLock,
+}
+
+impl Index for LockedIndex {
+    fn kind(&self) -> &str {
+        self.inner.kind()
+    }
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+    fn is_empty(&self) -> bool {
+        self.inner.is_empty()
+    }
+    fn get(&self, key: u64) -> Result<Option<u64>> {
+        self.inner.get(key)
+    }
+    fn lower_bound(&self, key: u64) -> Result<Option<Record>> {
+        self.inner.lower_bound(key)
+    }
+    fn scan(&self, from: u64, count: usize, out: &mut Vec<Record>) -> Result<()> {
+        self.inner.scan(from, count, out)
+    }
+    fn cursor(&self) -> Result<Box<dyn Cursor + '_>> {
+        self.inner.cursor()
+    }
+    fn get_many(&self, keys: &[u64], out: &mut Vec<Option<u64>>) -> Result<()> {
+        self.inner.get_many(keys, out)
+    }
+    fn lower_bound_many(&self, keys: &[u64], out: &mut Vec<Option<Record>>) -> Result<()> {
+        self.inner.lower_bound_many(keys, out)
+    }
+    fn approx(&self, key: u64) -> Result<Option<ApproxPos>> {
+        self.inner.approx(key)
+    }
+    fn supports_updates(&self) -> bool {
+        self.inner.supports_updates()
+    }
+    fn insert(&self, key: u64, value: u64) -> Result<Option<u64>> {
+        self.inner.insert(key, value)
+    }
+    fn delete(&self, key: u64) -> Result<bool> {
+        self.inner.delete(key)
+    }
+    fn sync(&self) -> Result<()> {
+        self.inner.sync()
+    }
+    fn settle(&self) -> Result<()> {
+        self.inner.settle()
+    }
+    fn stats(&self) -> Result<IndexStats> {
+        self.inner.stats()
+    }
+    fn verify(&self, progress: &mut dyn FnMut(u64)) -> Result<u64> {
+        self.inner.verify(progress)
+    }
+    fn io(&self) -> &Arc<IoStats> {
+        self.inner.io()
+    }
 }
 
 /// Checks that keys are strictly increasing, naming the first offender.
@@ -225,6 +298,11 @@ impl Registry {
         opts: &BuildOptions,
     ) -> Result<BuildReport> {
         let dir: Arc<dyn Directory> = Arc::new(FsDirectory::create_all(path)?);
+        // No reader may have the directory open while it is rebuilt.
+        let _lock = match self.find(&spec.kind)?.dir_lock() {
+            Some(_) => Some(dir.lock(LockMode::Exclusive)?),
+            None => None,
+        };
         self.build_in(spec, records, dir, opts)
     }
 
@@ -281,10 +359,19 @@ impl Registry {
         })
     }
 
-    /// Opens the index directory at `path`.
+    /// Opens the index directory at `path`, holding its lock (the kind's
+    /// [`IndexKind::dir_lock`]: shared for static kinds, exclusive for the
+    /// updatable `btree`) until the index is dropped; a conflicting lock,
+    /// e.g. a build or an open `btree`, is [`Error::Locked`].
     pub fn open(&self, path: &Path, opts: &OpenOptions) -> Result<Box<dyn Index>> {
         let dir: Arc<dyn Directory> = Arc::new(FsDirectory::open(path)?.with_direct(opts.direct));
-        self.open_in(dir, opts)
+        let m = Manifest::load(dir.as_ref())?;
+        let Some(mode) = self.find(&m.kind)?.dir_lock() else {
+            return self.open_in(dir, opts);
+        };
+        let lock = dir.lock(mode)?;
+        let inner = self.open_in(dir, opts)?;
+        Ok(Box::new(LockedIndex { inner, _lock: lock }))
     }
 
     /// Opens the index in `dir`, with I/O counters of its own.
@@ -319,5 +406,44 @@ impl Registry {
     ) -> Result<Box<dyn Index>> {
         io.page_size = m.page_size;
         self.find(&m.kind)?.open(&m, dir, io, opts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn is_locked<T>(r: Result<T>) -> bool {
+        matches!(r, Err(Error::Locked { .. }))
+    }
+
+    /// Static kinds are opened under a shared lock (many readers), the
+    /// updatable `btree` under an exclusive one; a build at a path takes the
+    /// exclusive lock, so it never runs under a reader.
+    #[test]
+    fn open_and_build_at_a_path_take_the_kind_s_lock() {
+        let tmp = tempfile::tempdir().unwrap();
+        let reg = registry();
+        let keys: Vec<u64> = (0..5000).map(|i| i * 3).collect();
+        let opts = BuildOptions::default();
+        let (s, b) = (tmp.path().join("s"), tmp.path().join("b"));
+        let spec = |k: &str| k.parse::<IndexSpec>().unwrap();
+        reg.build(&spec("pgm"), &keys, &s, &opts).unwrap();
+        reg.build(&spec("btree"), &keys, &b, &opts).unwrap();
+        let r1 = reg.open(&s, &OpenOptions::default()).unwrap();
+        let r2 = reg.open(&s, &OpenOptions::default()).unwrap();
+        assert_eq!((r1.get(9).unwrap(), r2.get(9).unwrap()), (Some(3), Some(3)));
+        assert!(is_locked(reg.build(&spec("pgm"), &keys, &s, &opts)));
+        drop((r1, r2));
+        reg.build(&spec("pgm"), &keys, &s, &opts).unwrap();
+        let w = reg.open(&b, &OpenOptions::default()).unwrap();
+        assert_eq!(w.insert(1, 10).unwrap(), None);
+        assert!(is_locked(reg.open(&b, &OpenOptions::default())));
+        assert!(is_locked(reg.build(&spec("btree"), &keys, &b, &opts)));
+        drop(w);
+        assert_eq!(
+            reg.open(&b, &OpenOptions::default()).unwrap().get(1).unwrap(),
+            Some(10)
+        );
     }
 }

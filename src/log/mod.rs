@@ -31,7 +31,7 @@ pub use manifest::Manifest;
 pub use record::LogRecord;
 pub use segment::{LogBatch, Replay, WAL_HEADER_LEN, WAL_MAGIC, WAL_VERSION, replay};
 pub(crate) use segments::create_segment;
-pub use segments::{Recovered, recover, wal_id, wal_name};
+pub use segments::{Recovered, recover, replay_segments, wal_id, wal_name};
 pub(crate) use sync::SyncThread;
 pub use writer::{SyncPolicy, WalWriter};
 

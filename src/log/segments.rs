@@ -51,8 +51,49 @@ pub fn recover<R: LogRecord>(
     floor: u64,
     sync: SyncPolicy,
     wrap: &dyn Fn(Arc<dyn Storage>) -> Arc<dyn Storage>,
-    mut apply: impl FnMut(&LogBatch<R>),
+    apply: impl FnMut(&LogBatch<R>),
 ) -> Result<Recovered<R>> {
+    let (max_seq, tail) = replay_live(dir, names, log_start, floor, wrap, apply)?;
+    let (writer, segment) = match tail {
+        Some((id, st, len)) if len >= WAL_HEADER_LEN => (WalWriter::reopen(st, sync, len)?, id),
+        Some((id, st, _)) => (WalWriter::create(st, sync)?, id),
+        None => (create_segment(dir, log_start, sync, wrap)?, log_start),
+    };
+    Ok(Recovered {
+        writer,
+        segment,
+        max_seq,
+    })
+}
+
+/// [`recover`] for a read-only user: replays the same segments with the same
+/// checks into `apply` and returns the highest sequence number replayed
+/// (`floor` if none was higher), but changes nothing: a torn tail of the
+/// newest segment is skipped, not truncated, and no segment is created.
+pub fn replay_segments<R: LogRecord>(
+    dir: &dyn Directory,
+    names: &[String],
+    log_start: u64,
+    floor: u64,
+    wrap: &dyn Fn(Arc<dyn Storage>) -> Arc<dyn Storage>,
+    apply: impl FnMut(&LogBatch<R>),
+) -> Result<u64> {
+    Ok(replay_live(dir, names, log_start, floor, wrap, apply)?.0)
+}
+
+/// The newest segment after a replay: its id, storage and valid length.
+type Tail = (u64, Arc<dyn Storage>, u64);
+
+/// The replay shared by [`recover`] and [`replay_segments`]: the highest
+/// sequence number and the newest segment, if any.
+fn replay_live<R: LogRecord>(
+    dir: &dyn Directory,
+    names: &[String],
+    log_start: u64,
+    floor: u64,
+    wrap: &dyn Fn(Arc<dyn Storage>) -> Arc<dyn Storage>,
+    mut apply: impl FnMut(&LogBatch<R>),
+) -> Result<(u64, Option<Tail>)> {
     let mut segs: Vec<u64> = names
         .iter()
         .filter_map(|n| wal_id(n))
@@ -82,16 +123,7 @@ pub fn recover<R: LogRecord>(
             tail = Some((id, storage, r.valid_len));
         }
     }
-    let (writer, segment) = match tail {
-        Some((id, st, len)) if len >= WAL_HEADER_LEN => (WalWriter::reopen(st, sync, len)?, id),
-        Some((id, st, _)) => (WalWriter::create(st, sync)?, id),
-        None => (create_segment(dir, log_start, sync, wrap)?, log_start),
-    };
-    Ok(Recovered {
-        writer,
-        segment,
-        max_seq,
-    })
+    Ok((max_seq, tail))
 }
 
 /// Creates log segment `id` in `dir`: its header written and synced, then

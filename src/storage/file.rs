@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::aligned::{ALIGN, AlignedBuf};
-use super::{Directory, ReadStorage, Storage};
+use super::{DirLock, Directory, LockMode, ReadStorage, Storage};
 use crate::{Error, Result};
 
 /// A local file.
@@ -282,6 +282,10 @@ impl Directory for FsDirectory {
 
     fn describe(&self) -> String {
         self.root.display().to_string()
+    }
+
+    fn lock(&self, mode: LockMode) -> Result<DirLock> {
+        super::lock::lock_fs(&self.root, mode)
     }
 
     fn total_bytes(&self) -> Result<u64> {

@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
 
-use super::{Directory, ReadStorage, Storage};
+use super::lock::{LockTable, lock_mem};
+use super::{DirLock, Directory, LockMode, ReadStorage, Storage};
 use crate::{Error, Result};
 
 /// An in-memory file.
@@ -123,6 +124,9 @@ struct DirState {
 #[derive(Debug, Default, Clone)]
 pub struct MemDirectory {
     state: Arc<Mutex<DirState>>,
+    /// Shared by clones, like the directory; survives a crash (the process
+    /// holding the lock keeps running in the model).
+    locks: Arc<Mutex<LockTable>>,
 }
 
 impl MemDirectory {
@@ -195,6 +199,10 @@ impl Directory for MemDirectory {
 
     fn describe(&self) -> String {
         "<memory>".to_string()
+    }
+
+    fn lock(&self, mode: LockMode) -> Result<DirLock> {
+        lock_mem(&self.locks, mode, self.describe())
     }
 }
 

@@ -27,6 +27,9 @@
 //! - [`MemDirectory`] / [`MemStorage`]: in memory, with a crash model (drop
 //!   everything not synced); [`FaultyDirectory`]: injects EIO, short reads and
 //!   torn writes (a sink's appends and header are writes, its finish a sync).
+//! - [`Directory::lock`] / [`DirLock`]: a shared or exclusive lock on the
+//!   whole directory (`flock` on a `LOCK` file locally), so that one writer
+//!   or many readers use a store or an index directory at a time.
 //! - [`PassThrough`]: a directory that forwards to an inner one, overriding
 //!   only name mapping, storage wrapping, sync or description.
 //! - [`SimulatedStorage`]: counts every call into [`IoStats`] and charges the
@@ -43,6 +46,7 @@ mod aligned;
 mod cache;
 mod fault;
 mod file;
+mod lock;
 mod memory;
 mod profile;
 mod profiler;
@@ -58,6 +62,7 @@ pub use aligned::{ALIGN, AlignedBuf};
 pub use cache::{CacheStats, CachedStorage, PageCache};
 pub use fault::{FaultKind, FaultOp, FaultPlan, FaultyDirectory, FaultyStorage};
 pub use file::{FileStorage, FsDirectory};
+pub use lock::{DirLock, LOCK_FILE, LockMode};
 pub use memory::{MemDirectory, MemStorage};
 pub use profile::{PRESETS, StorageProfile};
 pub use profiler::{ProfileOptions, ProfileReport, profile_device};
@@ -184,6 +189,13 @@ pub trait Directory: Send + Sync + Debug {
     fn sync_dir(&self) -> Result<()>;
     /// A description for error messages (usually the path).
     fn describe(&self) -> String;
+    /// Locks the directory in `mode` until the returned guard is dropped:
+    /// one [`LockMode::Exclusive`] holder (a writer) or any number of
+    /// [`LockMode::Shared`] ones (read-only users), never both. A lock held
+    /// elsewhere, in another process or through another handle in this one,
+    /// is [`Error::Locked`](crate::Error::Locked) at once (no waiting). A
+    /// shared lock creates no file.
+    fn lock(&self, mode: LockMode) -> Result<DirLock>;
 
     /// Opens an existing file for reading only. The default opens it for
     /// reading and writing and hands out only its read side.

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::fmt::Debug;
 use std::sync::Arc;
 
-use super::{Directory, Storage};
+use super::{DirLock, Directory, LockMode, Storage};
 use crate::Result;
 
 /// A directory made from an inner one: every [`Directory`] method forwards to
@@ -84,6 +84,10 @@ impl<W: PassThrough> Directory for W {
 
     fn describe(&self) -> String {
         self.describe_wrapped()
+    }
+
+    fn lock(&self, mode: LockMode) -> Result<DirLock> {
+        self.inner().lock(mode)
     }
 }
 

@@ -19,7 +19,8 @@ pub struct DbArgs {
 
 #[derive(Args, Debug, Clone)]
 struct StoreArgs {
-    /// Store directory (created if missing).
+    /// Store directory (created by load, put, delete and stress if missing;
+    /// get, scan and stats open an existing store read-only).
     dir: PathBuf,
     /// Memory budget of the store (dynamic stages + static index), e.g. 64M.
     #[arg(long, default_value = "64M")]
@@ -114,6 +115,16 @@ fn options(s: &StoreArgs) -> Result<Options> {
     })
 }
 
+/// [`options`] for get, scan and stats: read-only (a shared lock, so refused
+/// while a writer runs), and a missing store is an error, never created.
+fn read_only(s: &StoreArgs) -> Result<Options> {
+    Ok(Options {
+        read_only: true,
+        create_if_missing: false,
+        ..options(s)?
+    })
+}
+
 fn out(line: std::fmt::Arguments<'_>) -> Result<()> {
     let mut o = std::io::stdout().lock();
     o.write_fmt(line)
@@ -159,7 +170,7 @@ pub fn run(a: DbArgs, quiet: bool) -> Result<()> {
             }
         }
         DbCmd::Get { store, key } => {
-            let db = Db::open_path(&store.dir, options(&store)?)?;
+            let db = Db::open_path(&store.dir, read_only(&store)?)?;
             match db.get(key)? {
                 Some(v) => out(format_args!("{key}\t{v}")),
                 None => out(format_args!("{key}\tnot found")),
@@ -176,7 +187,7 @@ pub fn run(a: DbArgs, quiet: bool) -> Result<()> {
             db.close()
         }
         DbCmd::Scan { store, from, count } => {
-            let db = Db::open_path(&store.dir, options(&store)?)?;
+            let db = Db::open_path(&store.dir, read_only(&store)?)?;
             for r in db.range(from..).take(count) {
                 let (k, v) = r?;
                 out(format_args!("{k}\t{v}"))?;
@@ -210,7 +221,7 @@ pub fn run(a: DbArgs, quiet: bool) -> Result<()> {
             db.close()
         }
         DbCmd::Stats { store } => {
-            let db = Db::open_path(&store.dir, options(&store)?)?;
+            let db = Db::open_path(&store.dir, read_only(&store)?)?;
             let s = db.stats()?;
             out(format_args!(
                 "{}",

@@ -121,10 +121,17 @@ impl PyDb {
     ///   `"none"` reads them from storage on every lookup.
     /// - `profile`: storage profile whose modelled time `stats()["io"]` reports.
     /// - `page_size`: page size of a new store's static files.
+    /// - `read_only`: open an existing store for reading only (a shared
+    ///   lock: refused with `LockedError` while a writer has it open; writes
+    ///   raise `UnsupportedError`; a missing store raises `NotFoundError`).
+    ///
+    /// A writer holds the store's exclusive lock until `close()`: a second
+    /// `Db` on the same path, in this process or another, raises
+    /// `LockedError`.
     #[new]
     #[pyo3(signature = (path, memory = None, sync = None, r#static = "auto", epsilon = 8,
                         trigger = "budget", background_merge = true, resident = "index",
-                        profile = None, page_size = 4096))]
+                        profile = None, page_size = 4096, read_only = false))]
     #[expect(
         clippy::too_many_arguments,
         reason = "mirrors the Python keyword arguments one for one"
@@ -141,6 +148,7 @@ impl PyDb {
         resident: &str,
         profile: Option<&str>,
         page_size: usize,
+        read_only: bool,
     ) -> PyResult<PyDb> {
         let defaults = Options::default();
         let memory_budget = match memory {
@@ -170,6 +178,8 @@ impl PyDb {
             background_merge,
             profile: profile.map(StorageProfile::named).transpose().py()?,
             resident: resident.parse::<Residency>().py()?,
+            read_only,
+            create_if_missing: !read_only,
         };
         let db = py.detach(|| Db::open_path(&path, opts)).py()?;
         Ok(PyDb {

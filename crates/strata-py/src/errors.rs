@@ -11,7 +11,8 @@
 //! │   └── OutOfOrderError          Error::OutOfOrder    (.position, .previous, .got)
 //! ├── UnsupportedError             Error::Unsupported
 //! ├── NotFoundError                Error::NotFound
-//! └── InjectedError                Error::Injected
+//! ├── InjectedError                Error::Injected
+//! └── LockedError                  Error::Locked        (.dir, .exclusive)
 //! ```
 //!
 //! `CorruptionError` groups the variants for which `Error::is_corruption`
@@ -89,6 +90,13 @@ create_exception!(
     "An injected fault, from fault-injecting storage (Error::Injected)."
 );
 
+create_exception!(
+    _strata,
+    LockedError,
+    StrataError,
+    "The store or index directory is locked by another user, in this process or another (Error::Locked)."
+);
+
 /// Converts a strata error into the matching Python exception, with the
 /// variant's fields as attributes.
 pub fn to_py(e: strata::Error) -> PyErr {
@@ -162,6 +170,10 @@ pub fn to_py(e: strata::Error) -> PyErr {
             strata::Error::Unsupported(_) => (UnsupportedError::new_err(msg), vec![]),
             strata::Error::NotFound(_) => (NotFoundError::new_err(msg), vec![]),
             strata::Error::Injected(_) => (InjectedError::new_err(msg), vec![]),
+            strata::Error::Locked { dir, exclusive } => (
+                LockedError::new_err(msg),
+                vec![("dir", to_obj(py, dir)), ("exclusive", to_obj(py, exclusive))],
+            ),
             // `strata::Error` is non-exhaustive: a variant added later still
             // arrives as a StrataError with its message.
             _ => (StrataError::new_err(msg), vec![]),
@@ -212,5 +224,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("UnsupportedError", py.get_type::<UnsupportedError>())?;
     m.add("NotFoundError", py.get_type::<NotFoundError>())?;
     m.add("InjectedError", py.get_type::<InjectedError>())?;
+    m.add("LockedError", py.get_type::<LockedError>())?;
     Ok(())
 }

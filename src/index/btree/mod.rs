@@ -97,6 +97,11 @@ impl IndexKind for BTreeKind {
         "btree"
     }
 
+    /// Updated in place: one user at a time.
+    fn dir_lock(&self) -> Option<crate::storage::LockMode> {
+        Some(crate::storage::LockMode::Exclusive)
+    }
+
     fn summary(&self) -> &'static str {
         "updatable page-based B+-tree (255 records per 4 KiB leaf, fanout 256); \
          1 page per lookup with inner nodes resident, `height` pages without"
