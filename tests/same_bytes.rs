@@ -6,6 +6,7 @@
 //! `STRATA_PRINT_CRCS=1 cargo test -p strata --test same_bytes -- --nocapture`.
 
 use strata::index::{BuildOptions, IndexSpec, MANIFEST_FILE};
+use strata::storage::LOCK_FILE;
 
 /// (kind spec, page size, file name, length, crc32c) of the fixed build.
 const EXPECTED: &[(&str, usize, &str, u64, u32)] = &[
@@ -57,7 +58,9 @@ fn build_all() -> Vec<(String, usize, String, u64, u32)> {
         let mut names: Vec<String> = std::fs::read_dir(tmp.path())
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .filter(|n| n != MANIFEST_FILE)
+            // The manifest records the build time; the lock file is empty
+            // and came later (issue 16), not part of the format.
+            .filter(|n| n != MANIFEST_FILE && n != LOCK_FILE)
             .collect();
         names.sort();
         for name in names {
