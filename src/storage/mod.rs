@@ -310,7 +310,8 @@ pub fn read_aligned(storage: &dyn ReadStorage, offset: u64, len: usize) -> Resul
 mod tests {
     use super::*;
 
-    fn contents(dir: &dyn Directory, name: &str) -> Vec<u8> {
+    /// The whole contents of `name` (also used by the sink's tests).
+    pub(super) fn contents(dir: &dyn Directory, name: &str) -> Vec<u8> {
         let f = dir.open_read(name).unwrap();
         let mut b = vec![0u8; f.len().unwrap() as usize];
         f.read_at(0, &mut b).unwrap();

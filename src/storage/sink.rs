@@ -98,14 +98,8 @@ impl Drop for StorageSink {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::tests::contents;
     use crate::storage::{Directory, FaultKind, FaultOp, FaultyDirectory, FsDirectory, MemDirectory};
-
-    fn contents(dir: &dyn Directory, name: &str) -> Vec<u8> {
-        let f = dir.open_read(name).unwrap();
-        let mut b = vec![0u8; f.len().unwrap() as usize];
-        f.read_at(0, &mut b).unwrap();
-        b
-    }
 
     /// Builds `hdr ++ parts` through a sink of `dir` and returns the result.
     fn build(dir: &dyn Directory, name: &str, hdr: &[u8], parts: &[&[u8]]) -> Result<()> {
