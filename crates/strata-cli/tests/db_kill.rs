@@ -1,6 +1,7 @@
 //! kill -9 during `strata db stress`: every acknowledged write must be in the
 //! store when it is reopened, and no reopen may fail. `STRATA_FULL=1` runs
-//! the acceptance run of 100 kills; CI runs a handful.
+//! the acceptance run of 200 kills (`STRATA_KILLS=N` sets another count); CI
+//! runs a handful.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -37,7 +38,10 @@ fn parse(line: &str) -> Option<(bool, Write)> {
 #[test]
 fn kill_nine_never_loses_an_acknowledged_write() {
     let full = std::env::var("STRATA_FULL").is_ok_and(|v| v == "1");
-    let kills = if full { 100 } else { 6 };
+    let kills: usize = std::env::var("STRATA_KILLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if full { 200 } else { 6 });
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("store");
     let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(42);
