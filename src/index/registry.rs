@@ -410,7 +410,11 @@ impl Registry {
     /// The kind, parameters and build options of `spec`, checked as
     /// [`check_spec`](Self::check_spec) does (the `page` parameter
     /// resolved, the rest not yet asked for).
-    fn resolve(&self, spec: &IndexSpec, opts: &BuildOptions) -> Result<(&'static dyn IndexKind, Params, BuildOptions)> {
+    fn resolve(
+        &self,
+        spec: &IndexSpec,
+        opts: &BuildOptions,
+    ) -> Result<(&'static dyn IndexKind, Params, BuildOptions)> {
         let kind = self.find(&spec.kind)?;
         let params = spec.params.clone();
         // `page` is a parameter of every kind: the page size of its paged files.
@@ -600,7 +604,8 @@ mod tests {
             assert!(reg.build(&spec(s), &keys, &out, &opts).is_err());
             assert!(!out.exists(), "{s}: a refused build created {}", out.display());
         }
-        reg.check_spec(&spec("pgm:epsilon=64,epsilon_rec=4"), &opts).unwrap();
+        reg.check_spec(&spec("pgm:epsilon=64,epsilon_rec=4"), &opts)
+            .unwrap();
         reg.check_spec(&spec("btree:fill=80,page=8k"), &opts).unwrap();
     }
 
@@ -628,7 +633,11 @@ mod tests {
                     break;
                 }
                 failures += 1;
-                assert_eq!(dir.list().unwrap(), before, "{s}: files after a failure at write {after}");
+                assert_eq!(
+                    dir.list().unwrap(),
+                    before,
+                    "{s}: files after a failure at write {after}"
+                );
                 let idx = reg.open_in(arc.clone(), &OpenOptions::default()).unwrap();
                 assert_eq!((idx.len(), idx.get(25).unwrap()), (3000, Some(5)), "{s}");
                 assert!(after < 10_000, "{s}: the build never succeeded");

@@ -666,7 +666,10 @@ mod tests {
         w.u64(0);
         w.u64(u64::MAX - 1);
         let e = RadixSpline::from_bytes(&w.finish()).unwrap_err();
-        assert!(e.is_corruption() && e.to_string().contains("inconsistent with n"), "{e}");
+        assert!(
+            e.is_corruption() && e.to_string().contains("inconsistent with n"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -116,7 +116,11 @@ pub(crate) fn leaf_approx(root: &RmiRoot, leaf: &RmiLeaf, first: u64, end: u64, 
         (p + leaf.err_hi as i128 + 1).clamp(f, e)
     };
     if lo <= last {
-        (p.clamp(lo, last) as u64, lo as u64, (last as u64).saturating_add(1))
+        (
+            p.clamp(lo, last) as u64,
+            lo as u64,
+            (last as u64).saturating_add(1),
+        )
     } else {
         (first, first, end.saturating_add(1))
     }
@@ -608,8 +612,14 @@ mod tests {
             err_lo: 0,
             err_hi: 0,
         };
-        assert_eq!(leaf_approx(&root, &leaf, 0, 5, 200), (u64::MAX, u64::MAX, u64::MAX));
-        assert_eq!(leaf_approx(&root, &leaf, u64::MAX, 5, 50), (u64::MAX, u64::MAX, u64::MAX));
+        assert_eq!(
+            leaf_approx(&root, &leaf, 0, 5, 200),
+            (u64::MAX, u64::MAX, u64::MAX)
+        );
+        assert_eq!(
+            leaf_approx(&root, &leaf, u64::MAX, 5, 50),
+            (u64::MAX, u64::MAX, u64::MAX)
+        );
         let (_, lo, hi) = leaf_approx(&root, &leaf, u64::MAX - 1, u64::MAX, 50);
         assert!(lo < hi, "{lo} {hi}");
     }
