@@ -413,11 +413,18 @@ fn check_out_dir(out: &Path) -> Result<()> {
                     at.display()
                 )));
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match at.parent() {
-                Some(p) if !p.as_os_str().is_empty() => at = p,
-                // A relative path under the working directory.
-                _ => return Ok(()),
-            },
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                ) =>
+            {
+                match at.parent() {
+                    Some(p) if !p.as_os_str().is_empty() => at = p,
+                    // A relative path under the working directory.
+                    _ => return Ok(()),
+                }
+            }
             Err(e) => return Err(Error::io(at, e)),
         }
     }
