@@ -383,18 +383,21 @@ mod tests {
         // 2^61 keys of 8 bytes wrap to 0 bytes: the file is just the header.
         std::fs::write(&p, (1u64 << 61).to_le_bytes()).unwrap();
         for width in [KeyWidth::U64, KeyWidth::Auto] {
-            let opts = KeyFileOptions { width, dedup: false };
-            let e = read_keys(&p, opts).unwrap_err();
+            let e = read_keys(&p, of_width(width)).unwrap_err();
             assert!(e.is_corruption() && e.to_string().contains("huge"), "{e}");
             assert!(e.to_string().contains("more than a file can hold"), "{e}");
         }
         // 2^62 keys of 4 bytes wrap too.
-        let opts = KeyFileOptions {
-            width: KeyWidth::U32,
-            dedup: false,
-        };
         std::fs::write(&p, (1u64 << 62).to_le_bytes()).unwrap();
-        assert!(read_keys(&p, opts).unwrap_err().is_corruption());
+        assert!(
+            read_keys(&p, of_width(KeyWidth::U32))
+                .unwrap_err()
+                .is_corruption()
+        );
+    }
+
+    fn of_width(width: KeyWidth) -> KeyFileOptions {
+        KeyFileOptions { width, dedup: false }
     }
 
     /// A file whose size fits the other key width says so.
@@ -403,19 +406,11 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let p = tmp.path().join("k32");
         write_keys_u32(&p, &[1, 2, 3]).unwrap();
-        let u64_opts = KeyFileOptions {
-            width: KeyWidth::U64,
-            dedup: false,
-        };
-        let e = read_keys(&p, u64_opts).unwrap_err().to_string();
+        let e = read_keys(&p, of_width(KeyWidth::U64)).unwrap_err().to_string();
         assert!(e.contains("k32") && e.contains("fits 3 u32 keys"), "{e}");
         let q = tmp.path().join("k64");
         write_keys(&q, &[1, 2, 3]).unwrap();
-        let u32_opts = KeyFileOptions {
-            width: KeyWidth::U32,
-            dedup: false,
-        };
-        let e = read_keys(&q, u32_opts).unwrap_err().to_string();
+        let e = read_keys(&q, of_width(KeyWidth::U32)).unwrap_err().to_string();
         assert!(e.contains("k64") && e.contains("fits 3 u64 keys"), "{e}");
         // Neither width: both are named.
         std::fs::write(&q, [3u64.to_le_bytes().as_slice(), &[0u8; 13]].concat()).unwrap();

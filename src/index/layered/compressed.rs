@@ -299,7 +299,12 @@ impl CprBand {
             }
             Ok(v)
         };
-        let nw = count(&mut c, n.div_ceil(64) * 64 + 1)?;
+        let most_words = n
+            .div_ceil(64)
+            .checked_mul(64)
+            .and_then(|w| w.checked_add(1))
+            .ok_or_else(|| bad("entry count too large"))?;
+        let nw = count(&mut c, most_words)?;
         let mut idx = (0..nw)
             .map(|_| c.u64().ok_or_else(|| bad("indexes cut")))
             .collect::<Result<Vec<u64>>>()?;
@@ -316,7 +321,9 @@ impl CprBand {
         }
         let radix = (slopes.len() as u64).max(1);
         let fits = if per_word == 0 {
-            idx.len() as u64 * 64 >= n as u64 * u64::from(bits_needed(radix - 1))
+            (n as u64)
+                .checked_mul(u64::from(bits_needed(radix - 1)))
+                .is_some_and(|bits| idx.len() as u64 * 64 >= bits)
         } else {
             idx.len() == n.div_ceil(per_word as usize) && per_word == digits_per_word(radix)
         };
