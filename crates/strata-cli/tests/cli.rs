@@ -409,3 +409,21 @@ fn gen_with_a_huge_n_is_a_clear_error() {
         assert!(!out.exists());
     }
 }
+
+/// A bulk load into a new store whose key file turns out unsorted halfway
+/// leaves no directory; a missing key file creates none.
+#[test]
+fn a_failed_db_load_leaves_no_store_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let keys = tmp.path().join("k.keys");
+    let mut ks: Vec<u64> = (0..200_000).collect();
+    ks[100_000] = 5;
+    write_raw_keys(&keys, ks.len() as u64, &ks);
+    let st = tmp.path().join("st");
+    let e = fail(&["db", "load", p(&st), "--data", p(&keys)]);
+    assert!(e.contains("position 100000") && e.contains(p(&keys)), "{e}");
+    assert!(!st.exists(), "a failed load left {}", st.display());
+    let missing = tmp.path().join("missing.keys");
+    fail(&["db", "load", p(&st), "--data", p(&missing)]);
+    assert!(!st.exists());
+}
