@@ -334,59 +334,82 @@ fn model_encodings(keys: &[u64]) -> Vec<(&'static str, Vec<u8>)> {
     ]
 }
 
+/// Keys a decoded model is probed with.
+const PROBES: [u64; 5] = [0, 1, 77, 1 << 40, u64::MAX];
+
+/// A decoded compressed array, read the ways a lookup reads it.
+trait Array {
+    fn len(&self) -> usize;
+    fn get(&self, i: usize) -> Option<u64>;
+    fn first(&self, n: usize) -> usize;
+    fn upper_bound(&self, x: u64) -> usize;
+}
+
+macro_rules! array {
+    ($t:ty, |$a:ident, $x:ident| $ub:expr) => {
+        impl Array for $t {
+            fn len(&self) -> usize {
+                <$t>::len(self)
+            }
+            fn get(&self, i: usize) -> Option<u64> {
+                <$t>::get(self, i)
+            }
+            fn first(&self, n: usize) -> usize {
+                self.iter().take(n).count()
+            }
+            fn upper_bound(&self, $x: u64) -> usize {
+                let $a = self;
+                $ub
+            }
+        }
+    };
+}
+array!(LecoArray, |a, x| a.upper_bound(x));
+array!(strata::model::GapArray, |a, x| a.upper_bound(x));
+array!(strata::model::DeltaArray, |a, x| a
+    .get_pair(x as usize)
+    .map_or(0, |_| 1));
+
+/// Reads a decoded array: values at the ends and the middle, the first
+/// values in order, the upper bounds of the probes.
+fn read_array(a: &impl Array) {
+    let len = a.len();
+    for i in [0, 1, len / 2, len.saturating_sub(1), len] {
+        let _ = a.get(i);
+    }
+    let _ = a.first(300);
+    for x in PROBES {
+        let _ = a.upper_bound(x);
+    }
+}
+
 /// Decodes `bytes` as codec `which` and, if it decodes, uses it: neither
 /// may panic.
 fn decode_and_use(which: &str, bytes: &[u8]) {
     use strata::model::{DeltaArray, GapArray, RadixSpline, Rmi};
-    let probes = [0u64, 1, 77, 1 << 40, u64::MAX];
-    match which {
+    let ranges: Vec<(u64, u64)> = match which {
         "leco" => {
-            if let Ok(a) = LecoArray::from_bytes(bytes) {
-                for i in [0, 1, a.len() / 2, a.len().saturating_sub(1), a.len()] {
-                    let _ = a.get(i);
-                }
-                let _ = a.iter().take(300).count();
-                for x in probes {
-                    let _ = a.upper_bound(x);
-                }
-            }
+            LecoArray::from_bytes(bytes).map(|a| read_array(&a)).ok();
+            return;
         }
         "gap" => {
-            if let Ok(a) = GapArray::from_bytes(bytes) {
-                for i in [0, 1, a.len() / 2, a.len().saturating_sub(1), a.len()] {
-                    let _ = a.get(i);
-                }
-                let _ = a.iter().take(300).count();
-                for x in probes {
-                    let _ = a.upper_bound(x);
-                }
-            }
+            GapArray::from_bytes(bytes).map(|a| read_array(&a)).ok();
+            return;
         }
         "delta" => {
-            if let Ok(a) = DeltaArray::from_bytes(bytes) {
-                for i in [0, 1, a.len() / 2, a.len().saturating_sub(1), a.len()] {
-                    let _ = (a.get(i), a.get_pair(i));
-                }
-                let _ = a.iter().take(300).count();
-            }
+            DeltaArray::from_bytes(bytes).map(|a| read_array(&a)).ok();
+            return;
         }
-        "rs" => {
-            if let Ok(m) = RadixSpline::from_bytes(bytes) {
-                for x in probes {
-                    let (lo, hi) = m.predict_range(x);
-                    assert!(lo < hi, "rs: empty range for {x}");
-                }
-            }
-        }
-        "rmi" => {
-            if let Ok(m) = Rmi::from_bytes(bytes) {
-                for x in probes {
-                    let (lo, hi) = m.predict_range(x);
-                    assert!(lo < hi, "rmi: empty range for {x}");
-                }
-            }
-        }
+        "rs" => RadixSpline::from_bytes(bytes)
+            .map(|m| PROBES.map(|x| m.predict_range(x)).to_vec())
+            .unwrap_or_default(),
+        "rmi" => Rmi::from_bytes(bytes)
+            .map(|m| PROBES.map(|x| m.predict_range(x)).to_vec())
+            .unwrap_or_default(),
         other => panic!("no codec {other}"),
+    };
+    for (lo, hi) in ranges {
+        assert!(lo < hi, "{which}: an empty range [{lo}, {hi})");
     }
 }
 
