@@ -193,9 +193,8 @@ impl Staging<'_> {
     /// Moves every staged file to its own name, replacing the files of the
     /// same name, after removing the previous manifest (so that no moment
     /// shows an old manifest over new files) and with the new manifest
-    /// last.
-    /// The files of the previous index that the new one does not replace
-    /// are removed.
+    /// last. The files of the previous index that the new one does not
+    /// replace are removed.
     fn publish(&self) -> Result<()> {
         let new = self.list()?;
         let old = if self.dir.exists(super::MANIFEST_FILE) {
