@@ -300,3 +300,140 @@ proptest! {
         }
     }
 }
+
+/// Recomputes the trailing crc32c of a model encoding (everything before
+/// the last four bytes), so that a rewritten field reaches the parser.
+fn reseal(bytes: &mut [u8]) {
+    let body = bytes.len() - 4;
+    let crc = crc32c::crc32c(&bytes[..body]);
+    bytes[body..].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Values a rewritten header field takes: the extremes that overflow a
+/// count times a width, an offset plus a length, or `n + 1`.
+const HUGE: [u64; 8] = [
+    u64::MAX,
+    u64::MAX - 1,
+    1 << 63,
+    1 << 62,
+    1 << 61,
+    1 << 58,
+    1 << 32,
+    u32::MAX as u64 + 1,
+];
+
+/// Valid encodings of every model codec, over `keys`.
+fn model_encodings(keys: &[u64]) -> Vec<(&'static str, Vec<u8>)> {
+    use strata::model::{DeltaArray, GapArray, RadixSpline, Rmi};
+    vec![
+        ("leco", LecoArray::encode(keys).to_bytes()),
+        ("gap", GapArray::encode(keys).unwrap().to_bytes()),
+        ("delta", DeltaArray::encode(keys).unwrap().to_bytes()),
+        ("rs", RadixSpline::build(keys, 4, 8).unwrap().to_bytes()),
+        ("rmi", Rmi::build(keys, 4).unwrap().to_bytes()),
+    ]
+}
+
+/// Keys a decoded model is probed with.
+const PROBES: [u64; 5] = [0, 1, 77, 1 << 40, u64::MAX];
+
+/// A decoded compressed array, read the ways a lookup reads it.
+trait Array {
+    fn len(&self) -> usize;
+    fn get(&self, i: usize) -> Option<u64>;
+    fn first(&self, n: usize) -> usize;
+    fn upper_bound(&self, x: u64) -> usize;
+}
+
+macro_rules! array {
+    ($t:ty, |$a:ident, $x:ident| $ub:expr) => {
+        impl Array for $t {
+            fn len(&self) -> usize {
+                <$t>::len(self)
+            }
+            fn get(&self, i: usize) -> Option<u64> {
+                <$t>::get(self, i)
+            }
+            fn first(&self, n: usize) -> usize {
+                self.iter().take(n).count()
+            }
+            fn upper_bound(&self, $x: u64) -> usize {
+                let $a = self;
+                $ub
+            }
+        }
+    };
+}
+array!(LecoArray, |a, x| a.upper_bound(x));
+array!(strata::model::GapArray, |a, x| a.upper_bound(x));
+array!(strata::model::DeltaArray, |a, x| a
+    .get_pair(x as usize)
+    .map_or(0, |_| 1));
+
+/// Reads a decoded array: values at the ends and the middle, the first
+/// values in order, the upper bounds of the probes.
+fn read_array(a: &impl Array) {
+    let len = a.len();
+    for i in [0, 1, len / 2, len.saturating_sub(1), len] {
+        let _ = a.get(i);
+    }
+    let _ = a.first(300);
+    for x in PROBES {
+        let _ = a.upper_bound(x);
+    }
+}
+
+/// Decodes `bytes` as codec `which` and, if it decodes, uses it: neither
+/// may panic.
+fn decode_and_use(which: &str, bytes: &[u8]) {
+    use strata::model::{DeltaArray, GapArray, RadixSpline, Rmi};
+    let ranges: Vec<(u64, u64)> = match which {
+        "leco" => {
+            LecoArray::from_bytes(bytes).map(|a| read_array(&a)).ok();
+            return;
+        }
+        "gap" => {
+            GapArray::from_bytes(bytes).map(|a| read_array(&a)).ok();
+            return;
+        }
+        "delta" => {
+            DeltaArray::from_bytes(bytes).map(|a| read_array(&a)).ok();
+            return;
+        }
+        "rs" => RadixSpline::from_bytes(bytes)
+            .map(|m| PROBES.map(|x| m.predict_range(x)).to_vec())
+            .unwrap_or_default(),
+        "rmi" => Rmi::from_bytes(bytes)
+            .map(|m| PROBES.map(|x| m.predict_range(x)).to_vec())
+            .unwrap_or_default(),
+        other => panic!("no codec {other}"),
+    };
+    for (lo, hi) in ranges {
+        assert!(lo < hi, "{which}: an empty range [{lo}, {hi})");
+    }
+}
+
+/// Issue 16, failure 6 (the codecs): every 8-byte field of a valid model
+/// encoding rewritten to a huge value, the checksum recomputed so the
+/// parser is reached, gives an error or a usable model: never a panic (an
+/// overflow in a test build) and never a wrapped size.
+#[test]
+fn huge_header_fields_with_a_valid_checksum_never_panic() {
+    let keys: Vec<u64> = (0..700u64).map(|i| i * i * 3 + (i % 7)).collect();
+    let mut decoded = 0;
+    for (which, valid) in model_encodings(&keys) {
+        decode_and_use(which, &valid);
+        // Fields after the magic (8) and version (4), at every byte offset
+        // (the bodies mix 4- and 8-byte fields).
+        for at in 12..valid.len().saturating_sub(12) {
+            for v in HUGE {
+                let mut b = valid.clone();
+                b[at..at + 8].copy_from_slice(&v.to_le_bytes());
+                reseal(&mut b);
+                decode_and_use(which, &b);
+                decoded += 1;
+            }
+        }
+    }
+    assert!(decoded > 10_000, "{decoded}");
+}

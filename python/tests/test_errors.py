@@ -90,3 +90,20 @@ def test_unsupported_write_on_static_kind(tmp_path):
     idx = strata.build(strata.gen("dense", 100), kind="zonemap", path=tmp_path / "z")
     with pytest.raises(strata.UnsupportedError, match="static"):
         idx.delete(3)
+
+
+def test_huge_gen_raises_strata_error_not_panic():
+    """Issue 16: ``strata.gen('uniform', 2**62)`` is a StrataError, never PanicException."""
+    for n in (2**62, 2**64 - 1, 2**60):
+        with pytest.raises(strata.InvalidInputError, match=f"cannot generate {n} keys"):
+            strata.gen("uniform", n)
+    with pytest.raises(strata.StrataError):
+        strata.gen("uniform", 2**62)
+
+
+def test_bad_spec_leaves_no_directory(tmp_path):
+    """Issue 16: an unknown parameter is refused before anything is written."""
+    out = tmp_path / "idx"
+    with pytest.raises(strata.InvalidInputError, match="eps"):
+        strata.build(np.arange(5000, dtype=np.uint64), kind="pgm:eps=64", path=out)
+    assert not out.exists()

@@ -219,3 +219,21 @@ def test_extension_points_are_explicit():
     assert callable(strata.tune) and "tune" in strata.__all__
     with pytest.raises(AttributeError):
         strata.no_such_thing  # noqa: B018
+
+
+def test_index_get_many_accepts_what_db_get_many_accepts(tmp_path):
+    """Issue 16: lists, non-negative int64 arrays and uint64 arrays, as ``Db.get_many``."""
+    keys = np.arange(10, 10_000, 10, dtype=np.uint64)
+    idx = strata.build(keys, kind="pgm", path=tmp_path / "p")
+    want = [0, 2, strata.MISSING]
+    assert idx.get_many([10, 30, 31]).tolist() == want
+    assert idx.get_many(np.array([10, 30, 31], dtype=np.int64)).tolist() == want
+    assert idx.get_many(np.array([10, 30, 31], dtype=np.uint32)).tolist() == want
+    assert idx.get_many(np.array([10, 30, 31], dtype=np.uint64)).tolist() == want
+    values, found = idx.get_many([10, 31], with_found=True)
+    assert values.tolist() == [0, strata.MISSING] and found.tolist() == [True, False]
+    assert idx.get_many([]).tolist() == []
+    with pytest.raises(strata.InvalidInputError):
+        idx.get_many(np.array([5, -1], dtype=np.int64))
+    with pytest.raises(strata.InvalidInputError):
+        idx.get_many([[10, 20]])

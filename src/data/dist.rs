@@ -137,8 +137,37 @@ fn rng(seed: u64, stream: u64) -> Pcg64Mcg {
     Pcg64Mcg::seed_from_u64(seed ^ stream.wrapping_mul(0x9E37_79B9_7F4A_7C15))
 }
 
+/// Bytes of memory a generator may use per key: the keys themselves plus
+/// one working array of the same size (draws before deduplication, gaps).
+const GEN_BYTES_PER_KEY: usize = 16;
+
+/// Checks that `n` keys can be generated in memory: the bytes they need
+/// must be addressable and available to allocate, else an
+/// [`Error::InvalidInput`] that says how many bytes `n` keys take.
+fn check_key_count(n: usize) -> Result<()> {
+    let Some(bytes) = n.checked_mul(GEN_BYTES_PER_KEY) else {
+        return Err(Error::invalid(format!(
+            "cannot generate {n} keys: they would take more than {} bytes of memory",
+            usize::MAX
+        )));
+    };
+    // Reserve (without touching) what the generator needs; a refusal is an
+    // error here rather than an abort halfway.
+    let mut probe: Vec<u8> = Vec::new();
+    probe.try_reserve_exact(bytes).map_err(|_| {
+        Error::invalid(format!(
+            "cannot generate {n} keys: {bytes} bytes of memory are not available"
+        ))
+    })
+}
+
 /// Generates `n` strictly increasing keys of `dist` from `seed`.
+///
+/// Errors: [`Error::InvalidInput`] when `n` keys do not fit in memory (an
+/// `n` such as 2^62 is refused before anything is allocated) or the
+/// distribution's parameters do not fit `n`.
 pub fn generate(dist: Dist, n: usize, seed: u64) -> Result<Vec<u64>> {
+    check_key_count(n)?;
     let keys = match dist {
         Dist::Dense => (0..n as u64).collect(),
         Dist::Uniform => sample_distinct(n, seed, |r| r.random::<u64>()),
@@ -414,6 +443,23 @@ mod tests {
                 assert_ne!(generate(d, 1000, 11).unwrap(), c, "{name} seed matters");
             }
         }
+    }
+
+    /// Counts that cannot be held in memory are an error, not a capacity
+    /// overflow panic or an abort.
+    #[test]
+    fn huge_counts_are_invalid_input() {
+        for n in [1usize << 62, usize::MAX, usize::MAX / 16 + 1, 1 << 59] {
+            for d in [Dist::Uniform, Dist::Dense, Dist::Gmm] {
+                let e = generate(d, n, 1).unwrap_err();
+                assert!(matches!(e, Error::InvalidInput(_)), "{n}: {e}");
+                assert!(
+                    e.to_string().contains(&format!("cannot generate {n} keys")),
+                    "{e}"
+                );
+            }
+        }
+        assert_eq!(generate(Dist::Dense, 3, 1).unwrap(), vec![0, 1, 2]);
     }
 
     #[test]

@@ -363,7 +363,11 @@ impl WorkloadPlan {
         };
         inserts.reverse(); // pop() from the end in shuffled order
         let zipf = (choice == KeyChoice::Zipfian).then(|| Zipfian::new(present.list.len() as u64));
-        let mut plan = Vec::with_capacity(ops);
+        // `ops` comes from the user: a count that cannot be held is an
+        // error, not a capacity-overflow panic.
+        let mut plan = Vec::new();
+        plan.try_reserve_exact(ops)
+            .map_err(|_| Error::invalid(format!("a plan of {ops} operations does not fit in memory")))?;
         let pick = |present: &Present, r: &mut Pcg64Mcg| -> u64 {
             let len = present.list.len() as u64;
             let i = match &zipf {
@@ -591,6 +595,19 @@ mod tests {
                     assert_eq!(m.insert(key, value), Some(expect));
                 }
             }
+        }
+    }
+
+    /// An operation count that cannot be held is an error, not a panic.
+    #[test]
+    fn a_huge_operation_count_is_invalid_input() {
+        let keys: Vec<u64> = (0..100u64).collect();
+        for ops in [usize::MAX, 1 << 62] {
+            let e = WorkloadPlan::new(Workload::ReadHeavy, &keys, ops, KeyChoice::Uniform, 1).unwrap_err();
+            assert!(
+                matches!(e, Error::InvalidInput(_)) && e.to_string().contains("operations"),
+                "{e}"
+            );
         }
     }
 

@@ -94,18 +94,46 @@ impl KeyReader {
                 }
             }
         };
-        let expected = count
-            .checked_mul(width)
-            .and_then(|b| b.checked_add(8))
-            .unwrap_or(u64::MAX);
+        // `count` comes from the file: the size it implies is checked, not
+        // wrapped.
+        let Some(expected) = count.checked_mul(width).and_then(|b| b.checked_add(8)) else {
+            return Err(Error::corruption(
+                name,
+                0,
+                format!(
+                    "header says {count} keys of {width} bytes: more than a file can hold ({len} bytes found)"
+                ),
+            ));
+        };
         if expected != len {
+            let fits = |w: u64| count.checked_mul(w) == Some(body);
+            let what = match opts.width {
+                KeyWidth::U64 if fits(4) => {
+                    format!(
+                        "header says {count} keys; the size fits {count} u32 keys, not u64: a u32 key file?"
+                    )
+                }
+                KeyWidth::U32 if fits(8) => {
+                    format!(
+                        "header says {count} keys; the size fits {count} u64 keys, not u32: a u64 key file?"
+                    )
+                }
+                KeyWidth::Auto => format!(
+                    "header says {count} keys, but {body} bytes of keys are neither {count} u64 nor {count} u32 keys"
+                ),
+                _ => format!("header says {count} keys of {width} bytes"),
+            };
             return Err(Error::Truncated {
-                file: format!("{name} (header says {count} keys of {width} bytes)"),
+                file: format!("{name} ({what})"),
                 expected,
                 found: len,
             });
         }
-        usize::try_from(count).map_err(|_| Error::invalid("key count overflows usize"))?;
+        usize::try_from(count).map_err(|_| {
+            Error::invalid(format!(
+                "{name}: {count} keys do not fit in memory on this machine"
+            ))
+        })?;
         Ok(KeyReader {
             r,
             path: path.to_path_buf(),
@@ -344,6 +372,50 @@ mod tests {
         let mut r = KeyReader::open(&p, dedup).unwrap();
         assert_eq!(r.by_ref().count(), n - 1);
         assert_eq!(r.position(), n as u64);
+    }
+
+    /// A header whose count times the width overflows is refused with the
+    /// file named, not a wrapped size that happens to match.
+    #[test]
+    fn a_huge_count_is_refused_not_wrapped() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("huge");
+        // 2^61 keys of 8 bytes wrap to 0 bytes: the file is just the header.
+        std::fs::write(&p, (1u64 << 61).to_le_bytes()).unwrap();
+        for width in [KeyWidth::U64, KeyWidth::Auto] {
+            let e = read_keys(&p, of_width(width)).unwrap_err();
+            assert!(e.is_corruption() && e.to_string().contains("huge"), "{e}");
+            assert!(e.to_string().contains("more than a file can hold"), "{e}");
+        }
+        // 2^62 keys of 4 bytes wrap too.
+        std::fs::write(&p, (1u64 << 62).to_le_bytes()).unwrap();
+        assert!(
+            read_keys(&p, of_width(KeyWidth::U32))
+                .unwrap_err()
+                .is_corruption()
+        );
+    }
+
+    fn of_width(width: KeyWidth) -> KeyFileOptions {
+        KeyFileOptions { width, dedup: false }
+    }
+
+    /// A file whose size fits the other key width says so.
+    #[test]
+    fn a_width_mismatch_says_which_width_fits() {
+        let tmp = tempfile::tempdir().unwrap();
+        let p = tmp.path().join("k32");
+        write_keys_u32(&p, &[1, 2, 3]).unwrap();
+        let e = read_keys(&p, of_width(KeyWidth::U64)).unwrap_err().to_string();
+        assert!(e.contains("k32") && e.contains("fits 3 u32 keys"), "{e}");
+        let q = tmp.path().join("k64");
+        write_keys(&q, &[1, 2, 3]).unwrap();
+        let e = read_keys(&q, of_width(KeyWidth::U32)).unwrap_err().to_string();
+        assert!(e.contains("k64") && e.contains("fits 3 u64 keys"), "{e}");
+        // Neither width: both are named.
+        std::fs::write(&q, [3u64.to_le_bytes().as_slice(), &[0u8; 13]].concat()).unwrap();
+        let e = read_keys(&q, KeyFileOptions::default()).unwrap_err().to_string();
+        assert!(e.contains("neither 3 u64 nor 3 u32 keys"), "{e}");
     }
 
     #[test]

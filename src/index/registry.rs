@@ -1,5 +1,6 @@
 //! Building and opening index directories by kind name.
 
+use std::borrow::Cow;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
@@ -10,7 +11,8 @@ use serde_json::{Map, Value};
 use super::{ApproxPos, Cursor, Index, IndexSpec, IndexStats, Manifest, Params, Record, Records};
 use crate::format::page::check_page_size;
 use crate::storage::{
-    DirLock, Directory, FsDirectory, IoContext, IoStats, LockMode, PageCache, StorageProfile,
+    DirLock, Directory, FsDirectory, IoContext, IoStats, LockMode, MemDirectory, PageCache, PassThrough,
+    StorageProfile,
 };
 use crate::{Error, Result};
 
@@ -132,6 +134,91 @@ pub trait IndexKind: Send + Sync {
     /// exclusive lock unless this is `None`.
     fn dir_lock(&self) -> Option<LockMode> {
         Some(LockMode::Shared)
+    }
+    /// Checks `params` before any data is read or written: a value the
+    /// kind rejects, or a parameter it does not take, is an error here, so
+    /// a build never starts on a spec it would refuse at the end.
+    /// `opts.page_size` is resolved, as for [`build`](IndexKind::build).
+    ///
+    /// The default builds the kind over no records into a scratch in-memory
+    /// directory (every kind reads its parameters before it looks at the
+    /// keys) and then rejects the parameters no getter asked for
+    /// ([`Params::finish`]); `params` itself is left untouched.
+    fn check_params(&self, params: &Params, opts: &BuildOptions) -> Result<()> {
+        let probe = params.clone();
+        self.build(&probe, Records::ranked(&[]), &MemDirectory::new(), opts)?;
+        probe.finish(self.name())
+    }
+}
+
+/// Prefix of the files a build writes before it publishes them under their
+/// own names (see [`Registry::build_in`]).
+const STAGING_PREFIX: &str = "building-";
+
+/// The view of an index directory a build writes through: every file gets
+/// [`STAGING_PREFIX`], so the files of a previous index stay untouched (and
+/// complete) until the new one is published.
+#[derive(Debug)]
+struct Staging<'a> {
+    dir: &'a dyn Directory,
+}
+
+impl PassThrough for Staging<'_> {
+    fn inner(&self) -> &dyn Directory {
+        self.dir
+    }
+
+    fn map_name<'n>(&self, name: &'n str) -> Cow<'n, str> {
+        Cow::Owned(format!("{STAGING_PREFIX}{name}"))
+    }
+
+    fn unmap_name(&self, inner_name: String) -> Option<String> {
+        inner_name.strip_prefix(STAGING_PREFIX).map(str::to_string)
+    }
+}
+
+impl Staging<'_> {
+    /// Removes every staged file (what a failed or crashed build left).
+    fn clear(&self) -> Result<()> {
+        let names = self.list()?;
+        for name in &names {
+            self.remove(name)?;
+        }
+        if !names.is_empty() {
+            self.dir.sync_dir()?;
+        }
+        Ok(())
+    }
+
+    /// Moves every staged file to its own name, replacing the files of the
+    /// same name, after removing the previous manifest (so that no moment
+    /// shows an old manifest over new files) and with the new manifest
+    /// last. The files of the previous index that the new one does not
+    /// replace are removed.
+    fn publish(&self) -> Result<()> {
+        let new = self.list()?;
+        let old = if self.dir.exists(super::MANIFEST_FILE) {
+            // An unreadable old manifest leaves its files where they are.
+            let old = Manifest::load(self.dir).map(|m| m.files).unwrap_or_default();
+            self.dir.remove(super::MANIFEST_FILE)?;
+            self.dir.sync_dir()?;
+            old
+        } else {
+            Vec::new()
+        };
+        // The manifest last: until it is in place, the directory holds no index.
+        let (manifest, files): (Vec<&String>, Vec<&String>) =
+            new.iter().partition(|n| *n == super::MANIFEST_FILE);
+        for name in files.into_iter().chain(manifest) {
+            self.dir.rename(&self.map_name(name), name)?;
+        }
+        // Names only (a manifest cannot point outside its directory).
+        for name in old.iter().filter(|n| !new.contains(n) && !n.contains('/')) {
+            if self.dir.exists(name) {
+                self.dir.remove(name)?;
+            }
+        }
+        self.dir.sync_dir()
     }
 }
 
@@ -297,18 +384,64 @@ impl Registry {
         path: &Path,
         opts: &BuildOptions,
     ) -> Result<BuildReport> {
+        // Nothing is created for a spec the kind would refuse.
+        self.check_spec(spec, opts)?;
+        let existed = path.exists();
         let dir: Arc<dyn Directory> = Arc::new(FsDirectory::create_all(path)?);
         // No reader may have the directory open while it is rebuilt.
-        let _lock = match self.find(&spec.kind)?.dir_lock() {
+        let lock = match self.find(&spec.kind)?.dir_lock() {
             Some(_) => Some(dir.lock(LockMode::Exclusive)?),
             None => None,
         };
-        self.build_in(spec, records, dir, opts)
+        let built = self.build_in(spec, records, dir.clone(), opts);
+        if built.is_err() && !existed {
+            // A failed build in a directory it created leaves no directory:
+            // the build removed its files; the lock file goes with the lock.
+            drop(lock);
+            if dir.exists(crate::storage::LOCK_FILE) {
+                let _ = dir.remove(crate::storage::LOCK_FILE);
+            }
+            let _ = std::fs::remove_dir(path);
+        }
+        built
     }
 
-    /// Builds `spec` over `records` into `dir`: checks the keys, writes the
-    /// kind's files, then the manifest (last, so a half-built directory has
-    /// none), and opens the result to measure it.
+    /// The kind, parameters and build options of `spec`, checked as
+    /// [`check_spec`](Self::check_spec) does (the `page` parameter
+    /// resolved, the rest not yet asked for).
+    fn resolve(
+        &self,
+        spec: &IndexSpec,
+        opts: &BuildOptions,
+    ) -> Result<(&'static dyn IndexKind, Params, BuildOptions)> {
+        let kind = self.find(&spec.kind)?;
+        let params = spec.params.clone();
+        // `page` is a parameter of every kind: the page size of its paged files.
+        let page_size = params.usize("page", opts.page_size)?;
+        check_page_size(page_size)?;
+        let opts = BuildOptions { page_size };
+        kind.check_params(&params, &opts)?;
+        Ok((kind, params, opts))
+    }
+
+    /// Checks `spec` without reading or writing anything: the kind exists,
+    /// the page size is valid, and the kind takes every parameter with its
+    /// value ([`IndexKind::check_params`]). What `strata build` runs before
+    /// it reads the key file; every build runs it first.
+    pub fn check_spec(&self, spec: &IndexSpec, opts: &BuildOptions) -> Result<()> {
+        self.resolve(spec, opts).map(|_| ())
+    }
+
+    /// Builds `spec` over `records` into `dir`: checks the spec
+    /// ([`check_spec`](Self::check_spec)) and the keys before anything is
+    /// written, writes the kind's files, then the manifest (last, so a
+    /// half-built directory has none), and opens the result to measure it.
+    ///
+    /// Kinds with a directory lock (every static kind and `btree`) build
+    /// under temporary names that are moved into place only once the build
+    /// succeeded: a failed build removes what it wrote and leaves a previous
+    /// index in `dir` complete. A kind that manages its directory itself
+    /// (a store) builds in place and cleans up after itself.
     pub fn build_in(
         &self,
         spec: &IndexSpec,
@@ -317,27 +450,46 @@ impl Registry {
         opts: &BuildOptions,
     ) -> Result<BuildReport> {
         let keys = records.keys();
-        let kind = self.find(&spec.kind)?;
-        let params = spec.params.clone();
-        // `page` is a parameter of every kind: the page size of its paged files.
-        let page_size = params.usize("page", opts.page_size)?;
-        check_page_size(page_size)?;
-        let opts = &BuildOptions { page_size };
+        let (kind, params, opts) = self.resolve(spec, opts)?;
+        let opts = &opts;
         check_keys(keys)?;
-        // A previous manifest would make a half-built directory look complete.
-        if dir.exists(super::MANIFEST_FILE) {
-            dir.remove(super::MANIFEST_FILE)?;
-            dir.sync_dir()?;
-        }
         let t0 = Instant::now();
-        let (files, description) = kind.build(&params, records, dir.as_ref(), opts)?;
-        params.finish(kind.name())?;
-        let build_s = t0.elapsed().as_secs_f64();
-        let mut m = Manifest::new(kind.name(), params.resolved(), keys.len() as u64, opts.page_size);
-        m.files = files;
-        m.build_s = build_s;
-        m.description = description;
-        m.store(dir.as_ref())?;
+        // The kind's files, then the manifest (last, so a half-built
+        // directory has none), into `into`.
+        let write = |into: &dyn Directory| -> Result<(Manifest, f64)> {
+            let (files, description) = kind.build(&params, records, into, opts)?;
+            params.finish(kind.name())?;
+            let build_s = t0.elapsed().as_secs_f64();
+            let mut m = Manifest::new(kind.name(), params.resolved(), keys.len() as u64, opts.page_size);
+            m.files = files;
+            m.build_s = build_s;
+            m.description = description;
+            m.store(into)?;
+            Ok((m, build_s))
+        };
+        let (m, build_s) = if kind.dir_lock().is_some() {
+            let staging = Staging { dir: dir.as_ref() };
+            // Leftovers of a build that crashed.
+            staging.clear()?;
+            match write(&staging) {
+                Ok(r) => {
+                    staging.publish()?;
+                    r
+                }
+                Err(e) => {
+                    // The error of the build is the one to report.
+                    let _ = staging.clear();
+                    return Err(e);
+                }
+            }
+        } else {
+            // A previous manifest would make a half-built directory look complete.
+            if dir.exists(super::MANIFEST_FILE) {
+                dir.remove(super::MANIFEST_FILE)?;
+                dir.sync_dir()?;
+            }
+            write(dir.as_ref())?
+        };
         let idx = self.open_in(dir, &OpenOptions::default())?;
         let st = idx.stats()?;
         let n = keys.len() as u64;
@@ -412,9 +564,103 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::{FaultKind, FaultOp, FaultyDirectory};
 
     fn is_locked<T>(r: Result<T>) -> bool {
         matches!(r, Err(Error::Locked { .. }))
+    }
+
+    fn spec(s: &str) -> IndexSpec {
+        s.parse().unwrap()
+    }
+
+    /// An unknown parameter or a bad value is refused before anything is
+    /// written: the directory sees not one write (every write would fail),
+    /// and a build at a path creates no directory.
+    #[test]
+    fn a_bad_spec_is_refused_before_any_io() {
+        let reg = registry();
+        let keys: Vec<u64> = (0..5000).map(|i| i * 3).collect();
+        let opts = BuildOptions::default();
+        for (s, named) in [
+            ("pgm:eps=64", "eps"),
+            ("btree:fill=0", "fill"),
+            ("rs:epsilon=8,bogus=1", "bogus"),
+            ("binary:page=1000", "page"),
+            ("nosuch", "nosuch"),
+        ] {
+            let dir = FaultyDirectory::new();
+            dir.plan().inject(FaultOp::Write, 0, FaultKind::Eio, true);
+            let e = reg
+                .build_in(&spec(s), Records::ranked(&keys), Arc::new(dir.clone()), &opts)
+                .unwrap_err();
+            assert!(matches!(e, Error::InvalidInput(_)), "{s}: {e}");
+            assert!(e.to_string().contains(named), "{s}: {e}");
+            assert!(dir.list().unwrap().is_empty(), "{s}: {:?}", dir.list());
+            assert!(reg.check_spec(&spec(s), &opts).is_err());
+            let tmp = tempfile::tempdir().unwrap();
+            let out = tmp.path().join("out");
+            assert!(reg.build(&spec(s), &keys, &out, &opts).is_err());
+            assert!(!out.exists(), "{s}: a refused build created {}", out.display());
+        }
+        reg.check_spec(&spec("pgm:epsilon=64,epsilon_rec=4"), &opts)
+            .unwrap();
+        reg.check_spec(&spec("btree:fill=80,page=8k"), &opts).unwrap();
+    }
+
+    /// A build that fails at any write leaves the directory as it was: the
+    /// previous complete index still opens and answers, with the same
+    /// files, and no file of the failed build is left behind.
+    #[test]
+    fn a_build_failing_midway_leaves_the_previous_index_intact() {
+        let reg = registry();
+        let old: Vec<u64> = (0..3000).map(|i| i * 5).collect();
+        let new: Vec<u64> = (0..20_000).map(|i| i * 7 + 1).collect();
+        let opts = BuildOptions::default();
+        for s in ["pgm:epsilon=16", "btree", "rmi:models=64"] {
+            let dir = FaultyDirectory::new();
+            let arc: Arc<dyn Directory> = Arc::new(dir.clone());
+            reg.build_in(&spec(s), Records::ranked(&old), arc.clone(), &opts)
+                .unwrap();
+            let before = dir.list().unwrap();
+            let mut failures = 0;
+            for after in 0.. {
+                dir.plan().inject(FaultOp::Write, after, FaultKind::Eio, true);
+                let r = reg.build_in(&spec(s), Records::ranked(&new), arc.clone(), &opts);
+                dir.plan().clear();
+                if r.is_ok() {
+                    break;
+                }
+                failures += 1;
+                assert_eq!(
+                    dir.list().unwrap(),
+                    before,
+                    "{s}: files after a failure at write {after}"
+                );
+                let idx = reg.open_in(arc.clone(), &OpenOptions::default()).unwrap();
+                assert_eq!((idx.len(), idx.get(25).unwrap()), (3000, Some(5)), "{s}");
+                assert!(after < 10_000, "{s}: the build never succeeded");
+            }
+            assert!(failures > 0, "{s}: no write failed");
+            let idx = reg.open_in(arc, &OpenOptions::default()).unwrap();
+            assert_eq!((idx.len(), idx.get(8).unwrap()), (20_000, Some(1)), "{s}");
+        }
+    }
+
+    /// Keys out of order are refused before anything is written; at a path
+    /// the build created, no directory is left.
+    #[test]
+    fn unsorted_keys_leave_no_directory() {
+        let reg = registry();
+        let tmp = tempfile::tempdir().unwrap();
+        let out = tmp.path().join("out");
+        let mut keys: Vec<u64> = (0..5000).collect();
+        keys[2500] = 1;
+        let e = reg
+            .build(&spec("pgm"), &keys, &out, &BuildOptions::default())
+            .unwrap_err();
+        assert!(matches!(e, Error::OutOfOrder { position: 2500, .. }), "{e}");
+        assert!(!out.exists());
     }
 
     /// Static kinds are opened under a shared lock (many readers), the

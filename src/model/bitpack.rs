@@ -209,7 +209,12 @@ impl PackedInts {
         if width > 64 || nw > bytes.len() / 8 {
             return Err(bad("bad width or word count"));
         }
-        if (nw as u64) * 64 < len as u64 * u64::from(width) {
+        // `len` comes from the bytes: `len * width` is checked, not wrapped.
+        let need_bits = u64::try_from(len)
+            .ok()
+            .and_then(|l| l.checked_mul(u64::from(width)))
+            .ok_or_else(|| bad("value count times width overflows"))?;
+        if (nw as u64) * 64 < need_bits {
             return Err(bad("values cut"));
         }
         let mut words = Vec::with_capacity(nw);
@@ -301,6 +306,13 @@ mod tests {
             let b = p.to_bytes();
             assert!(PackedInts::from_bytes(&b[..b.len().saturating_sub(9)]).is_err() || b.len() <= 28);
         }
+        // A huge value count (with a width that makes `len * width`
+        // overflow) is corruption, not a wrapped product that passes.
+        let mut b = PackedInts::encode(&[1, 2, 3]).to_bytes();
+        b[8..12].copy_from_slice(&64u32.to_le_bytes());
+        b[12..20].copy_from_slice(&(1u64 << 58).to_le_bytes());
+        let e = PackedInts::from_bytes(&b).unwrap_err();
+        assert!(e.to_string().contains("overflows"), "{e}");
         // 49 values in 6 bits each.
         let v: Vec<i64> = (0..1000).map(|i| i % 49 - 24).collect();
         assert!(PackedInts::encode(&v).memory_bytes() <= 1000 * 6 / 8 + 64);

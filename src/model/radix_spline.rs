@@ -324,7 +324,8 @@ impl RadixSpline {
         }
         codec::expect_end(&c, KIND)?;
         let bad = |d: &str| Err(codec::corrupt(KIND, d.to_string()));
-        if (n == 0) != (m == 0) || m as u64 > n || m >= u32::MAX as usize {
+        // Ranges end at `n + 1`: a count of `u64::MAX` would overflow them.
+        if (n == 0) != (m == 0) || m as u64 > n || m >= u32::MAX as usize || n == u64::MAX {
             return bad("spline point count inconsistent with n");
         }
         if m > 0 {
@@ -646,6 +647,29 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A valid encoding (checksum recomputed) whose key count is
+    /// `u64::MAX`: ranges end at `n + 1`, so it is refused, not a panic in
+    /// `approx` (or a wrapped range in release).
+    #[test]
+    fn a_huge_key_count_is_corruption() {
+        let mut w = Writer::new(RADIX_SPLINE_MAGIC, RADIX_SPLINE_VERSION);
+        w.u64(u64::MAX); // n
+        w.u64(4); // eps
+        w.u32(8); // radix bits
+        w.i64(0);
+        w.i64(0);
+        w.u64(2); // spline points
+        w.u64(1);
+        w.u64(10);
+        w.u64(0);
+        w.u64(u64::MAX - 1);
+        let e = RadixSpline::from_bytes(&w.finish()).unwrap_err();
+        assert!(
+            e.is_corruption() && e.to_string().contains("inconsistent with n"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -87,14 +87,17 @@ impl RmiRoot {
 /// `[first, end)`: the lower bound of `x` lies in `[lo, hi)`, `lo <= pos < hi`.
 /// Shared by [`Rmi::approx`] and the on-disk layout of an RMI.
 pub(crate) fn leaf_approx(root: &RmiRoot, leaf: &RmiLeaf, first: u64, end: u64, x: u64) -> (u64, u64, u64) {
+    // `n`, `first` and `end` may come from a file's entries (the on-disk
+    // layout): range ends saturate rather than overflow, and the caller
+    // clamps them to the layer below.
     if root.n == 0 || x <= root.min_key {
         return (0, 0, 1);
     }
     if x > root.max_key {
-        return (root.n, root.n, root.n + 1);
+        return (root.n, root.n, root.n.saturating_add(1));
     }
     if first >= end {
-        return (first, first, first + 1);
+        return (first, first, first.saturating_add(1));
     }
     // The lower bound lies in [first, end] (monotone routing). The model
     // bound p + err_lo holds when the leaf has a key >= x (else the answer
@@ -113,9 +116,13 @@ pub(crate) fn leaf_approx(root: &RmiRoot, leaf: &RmiLeaf, first: u64, end: u64, 
         (p + leaf.err_hi as i128 + 1).clamp(f, e)
     };
     if lo <= last {
-        (p.clamp(lo, last) as u64, lo as u64, last as u64 + 1)
+        (
+            p.clamp(lo, last) as u64,
+            lo as u64,
+            (last as u64).saturating_add(1),
+        )
     } else {
-        (first, first, end + 1)
+        (first, first, end.saturating_add(1))
     }
 }
 
@@ -382,6 +389,10 @@ impl Rmi {
         if m == 0 || m > MAX_MODELS {
             return bad("model count out of range");
         }
+        // Ranges end at `n + 1`: a count of `u64::MAX` would overflow them.
+        if n == u64::MAX {
+            return bad("key count out of range");
+        }
         if bounds.first() != Some(&0)
             || bounds.last() != Some(&n)
             || bounds.windows(2).any(|w| matches!(w, [a, b] if a > b))
@@ -580,6 +591,60 @@ mod tests {
             g[i] = g[i].wrapping_add(1);
             assert!(Rmi::from_bytes(&g).is_err());
         }
+    }
+
+    /// `leaf_approx` on fields read from a file (the layered RMI's entries):
+    /// extreme counts and bounds give saturated ranges, never an overflow.
+    #[test]
+    fn leaf_approx_saturates_on_extreme_fields() {
+        let root = RmiRoot {
+            n: u64::MAX,
+            min_key: 0,
+            max_key: 100,
+            slope: 0.0,
+            intercept: 0.0,
+            models: 1,
+        };
+        let leaf = RmiLeaf {
+            base: 0,
+            slope: 0.0,
+            intercept: 0.0,
+            err_lo: 0,
+            err_hi: 0,
+        };
+        assert_eq!(
+            leaf_approx(&root, &leaf, 0, 5, 200),
+            (u64::MAX, u64::MAX, u64::MAX)
+        );
+        assert_eq!(
+            leaf_approx(&root, &leaf, u64::MAX, 5, 50),
+            (u64::MAX, u64::MAX, u64::MAX)
+        );
+        let (_, lo, hi) = leaf_approx(&root, &leaf, u64::MAX - 1, u64::MAX, 50);
+        assert!(lo < hi, "{lo} {hi}");
+    }
+
+    /// A valid encoding (checksum recomputed) whose key count is
+    /// `u64::MAX`: ranges end at `n + 1`, so it is refused, not a panic in
+    /// `approx` (or a wrapped range in release).
+    #[test]
+    fn a_huge_key_count_is_corruption() {
+        let mut w = Writer::new(RMI_MAGIC, RMI_VERSION);
+        w.u64(u64::MAX); // n
+        w.u64(1); // min_key
+        w.u64(10); // max_key
+        w.f64(0.0);
+        w.f64(0.0);
+        w.u64(1); // one leaf
+        w.u64(1);
+        w.f64(0.0);
+        w.f64(0.0);
+        w.u32(0);
+        w.u32(0);
+        w.u64(0); // bounds
+        w.u64(u64::MAX);
+        let e = Rmi::from_bytes(&w.finish()).unwrap_err();
+        assert!(e.is_corruption() && e.to_string().contains("key count"), "{e}");
     }
 
     proptest! {

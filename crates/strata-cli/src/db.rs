@@ -143,12 +143,26 @@ pub fn run(a: DbArgs, quiet: bool) -> Result<()> {
             // written only after a first pass has checked the whole file,
             // so that a bad file changes nothing.
             let opts = options(&store)?;
+            // The key file's header is checked before anything is created.
+            let stream = crate::KeyStream::open(&keys, quiet, "loading")?;
+            let existed = store.dir.exists();
             let fs = strata::storage::FsDirectory::create_all(&store.dir)?;
             if strata::db::DbManifest::load(&fs)?.is_none() {
-                let stream = crate::KeyStream::open(&keys, quiet, "loading")?;
-                let n = Db::try_bulk_load(&fs, &opts, stream)?;
+                let n = match Db::try_bulk_load(&fs, &opts, stream) {
+                    Ok(n) => n,
+                    Err(e) => {
+                        // The load removed its files; a directory it created
+                        // goes too (with the lock file the load left).
+                        if !existed {
+                            let _ = std::fs::remove_file(store.dir.join(strata::storage::LOCK_FILE));
+                            let _ = std::fs::remove_dir(&store.dir);
+                        }
+                        return Err(e);
+                    }
+                };
                 out(format_args!("loaded {n} records into a new store"))
             } else {
+                drop(stream);
                 for r in crate::KeyStream::open(&keys, quiet, "checking")? {
                     r?;
                 }

@@ -299,17 +299,28 @@ fn key_file_options(a: &KeyFileArgs) -> KeyFileOptions {
     }
 }
 
+/// An error about the contents of key file `path` that does not name it
+/// (keys out of order) as one that does; others (I/O, truncation) name the
+/// file already and pass unchanged.
+fn in_key_file(path: &Path, e: Error) -> Error {
+    match e {
+        Error::OutOfOrder { .. } => Error::invalid(format!("key file {}: {e}", path.display())),
+        other => other,
+    }
+}
+
 pub(crate) fn read_key_file(a: &KeyFileArgs, quiet: bool) -> Result<Vec<u64>> {
     let pb = progress(quiet, None, &format!("reading {}", a.data.display()));
     let keys = strata::format::read_keys(&a.data, key_file_options(a));
     pb.finish_and_clear();
-    keys
+    keys.map_err(|e| in_key_file(&a.data, e))
 }
 
 /// A key file as a stream of `(key, rank)` records in constant memory, with
 /// a progress bar over the file's keys (cleared when the stream is dropped).
 pub(crate) struct KeyStream {
     keys: strata::format::KeyReader,
+    path: PathBuf,
     pb: ProgressBar,
     rank: u64,
 }
@@ -318,7 +329,12 @@ impl KeyStream {
     pub(crate) fn open(a: &KeyFileArgs, quiet: bool, what: &str) -> Result<Self> {
         let keys = strata::format::KeyReader::open(&a.data, key_file_options(a))?;
         let pb = progress(quiet, Some(keys.total()), what);
-        Ok(KeyStream { keys, pb, rank: 0 })
+        Ok(KeyStream {
+            keys,
+            path: a.data.clone(),
+            pb,
+            rank: 0,
+        })
     }
 }
 
@@ -326,7 +342,10 @@ impl Iterator for KeyStream {
     type Item = Result<(u64, u64)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        let rec = self.keys.next()?.map(|k| (k, self.rank));
+        let rec = match self.keys.next()? {
+            Ok(k) => Ok((k, self.rank)),
+            Err(e) => Err(in_key_file(&self.path, e)),
+        };
         self.rank += 1;
         if self.rank % 65_536 == 0 {
             self.pb.set_position(self.keys.position());
@@ -374,11 +393,53 @@ fn generate(a: GenArgs, quiet: bool) -> Result<()> {
     Ok(())
 }
 
+/// Checks that the index directory `out` can be made: it is a directory or
+/// does not exist, and its nearest existing ancestor is a directory.
+fn check_out_dir(out: &Path) -> Result<()> {
+    let mut at = out;
+    loop {
+        match std::fs::metadata(at) {
+            Ok(m) if m.is_dir() => return Ok(()),
+            Ok(_) if at == out => {
+                return Err(Error::invalid(format!(
+                    "--out {} exists and is not a directory",
+                    out.display()
+                )));
+            }
+            Ok(_) => {
+                return Err(Error::invalid(format!(
+                    "cannot create --out {}: {} is not a directory",
+                    out.display(),
+                    at.display()
+                )));
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                ) =>
+            {
+                match at.parent() {
+                    Some(p) if !p.as_os_str().is_empty() => at = p,
+                    // A relative path under the working directory.
+                    _ => return Ok(()),
+                }
+            }
+            Err(e) => return Err(Error::io(at, e)),
+        }
+    }
+}
+
 fn build(a: BuildArgs, quiet: bool) -> Result<()> {
     let spec: IndexSpec = a.index.parse()?;
+    let opts = BuildOptions { page_size: a.page };
+    // Spec and output directory first: nothing is read for a build that
+    // would be refused.
+    strata::registry::standard().check_spec(&spec, &opts)?;
+    check_out_dir(&a.out)?;
     let keys = read_key_file(&a.keys, quiet)?;
     let pb = progress(quiet, None, &format!("building {spec} over {} keys", keys.len()));
-    let report = strata::registry::build(&spec, &keys, &a.out, &BuildOptions { page_size: a.page });
+    let report = strata::registry::build(&spec, &keys, &a.out, &opts);
     pb.finish_and_clear();
     println!(
         "{}",

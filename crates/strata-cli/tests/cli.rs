@@ -346,3 +346,84 @@ fn demo_runs_the_store_beside_the_btree() {
     }
     assert!(recs.iter().all(|r| r["wrong"] == 0));
 }
+
+/// `strata build --index INDEX --data DATA --out OUT`.
+fn build_args<'a>(index: &'a str, data: &'a Path, out: &'a Path) -> [&'a str; 7] {
+    ["build", "--index", index, "--data", p(data), "--out", p(out)]
+}
+
+/// Issue 16, failure 7: an unknown parameter is refused before the key file
+/// is read or anything is written; the message names the parameter and the
+/// output directory is not created. (The key file here does not even exist:
+/// the spec is checked first.)
+#[test]
+fn a_bad_index_spec_fails_before_any_work() {
+    let tmp = tempfile::tempdir().unwrap();
+    let keys = tmp.path().join("k.keys");
+    ok(&["gen", "--dist", "uniform", "--n", "30000", "--out", p(&keys)]);
+    let out = tmp.path().join("idx");
+    let e = fail(&build_args("pgm:eps=64", &keys, &out));
+    assert!(e.contains("eps") && e.contains("unknown parameter"), "{e}");
+    assert!(!out.exists(), "a refused build left {}", out.display());
+    let missing = tmp.path().join("missing.keys");
+    let e = fail(&build_args("pgm:eps=64", &missing, &out));
+    assert!(e.contains("eps"), "the spec is checked before the key file: {e}");
+    let e = fail(&build_args("btree:fill=0", &keys, &out));
+    assert!(e.contains("fill"), "{e}");
+    assert!(!out.exists());
+    // An output path under a file: refused before the keys are read.
+    let e = fail(&build_args("pgm", &missing, &keys.join("idx")));
+    assert!(e.contains("is not a directory"), "{e}");
+    // Keys out of order halfway: the error names the key file, and the
+    // directory the build created is gone again.
+    let mut ks: Vec<u64> = (0..10_000).collect();
+    ks[5000] = 3;
+    write_raw_keys(&keys, ks.len() as u64, &ks);
+    let e = fail(&build_args("pgm", &keys, &out));
+    assert!(e.contains("position 5000") && e.contains(p(&keys)), "{e}");
+    assert!(!out.exists());
+    // A previous index at the path is left complete by a refused build.
+    let good: Vec<u64> = (0..10_000).map(|i| i * 2).collect();
+    write_raw_keys(&keys, good.len() as u64, &good);
+    ok(&build_args("pgm", &keys, &out));
+    fail(&build_args("pgm:eps=64", &keys, &out));
+    fail(&build_args("pgm", &missing, &out));
+    assert_eq!(ok(&["get", p(&out), "4"]).trim(), "4\t2");
+    ok(&["verify", p(&out)]);
+}
+
+/// Issue 16, failure 7: a key count that cannot be generated is a clear
+/// error, not a panic (`capacity overflow`), and writes no file.
+#[test]
+fn gen_with_a_huge_n_is_a_clear_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("k.keys");
+    for n in [
+        "4611686018427387904",
+        "18446744073709551615",
+        "1152921504606846976",
+    ] {
+        let e = fail(&["gen", "--dist", "uniform", "--n", n, "--out", p(&out)]);
+        assert!(e.contains(&format!("cannot generate {n} keys")), "{e}");
+        assert!(!e.contains("panicked") && !e.contains("overflow"), "{e}");
+        assert!(!out.exists());
+    }
+}
+
+/// A bulk load into a new store whose key file turns out unsorted halfway
+/// leaves no directory; a missing key file creates none.
+#[test]
+fn a_failed_db_load_leaves_no_store_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let keys = tmp.path().join("k.keys");
+    let mut ks: Vec<u64> = (0..200_000).collect();
+    ks[100_000] = 5;
+    write_raw_keys(&keys, ks.len() as u64, &ks);
+    let st = tmp.path().join("st");
+    let e = fail(&["db", "load", p(&st), "--data", p(&keys)]);
+    assert!(e.contains("position 100000") && e.contains(p(&keys)), "{e}");
+    assert!(!st.exists(), "a failed load left {}", st.display());
+    let missing = tmp.path().join("missing.keys");
+    fail(&["db", "load", p(&st), "--data", p(&missing)]);
+    assert!(!st.exists());
+}

@@ -11,7 +11,7 @@ use strata::storage::StorageProfile;
 use strata_bench::BenchOptions;
 
 use crate::convert::to_py_via_json;
-use crate::errors::IntoPyResult;
+use crate::errors::{Detach, IntoPyResult};
 
 /// Runs every workload on every index configuration over `keys` (sorted,
 /// distinct) and returns the JSON records of `strata bench` as dicts, in the
@@ -76,9 +76,7 @@ pub fn run_bench<'py>(
             &owned
         }
     };
-    let records = py
-        .detach(move || strata_bench::run(&opts, ks, &mut |_| {}))
-        .py()?;
+    let records = py.run_detached(move || strata_bench::run(&opts, ks, &mut |_| {}))?;
     let out = PyList::empty(py);
     for r in &records {
         out.append(to_py_via_json(py, r)?)?;

@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use strata::data::{Dist, generate};
 use strata::format::sosd::{self, KeyFileOptions, KeyWidth};
 
-use crate::errors::{IntoPyResult, InvalidInputError};
+use crate::errors::{Detach, IntoPyResult, InvalidInputError};
 
 /// `n` strictly increasing keys of distribution `dist` (`strata.dists()`),
 /// deterministic for `seed`, as a uint64 array (no copy).
@@ -20,7 +20,7 @@ pub fn generate_keys<'py>(
     seed: u64,
 ) -> PyResult<Bound<'py, PyArray1<u64>>> {
     let d: Dist = dist.parse().py()?;
-    let keys = py.detach(|| generate(d, n, seed)).py()?;
+    let keys = py.run_detached(|| generate(d, n, seed))?;
     Ok(PyArray1::from_vec(py, keys))
 }
 
@@ -50,7 +50,7 @@ pub fn read_keys<'py>(
         width: self::width(width)?,
         dedup,
     };
-    let keys = py.detach(|| sosd::read_keys(&path, opts)).py()?;
+    let keys = py.run_detached(|| sosd::read_keys(&path, opts))?;
     Ok(PyArray1::from_vec(py, keys))
 }
 
@@ -78,14 +78,13 @@ pub fn write_keys(
             &owned
         }
     };
-    py.detach(|| {
+    py.run_detached(|| {
         if u32_keys {
             sosd::write_keys_u32(&path, ks)
         } else {
             sosd::write_keys(&path, ks)
         }
     })
-    .py()
 }
 
 /// Names of the key distributions.

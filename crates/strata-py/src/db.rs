@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use numpy::{PyArray2, PyReadonlyArray1};
+use numpy::PyArray2;
 use parking_lot::RwLock;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
@@ -13,24 +13,14 @@ use strata::storage::StorageProfile;
 use strata::{Db, Error};
 
 use crate::convert::{py_to_param, to_py_via_json};
-use crate::errors::{IntoPyResult, InvalidInputError};
-use crate::index::{key_slice, lookup_many, records_array, values_and_found};
+use crate::errors::{Detach, IntoPyResult, InvalidInputError};
+use crate::index::{key_slice, lookup_many, records_array, u64_array, values_and_found};
 
 /// A byte count from Python: an int, or a string with a unit (`"64M"`).
 fn size_param(name: &str, v: &Bound<'_, PyAny>) -> PyResult<u64> {
     let mut map = serde_json::Map::new();
     map.insert(name.to_string(), py_to_param(name, v)?);
     Params::from_map(map).u64(name, 0).py()
-}
-
-/// A key or value array: a uint64 numpy array as it is (borrowed), anything
-/// else (lists, other integer dtypes) through `strata.as_keys`.
-fn u64_array<'py>(v: &Bound<'py, PyAny>, name: &str) -> PyResult<PyReadonlyArray1<'py, u64>> {
-    if let Ok(a) = v.extract::<PyReadonlyArray1<'py, u64>>() {
-        return Ok(a);
-    }
-    let conv = v.py().import("strata")?.getattr("as_keys")?.call1((v, name))?;
-    conv.extract::<PyReadonlyArray1<'py, u64>>()
 }
 
 /// `"always"`, `"never"` or a number of milliseconds (int).
@@ -89,14 +79,13 @@ impl PyDb {
     /// Runs `f` on the open store with the GIL released; InvalidInputError
     /// if it was closed.
     fn with<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&Db) -> strata::Result<T> + Send) -> PyResult<T> {
-        py.detach(|| {
+        py.run_detached(|| {
             let g = self.inner.read();
             match g.as_ref() {
                 Some(db) => f(db),
                 None => Err(Error::invalid(format!("store {} is closed", self.path.display()))),
             }
         })
-        .py()
     }
 }
 
@@ -181,7 +170,7 @@ impl PyDb {
             read_only,
             create_if_missing: !read_only,
         };
-        let db = py.detach(|| Db::open_path(&path, opts)).py()?;
+        let db = py.run_detached(|| Db::open_path(&path, opts))?;
         Ok(PyDb {
             inner: RwLock::new(Some(db)),
             path,
@@ -245,11 +234,10 @@ impl PyDb {
     /// syncs the log, so every acknowledged write is durable. Further calls
     /// raise InvalidInputError; closing twice does nothing.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        py.detach(|| match self.inner.write().take() {
+        py.run_detached(|| match self.inner.write().take() {
             Some(db) => db.close(),
             None => Ok(()),
         })
-        .py()
     }
 
     /// Number of live records (exact; costs one static lookup per key held

@@ -207,6 +207,46 @@ impl<T> IntoPyResult<T> for strata::Result<T> {
     }
 }
 
+/// The message of a caught panic's payload.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        s
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s
+    } else {
+        "(no message)"
+    }
+}
+
+/// A panic caught at the boundary, as a [`StrataError`]: Python callers see
+/// the package's exception tree, never `PanicException`.
+pub fn panic_to_py(payload: &(dyn std::any::Any + Send)) -> PyErr {
+    StrataError::new_err(format!(
+        "internal error in strata (a bug; please report it): {}",
+        panic_message(payload)
+    ))
+}
+
+/// How every binding calls into strata: with the GIL released, a strata
+/// error mapped to its exception ([`to_py`]) and a panic caught and raised
+/// as [`StrataError`] ([`panic_to_py`]).
+pub trait Detach {
+    /// Runs `f` without the GIL; see the trait documentation.
+    fn run_detached<T: Send>(self, f: impl FnOnce() -> strata::Result<T> + Send) -> PyResult<T>;
+}
+
+impl Detach for Python<'_> {
+    fn run_detached<T: Send>(self, f: impl FnOnce() -> strata::Result<T> + Send) -> PyResult<T> {
+        // A panic leaves nothing half-updated that Python could observe
+        // through these bindings: every call either returns or raises.
+        let r = self.detach(|| std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)));
+        match r {
+            Ok(r) => r.py(),
+            Err(payload) => Err(panic_to_py(payload.as_ref())),
+        }
+    }
+}
+
 /// Adds the exception classes to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();

@@ -12,7 +12,7 @@ use strata::index::{BuildOptions, Index, IndexSpec, OpenOptions, Records, Reside
 use strata::storage::StorageProfile;
 
 use crate::convert::{py_to_param, to_py_via_json};
-use crate::errors::{IntoPyResult, InvalidInputError};
+use crate::errors::{Detach, IntoPyResult, InvalidInputError};
 
 /// Records fetched per `Index::scan` call while collecting a range.
 const RANGE_BATCH: usize = 4096;
@@ -33,6 +33,16 @@ impl PyIndex {
             .clone()
             .ok_or_else(|| InvalidInputError::new_err(format!("index {} is closed", self.path.display())))
     }
+}
+
+/// A key or value array: a uint64 numpy array as it is (borrowed), anything
+/// else (lists, other integer dtypes) through `strata.as_keys`.
+pub fn u64_array<'py>(v: &Bound<'py, PyAny>, name: &str) -> PyResult<PyReadonlyArray1<'py, u64>> {
+    if let Ok(a) = v.extract::<PyReadonlyArray1<'py, u64>>() {
+        return Ok(a);
+    }
+    let conv = v.py().import("strata")?.getattr("as_keys")?.call1((v, name))?;
+    conv.extract::<PyReadonlyArray1<'py, u64>>()
 }
 
 /// The keys of a numpy array: borrowed when C-contiguous, copied otherwise.
@@ -125,7 +135,7 @@ impl PyIndex {
 
     fn __contains__(&self, py: Python<'_>, key: u64) -> PyResult<bool> {
         let idx = self.idx()?;
-        Ok(py.detach(|| idx.get(key)).py()?.is_some())
+        Ok(py.run_detached(|| idx.get(key))?.is_some())
     }
 
     fn __repr__(&self) -> String {
@@ -162,7 +172,7 @@ impl PyIndex {
     /// The value of `key`, or None.
     fn get(&self, py: Python<'_>, key: u64) -> PyResult<Option<u64>> {
         let idx = self.idx()?;
-        py.detach(|| idx.get(key)).py()
+        py.run_detached(|| idx.get(key))
     }
 
     /// Values of many keys in one call (no Python loop; the GIL is released).
@@ -174,35 +184,32 @@ impl PyIndex {
     fn get_many<'py>(
         &self,
         py: Python<'py>,
-        keys: PyReadonlyArray1<'py, u64>,
+        keys: Bound<'py, PyAny>,
         missing: u64,
         with_found: bool,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let keys = u64_array(&keys, "keys")?;
         let idx = self.idx()?;
         let mut owned = Vec::new();
         let ks = key_slice(&keys, &mut owned);
-        let (values, found) = py
-            .detach(|| lookup_many(ks, missing, with_found, |k| idx.get(k)))
-            .py()?;
+        let (values, found) = py.run_detached(|| lookup_many(ks, missing, with_found, |k| idx.get(k)))?;
         values_and_found(py, values, found, with_found)
     }
 
     /// The first record with key >= `key`, as `(key, value)`, or None.
     fn lower_bound(&self, py: Python<'_>, key: u64) -> PyResult<Option<(u64, u64)>> {
         let idx = self.idx()?;
-        py.detach(|| idx.lower_bound(key)).py()
+        py.run_detached(|| idx.lower_bound(key))
     }
 
     /// Up to `count` records with key >= `start`, as an `(m, 2)` uint64 array
     /// (column 0 keys, column 1 values).
     fn scan<'py>(&self, py: Python<'py>, start: u64, count: usize) -> PyResult<Bound<'py, PyArray2<u64>>> {
         let idx = self.idx()?;
-        let recs = py
-            .detach(|| {
-                let mut out = Vec::with_capacity(count.min(1 << 20));
-                idx.scan(start, count, &mut out).map(|_| out)
-            })
-            .py()?;
+        let recs = py.run_detached(|| {
+            let mut out = Vec::with_capacity(count.min(1 << 20));
+            idx.scan(start, count, &mut out).map(|_| out)
+        })?;
         records_array(py, &recs)
     }
 
@@ -210,33 +217,31 @@ impl PyIndex {
     /// (column 0 keys, column 1 values).
     fn range<'py>(&self, py: Python<'py>, lo: u64, hi: u64) -> PyResult<Bound<'py, PyArray2<u64>>> {
         let idx = self.idx()?;
-        let recs = py
-            .detach(|| -> strata::Result<Vec<(u64, u64)>> {
-                let mut out: Vec<(u64, u64)> = Vec::new();
-                let mut from = lo;
-                while from < hi {
-                    let start = out.len();
-                    idx.scan(from, RANGE_BATCH, &mut out)?;
-                    let got = out.len() - start;
-                    if let Some(cut) = out[start..].iter().position(|r| r.0 >= hi) {
-                        out.truncate(start + cut);
-                        break;
-                    }
-                    match out.last() {
-                        Some(&(k, _)) if got == RANGE_BATCH && k < u64::MAX => from = k + 1,
-                        _ => break,
-                    }
+        let recs = py.run_detached(|| -> strata::Result<Vec<(u64, u64)>> {
+            let mut out: Vec<(u64, u64)> = Vec::new();
+            let mut from = lo;
+            while from < hi {
+                let start = out.len();
+                idx.scan(from, RANGE_BATCH, &mut out)?;
+                let got = out.len() - start;
+                if let Some(cut) = out[start..].iter().position(|r| r.0 >= hi) {
+                    out.truncate(start + cut);
+                    break;
                 }
-                Ok(out)
-            })
-            .py()?;
+                match out.last() {
+                    Some(&(k, _)) if got == RANGE_BATCH && k < u64::MAX => from = k + 1,
+                    _ => break,
+                }
+            }
+            Ok(out)
+        })?;
         records_array(py, &recs)
     }
 
     /// The model's prediction for `key` as `(pos, lo, hi)` (learned kinds), or None.
     fn approx(&self, py: Python<'_>, key: u64) -> PyResult<Option<(u64, u64, u64)>> {
         let idx = self.idx()?;
-        Ok(py.detach(|| idx.approx(key)).py()?.map(|a| (a.pos, a.lo, a.hi)))
+        Ok(py.run_detached(|| idx.approx(key))?.map(|a| (a.pos, a.lo, a.hi)))
     }
 
     /// Whether `insert` and `delete` are supported (updatable kinds such as `btree`).
@@ -247,25 +252,25 @@ impl PyIndex {
     /// Inserts or updates `key`; returns the previous value. UnsupportedError on static kinds.
     fn insert(&self, py: Python<'_>, key: u64, value: u64) -> PyResult<Option<u64>> {
         let idx = self.idx()?;
-        py.detach(|| idx.insert(key, value)).py()
+        py.run_detached(|| idx.insert(key, value))
     }
 
     /// Removes `key`; returns whether it was present. UnsupportedError on static kinds.
     fn delete(&self, py: Python<'_>, key: u64) -> PyResult<bool> {
         let idx = self.idx()?;
-        py.detach(|| idx.delete(key)).py()
+        py.run_detached(|| idx.delete(key))
     }
 
     /// Makes completed writes durable.
     fn sync(&self, py: Python<'_>) -> PyResult<()> {
         let idx = self.idx()?;
-        py.detach(|| idx.sync()).py()
+        py.run_detached(|| idx.sync())
     }
 
     /// Sizes and shape: kind, n, memory_bytes, disk_bytes, models, height, extra.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let idx = self.idx()?;
-        let st = py.detach(|| idx.stats()).py()?;
+        let st = py.run_detached(|| idx.stats())?;
         to_py_via_json(py, &st)
     }
 
@@ -288,7 +293,7 @@ impl PyIndex {
     /// CorruptionError if a check fails.
     fn verify(&self, py: Python<'_>) -> PyResult<u64> {
         let idx = self.idx()?;
-        py.detach(|| idx.verify(&mut |_| {})).py()
+        py.run_detached(|| idx.verify(&mut |_| {}))
     }
 }
 
@@ -319,7 +324,7 @@ pub fn open(
     build_report: Option<Py<PyDict>>,
 ) -> PyResult<PyIndex> {
     let opts = open_options(resident, direct, cache_pages, profile).py()?;
-    let idx = py.detach(|| strata::registry::open(&path, &opts)).py()?;
+    let idx = py.run_detached(|| strata::registry::open(&path, &opts))?;
     Ok(PyIndex {
         inner: RwLock::new(Some(Arc::from(idx))),
         path,
@@ -353,15 +358,13 @@ pub fn build<'py>(
     let ks = key_slice(&keys, &mut owned_k);
     let mut owned_v = Vec::new();
     let vs = values.as_ref().map(|v| key_slice(v, &mut owned_v));
-    let report = py
-        .detach(move || {
-            let records = match vs {
-                Some(v) => Records::new(ks, v)?,
-                None => Records::ranked(ks),
-            };
-            strata::registry::build_records(&spec, records, &path, &BuildOptions { page_size })
-        })
-        .py()?;
+    let report = py.run_detached(move || {
+        let records = match vs {
+            Some(v) => Records::new(ks, v)?,
+            None => Records::ranked(ks),
+        };
+        strata::registry::build_records(&spec, records, &path, &BuildOptions { page_size })
+    })?;
     to_py_via_json(py, &report)
 }
 

@@ -12,7 +12,7 @@ use strata::storage::{FsDirectory, ProfileOptions, StorageProfile};
 use strata::tune::{Tuner, options_from_params};
 
 use crate::convert::json_to_py;
-use crate::errors::IntoPyResult;
+use crate::errors::Detach;
 
 /// Tunes a layered index over sorted, distinct `keys` for `profile` and
 /// returns the report as a dict: `design` (the tuner's description: layers
@@ -54,54 +54,52 @@ pub fn tune<'py>(
     };
     let profile = profile.to_string();
     let builders = builders.replace(',', "+");
-    let report = py
-        .detach(move || -> strata::Result<Value> {
-            let prof = if profile == "local" {
-                let dir = local_dir.unwrap_or_else(std::env::temp_dir);
-                strata::storage::profile_device(&dir, &ProfileOptions::default())?.to_profile()?
-            } else {
-                StorageProfile::named(&profile)?
-            };
-            let profile_param = if profile == "local" {
-                format!("custom:{}:{}", prof.latency_us(), prof.bandwidth_mb_s())
-            } else {
-                profile.clone()
-            };
-            let spec: IndexSpec = format!(
-                "air:profile={profile_param},top_k={top_k},memory_budget={memory_budget},\
+    let report = py.run_detached(move || -> strata::Result<Value> {
+        let prof = if profile == "local" {
+            let dir = local_dir.unwrap_or_else(std::env::temp_dir);
+            strata::storage::profile_device(&dir, &ProfileOptions::default())?.to_profile()?
+        } else {
+            StorageProfile::named(&profile)?
+        };
+        let profile_param = if profile == "local" {
+            format!("custom:{}:{}", prof.latency_us(), prof.bandwidth_mb_s())
+        } else {
+            profile.clone()
+        };
+        let spec: IndexSpec = format!(
+            "air:profile={profile_param},top_k={top_k},memory_budget={memory_budget},\
                  builders={builders},threads={threads},samples={samples},page={page_size}"
-            )
-            .parse()?;
-            let mut report = json!({
-                "spec": spec.to_string(),
-                "n": ks.len(),
-                "profile": {
-                    "name": profile,
-                    "latency_us": prof.latency_us(),
-                    "bandwidth_mb_s": prof.bandwidth_mb_s(),
-                },
-            });
-            match out {
-                None => {
-                    let (opts, samples) = options_from_params(&spec.params)?;
-                    let per_page = strata::format::records_per_page(page_size);
-                    let t0 = Instant::now();
-                    let tuned = Tuner::new(ks, per_page, page_size, samples)?.tune(&opts)?;
-                    report["tune_s"] = json!(t0.elapsed().as_secs_f64());
-                    report["design"] = tuned.notes();
-                }
-                Some(out) => {
-                    let built = strata::registry::build(&spec, ks, &out, &BuildOptions { page_size })?;
-                    report["build"] =
-                        serde_json::to_value(&built).map_err(|e| strata::Error::invalid(e.to_string()))?;
-                    let m = index::Manifest::load(&FsDirectory::open(&out)?)?;
-                    report["design"] = m.description.get("notes").cloned().unwrap_or(Value::Null);
-                    report["out"] = json!(out.display().to_string());
-                }
+        )
+        .parse()?;
+        let mut report = json!({
+            "spec": spec.to_string(),
+            "n": ks.len(),
+            "profile": {
+                "name": profile,
+                "latency_us": prof.latency_us(),
+                "bandwidth_mb_s": prof.bandwidth_mb_s(),
+            },
+        });
+        match out {
+            None => {
+                let (opts, samples) = options_from_params(&spec.params)?;
+                let per_page = strata::format::records_per_page(page_size);
+                let t0 = Instant::now();
+                let tuned = Tuner::new(ks, per_page, page_size, samples)?.tune(&opts)?;
+                report["tune_s"] = json!(t0.elapsed().as_secs_f64());
+                report["design"] = tuned.notes();
             }
-            Ok(report)
-        })
-        .py()?;
+            Some(out) => {
+                let built = strata::registry::build(&spec, ks, &out, &BuildOptions { page_size })?;
+                report["build"] =
+                    serde_json::to_value(&built).map_err(|e| strata::Error::invalid(e.to_string()))?;
+                let m = index::Manifest::load(&FsDirectory::open(&out)?)?;
+                report["design"] = m.description.get("notes").cloned().unwrap_or(Value::Null);
+                report["out"] = json!(out.display().to_string());
+            }
+        }
+        Ok(report)
+    })?;
     json_to_py(py, &report)
 }
 

@@ -44,6 +44,31 @@ pub struct CprBand {
 }
 
 /// How many digits of `radix` fit a `u64` word (64 for radix 1).
+/// An error of a model decoder (which names the encoding, `<LeCo bytes>`,
+/// not a file) as one about the layer file `file` that held the bytes,
+/// with `what` in front of the detail: the message names the file once.
+pub(crate) fn in_layer_file(e: Error, file: &str, what: &str) -> Error {
+    match e {
+        Error::Corruption { detail, .. } => Error::corruption(file, 0, format!("{what}: {detail}")),
+        Error::BadMagic { found, expected, .. } => Error::corruption(
+            file,
+            0,
+            format!("{what}: not {expected} bytes (magic {found:#018x})"),
+        ),
+        Error::Truncated { expected, found, .. } => Error::corruption(
+            file,
+            0,
+            format!("{what}: {found} bytes, expected at least {expected}"),
+        ),
+        Error::UnsupportedVersion { found, supported, .. } => Error::UnsupportedVersion {
+            file: file.to_string(),
+            found,
+            supported,
+        },
+        other => other,
+    }
+}
+
 fn digits_per_word(radix: u64) -> u32 {
     (1..=64u32)
         .take_while(|&g| radix.checked_pow(g).is_some())
@@ -238,9 +263,10 @@ impl CprBand {
 
     /// Decodes and validates; never panics on bad bytes.
     pub fn from_bytes(bytes: &[u8], file: &str) -> Result<Self> {
-        let bad = |what: &str| Error::corruption(file, 0, format!("compressed band: {what}"));
+        const WHAT: &str = "compressed band";
+        let bad = |what: &str| Error::corruption(file, 0, format!("{WHAT}: {what}"));
         let mut c = crate::model::gapcode::open_sealed(bytes, CPR_BAND_MAGIC, CPR_BAND_VERSION, file)
-            .map_err(|e| bad(&e.to_string()))?;
+            .map_err(|e| in_layer_file(e, file, WHAT))?;
         let per_word = c.u32().ok_or_else(|| bad("cut"))?;
         if per_word > 64 {
             return Err(bad("bad slope indexes per word"));
@@ -260,10 +286,11 @@ impl CprBand {
                 usize::try_from(c.u64().ok_or_else(|| bad("cut"))?).map_err(|_| bad("part too long"))?;
             c.bytes(len).ok_or_else(|| bad("part cut"))
         };
-        let keys = GapArray::from_bytes(part()?)?;
-        let offs = PackedInts::from_bytes(part()?)?;
-        let bases = DeltaArray::from_bytes(part()?)?;
-        let slopes = GapArray::from_bytes(part()?)?;
+        let part_err = |e: Error| in_layer_file(e, file, WHAT);
+        let keys = GapArray::from_bytes(part()?).map_err(part_err)?;
+        let offs = PackedInts::from_bytes(part()?).map_err(part_err)?;
+        let bases = DeltaArray::from_bytes(part()?).map_err(part_err)?;
+        let slopes = GapArray::from_bytes(part()?).map_err(part_err)?;
         let n = keys.len();
         let count = |c: &mut Cursor<'_>, max: usize| -> Result<usize> {
             let v = usize::try_from(c.u64().ok_or_else(|| bad("cut"))?).map_err(|_| bad("too long"))?;
@@ -272,7 +299,12 @@ impl CprBand {
             }
             Ok(v)
         };
-        let nw = count(&mut c, n.div_ceil(64) * 64 + 1)?;
+        let most_words = n
+            .div_ceil(64)
+            .checked_mul(64)
+            .and_then(|w| w.checked_add(1))
+            .ok_or_else(|| bad("entry count too large"))?;
+        let nw = count(&mut c, most_words)?;
         let mut idx = (0..nw)
             .map(|_| c.u64().ok_or_else(|| bad("indexes cut")))
             .collect::<Result<Vec<u64>>>()?;
@@ -289,7 +321,9 @@ impl CprBand {
         }
         let radix = (slopes.len() as u64).max(1);
         let fits = if per_word == 0 {
-            idx.len() as u64 * 64 >= n as u64 * u64::from(bits_needed(radix - 1))
+            (n as u64)
+                .checked_mul(u64::from(bits_needed(radix - 1)))
+                .is_some_and(|bits| idx.len() as u64 * 64 >= bits)
         } else {
             idx.len() == n.div_ceil(per_word as usize) && per_word == digits_per_word(radix)
         };
@@ -407,7 +441,29 @@ mod tests {
         }
         let mut flipped = b.clone();
         flipped[20] ^= 1;
-        assert!(CprBand::from_bytes(&flipped, "t").unwrap_err().is_corruption());
+        let e = CprBand::from_bytes(&flipped, "dir/layer-0.bin").unwrap_err();
+        assert!(e.is_corruption(), "{e}");
+        // The file is named once, the encoding's own name not at all.
+        assert_eq!(e.to_string().matches("dir/layer-0.bin").count(), 1, "{e}");
+        assert!(
+            e.to_string().contains("compressed band: checksum mismatch"),
+            "{e}"
+        );
+        // A damaged part (its own checksum recomputed over the damage, the
+        // band's too): the error names the layer file, not the part.
+        let keys_len = usize::try_from(u64::from_le_bytes(b[36..44].try_into().unwrap())).unwrap();
+        let mut part = b.clone();
+        part[44 + keys_len - 5] ^= 1; // inside the keys' body
+        let body_end = part.len() - 4;
+        let crc = crc32c::crc32c(&part[..body_end]);
+        part[body_end..].copy_from_slice(&crc.to_le_bytes());
+        let e = CprBand::from_bytes(&part, "dir/layer-0.bin").unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("corruption in dir/layer-0.bin at page 0: compressed band: "),
+            "{e}"
+        );
+        assert!(!e.to_string().contains("gap-coded array at"), "{e}");
         let wrong = GapArray::encode(&keys[1..]).unwrap();
         assert!(CprBand::from_parts(wrong, &entries, 1, 0, 1).is_err());
     }

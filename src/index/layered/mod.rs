@@ -89,11 +89,11 @@ pub(crate) fn decode_blob(kind: &LayerKind, bytes: &[u8], file: &str) -> Result<
     match kind {
         LayerKind::LecoZone { .. } => Ok(Decoded::Leco(
             crate::model::LecoArray::from_bytes(bytes)
-                .map_err(|e| Error::corruption(file, 0, format!("LeCo zone map: {e}")))?,
+                .map_err(|e| compressed::in_layer_file(e, file, "LeCo zone map"))?,
         )),
         LayerKind::GapZone { .. } => Ok(Decoded::Gap(
             crate::model::GapArray::from_bytes(bytes)
-                .map_err(|e| Error::corruption(file, 0, format!("gap-coded zone map: {e}")))?,
+                .map_err(|e| compressed::in_layer_file(e, file, "gap-coded zone map"))?,
         )),
         LayerKind::CprBand { .. } => Ok(Decoded::Cpr(Box::new(CprBand::from_bytes(bytes, file)?))),
         _ => Err(Error::corruption(file, 0, "not a blob layer")),
