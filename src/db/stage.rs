@@ -239,8 +239,12 @@ impl RunBuilder {
         } else {
             expected
         };
+        // The generation's build id: in every file's header and its index
+        // manifest.
+        let mut writer = DataRunWriter::create(dir, DATA_FILE, page_size)?;
+        writer.set_build_id(crate::index::new_build_id());
         Ok(RunBuilder {
-            writer: DataRunWriter::create(dir, DATA_FILE, page_size)?,
+            writer,
             keys: Vec::with_capacity(cap),
             page_bounds,
             n: 0,
@@ -421,13 +425,14 @@ impl RunBuilder {
         let mut layers = Vec::new();
         for (i, l) in design.layers.iter().enumerate() {
             let name = layer_file(i);
-            write_layer(dir, &name, l, self.page_size)?;
+            write_layer(dir, &name, l, self.page_size, meta.build_id)?;
             layers.push(json!({ "kind": l.kind, "entries": l.count(), "bytes": l.flat.len() }));
             files.push(name);
         }
         let resolved = params.resolved();
         let mut m = Manifest::new(kind.name, resolved.clone(), n, page_size);
         m.files = files;
+        m.build_id = Some(meta.build_id);
         m.description = json!({
             "data_pages": meta.pages,
             "layers": layers,

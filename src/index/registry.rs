@@ -109,15 +109,22 @@ pub trait IndexKind: Send + Sync {
     /// Writes the kind's files for `records` (keys strictly increasing,
     /// checked by the caller) into `dir`. Returns the file names and a description for the manifest.
     /// `opts.page_size` is already resolved (the `page` parameter of every
-    /// kind); the kind reads its own parameters from `params`.
+    /// kind); the kind reads its own parameters from `params`. `build_id`
+    /// (nonzero, random, also written into the manifest) goes into the
+    /// header of every file the kind writes, so that [`IndexKind::open`]
+    /// can refuse a file of another build.
     fn build(
         &self,
         params: &Params,
         records: Records<'_>,
         dir: &dyn Directory,
         opts: &BuildOptions,
+        build_id: u64,
     ) -> Result<(Vec<String>, Value)>;
-    /// Opens a built index.
+    /// Opens a built index. Every file's header must carry the manifest's
+    /// build id (see [`Manifest::check_build_id`]) and agree with the
+    /// manifest's counts: a file of another build is [`Error::Corruption`]
+    /// naming it.
     fn open(
         &self,
         manifest: &Manifest,
@@ -330,13 +337,15 @@ impl Registry {
             dir.sync_dir()?;
         }
         let t0 = Instant::now();
-        let (files, description) = kind.build(&params, records, dir.as_ref(), opts)?;
+        let build_id = super::new_build_id();
+        let (files, description) = kind.build(&params, records, dir.as_ref(), opts, build_id)?;
         params.finish(kind.name())?;
         let build_s = t0.elapsed().as_secs_f64();
         let mut m = Manifest::new(kind.name(), params.resolved(), keys.len() as u64, opts.page_size);
         m.files = files;
         m.build_s = build_s;
         m.description = description;
+        m.build_id = Some(build_id);
         m.store(dir.as_ref())?;
         let idx = self.open_in(dir, &OpenOptions::default())?;
         let st = idx.stats()?;

@@ -119,6 +119,7 @@ fn checkpoint_survives_a_crash_and_later_changes_do_not() {
         page_size: PS,
         root,
         space,
+        build_id: 0,
     };
     p.checkpoint(&synced).unwrap();
     // Changes after the checkpoint: reuse the free page, grow, no checkpoint.
@@ -257,6 +258,7 @@ fn checkpoint_page_layout() {
             free_head: 5,
             free_pages: 2,
         },
+        build_id: 0,
     };
     let mut page = vec![0xFFu8; PS];
     cp.encode(&ID, &mut page);
@@ -333,7 +335,7 @@ proptest! {
                     free.push(page);
                 }
                 Op::Reboot => {
-                    let cp = Checkpoint { page_size: PS, root: [7; ROOT_SLOT_LEN], space };
+                    let cp = Checkpoint { page_size: PS, root: [7; ROOT_SLOT_LEN], space, build_id: 0 };
                     p.checkpoint(&cp).unwrap();
                     dir.crash();
                     let (p2, cp2) = reopen(&dir).unwrap();
