@@ -610,4 +610,43 @@ mod tests {
         g.write_at(0, &[0u8; 4096]).unwrap();
         assert!(matches!(DataRun::open(g).unwrap_err(), Error::BadMagic { .. }));
     }
+
+    /// Issue 16, failure 6: `(pages + 1) * page_size` of a data run header
+    /// whose record count was rewritten (and page 0 resealed) overflows:
+    /// corruption, not a panic or a wrapped size.
+    #[test]
+    fn huge_record_count_in_a_resealed_header_is_corruption() {
+        let keys: Vec<u64> = (0..600).collect();
+        let dir = MemDirectory::new();
+        let mut w = DataRunWriter::create(&dir, "run", 4096).unwrap();
+        w.set_build_id(5);
+        for &k in &keys {
+            w.push(k, k).unwrap();
+        }
+        assert_eq!(w.finish().unwrap().build_id, 5);
+        let f = dir.open("run").unwrap();
+        let mut hdr = vec![0u8; 4096];
+        f.read_at(0, &mut hdr).unwrap();
+        assert_eq!(decode_data_run_header(&hdr, "run").unwrap().build_id, 5);
+        let count = u64::MAX - 3;
+        put_u64(&mut hdr, PAGE_HEADER_LEN + 16, count);
+        put_u64(
+            &mut hdr,
+            PAGE_HEADER_LEN + 24,
+            count.div_ceil(records_per_page(4096) as u64),
+        );
+        let h = super::super::page::PageHeader {
+            kind: PageType::FileHeader,
+            flags: 0,
+            count: 0,
+            aux: 5,
+        };
+        super::super::page::seal(&mut hdr, 0, h);
+        let meta = decode_data_run_header(&hdr, "run").unwrap();
+        assert_eq!((meta.n, meta.file_len()), (count, None));
+        f.write_at(0, &hdr).unwrap();
+        let e = DataRun::open(dir.open_read("run").unwrap()).unwrap_err();
+        assert!(e.is_corruption(), "{e}");
+        assert_eq!(meta.records_on(meta.pages), 0);
+    }
 }

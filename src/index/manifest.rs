@@ -231,4 +231,46 @@ mod tests {
         f.write_at(0, b"not json").unwrap();
         assert!(Manifest::load(&dir).unwrap_err().is_corruption());
     }
+
+    /// Header-derived sizes: an unsupported page size and a zero build id
+    /// are corruption; build ids and counts are compared.
+    #[test]
+    fn page_size_build_id_and_counts_are_checked() {
+        let dir = MemDirectory::new();
+        let mut m = Manifest::new("binary", Map::new(), 10, 4096);
+        m.build_id = Some(12);
+        m.store(&dir).unwrap();
+        let back = Manifest::load(&dir).unwrap();
+        assert_eq!(back.build_id, Some(12));
+        assert!(back.check_build_id("data.run", 12).is_ok());
+        let e = back.check_build_id("data.run", 13).unwrap_err();
+        assert!(e.to_string().contains("another build"), "{e}");
+        assert!(back.check_build_id("data.run", 0).unwrap_err().is_corruption());
+        assert!(
+            back.check_count("data.run", "records", 11, 10)
+                .unwrap_err()
+                .is_corruption()
+        );
+        for (page_size, build_id) in [
+            (usize::MAX, Some(1)),
+            (1 << 40, Some(1)),
+            (4095, Some(1)),
+            (4096, Some(0)),
+        ] {
+            let mut bad = m.clone();
+            bad.page_size = page_size;
+            bad.build_id = build_id;
+            bad.store(&dir).unwrap();
+            assert!(Manifest::load(&dir).unwrap_err().is_corruption(), "{page_size}");
+        }
+        // A manifest from before build ids: files without one belong to it.
+        let mut old = m.clone();
+        old.build_id = None;
+        old.store(&dir).unwrap();
+        let text = String::from_utf8(dir.file(MANIFEST_FILE).unwrap().contents()).unwrap();
+        assert!(!text.contains("build_id"), "{text}");
+        let old = Manifest::load(&dir).unwrap();
+        assert!(old.check_build_id("data.run", 0).is_ok());
+        assert!(old.check_build_id("data.run", 12).unwrap_err().is_corruption());
+    }
 }

@@ -353,3 +353,60 @@ proptest! {
         }
     }
 }
+
+/// The build id survives every checkpoint; the pure decoder agrees with
+/// the loader.
+#[test]
+fn build_id_is_kept_by_checkpoints() {
+    let dir = MemDirectory::new();
+    let (p, cp) = create(&dir);
+    let cp = Checkpoint { build_id: 99, ..cp };
+    p.checkpoint(&cp).unwrap();
+    let (_, back) = reopen(&dir).unwrap();
+    assert_eq!(back, cp);
+    let mut page = AlignedBuf::zeroed(PS);
+    cp.encode(&ID, &mut page);
+    assert_eq!(Checkpoint::decode(&page, &ID, "p.db").unwrap(), cp);
+    assert!(Checkpoint::decode(&page[..100], &ID, "p.db").is_err());
+}
+
+/// Issue 16, failure 6: a page count whose size overflows
+/// `page_count * page_size`, in a checkpoint with a valid checksum, is
+/// corruption (the size saturated before); an inconsistent free list too.
+#[test]
+fn huge_page_count_in_a_sealed_checkpoint_is_corruption() {
+    let dir = MemDirectory::new();
+    let (p, cp) = create(&dir);
+    for page_count in [u64::MAX, u64::MAX / 4096 + 1, 1 << 40] {
+        let huge = Checkpoint {
+            space: PageSpace {
+                page_count,
+                ..cp.space
+            },
+            ..cp
+        };
+        // `checkpoint` seals page 0 with its checksum.
+        p.checkpoint(&huge).unwrap();
+        let e = reopen(&dir).unwrap_err();
+        if page_count > u64::MAX / PS as u64 {
+            assert!(e.is_corruption(), "{page_count}: {e}");
+        } else {
+            assert!(matches!(e, Error::Truncated { .. }), "{page_count}: {e}");
+        }
+    }
+    for (free_head, free_pages) in [(0, 3), (2, 0), (u64::MAX, 1), (1, u64::MAX)] {
+        let bad = Checkpoint {
+            space: PageSpace {
+                page_count: 4,
+                free_head,
+                free_pages,
+            },
+            ..cp
+        };
+        p.checkpoint(&bad).unwrap();
+        assert!(
+            reopen(&dir).unwrap_err().is_corruption(),
+            "{free_head} {free_pages}"
+        );
+    }
+}
