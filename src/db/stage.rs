@@ -254,6 +254,13 @@ impl RunBuilder {
         })
     }
 
+    /// Sets the generation's build id (tests compare two builds' bytes).
+    #[cfg(test)]
+    pub(crate) fn with_build_id(mut self, build_id: u64) -> Self {
+        self.writer.set_build_id(build_id);
+        self
+    }
+
     /// Sets the sample size of `static=auto` (tests use small ones).
     #[cfg(test)]
     pub(crate) fn with_auto_sample(mut self, keys: u64) -> Self {
@@ -555,6 +562,7 @@ mod tests {
             let dir = MemDirectory::new();
             let mut b = RunBuilder::new(&dir, 4096, keys.len(), bounds)
                 .unwrap()
+                .with_build_id(7)
                 .with_auto_sample(sample);
             for &k in keys {
                 b.push(k, k).unwrap();
@@ -628,7 +636,9 @@ mod tests {
             .collect();
         let build = |bounds: bool, kind: &StaticKind| {
             let dir = MemDirectory::new();
-            let mut b = RunBuilder::new(&dir, 4096, keys.len(), bounds).unwrap();
+            let mut b = RunBuilder::new(&dir, 4096, keys.len(), bounds)
+                .unwrap()
+                .with_build_id(7);
             // Records one by one and as byte stretches, as a merge pushes them.
             let (head, tail) = keys.split_at(7_777);
             for &k in head {

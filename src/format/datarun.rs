@@ -646,7 +646,7 @@ mod tests {
         assert_eq!((meta.n, meta.file_len()), (count, None));
         f.write_at(0, &hdr).unwrap();
         let e = DataRun::open(dir.open_read("run").unwrap()).unwrap_err();
-        assert!(e.is_corruption(), "{e}");
+        assert!(matches!(e, Error::Corruption { page: 0, .. }), "{e}");
         assert_eq!(meta.records_on(meta.pages), 0);
     }
 }
