@@ -760,7 +760,7 @@ mod tests {
         for &(off, v) in fields {
             put_u64(&mut h, off, v);
         }
-        let ph = page::open(&hdr[..], 0, "a").unwrap();
+        let ph = page::open(hdr, 0, "a").unwrap();
         page::seal(&mut h, 0, ph);
         h
     }
