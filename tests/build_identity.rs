@@ -111,6 +111,28 @@ fn db_generation_file_of_another_store_is_corruption() {
         }
         std::fs::write(a.join(file), saved).unwrap();
     }
+    // The whole generation, its index manifest included: the store's
+    // manifest records the generation's build id.
+    let names: Vec<String> = std::fs::read_dir(&a)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("g000001-"))
+        .collect();
+    assert!(names.len() >= 3, "{names:?}");
+    let saved: Vec<Vec<u8>> = names.iter().map(|n| std::fs::read(a.join(n)).unwrap()).collect();
+    for n in &names {
+        std::fs::copy(b.join(n), a.join(n)).unwrap();
+    }
+    match Db::open_path(&a, opts.clone()) {
+        Ok(db) => panic!(
+            "opened with generation 1 of another store: get(4) = {:?}",
+            db.get(4)
+        ),
+        Err(e) => assert_names_foreign(&e, "g000001-strata-index.json"),
+    }
+    for (n, bytes) in names.iter().zip(saved) {
+        std::fs::write(a.join(n), bytes).unwrap();
+    }
     let db = Db::open_path(&a, opts).unwrap();
     assert_eq!(db.get(4).unwrap(), Some(4));
 }

@@ -254,6 +254,12 @@ impl RunBuilder {
         })
     }
 
+    /// The generation's build id (in every file's header and its index
+    /// manifest; the store's manifest records it).
+    pub(super) fn build_id(&self) -> u64 {
+        self.writer.build_id()
+    }
+
     /// Sets the generation's build id (tests compare two builds' bytes).
     #[cfg(test)]
     pub(crate) fn with_build_id(mut self, build_id: u64) -> Self {
@@ -493,14 +499,31 @@ impl std::fmt::Debug for StaticStage {
 impl StaticStage {
     /// Opens generation `generation` through `view`, the generation's
     /// prefixed view of the store's directory; its reads are counted once,
-    /// into the store's `io`.
+    /// into the store's `io`. `build_id` is the store manifest's record of
+    /// the generation's build (None in stores from before build ids): a
+    /// generation whose index manifest says otherwise is from another store
+    /// or build, [`Error::Corruption`] naming that manifest.
     pub(super) fn open(
         view: PrefixDirectory<Arc<dyn Directory>>,
         generation: u64,
         spec: &str,
+        build_id: Option<u64>,
         resident: Residency,
         io: IoContext,
     ) -> Result<Self> {
+        if let Some(want) = build_id {
+            let found = Manifest::load(&view)?.build_id;
+            if found != Some(want) {
+                return Err(Error::corruption(
+                    format!("{}{}", gen_prefix(generation), crate::index::MANIFEST_FILE),
+                    0,
+                    format!(
+                        "built by another build: generation {generation} has build id {found:?}, \
+                         the store's manifest {want:#018x}"
+                    ),
+                ));
+            }
+        }
         let index = crate::tune::registry().open_in_with_io(
             Arc::new(view),
             &OpenOptions {

@@ -123,6 +123,11 @@ impl DataRunWriter {
         Ok(Self::wrapping(PagedWriter::new(sink, DATA_RUN_SPEC, page_size)?))
     }
 
+    /// The build id [`finish`](Self::finish) writes into the header.
+    pub fn build_id(&self) -> u64 {
+        self.inner.build_id()
+    }
+
     /// Sets the build id written into the header (0, the default: none).
     pub fn set_build_id(&mut self, build_id: u64) {
         self.inner.set_build_id(build_id);

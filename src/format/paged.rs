@@ -212,6 +212,11 @@ impl PagedWriter {
         })
     }
 
+    /// The build id [`finish`](Self::finish) writes into the header.
+    pub(crate) fn build_id(&self) -> u64 {
+        self.build_id
+    }
+
     /// Sets the build id [`finish`](Self::finish) writes into the header
     /// (0, the default, means none).
     pub(crate) fn set_build_id(&mut self, build_id: u64) {
