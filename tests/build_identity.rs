@@ -136,3 +136,58 @@ fn db_generation_file_of_another_store_is_corruption() {
     let db = Db::open_path(&a, opts).unwrap();
     assert_eq!(db.get(4).unwrap(), Some(4));
 }
+
+/// Zeroes the build id in the header page of `path` (page size `page`)
+/// and reseals it: the file as written before build ids.
+fn strip_build_id(path: &Path, page: usize) {
+    let mut bytes = std::fs::read(path).unwrap();
+    let hdr = &mut bytes[..page];
+    hdr[8..16].fill(0);
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&0u64.to_le_bytes()), &hdr[4..]);
+    hdr[..4].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(path, bytes).unwrap();
+}
+
+/// A directory from before build ids (no `build_id` in its manifest, 0 in
+/// every header) still opens and answers; one of its files in a directory
+/// with a build id, or a file with one in it, is corruption.
+#[test]
+fn directories_from_before_build_ids_still_open() {
+    for spec in ["pgm", "btree", "binary"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let ks = keys(3);
+        build(spec, &ks, tmp.path());
+        let mpath = tmp.path().join(MANIFEST_FILE);
+        let mut m: serde_json::Value = serde_json::from_slice(&std::fs::read(&mpath).unwrap()).unwrap();
+        let files: Vec<String> = m["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f.as_str().unwrap().to_string())
+            .collect();
+        // One file stripped: it no longer belongs to the build.
+        strip_build_id(&tmp.path().join(&files[0]), 4096);
+        let e = strata::registry::open(tmp.path(), &Default::default())
+            .err()
+            .unwrap();
+        assert_names_foreign(&e, &files[0]);
+        // Every file and the manifest stripped: an old directory.
+        for f in &files[1..] {
+            strip_build_id(&tmp.path().join(f), 4096);
+        }
+        m.as_object_mut().unwrap().remove("build_id").unwrap();
+        std::fs::write(&mpath, serde_json::to_vec_pretty(&m).unwrap()).unwrap();
+        let idx = strata::registry::open(tmp.path(), &Default::default()).unwrap();
+        assert_eq!(idx.get(ks[7]).unwrap(), Some(7), "{spec}");
+        assert!(idx.verify(&mut |_| {}).is_ok(), "{spec}");
+        drop(idx);
+        // A file of a newer build in the old directory: corruption.
+        let other = tempfile::tempdir().unwrap();
+        build(spec, &ks, other.path());
+        std::fs::copy(other.path().join(&files[0]), tmp.path().join(&files[0])).unwrap();
+        let e = strata::registry::open(tmp.path(), &Default::default())
+            .err()
+            .unwrap();
+        assert_names_foreign(&e, &files[0]);
+    }
+}
