@@ -535,6 +535,35 @@ fn db_v1_fixture_bytes_are_reproduced() {
         let mut got = vec![0u8; f.len().unwrap() as usize];
         f.read_at(0, &mut got).unwrap();
         let fixture = std::fs::read(db_v1_fixture_dir().join(name)).unwrap();
+        if name == "strata-db.manifest" {
+            // The store's manifest records the generation's build id.
+            let mut m = strata::db::DbManifest::decode(&got, name).unwrap();
+            assert!(m.static_build_id.take().is_some(), "{name}: no build id");
+            assert_eq!(m, strata::db::DbManifest::decode(&fixture, name).unwrap());
+            continue;
+        }
+        without_build_id(name, &mut got);
         assert!(got == fixture, "{name}: bytes differ from the fixture");
+    }
+}
+
+/// Takes out what the fixture, from before build ids (issue 16), lacks: the
+/// generation's random build id in its index manifest and in page 0 of its
+/// files (the header page's aux word, bytes 8..16; page 0 is resealed).
+fn without_build_id(name: &str, bytes: &mut Vec<u8>) {
+    if name.ends_with("strata-index.json") {
+        // The last field: `,\n  "build_id": N` before the closing brace.
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        let at = text
+            .find(",\n  \"build_id\": ")
+            .unwrap_or_else(|| panic!("{name}: {text}"));
+        let end = at + text[at..].find("\n}").unwrap();
+        *bytes = format!("{}{}", &text[..at], &text[end..]).into_bytes();
+    } else if name.ends_with(".run") || name.ends_with(".bin") {
+        let hdr = &mut bytes[..4096];
+        assert_ne!(hdr[8..16], [0u8; 8], "{name} has no build id");
+        hdr[8..16].fill(0);
+        let crc = crc32c::crc32c_append(crc32c::crc32c(&0u64.to_le_bytes()), &hdr[4..]);
+        hdr[..4].copy_from_slice(&crc.to_le_bytes());
     }
 }

@@ -122,6 +122,9 @@ impl IndexKind for DbKind {
         records: Records<'_>,
         dir: &dyn Directory,
         opts: &BuildOptions,
+        // A store's generations draw build ids of their own (its manifest
+        // records the current one).
+        _build_id: u64,
     ) -> Result<(Vec<String>, Value)> {
         let cfg = config(params, opts.page_size)?;
         Db::bulk_load(dir, &cfg.opts, records.iter())?;

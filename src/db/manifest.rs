@@ -44,6 +44,10 @@ pub struct DbManifest {
     pub auto_decided_n: u64,
     /// Version of strata that wrote the manifest.
     pub strata_version: String,
+    /// Build id of the current generation (its index manifest's and its
+    /// files'); absent in manifests from before build ids (issue 16).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub static_build_id: Option<u64>,
 }
 
 /// A change to the store's manifest.
@@ -57,6 +61,8 @@ pub enum DbEdit {
         static_n: u64,
         /// See [`DbManifest::auto_decided_n`].
         auto_decided_n: u64,
+        /// See [`DbManifest::static_build_id`].
+        static_build_id: Option<u64>,
     },
     /// A merge wrote `generation`, covering every log segment before `log_start`
     /// and sequence numbers up to `merged_seq`.
@@ -73,6 +79,8 @@ pub enum DbEdit {
         merged_seq: u64,
         /// See [`DbManifest::auto_decided_n`].
         auto_decided_n: u64,
+        /// See [`DbManifest::static_build_id`].
+        static_build_id: Option<u64>,
     },
 }
 
@@ -91,11 +99,13 @@ impl Manifest for DbManifest {
                 static_kind,
                 static_n,
                 auto_decided_n,
+                static_build_id,
             } => {
                 self.generation = 1;
                 self.static_kind = static_kind.clone();
                 self.static_n = *static_n;
                 self.auto_decided_n = *auto_decided_n;
+                self.static_build_id = *static_build_id;
             }
             DbEdit::Merge {
                 generation,
@@ -104,6 +114,7 @@ impl Manifest for DbManifest {
                 log_start,
                 merged_seq,
                 auto_decided_n,
+                static_build_id,
             } => {
                 self.generation = *generation;
                 self.static_kind = static_kind.clone();
@@ -112,6 +123,7 @@ impl Manifest for DbManifest {
                 self.last_seq = self.last_seq.max(*merged_seq);
                 self.merges += 1;
                 self.auto_decided_n = *auto_decided_n;
+                self.static_build_id = *static_build_id;
             }
         }
         Ok(())
@@ -131,6 +143,7 @@ impl DbManifest {
             merges: 0,
             auto_decided_n: 0,
             strata_version: env!("CARGO_PKG_VERSION").to_string(),
+            static_build_id: None,
         }
     }
 
@@ -200,11 +213,13 @@ mod tests {
                     static_kind: "btree".into(),
                     static_n: 10,
                     auto_decided_n: 0,
+                    static_build_id: Some(3),
                 }],
                 &dir,
             )
             .unwrap();
         assert_eq!((m.generation, m.static_n, m.merges, m.log_start), (1, 10, 0, 1));
+        assert_eq!(m.static_build_id, Some(3));
         let merge = |g, seq| DbEdit::Merge {
             generation: g,
             static_kind: "zonemap".into(),
@@ -212,9 +227,11 @@ mod tests {
             log_start: 4,
             merged_seq: seq,
             auto_decided_n: 12,
+            static_build_id: Some(g),
         };
         let m = m.commit(&[merge(2, 9), merge(3, 5)], &dir).unwrap();
         assert_eq!((m.generation, m.last_seq, m.merges, m.log_start), (3, 9, 2, 4));
+        assert_eq!(m.static_build_id, Some(3));
         assert_eq!(DbManifest::load(&dir).unwrap(), Some(m));
     }
 }

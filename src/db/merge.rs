@@ -228,6 +228,7 @@ impl Inner {
         }
         self.check_killed()?;
         let n = b.len();
+        let build_id = b.build_id();
         let (spec, decided_n) = b.finish(&counted, &self.opts.static_kind, decided)?;
         self.check_killed()?;
         let manifest = manifest.commit(
@@ -238,6 +239,7 @@ impl Inner {
                 log_start,
                 merged_seq: frozen_max,
                 auto_decided_n: decided_n,
+                static_build_id: Some(build_id),
             }],
             self.dir.as_ref(),
         )?;
@@ -247,6 +249,7 @@ impl Inner {
             view,
             new_gen,
             &spec,
+            Some(build_id),
             self.opts.resident,
             self.io.clone(),
         )?);

@@ -113,6 +113,7 @@ impl Db {
                 view,
                 manifest.generation,
                 &manifest.static_kind,
+                manifest.static_build_id,
                 opts.resident,
                 io.clone(),
             )?))
@@ -260,7 +261,7 @@ impl Db {
             Ok(())
         };
         leftovers(dir)?;
-        let load = || -> Result<(u64, String, u64)> {
+        let load = || -> Result<(u64, String, u64, u64)> {
             let view = PrefixDirectory::new(dir, gen_prefix(1));
             let iter = records.into_iter();
             let bounds = page_bounds_suffice(&opts.static_kind, None, u64::MAX);
@@ -270,10 +271,11 @@ impl Db {
                 b.push(k, v)?;
             }
             let n = b.len();
+            let build_id = b.build_id();
             let (spec, decided_n) = b.finish(&view, &opts.static_kind, None)?;
-            Ok((n, spec, decided_n))
+            Ok((n, spec, decided_n, build_id))
         };
-        let (n, spec, decided_n) = match load() {
+        let (n, spec, decided_n, build_id) = match load() {
             Ok(done) => done,
             Err(e) => {
                 // Best effort: the error is what the caller needs to see.
@@ -286,6 +288,7 @@ impl Db {
                 static_kind: spec,
                 static_n: n,
                 auto_decided_n: decided_n,
+                static_build_id: Some(build_id),
             }],
             dir,
         )?;

@@ -239,8 +239,12 @@ impl RunBuilder {
         } else {
             expected
         };
+        // The generation's build id: in every file's header and its index
+        // manifest.
+        let mut writer = DataRunWriter::create(dir, DATA_FILE, page_size)?;
+        writer.set_build_id(crate::index::new_build_id());
         Ok(RunBuilder {
-            writer: DataRunWriter::create(dir, DATA_FILE, page_size)?,
+            writer,
             keys: Vec::with_capacity(cap),
             page_bounds,
             n: 0,
@@ -248,6 +252,19 @@ impl RunBuilder {
             page_size,
             auto_sample: AUTO_SAMPLE_KEYS,
         })
+    }
+
+    /// The generation's build id (in every file's header and its index
+    /// manifest; the store's manifest records it).
+    pub(super) fn build_id(&self) -> u64 {
+        self.writer.build_id()
+    }
+
+    /// Sets the generation's build id (tests compare two builds' bytes).
+    #[cfg(test)]
+    pub(crate) fn with_build_id(mut self, build_id: u64) -> Self {
+        self.writer.set_build_id(build_id);
+        self
     }
 
     /// Sets the sample size of `static=auto` (tests use small ones).
@@ -421,13 +438,14 @@ impl RunBuilder {
         let mut layers = Vec::new();
         for (i, l) in design.layers.iter().enumerate() {
             let name = layer_file(i);
-            write_layer(dir, &name, l, self.page_size)?;
+            write_layer(dir, &name, l, self.page_size, meta.build_id)?;
             layers.push(json!({ "kind": l.kind, "entries": l.count(), "bytes": l.flat.len() }));
             files.push(name);
         }
         let resolved = params.resolved();
         let mut m = Manifest::new(kind.name, resolved.clone(), n, page_size);
         m.files = files;
+        m.build_id = Some(meta.build_id);
         m.description = json!({
             "data_pages": meta.pages,
             "layers": layers,
@@ -481,14 +499,31 @@ impl std::fmt::Debug for StaticStage {
 impl StaticStage {
     /// Opens generation `generation` through `view`, the generation's
     /// prefixed view of the store's directory; its reads are counted once,
-    /// into the store's `io`.
+    /// into the store's `io`. `build_id` is the store manifest's record of
+    /// the generation's build (None in stores from before build ids): a
+    /// generation whose index manifest says otherwise is from another store
+    /// or build, [`Error::Corruption`] naming that manifest.
     pub(super) fn open(
         view: PrefixDirectory<Arc<dyn Directory>>,
         generation: u64,
         spec: &str,
+        build_id: Option<u64>,
         resident: Residency,
         io: IoContext,
     ) -> Result<Self> {
+        if let Some(want) = build_id {
+            let found = Manifest::load(&view)?.build_id;
+            if found != Some(want) {
+                return Err(Error::corruption(
+                    format!("{}{}", gen_prefix(generation), crate::index::MANIFEST_FILE),
+                    0,
+                    format!(
+                        "built by another build: generation {generation} has build id {found:?}, \
+                         the store's manifest {want:#018x}"
+                    ),
+                ));
+            }
+        }
         let index = crate::tune::registry().open_in_with_io(
             Arc::new(view),
             &OpenOptions {
@@ -550,6 +585,7 @@ mod tests {
             let dir = MemDirectory::new();
             let mut b = RunBuilder::new(&dir, 4096, keys.len(), bounds)
                 .unwrap()
+                .with_build_id(7)
                 .with_auto_sample(sample);
             for &k in keys {
                 b.push(k, k).unwrap();
@@ -623,7 +659,9 @@ mod tests {
             .collect();
         let build = |bounds: bool, kind: &StaticKind| {
             let dir = MemDirectory::new();
-            let mut b = RunBuilder::new(&dir, 4096, keys.len(), bounds).unwrap();
+            let mut b = RunBuilder::new(&dir, 4096, keys.len(), bounds)
+                .unwrap()
+                .with_build_id(7);
             // Records one by one and as byte stretches, as a merge pushes them.
             let (head, tail) = keys.split_at(7_777);
             for &k in head {

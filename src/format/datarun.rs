@@ -10,7 +10,9 @@ use std::sync::Arc;
 
 use super::bytes::{get_u64, put_u64};
 use super::page::{PAGE_HEADER_LEN, PageType};
-use super::paged::{PagedFile, PagedRun, PagedSpec, PagedWriter, entries_per_page};
+use super::paged::{
+    PagedFile, PagedMeta, PagedRun, PagedSpec, PagedWriter, entries_per_page, paged_file_len,
+};
 use crate::storage::{Directory, ReadStorage, Sink};
 use crate::{Error, Result};
 
@@ -50,6 +52,8 @@ pub struct DataRunMeta {
     pub first_key: u64,
     /// Largest key (0 when empty).
     pub last_key: u64,
+    /// Build id of the index directory build that wrote it (0: none).
+    pub build_id: u64,
 }
 
 impl DataRunMeta {
@@ -61,13 +65,15 @@ impl DataRunMeta {
 
     /// Number of records on data page `d`.
     pub fn records_on(&self, d: u64) -> usize {
-        let start = d * self.per_page as u64;
+        let start = d.saturating_mul(self.per_page as u64);
+        // At most `per_page`, which is a usize.
         (self.n.saturating_sub(start)).min(self.per_page as u64) as usize
     }
 
-    /// File size implied by the header.
-    pub fn file_len(&self) -> u64 {
-        (self.pages + 1) * self.page_size as u64
+    /// File size implied by the header, `(pages + 1) * page_size`; `None`
+    /// when that overflows a u64.
+    pub fn file_len(&self) -> Option<u64> {
+        paged_file_len(self.pages, self.page_size)
     }
 }
 
@@ -84,13 +90,16 @@ pub struct DataRunWriter {
 pub const DATA_FILE: &str = "data.run";
 
 /// Writes `records` (keys strictly increasing, else [`Error::OutOfOrder`])
-/// as the data run [`DATA_FILE`] of `dir`, through a write-once sink.
+/// as the data run [`DATA_FILE`] of `dir`, through a write-once sink, with
+/// `build_id` (the index directory build's, 0 for none) in its header.
 pub fn write_data_run(
     dir: &dyn Directory,
     records: impl IntoIterator<Item = (u64, u64)>,
     page_size: usize,
+    build_id: u64,
 ) -> Result<DataRunMeta> {
     let mut w = DataRunWriter::create(dir, DATA_FILE, page_size)?;
+    w.set_build_id(build_id);
     for (k, v) in records {
         w.push(k, v)?;
     }
@@ -112,6 +121,16 @@ impl DataRunWriter {
     /// one page (see `PagedWriter::new`).
     pub fn new(sink: Box<dyn Sink>, page_size: usize) -> Result<Self> {
         Ok(Self::wrapping(PagedWriter::new(sink, DATA_RUN_SPEC, page_size)?))
+    }
+
+    /// The build id [`finish`](Self::finish) writes into the header.
+    pub fn build_id(&self) -> u64 {
+        self.inner.build_id()
+    }
+
+    /// Sets the build id written into the header (0, the default: none).
+    pub fn set_build_id(&mut self, build_id: u64) {
+        self.inner.set_build_id(build_id);
     }
 
     fn wrapping(inner: PagedWriter) -> Self {
@@ -200,8 +219,36 @@ impl DataRunWriter {
             per_page: m.per_page,
             first_key: self.first_key,
             last_key: self.last_key.unwrap_or(0),
+            build_id: m.build_id,
         })
     }
+}
+
+/// The data run header a paged-array header holds.
+fn run_meta(m: &PagedMeta, file: &str) -> Result<DataRunMeta> {
+    let (Some(first_key), Some(last_key)) = (get_u64(&m.extra, 0), get_u64(&m.extra, 8)) else {
+        return Err(Error::corruption(file, 0, "data run header lacks its key range"));
+    };
+    Ok(DataRunMeta {
+        n: m.count,
+        pages: m.pages,
+        page_size: m.page_size,
+        per_page: m.per_page,
+        first_key,
+        last_key,
+        build_id: m.build_id,
+    })
+}
+
+/// Decodes and checks the header page `hdr` (page 0, exactly one page) of
+/// the data run `file`: a pure function of the bytes (see
+/// [`decode_paged_header`](super::decode_paged_header)); the file length is
+/// checked by [`DataRun::open`].
+///
+/// Errors: [`Error::BadMagic`], [`Error::UnsupportedVersion`],
+/// [`Error::Corruption`] naming `file` and page 0.
+pub fn decode_data_run_header(hdr: &[u8], file: &str) -> Result<DataRunMeta> {
+    run_meta(&super::paged::decode_header(hdr, &DATA_RUN_SPEC, file)?, file)
 }
 
 /// An open data run.
@@ -232,22 +279,7 @@ impl DataRun {
     /// sizes against the file length).
     pub fn open(storage: Arc<dyn ReadStorage>) -> Result<Self> {
         let file = PagedFile::open(storage, DATA_RUN_SPEC)?;
-        let m = file.meta();
-        let (Some(first_key), Some(last_key)) = (get_u64(&m.extra, 0), get_u64(&m.extra, 8)) else {
-            return Err(Error::corruption(
-                file.storage().name(),
-                0,
-                "data run header lacks its key range",
-            ));
-        };
-        let meta = DataRunMeta {
-            n: m.count,
-            pages: m.pages,
-            page_size: m.page_size,
-            per_page: m.per_page,
-            first_key,
-            last_key,
-        };
+        let meta = run_meta(file.meta(), file.storage().name())?;
         Ok(DataRun { file, meta })
     }
 
@@ -582,5 +614,44 @@ mod tests {
         let g = dir.create("zero").unwrap();
         g.write_at(0, &[0u8; 4096]).unwrap();
         assert!(matches!(DataRun::open(g).unwrap_err(), Error::BadMagic { .. }));
+    }
+
+    /// Issue 16, failure 6: `(pages + 1) * page_size` of a data run header
+    /// whose record count was rewritten (and page 0 resealed) overflows:
+    /// corruption, not a panic or a wrapped size.
+    #[test]
+    fn huge_record_count_in_a_resealed_header_is_corruption() {
+        let keys: Vec<u64> = (0..600).collect();
+        let dir = MemDirectory::new();
+        let mut w = DataRunWriter::create(&dir, "run", 4096).unwrap();
+        w.set_build_id(5);
+        for &k in &keys {
+            w.push(k, k).unwrap();
+        }
+        assert_eq!(w.finish().unwrap().build_id, 5);
+        let f = dir.open("run").unwrap();
+        let mut hdr = vec![0u8; 4096];
+        f.read_at(0, &mut hdr).unwrap();
+        assert_eq!(decode_data_run_header(&hdr, "run").unwrap().build_id, 5);
+        let count = u64::MAX - 3;
+        put_u64(&mut hdr, PAGE_HEADER_LEN + 16, count);
+        put_u64(
+            &mut hdr,
+            PAGE_HEADER_LEN + 24,
+            count.div_ceil(records_per_page(4096) as u64),
+        );
+        let h = super::super::page::PageHeader {
+            kind: PageType::FileHeader,
+            flags: 0,
+            count: 0,
+            aux: 5,
+        };
+        super::super::page::seal(&mut hdr, 0, h);
+        let meta = decode_data_run_header(&hdr, "run").unwrap();
+        assert_eq!((meta.n, meta.file_len()), (count, None));
+        f.write_at(0, &hdr).unwrap();
+        let e = DataRun::open(dir.open_read("run").unwrap()).unwrap_err();
+        assert!(matches!(e, Error::Corruption { page: 0, .. }), "{e}");
+        assert_eq!(meta.records_on(meta.pages), 0);
     }
 }

@@ -13,9 +13,10 @@ pub mod sosd;
 
 pub(crate) use datarun::PageRun;
 pub use datarun::{
-    DATA_FILE, DataRun, DataRunMeta, DataRunWriter, RECORD_LEN, records_per_page, write_data_run,
+    DATA_FILE, DataRun, DataRunMeta, DataRunWriter, RECORD_LEN, decode_data_run_header, records_per_page,
+    write_data_run,
 };
 pub use page::{PAGE_HEADER_LEN, PageHeader, PageType};
-pub use paged::{PagedFile, PagedMeta};
-pub(crate) use paged::{PagedRun, PagedSpec, PagedWriter};
+pub use paged::{PagedFile, PagedMeta, PagedSpec, decode_header as decode_paged_header};
+pub(crate) use paged::{PagedRun, PagedWriter};
 pub use sosd::{KeyFileOptions, KeyReader, KeyWidth, read_keys, write_keys};

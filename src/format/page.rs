@@ -127,6 +127,71 @@ pub fn open(page: &[u8], page_no: u64, file: &str) -> Result<PageHeader> {
     })
 }
 
+/// Byte offset, in a file's header page, of the fields that open every
+/// header page after the page header: the file kind's magic number (u64),
+/// its format version (u32) and the page size (u32).
+pub const FILE_IDENT_OFF: usize = PAGE_HEADER_LEN;
+
+/// What kind of file a header page must announce: the fields at
+/// [`FILE_IDENT_OFF`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileIdent {
+    /// Magic number (8 ASCII bytes as a little-endian u64).
+    pub magic: u64,
+    /// The format version accepted.
+    pub version: u32,
+    /// What the file is, for [`Error::BadMagic`] (e.g. `"strata data run"`).
+    pub what: &'static str,
+}
+
+/// Checks the identification fields at [`FILE_IDENT_OFF`] of `first` (the
+/// start of `file`'s header page, at least [`MIN_PAGE_SIZE`] bytes: every
+/// supported page holds them) and returns the page size it announces. The
+/// caller then reads the whole header page and calls [`open_file_header`].
+///
+/// Errors: [`Error::BadMagic`], [`Error::UnsupportedVersion`], and
+/// [`Error::Corruption`] for an unsupported page size.
+pub fn check_file_ident(first: &[u8], file: &str, id: &FileIdent) -> Result<usize> {
+    let magic = get_u64(first, FILE_IDENT_OFF).unwrap_or(0);
+    if magic != id.magic {
+        return Err(Error::BadMagic {
+            file: file.to_string(),
+            expected: id.what,
+            found: magic,
+        });
+    }
+    let version = get_u32(first, FILE_IDENT_OFF + 8).unwrap_or(0);
+    if version != id.version {
+        return Err(Error::UnsupportedVersion {
+            file: file.to_string(),
+            found: version,
+            supported: id.version,
+        });
+    }
+    let page_size = get_u32(first, FILE_IDENT_OFF + 12).unwrap_or(0) as usize;
+    check_page_size(page_size)
+        .map_err(|_| Error::corruption(file, 0, format!("bad page size {page_size}")))?;
+    Ok(page_size)
+}
+
+/// Checks a whole header page (page 0 of `file`): its identification
+/// fields ([`check_file_ident`]), that `hdr` is exactly one page of the
+/// size they announce, its checksum and its type. Returns the page size
+/// and the page header, whose `aux` word is the build id of the file.
+///
+/// Errors: as [`check_file_ident`]; [`Error::Corruption`] naming page 0.
+pub fn open_file_header(hdr: &[u8], file: &str, id: &FileIdent) -> Result<(usize, PageHeader)> {
+    let page_size = check_file_ident(hdr, file, id)?;
+    if hdr.len() != page_size {
+        return Err(Error::corruption(
+            file,
+            0,
+            format!("header page of {} bytes, its header says {page_size}", hdr.len()),
+        ));
+    }
+    Ok((page_size, open_typed(hdr, 0, file, PageType::FileHeader)?))
+}
+
 /// Like [`open`], and also checks the page type.
 pub fn open_typed(page: &[u8], page_no: u64, file: &str, expect: PageType) -> Result<PageHeader> {
     let h = open(page, page_no, file)?;

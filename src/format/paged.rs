@@ -17,7 +17,7 @@
 use std::sync::Arc;
 
 use super::bytes::{get_u32, get_u64, put_u32, put_u64};
-use super::page::{self, PAGE_HEADER_LEN, PageHeader, PageType, check_page_size};
+use super::page::{self, MIN_PAGE_SIZE, PAGE_HEADER_LEN, PageHeader, PageType, check_page_size};
 use crate::storage::{AlignedBuf, Directory, ReadStorage, Sink};
 use crate::{Error, Result};
 
@@ -43,6 +43,17 @@ pub struct PagedSpec {
     pub name: &'static str,
 }
 
+impl PagedSpec {
+    /// The identification fields its header page carries.
+    pub fn ident(&self) -> page::FileIdent {
+        page::FileIdent {
+            magic: self.magic,
+            version: self.version,
+            what: self.name,
+        }
+    }
+}
+
 /// The header of a paged array.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PagedMeta {
@@ -58,6 +69,10 @@ pub struct PagedMeta {
     pub per_page: usize,
     /// Kind-specific header bytes.
     pub extra: Vec<u8>,
+    /// Build id of the index directory build that wrote the file (the
+    /// header page's `aux` word; 0: written before build ids, or outside
+    /// an index directory).
+    pub build_id: u64,
 }
 
 impl PagedMeta {
@@ -69,19 +84,72 @@ impl PagedMeta {
 
     /// Entries on data page `d`.
     pub fn entries_on(&self, d: u64) -> usize {
-        let start = d * self.per_page as u64;
+        let start = d.saturating_mul(self.per_page as u64);
+        // At most `per_page`, which is a usize.
         self.count.saturating_sub(start).min(self.per_page as u64) as usize
     }
 
-    /// File size implied by the header.
-    pub fn file_len(&self) -> u64 {
-        (self.pages + 1) * self.page_size as u64
+    /// File size implied by the header: `(pages + 1) * page_size`, or
+    /// `None` when that overflows a u64 (a header no file can match).
+    pub fn file_len(&self) -> Option<u64> {
+        paged_file_len(self.pages, self.page_size)
     }
+}
+
+/// `(pages + 1) * page_size` (a header page and `pages` data pages), or
+/// `None` on overflow.
+pub(crate) fn paged_file_len(pages: u64, page_size: usize) -> Option<u64> {
+    pages.checked_add(1)?.checked_mul(page_size as u64)
 }
 
 /// Entries per page for a page size and entry width.
 pub(crate) const fn entries_per_page(page_size: usize, width: usize) -> usize {
     (page_size - PAGE_HEADER_LEN) / width
+}
+
+/// Decodes and checks the header page `hdr` (page 0, exactly one page) of
+/// `file`, a paged array of kind `spec` (width 0: any width): magic,
+/// version, page size, checksum, page type, and the fields against each
+/// other (width, entries per page, pages for the count, extra length). A
+/// pure function of the bytes; the file length is checked by
+/// [`PagedFile::open`].
+///
+/// Errors: [`Error::BadMagic`], [`Error::UnsupportedVersion`],
+/// [`Error::Corruption`] naming `file` and page 0.
+pub fn decode_header(hdr: &[u8], spec: &PagedSpec, file: &str) -> Result<PagedMeta> {
+    let (page_size, h) = page::open_file_header(hdr, file, &spec.ident())?;
+    let o = PAGE_HEADER_LEN;
+    let field = |off: usize| get_u64(hdr, off).unwrap_or(0);
+    let field32 = |off: usize| get_u32(hdr, off).map_or(0, |v| v as usize);
+    let count = field(o + 16);
+    let pages = field(o + 24);
+    let width = field32(o + 32);
+    let per_page = field32(o + 36);
+    let page_type = hdr.get(o + 40).copied().unwrap_or(0);
+    let extra_len = field32(EXTRA_OFFSET);
+    if (spec.width != 0 && width != spec.width)
+        || width == 0
+        || width > page_size - PAGE_HEADER_LEN
+        || page_type != spec.page_type as u8
+        || per_page != entries_per_page(page_size, width)
+        || pages != count.div_ceil(per_page as u64)
+        || extra_len > MAX_EXTRA
+    {
+        return Err(Error::corruption(file, 0, "header fields are inconsistent"));
+    }
+    let extra = hdr
+        .get(EXTRA_OFFSET + 4..EXTRA_OFFSET + 4 + extra_len)
+        .ok_or_else(|| Error::corruption(file, 0, "header extra out of page"))?
+        .to_vec();
+    Ok(PagedMeta {
+        count,
+        pages,
+        page_size,
+        width,
+        per_page,
+        extra,
+        build_id: h.aux,
+    })
 }
 
 /// Streams entries into a new paged array.
@@ -101,6 +169,7 @@ pub(crate) struct PagedWriter {
     page_aux: u64,
     written_pages: u64,
     count: u64,
+    build_id: u64,
 }
 
 impl PagedWriter {
@@ -139,7 +208,19 @@ impl PagedWriter {
             page_aux: 0,
             written_pages: 0,
             count: 0,
+            build_id: 0,
         })
+    }
+
+    /// The build id [`finish`](Self::finish) writes into the header.
+    pub(crate) fn build_id(&self) -> u64 {
+        self.build_id
+    }
+
+    /// Sets the build id [`finish`](Self::finish) writes into the header
+    /// (0, the default, means none).
+    pub(crate) fn set_build_id(&mut self, build_id: u64) {
+        self.build_id = build_id;
     }
 
     /// Entries per page.
@@ -287,6 +368,7 @@ impl PagedWriter {
             width: self.spec.width,
             per_page: self.per_page,
             extra: extra.to_vec(),
+            build_id: self.build_id,
         };
         let mut hdr = AlignedBuf::zeroed(self.page_size);
         let o = PAGE_HEADER_LEN;
@@ -311,7 +393,7 @@ impl PagedWriter {
                 kind: PageType::FileHeader,
                 flags: 0,
                 count: 0,
-                aux: 0,
+                aux: self.build_id,
             },
         );
         self.sink.finish(&hdr)?;
@@ -329,77 +411,42 @@ pub struct PagedFile {
 
 impl PagedFile {
     /// Opens a paged array of kind `spec`: checks magic, version, checksum,
-    /// width and sizes.
+    /// width and sizes ([`decode_header`]) and that the file holds every
+    /// page the header announces.
     pub fn open(storage: Arc<dyn ReadStorage>, spec: PagedSpec) -> Result<Self> {
         let name = storage.name().to_string();
         let file_len = storage.len()?;
-        if file_len < 4096 {
+        if file_len < MIN_PAGE_SIZE as u64 {
             return Err(Error::Truncated {
                 file: name,
-                expected: 4096,
+                expected: MIN_PAGE_SIZE as u64,
                 found: file_len,
             });
         }
-        let mut first = AlignedBuf::zeroed(4096);
+        let mut first = AlignedBuf::zeroed(MIN_PAGE_SIZE);
         storage.read_at(0, &mut first)?;
-        let o = PAGE_HEADER_LEN;
-        let magic = get_u64(&first, o).unwrap_or(0);
-        if magic != spec.magic {
-            return Err(Error::BadMagic {
-                file: name,
-                expected: spec.name,
-                found: magic,
-            });
-        }
-        let version = get_u32(&first, o + 8).unwrap_or(0);
-        if version != spec.version {
-            return Err(Error::UnsupportedVersion {
-                file: name,
-                found: version,
-                supported: spec.version,
-            });
-        }
-        let page_size = get_u32(&first, o + 12).unwrap_or(0) as usize;
-        check_page_size(page_size)
-            .map_err(|_| Error::corruption(&name, 0, format!("bad page size {page_size}")))?;
+        let page_size = page::check_file_ident(&first, &name, &spec.ident())?;
         let mut hdr = AlignedBuf::zeroed(page_size);
         storage.read_at(0, &mut hdr)?;
-        page::open_typed(&hdr, 0, &name, PageType::FileHeader)?;
-        let count = get_u64(&hdr, o + 16).unwrap_or(0);
-        let pages = get_u64(&hdr, o + 24).unwrap_or(0);
-        let width = get_u32(&hdr, o + 32).unwrap_or(0) as usize;
-        let per_page = get_u32(&hdr, o + 36).unwrap_or(0) as usize;
-        let page_type = hdr.get(o + 40).copied().unwrap_or(0);
-        let extra_len = get_u32(&hdr, EXTRA_OFFSET).unwrap_or(0) as usize;
-        if (spec.width != 0 && width != spec.width)
-            || width == 0
-            || page_type != spec.page_type as u8
-            || per_page == 0
-            || per_page != entries_per_page(page_size, width)
-            || pages != count.div_ceil(per_page as u64)
-            || extra_len > MAX_EXTRA
-        {
-            return Err(Error::corruption(&name, 0, "header fields are inconsistent"));
-        }
-        let extra = hdr
-            .get(EXTRA_OFFSET + 4..EXTRA_OFFSET + 4 + extra_len)
-            .ok_or_else(|| Error::corruption(&name, 0, "header extra out of page"))?
-            .to_vec();
-        let meta = PagedMeta {
-            count,
-            pages,
-            page_size,
-            width,
-            per_page,
-            extra,
-        };
-        if file_len < meta.file_len() {
+        let meta = decode_header(&hdr, &spec, &name)?;
+        let need = meta.file_len().ok_or_else(|| {
+            Error::corruption(
+                &name,
+                0,
+                format!(
+                    "header says {} pages of {} bytes: the size overflows",
+                    meta.pages, meta.page_size
+                ),
+            )
+        })?;
+        if file_len < need {
             return Err(Error::Truncated {
                 file: name,
-                expected: meta.file_len(),
+                expected: need,
                 found: file_len,
             });
         }
+        let width = meta.width;
         Ok(PagedFile {
             storage,
             meta,
@@ -429,10 +476,15 @@ impl PagedFile {
             )));
         }
         let ps = self.meta.page_size;
-        let n_pages = (b - a) as usize;
+        let name = self.storage.name();
+        let too_large = || Error::corruption(name, a + 1, format!("pages [{a}, {b}) do not fit in memory"));
+        let n_pages = usize::try_from(b - a).map_err(|_| too_large())?;
+        let bytes = n_pages.checked_mul(ps).ok_or_else(too_large)?;
+        // Below the file length checked at open: `(a + 1) * ps` fits.
+        let offset = paged_file_len(a, ps).ok_or_else(too_large)?;
         // `read_at` fills all of it or fails: no need to zero it first.
-        let mut buf = AlignedBuf::for_overwrite(n_pages * ps);
-        self.storage.read_at((a + 1) * ps as u64, &mut buf)?;
+        let mut buf = AlignedBuf::for_overwrite(bytes);
+        self.storage.read_at(offset, &mut buf)?;
         for i in 0..n_pages {
             let d = a + i as u64;
             let pg = buf
@@ -474,8 +526,23 @@ impl PagedFile {
     /// Reads every page (in large sequential reads) and returns the entries
     /// concatenated and each page's aux word.
     pub fn read_all(&self) -> Result<(Vec<u8>, Vec<u64>)> {
-        let mut flat = Vec::with_capacity(self.meta.count as usize * self.meta.width);
-        let mut aux = Vec::with_capacity(self.meta.pages as usize);
+        let m = &self.meta;
+        let (bytes, pages) = usize::try_from(m.count)
+            .ok()
+            .and_then(|c| c.checked_mul(m.width))
+            .zip(usize::try_from(m.pages).ok())
+            .ok_or_else(|| {
+                Error::corruption(
+                    self.storage.name(),
+                    0,
+                    format!(
+                        "header says {} entries of {} bytes: more than memory can hold",
+                        m.count, m.width
+                    ),
+                )
+            })?;
+        let mut flat = Vec::with_capacity(bytes);
+        let mut aux = Vec::with_capacity(pages);
         let mut d = 0;
         while d < self.meta.pages {
             let run = self.read_pages(d, d + 256)?;
@@ -674,5 +741,72 @@ mod tests {
         assert!(PagedWriter::create(&dir, "b", PagedSpec { width: 0, ..SPEC }, 4096).is_err());
         // The sink must reserve exactly the header page.
         assert!(PagedWriter::new(dir.create_sink("c", 512).unwrap(), SPEC, 4096).is_err());
+    }
+
+    /// Writes a small valid paged array `a` with build id 77 and returns
+    /// its directory and header page.
+    fn small_file() -> (MemDirectory, Vec<u8>) {
+        let dir = MemDirectory::new();
+        let mut w = PagedWriter::create(&dir, "a", SPEC, 4096).unwrap();
+        w.set_build_id(77);
+        for _ in 0..500 {
+            w.push(&[7u8; 24], 0).unwrap();
+        }
+        w.finish(b"x").unwrap();
+        let mut hdr = vec![0u8; 4096];
+        dir.open_read("a").unwrap().read_at(0, &mut hdr).unwrap();
+        (dir, hdr)
+    }
+
+    /// Rewrites header fields (u64 at each offset) and reseals page 0, so
+    /// that the parser, not the checksum, sees them.
+    fn rewrite(hdr: &[u8], fields: &[(usize, u64)]) -> Vec<u8> {
+        let mut h = hdr.to_vec();
+        for &(off, v) in fields {
+            put_u64(&mut h, off, v);
+        }
+        let ph = page::open(hdr, 0, "a").unwrap();
+        page::seal(&mut h, 0, ph);
+        h
+    }
+
+    #[test]
+    fn build_id_is_in_the_header() {
+        let (dir, hdr) = small_file();
+        let p = PagedFile::open(dir.open_read("a").unwrap(), SPEC).unwrap();
+        assert_eq!(p.meta().build_id, 77);
+        assert_eq!(decode_header(&hdr, &SPEC, "a").unwrap(), *p.meta());
+    }
+
+    /// Issue 16, failure 6: a count whose pages overflow `(pages + 1) *
+    /// page_size`, with a recomputed checksum, is corruption (it panicked
+    /// in debug builds and wrapped in release).
+    #[test]
+    fn huge_count_in_a_resealed_header_is_corruption() {
+        let (dir, hdr) = small_file();
+        let per_page = entries_per_page(4096, 24) as u64;
+        for count in [u64::MAX, u64::MAX / 2, 1 << 60] {
+            let h = rewrite(
+                &hdr,
+                &[
+                    (PAGE_HEADER_LEN + 16, count),
+                    (PAGE_HEADER_LEN + 24, count.div_ceil(per_page)),
+                ],
+            );
+            // The header on its own is consistent...
+            let meta = decode_header(&h, &SPEC, "a").unwrap();
+            assert_eq!(meta.file_len(), None, "{count}");
+            // ... but no file can hold it.
+            dir.open("a").unwrap().write_at(0, &h).unwrap();
+            let e = PagedFile::open(dir.open_read("a").unwrap(), SPEC).unwrap_err();
+            assert!(matches!(e, Error::Corruption { page: 0, .. }), "{count}: {e}");
+        }
+        // Inconsistent fields are refused before any arithmetic.
+        let h = rewrite(&hdr, &[(PAGE_HEADER_LEN + 24, u64::MAX)]);
+        assert!(decode_header(&h, &SPEC, "a").unwrap_err().is_corruption());
+        // Any bytes: an error or a header, never a panic.
+        for len in [0, 16, 100, 4095, 4097] {
+            assert!(decode_header(&vec![0xffu8; len], &SPEC, "a").is_err());
+        }
     }
 }

@@ -35,19 +35,21 @@ impl IndexKind for BinaryKind {
         records: Records<'_>,
         dir: &dyn Directory,
         opts: &BuildOptions,
+        build_id: u64,
     ) -> Result<(Vec<String>, Value)> {
-        let meta = write_data_run(dir, records.iter(), opts.page_size)?;
+        let meta = write_data_run(dir, records.iter(), opts.page_size, build_id)?;
         Ok((vec![DATA_FILE.to_string()], json!({ "pages": meta.pages })))
     }
 
     fn open(
         &self,
-        _m: &Manifest,
+        m: &Manifest,
         dir: Arc<dyn Directory>,
         io: IoContext,
         _opts: &OpenOptions,
     ) -> Result<Box<dyn Index>> {
         let run = DataRun::open(io.wrap(dir.open_read(DATA_FILE)?))?;
+        m.check_data_run(&run)?;
         Ok(Box::new(BinaryIndex {
             run,
             stats: io.stats.clone(),

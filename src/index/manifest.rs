@@ -3,6 +3,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::format::DataRun;
+use crate::format::page::check_page_size;
 use crate::storage::Directory;
 use crate::{Error, Result};
 
@@ -10,6 +12,9 @@ use crate::{Error, Result};
 pub const MANIFEST_FILE: &str = "strata-index.json";
 /// The `magic` field every manifest carries.
 pub(super) const MANIFEST_MAGIC: &str = "strata-index";
+/// Largest manifest accepted (manifests are a few KiB; a larger file is not
+/// one, and is not read into memory).
+const MAX_MANIFEST_BYTES: u64 = 64 << 20;
 /// Format version of manifests written by this build.
 pub(super) const MANIFEST_VERSION: u32 = 1;
 
@@ -39,6 +44,17 @@ pub struct Manifest {
     pub description: Value,
     /// Version of strata that wrote it.
     pub strata_version: String,
+    /// Random id of the build that wrote the directory (nonzero), also in
+    /// the header of every file it lists; absent in manifests written
+    /// before build ids (their files carry none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build_id: Option<u64>,
+}
+
+/// A fresh random build id: nonzero, so that 0 in a file header can mean
+/// "none".
+pub fn new_build_id() -> u64 {
+    rand::random::<u64>().max(1)
 }
 
 impl Manifest {
@@ -55,7 +71,69 @@ impl Manifest {
             build_s: 0.0,
             description: Value::Null,
             strata_version: env!("CARGO_PKG_VERSION").to_string(),
+            build_id: None,
         }
+    }
+
+    /// The build id files of this directory carry: the manifest's, or 0
+    /// (none) for a manifest from before build ids.
+    pub fn file_build_id(&self) -> u64 {
+        self.build_id.unwrap_or(0)
+    }
+
+    /// Checks that `file`, whose header says it was written by build
+    /// `found` (0: none), belongs to this directory's build.
+    ///
+    /// Errors: [`Error::Corruption`] naming `file` and page 0 ("built by
+    /// another build") when the ids differ, including a file with an id in
+    /// a directory whose manifest has none, and one without in a directory
+    /// whose manifest has one.
+    pub fn check_build_id(&self, file: &str, found: u64) -> Result<()> {
+        let want = self.file_build_id();
+        if found == want {
+            return Ok(());
+        }
+        Err(Error::corruption(
+            file,
+            0,
+            format!(
+                "built by another build: its header has build id {}, the manifest {}",
+                show_id(found),
+                show_id(want)
+            ),
+        ))
+    }
+
+    /// Checks the data run of this directory: build id, record count (the
+    /// manifest's `n`) and page size.
+    ///
+    /// Errors: [`Error::Corruption`] naming the run's file.
+    pub fn check_data_run(&self, run: &DataRun) -> Result<()> {
+        let name = run.storage().name();
+        let meta = run.meta();
+        self.check_build_id(name, meta.build_id)?;
+        self.check_count(name, "records", meta.n, self.n)?;
+        self.check_count(
+            name,
+            "bytes per page",
+            meta.page_size as u64,
+            self.page_size as u64,
+        )
+    }
+
+    /// Checks a count the header of `file` holds (`what`: "records",
+    /// "entries", ...) against what the manifest recorded for it.
+    ///
+    /// Errors: [`Error::Corruption`] naming `file` and page 0.
+    pub fn check_count(&self, file: &str, what: &str, found: u64, want: u64) -> Result<()> {
+        if found == want {
+            return Ok(());
+        }
+        Err(Error::corruption(
+            file,
+            0,
+            format!("built by another build: its header says {found} {what}, the manifest {want}"),
+        ))
     }
 
     /// Writes the manifest atomically into `dir` ([`Directory::publish`]):
@@ -75,10 +153,18 @@ impl Manifest {
             )));
         }
         let f = dir.open_read(MANIFEST_FILE)?;
-        let len = usize::try_from(f.len()?).map_err(|_| Error::invalid("manifest too large"))?;
+        let file = format!("{}/{MANIFEST_FILE}", dir.describe());
+        let len = f.len()?;
+        if len > MAX_MANIFEST_BYTES {
+            return Err(Error::corruption(
+                &file,
+                0,
+                format!("manifest of {len} bytes, more than the {MAX_MANIFEST_BYTES} a manifest can have"),
+            ));
+        }
+        let len = usize::try_from(len).map_err(|_| Error::corruption(&file, 0, "manifest too large"))?;
         let mut buf = vec![0u8; len];
         f.read_at(0, &mut buf)?;
-        let file = format!("{}/{MANIFEST_FILE}", dir.describe());
         let v: Value = serde_json::from_slice(&buf)
             .map_err(|e| Error::corruption(&file, 0, format!("manifest is not valid JSON: {e}")))?;
         let magic = v.get("magic").and_then(Value::as_str).unwrap_or("");
@@ -97,7 +183,27 @@ impl Manifest {
                 supported: MANIFEST_VERSION,
             });
         }
-        serde_json::from_value(v).map_err(|e| Error::corruption(&file, 0, format!("manifest fields: {e}")))
+        let m: Manifest = serde_json::from_value(v)
+            .map_err(|e| Error::corruption(&file, 0, format!("manifest fields: {e}")))?;
+        check_page_size(m.page_size).map_err(|_| {
+            Error::corruption(
+                &file,
+                0,
+                format!("manifest page size {} is not supported", m.page_size),
+            )
+        })?;
+        if m.build_id == Some(0) {
+            return Err(Error::corruption(&file, 0, "manifest build id is 0"));
+        }
+        Ok(m)
+    }
+}
+
+fn show_id(id: u64) -> String {
+    if id == 0 {
+        "none".to_string()
+    } else {
+        format!("{id:#018x}")
     }
 }
 
@@ -124,5 +230,47 @@ mod tests {
         let f = dir.create(MANIFEST_FILE).unwrap();
         f.write_at(0, b"not json").unwrap();
         assert!(Manifest::load(&dir).unwrap_err().is_corruption());
+    }
+
+    /// Header-derived sizes: an unsupported page size and a zero build id
+    /// are corruption; build ids and counts are compared.
+    #[test]
+    fn page_size_build_id_and_counts_are_checked() {
+        let dir = MemDirectory::new();
+        let mut m = Manifest::new("binary", Map::new(), 10, 4096);
+        m.build_id = Some(12);
+        m.store(&dir).unwrap();
+        let back = Manifest::load(&dir).unwrap();
+        assert_eq!(back.build_id, Some(12));
+        assert!(back.check_build_id("data.run", 12).is_ok());
+        let e = back.check_build_id("data.run", 13).unwrap_err();
+        assert!(e.to_string().contains("another build"), "{e}");
+        assert!(back.check_build_id("data.run", 0).unwrap_err().is_corruption());
+        assert!(
+            back.check_count("data.run", "records", 11, 10)
+                .unwrap_err()
+                .is_corruption()
+        );
+        for (page_size, build_id) in [
+            (usize::MAX, Some(1)),
+            (1 << 40, Some(1)),
+            (4095, Some(1)),
+            (4096, Some(0)),
+        ] {
+            let mut bad = m.clone();
+            bad.page_size = page_size;
+            bad.build_id = build_id;
+            bad.store(&dir).unwrap();
+            assert!(Manifest::load(&dir).unwrap_err().is_corruption(), "{page_size}");
+        }
+        // A manifest from before build ids: files without one belong to it.
+        let mut old = m.clone();
+        old.build_id = None;
+        old.store(&dir).unwrap();
+        let text = String::from_utf8(dir.file(MANIFEST_FILE).unwrap().contents()).unwrap();
+        assert!(!text.contains("build_id"), "{text}");
+        let old = Manifest::load(&dir).unwrap();
+        assert!(old.check_build_id("data.run", 0).is_ok());
+        assert!(old.check_build_id("data.run", 12).unwrap_err().is_corruption());
     }
 }

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 pub use cursor::{Cursor, LowerBoundCursor};
-pub use manifest::{MANIFEST_FILE, Manifest};
+pub use manifest::{MANIFEST_FILE, Manifest, new_build_id};
 pub use params::{IndexSpec, Params, parse_size};
 pub use registry::{BuildOptions, BuildReport, IndexKind, OpenOptions, Registry, Residency, registry};
 pub(crate) use scan::{DataRunCursor, DataRunReader, Fetch, Located};

@@ -111,15 +111,22 @@ pub trait IndexKind: Send + Sync {
     /// Writes the kind's files for `records` (keys strictly increasing,
     /// checked by the caller) into `dir`. Returns the file names and a description for the manifest.
     /// `opts.page_size` is already resolved (the `page` parameter of every
-    /// kind); the kind reads its own parameters from `params`.
+    /// kind); the kind reads its own parameters from `params`. `build_id`
+    /// (nonzero, random, also written into the manifest) goes into the
+    /// header of every file the kind writes, so that [`IndexKind::open`]
+    /// can refuse a file of another build.
     fn build(
         &self,
         params: &Params,
         records: Records<'_>,
         dir: &dyn Directory,
         opts: &BuildOptions,
+        build_id: u64,
     ) -> Result<(Vec<String>, Value)>;
-    /// Opens a built index.
+    /// Opens a built index. Every file's header must carry the manifest's
+    /// build id (see [`Manifest::check_build_id`]) and agree with the
+    /// manifest's counts: a file of another build is [`Error::Corruption`]
+    /// naming it.
     fn open(
         &self,
         manifest: &Manifest,
@@ -146,7 +153,7 @@ pub trait IndexKind: Send + Sync {
     /// ([`Params::finish`]); `params` itself is left untouched.
     fn check_params(&self, params: &Params, opts: &BuildOptions) -> Result<()> {
         let probe = params.clone();
-        self.build(&probe, Records::ranked(&[]), &MemDirectory::new(), opts)?;
+        self.build(&probe, Records::ranked(&[]), &MemDirectory::new(), opts, 1)?;
         probe.finish(self.name())
     }
 }
@@ -456,14 +463,16 @@ impl Registry {
         let t0 = Instant::now();
         // The kind's files, then the manifest (last, so a half-built
         // directory has none), into `into`.
+        let build_id = super::new_build_id();
         let write = |into: &dyn Directory| -> Result<(Manifest, f64)> {
-            let (files, description) = kind.build(&params, records, into, opts)?;
+            let (files, description) = kind.build(&params, records, into, opts, build_id)?;
             params.finish(kind.name())?;
             let build_s = t0.elapsed().as_secs_f64();
             let mut m = Manifest::new(kind.name(), params.resolved(), keys.len() as u64, opts.page_size);
             m.files = files;
             m.build_s = build_s;
             m.description = description;
+            m.build_id = Some(build_id);
             m.store(into)?;
             Ok((m, build_s))
         };

@@ -8,8 +8,8 @@
 //! head, free-list length), zeros to the end of the page. All integers are
 //! little-endian.
 
-use crate::format::bytes::{get_u32, get_u64, put_u32, put_u64};
-use crate::format::page::{self, MIN_PAGE_SIZE, PAGE_HEADER_LEN, PageHeader, PageType, check_page_size};
+use crate::format::bytes::{get_u64, put_u32, put_u64};
+use crate::format::page::{self, MIN_PAGE_SIZE, PAGE_HEADER_LEN, PageHeader, PageType};
 use crate::storage::{AlignedBuf, Storage};
 use crate::{Error, Result};
 
@@ -40,6 +40,17 @@ pub struct FileId {
     pub version: u32,
     /// What the file is, for [`Error::BadMagic`] (e.g. `"strata B+-tree"`).
     pub what: &'static str,
+}
+
+impl FileId {
+    /// The identification fields its checkpoint page carries.
+    pub fn ident(&self) -> page::FileIdent {
+        page::FileIdent {
+            magic: self.magic,
+            version: self.version,
+            what: self.what,
+        }
+    }
 }
 
 /// Which pages of the file are in use: the pager's allocation state.
@@ -84,6 +95,10 @@ pub struct Checkpoint {
     pub root: RootSlot,
     /// The pager's allocation state.
     pub space: PageSpace,
+    /// Build id of the index directory build that created the file (the
+    /// page header's `aux` word; 0: none, e.g. a file from before build
+    /// ids). Kept by every checkpoint.
+    pub build_id: u64,
 }
 
 impl Checkpoint {
@@ -107,7 +122,7 @@ impl Checkpoint {
                 kind: PageType::FileHeader,
                 flags: 0,
                 count: 0,
-                aux: 0,
+                aux: self.build_id,
             },
         );
     }
@@ -143,25 +158,7 @@ impl Checkpoint {
         // Every supported page size is at least 4 KiB, which holds every field.
         let mut first = AlignedBuf::zeroed(MIN_PAGE_SIZE);
         storage.read_at(0, &mut first)?;
-        let magic = get_u64(&first, MAGIC_OFF).unwrap_or(0);
-        if magic != id.magic {
-            return Err(Error::BadMagic {
-                file: name,
-                expected: id.what,
-                found: magic,
-            });
-        }
-        let version = get_u32(&first, MAGIC_OFF + 8).unwrap_or(0);
-        if version != id.version {
-            return Err(Error::UnsupportedVersion {
-                file: name,
-                found: version,
-                supported: id.version,
-            });
-        }
-        let page_size = get_u32(&first, MAGIC_OFF + 12).unwrap_or(0) as usize;
-        check_page_size(page_size)
-            .map_err(|_| Error::corruption(&name, META_PAGE, format!("bad page size {page_size}")))?;
+        let page_size = page::check_file_ident(&first, &name, &id.ident())?;
         if page_size as u64 > file_len {
             return Err(Error::Truncated {
                 file: name,
@@ -171,20 +168,47 @@ impl Checkpoint {
         }
         let mut hdr = AlignedBuf::zeroed(page_size);
         storage.read_at(0, &mut hdr)?;
-        page::open_typed(&hdr, META_PAGE, &name, PageType::FileHeader)?;
+        Checkpoint::decode(&hdr, id, &name)
+    }
+
+    /// Decodes and checks a checkpoint page `hdr` (page 0 of `file`, exactly
+    /// one page): identification fields, checksum, type, and that the page
+    /// space is self-consistent (`page_count >= 1`, free list inside it).
+    /// A pure function of the bytes.
+    ///
+    /// Errors: [`Error::BadMagic`], [`Error::UnsupportedVersion`],
+    /// [`Error::Corruption`] naming `file` and page 0.
+    pub fn decode(hdr: &[u8], id: &FileId, file: &str) -> Result<Checkpoint> {
+        let (page_size, h) = page::open_file_header(hdr, file, &id.ident())?;
         let mut root = [0u8; ROOT_SLOT_LEN];
         if let Some(slot) = hdr.get(SLOT_OFF..SPACE_OFF) {
             root.copy_from_slice(slot);
         }
-        let u64_at = |off: usize| get_u64(&hdr, SPACE_OFF + off).unwrap_or(0);
+        let u64_at = |off: usize| get_u64(hdr, SPACE_OFF + off).unwrap_or(0);
+        let space = PageSpace {
+            page_count: u64_at(0),
+            free_head: u64_at(8),
+            free_pages: u64_at(16),
+        };
+        if space.page_count == 0
+            || space.free_pages >= space.page_count
+            || space.free_head >= space.page_count
+            || (space.free_head == NO_PAGE) != (space.free_pages == 0)
+        {
+            return Err(Error::corruption(
+                file,
+                META_PAGE,
+                format!(
+                    "page space is inconsistent: {} pages, free list of {} from page {}",
+                    space.page_count, space.free_pages, space.free_head
+                ),
+            ));
+        }
         Ok(Checkpoint {
             page_size,
             root,
-            space: PageSpace {
-                page_count: u64_at(0),
-                free_head: u64_at(8),
-                free_pages: u64_at(16),
-            },
+            space,
+            build_id: h.aux,
         })
     }
 
@@ -193,7 +217,20 @@ impl Checkpoint {
     /// Errors: [`Error::Truncated`], or the storage's I/O error.
     pub fn check_file(&self, storage: &dyn Storage) -> Result<()> {
         let file_len = storage.len()?;
-        let need = self.space.page_count.saturating_mul(self.page_size as u64);
+        let need = self
+            .space
+            .page_count
+            .checked_mul(self.page_size as u64)
+            .ok_or_else(|| {
+                Error::corruption(
+                    storage.name(),
+                    META_PAGE,
+                    format!(
+                        "checkpoint says {} pages of {} bytes: the size overflows",
+                        self.space.page_count, self.page_size
+                    ),
+                )
+            })?;
         if file_len < need {
             return Err(Error::Truncated {
                 file: storage.name().to_string(),

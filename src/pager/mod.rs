@@ -82,6 +82,7 @@ impl Pager {
             page_size,
             root: [0; ROOT_SLOT_LEN],
             space: PageSpace::new(),
+            build_id: 0,
         };
         raw.set_len(0)?;
         cp.write(&id, raw.as_ref())?;

@@ -119,6 +119,7 @@ fn checkpoint_survives_a_crash_and_later_changes_do_not() {
         page_size: PS,
         root,
         space,
+        build_id: 0,
     };
     p.checkpoint(&synced).unwrap();
     // Changes after the checkpoint: reuse the free page, grow, no checkpoint.
@@ -257,6 +258,7 @@ fn checkpoint_page_layout() {
             free_head: 5,
             free_pages: 2,
         },
+        build_id: 0,
     };
     let mut page = vec![0xFFu8; PS];
     cp.encode(&ID, &mut page);
@@ -333,7 +335,7 @@ proptest! {
                     free.push(page);
                 }
                 Op::Reboot => {
-                    let cp = Checkpoint { page_size: PS, root: [7; ROOT_SLOT_LEN], space };
+                    let cp = Checkpoint { page_size: PS, root: [7; ROOT_SLOT_LEN], space, build_id: 0 };
                     p.checkpoint(&cp).unwrap();
                     dir.crash();
                     let (p2, cp2) = reopen(&dir).unwrap();
@@ -349,5 +351,65 @@ proptest! {
             let all: HashSet<u64> = in_use.iter().chain(free.iter()).copied().collect();
             prop_assert_eq!(all.len() as u64 + 1, space.page_count, "every page is in use or free");
         }
+    }
+}
+
+/// The build id survives every checkpoint; the pure decoder agrees with
+/// the loader.
+#[test]
+fn build_id_is_kept_by_checkpoints() {
+    let dir = MemDirectory::new();
+    let (p, cp) = create(&dir);
+    let cp = Checkpoint { build_id: 99, ..cp };
+    p.checkpoint(&cp).unwrap();
+    let (_, back) = reopen(&dir).unwrap();
+    assert_eq!(back, cp);
+    let mut page = AlignedBuf::zeroed(PS);
+    cp.encode(&ID, &mut page);
+    assert_eq!(Checkpoint::decode(&page, &ID, "p.db").unwrap(), cp);
+    assert!(Checkpoint::decode(&page[..100], &ID, "p.db").is_err());
+}
+
+/// Issue 16, failure 6: a page count whose size overflows
+/// `page_count * page_size`, in a checkpoint with a valid checksum, is
+/// corruption (the size saturated before); an inconsistent free list too.
+#[test]
+fn huge_page_count_in_a_sealed_checkpoint_is_corruption() {
+    let dir = MemDirectory::new();
+    let (p, cp) = create(&dir);
+    for page_count in [u64::MAX, u64::MAX / 4096 + 1, 1 << 40] {
+        let huge = Checkpoint {
+            space: PageSpace {
+                page_count,
+                ..cp.space
+            },
+            ..cp
+        };
+        // `checkpoint` seals page 0 with its checksum.
+        p.checkpoint(&huge).unwrap();
+        let e = reopen(&dir).unwrap_err();
+        if page_count > u64::MAX / PS as u64 {
+            assert!(
+                matches!(e, Error::Corruption { page: 0, .. }),
+                "{page_count}: {e}"
+            );
+        } else {
+            assert!(matches!(e, Error::Truncated { .. }), "{page_count}: {e}");
+        }
+    }
+    for (free_head, free_pages) in [(0, 3), (2, 0), (u64::MAX, 1), (1, u64::MAX)] {
+        let bad = Checkpoint {
+            space: PageSpace {
+                page_count: 4,
+                free_head,
+                free_pages,
+            },
+            ..cp
+        };
+        p.checkpoint(&bad).unwrap();
+        assert!(
+            reopen(&dir).unwrap_err().is_corruption(),
+            "{free_head} {free_pages}"
+        );
     }
 }

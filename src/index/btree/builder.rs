@@ -65,6 +65,8 @@ pub(crate) struct BulkLoader {
     /// Separator of each leaf (the smallest key routed to it); `seps[0]`
     /// is unused.
     seps: Vec<u64>,
+    /// Written into the meta page (0: none).
+    build_id: u64,
 }
 
 impl BulkLoader {
@@ -98,7 +100,13 @@ impl BulkLoader {
             n: 0,
             last_key: None,
             seps: Vec::new(),
+            build_id: 0,
         })
+    }
+
+    /// Sets the build id the meta page carries (0, the default: none).
+    pub(crate) fn set_build_id(&mut self, build_id: u64) {
+        self.build_id = build_id;
     }
 
     /// Appends a record. Keys must be strictly increasing:
@@ -243,6 +251,7 @@ impl BulkLoader {
                 free_head: NO_PAGE,
                 free_pages: 0,
             },
+            build_id: self.build_id,
         };
         meta.check(self.sink.name())?;
         let mut page = AlignedBuf::zeroed(self.page_size);

@@ -73,6 +73,9 @@ pub struct Meta {
     pub inner: u64,
     /// Pages in the file and the free list (the pager's part).
     pub space: PageSpace,
+    /// Build id of the index directory build that loaded the tree (0:
+    /// none); the manifest's must match.
+    pub build_id: u64,
 }
 
 impl Meta {
@@ -131,6 +134,7 @@ impl Meta {
             page_size: self.page_size,
             root: self.root_slot(),
             space: self.space,
+            build_id: self.build_id,
         }
     }
 
@@ -146,6 +150,7 @@ impl Meta {
             leaves: get_u64(slot, 24).unwrap_or(0),
             inner: get_u64(slot, 32).unwrap_or(0),
             space: cp.space,
+            build_id: cp.build_id,
         }
     }
 

@@ -113,10 +113,12 @@ impl IndexKind for BTreeKind {
         records: Records<'_>,
         dir: &dyn Directory,
         opts: &BuildOptions,
+        build_id: u64,
     ) -> Result<(Vec<String>, Value)> {
         let fill = check_fill(params.u64("fill", DEFAULT_FILL as u64)?)?;
         let sink = dir.create_sink(BTREE_FILE, opts.page_size)?;
         let mut b = BulkLoader::new(sink, opts.page_size, fill)?;
+        b.set_build_id(build_id);
         for (k, v) in records.iter() {
             b.push(k, v)?;
         }
@@ -142,6 +144,9 @@ impl IndexKind for BTreeKind {
         opts: &OpenOptions,
     ) -> Result<Box<dyn Index>> {
         let t = BTree::open(dir, io, opts.resident)?;
+        // The record count and the pages change with every update: only the
+        // build id is compared.
+        manifest.check_build_id(t.name(), t.meta().build_id)?;
         if t.page_size != manifest.page_size {
             return Err(Error::corruption(
                 BTREE_FILE,

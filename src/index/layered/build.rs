@@ -39,16 +39,19 @@ impl LayerBuild {
     }
 }
 
-/// Writes a layer as the paged file `name`; each page's aux word is the
-/// successor value of its last entry.
+/// Writes a layer as the paged file `name`, with `build_id` (the index
+/// directory build's, 0 for none) in its header; each page's aux word is
+/// the successor value of its last entry.
 pub(crate) fn write_layer(
     dir: &dyn Directory,
     name: &str,
     layer: &LayerBuild,
     page_size: usize,
+    build_id: u64,
 ) -> Result<()> {
     let width = layer.kind.width();
     let mut w = PagedWriter::create(dir, name, layer_spec(width), page_size)?;
+    w.set_build_id(build_id);
     let count = layer.count() as usize;
     let succ_field = layer.kind.successor_field();
     for i in 0..count {

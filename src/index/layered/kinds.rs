@@ -41,15 +41,16 @@ impl IndexKind for LayeredKind {
         records: Records<'_>,
         dir: &dyn Directory,
         opts: &BuildOptions,
+        build_id: u64,
     ) -> Result<(Vec<String>, Value)> {
         fetch_param(params)?;
-        let meta = write_data_run(dir, records.iter(), opts.page_size)?;
+        let meta = write_data_run(dir, records.iter(), opts.page_size, build_id)?;
         let design = (self.design)(params, records.keys(), meta.per_page, opts.page_size)?;
         let mut files = vec![DATA_FILE.to_string()];
         let mut layers = Vec::new();
         for (i, l) in design.layers.iter().enumerate() {
             let name = layer_file(i);
-            write_layer(dir, &name, l, opts.page_size)?;
+            write_layer(dir, &name, l, opts.page_size, build_id)?;
             layers.push(json!({ "kind": l.kind, "entries": l.count(), "bytes": l.flat.len() }));
             files.push(name);
         }
@@ -90,6 +91,7 @@ impl IndexKind for LayeredKind {
             Residency::None => 0,
         };
         let idx = LayeredIndex::open_pinned(self.name, dir, &io, layers, pinned, fetch, models)?;
+        idx.check_build(m)?;
         Ok(Box::new(idx))
     }
 }

@@ -42,7 +42,7 @@ pub use layer::{LayerKind, layer_spec};
 pub(crate) use pgm_design::{compressed_band, page_aware_lines};
 pub(crate) use zone_design::{PAGE_BOUND_KINDS, design_from_page_bounds};
 
-use super::{ApproxPos, Cursor, DataRunReader, Fetch, Index, IndexStats, Record};
+use super::{ApproxPos, Cursor, DataRunReader, Fetch, Index, IndexStats, Manifest, Record};
 use crate::format::PagedFile;
 use crate::storage::{Directory, IoStats};
 use crate::{Error, Result};
@@ -225,6 +225,40 @@ impl LayeredIndex {
             dir,
             models,
         })
+    }
+
+    /// Checks every file against `m`, the manifest of its directory: the
+    /// build id in each header ([`Manifest::check_build_id`]), the data
+    /// run's record count, and each layer's entry bytes against the
+    /// manifest's description (the page count follows from the count, and
+    /// the page size is checked against the manifest's too).
+    ///
+    /// Errors: [`Error::Corruption`] naming the first file that disagrees.
+    pub fn check_build(&self, m: &Manifest) -> Result<()> {
+        let run = self.data.run();
+        m.check_data_run(run)?;
+        let described = m.description.get("layers").and_then(serde_json::Value::as_array);
+        for (i, layer) in self.layers.iter().enumerate() {
+            let fm = layer.file.meta();
+            let name = layer.file.storage().name();
+            m.check_build_id(name, fm.build_id)?;
+            m.check_count(name, "bytes per page", fm.page_size as u64, m.page_size as u64)?;
+            let want = described
+                .and_then(|a| a.get(i))
+                .and_then(|d| d.get("bytes"))
+                .and_then(serde_json::Value::as_u64);
+            if let Some(want) = want {
+                let found = fm.count.checked_mul(fm.width as u64).ok_or_else(|| {
+                    Error::corruption(
+                        name,
+                        0,
+                        format!("{} entries of {} bytes overflow", fm.count, fm.width),
+                    )
+                })?;
+                m.check_count(name, "bytes of entries", found, want)?;
+            }
+        }
+        Ok(())
     }
 
     /// The predicted range of the data run for `key`.
