@@ -127,6 +127,14 @@ pub struct DbStats {
     pub merging: bool,
     /// Highest sequence number handed out.
     pub last_seq: u64,
+    /// Complete log frames the last open dropped from the end of the newest
+    /// log segment because their payload failed its checksum (a crash
+    /// during their write, or damage to an acknowledged write: see
+    /// [`Options::strict_recovery`]). 0 after a clean recovery.
+    pub recovery_dropped_frames: u64,
+    /// Bytes the last open dropped from the end of the newest log segment:
+    /// those frames and any torn (incomplete, never acknowledged) tail.
+    pub recovery_dropped_bytes: u64,
 }
 
 /// One immutable view of the stages; readers load it with one atomic read.
@@ -184,6 +192,8 @@ struct Inner {
     shutdown: AtomicBool,
     killed: AtomicBool,
     peak_memory: AtomicU64,
+    /// What recovery dropped from the end of the log when the store opened.
+    recovery_dropped: crate::log::Dropped,
     merges: AtomicU64,
     merge_ns: AtomicU64,
 }
@@ -319,6 +329,8 @@ impl Db {
             merge_seconds: inner.merge_ns.load(Ordering::Relaxed) as f64 / 1e9,
             merging,
             last_seq: inner.next_seq.load(Ordering::SeqCst).saturating_sub(1),
+            recovery_dropped_frames: inner.recovery_dropped.frames,
+            recovery_dropped_bytes: inner.recovery_dropped.bytes,
         })
     }
 

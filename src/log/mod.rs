@@ -20,6 +20,7 @@
 //! `format` and below `index`.
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
+mod chain;
 pub mod manifest;
 mod record;
 mod segment;
@@ -29,9 +30,13 @@ mod writer;
 
 pub use manifest::Manifest;
 pub use record::LogRecord;
-pub use segment::{LogBatch, Replay, WAL_HEADER_LEN, WAL_MAGIC, WAL_VERSION, replay};
+pub use chain::{SealedSegment, WalChain};
+pub use segment::{
+    LogBatch, Recovery, Replay, SegmentHeader, WAL_HEADER_LEN, WAL_HEADER_LEN_V1, WAL_MAGIC, WAL_VERSION,
+    WAL_VERSION_1, decode_header, parse_frames, parse_segment, replay, replay_with,
+};
 pub(crate) use segments::create_segment;
-pub use segments::{Recovered, recover, replay_segments, wal_id, wal_name};
+pub use segments::{Dropped, LogSpec, Recovered, Replayed, recover, replay_segments, wal_id, wal_name};
 pub(crate) use sync::SyncThread;
 pub use writer::{SyncPolicy, WalWriter};
 

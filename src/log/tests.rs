@@ -88,6 +88,17 @@ fn no_wrap(s: Arc<dyn Storage>) -> Arc<dyn Storage> {
     s
 }
 
+fn spec<'a>(names: &'a [String], chain: Option<&'a WalChain>, log_start: u64, floor: u64) -> LogSpec<'a> {
+    LogSpec {
+        names,
+        chain,
+        log_start,
+        floor,
+        recovery: Recovery::Lenient,
+        wrap: &no_wrap,
+    }
+}
+
 #[test]
 fn byte_string_batches_append_and_replay() {
     let dir = MemDirectory::new();
@@ -110,7 +121,8 @@ fn byte_string_batches_append_and_replay() {
 fn byte_string_group_commit_crash_and_recover() {
     let fd = FaultyDirectory::new();
     let dir: Arc<dyn Directory> = Arc::new(fd.clone());
-    let w = Arc::new(create_segment::<KvOp>(dir.as_ref(), 1, SyncPolicy::Always, &no_wrap).unwrap());
+    let c1 = WalChain::new(7, 1);
+    let w = Arc::new(create_segment::<KvOp>(dir.as_ref(), &c1, 0, SyncPolicy::Always, &no_wrap).unwrap());
     std::thread::scope(|s| {
         for t in 0..4u64 {
             let w = w.clone();
@@ -122,7 +134,10 @@ fn byte_string_group_commit_crash_and_recover() {
         }
     });
     // Segment 2 takes the next writes; its last frame is torn by a crash.
-    let w2 = create_segment::<KvOp>(dir.as_ref(), 2, SyncPolicy::Always, &no_wrap).unwrap();
+    let w2 = create_segment::<KvOp>(dir.as_ref(), &c1.sealed_at(0, 0), 0, SyncPolicy::Always, &no_wrap).unwrap();
+    w.sync().unwrap();
+    let chain = c1.sealed_at(w.len(), w.last_seq());
+    assert_eq!(w.last_seq(), 3099);
     let mut model = BTreeMap::new();
     let mut acked = Vec::new();
     for i in 0..30u64 {
@@ -136,7 +151,7 @@ fn byte_string_group_commit_crash_and_recover() {
     fd.crash();
     let names = dir.list().unwrap();
     let mut seqs = Vec::new();
-    let rec = recover::<KvOp>(dir.as_ref(), &names, 1, 0, SyncPolicy::Always, &no_wrap, |b| {
+    let rec = recover::<KvOp>(dir.as_ref(), &spec(&names, Some(&chain), 1, 0), SyncPolicy::Always, |b| {
         seqs.push(b.seq);
         apply(&mut model, &b.ops);
     })
@@ -154,15 +169,18 @@ fn byte_string_group_commit_crash_and_recover() {
     // A missing segment is corruption.
     dir.remove(&wal_name(1)).unwrap();
     let names = dir.list().unwrap();
-    let err = recover::<KvOp>(dir.as_ref(), &names, 0, 0, SyncPolicy::Always, &no_wrap, |_| ()).unwrap_err();
+    let err = recover::<KvOp>(dir.as_ref(), &spec(&names, Some(&chain), 1, 0), SyncPolicy::Always, |_| ())
+        .unwrap_err();
     assert!(err.is_corruption());
+    assert!(err.to_string().contains("wal-000001.log at byte offset 0"), "{err}");
 }
 
 #[test]
 fn empty_log_creates_its_first_segment() {
     let dir = MemDirectory::new();
-    let rec = recover::<KvOp>(&dir, &[], 5, 17, SyncPolicy::Always, &no_wrap, |_| ()).unwrap();
-    assert_eq!((rec.segment, rec.max_seq), (5, 17));
+    let rec = recover::<KvOp>(&dir, &spec(&[], None, 5, 17), SyncPolicy::Always, |_| ()).unwrap();
+    assert_eq!((rec.segment, rec.max_seq, rec.upgraded), (5, 17, true));
+    assert_eq!((rec.chain.first, rec.chain.newest), (5, 5));
     assert_eq!(dir.list().unwrap(), vec![wal_name(5)]);
     assert!(rec.writer.is_empty());
     assert_eq!(wal_id(&wal_name(5)), Some(5));
