@@ -379,4 +379,6 @@ impl Inner {
 }
 
 #[cfg(test)]
+mod chain_tests;
+#[cfg(test)]
 mod tests;
