@@ -519,8 +519,13 @@ fn db_v1_fixture_opens_with_every_key() {
     assert_eq!(db.count().unwrap(), model.len() as u64);
 }
 
+/// The same operations now write version-2 log segments and a version-2
+/// manifest (a random store id, so not byte for byte): the generation files
+/// are the fixture's bytes, the log segment is a version-2 header naming the
+/// store and segment 2 followed by the fixture segment's frames, unchanged,
+/// and the manifest holds the fixture's fields plus the log chain.
 #[test]
-fn db_v1_fixture_bytes_are_reproduced() {
+fn db_v1_fixture_operations_write_v2_log_and_manifest() {
     let mem = strata::storage::MemDirectory::new();
     write_db_v1_fixture(Arc::new(mem.clone()), &mut BTreeMap::new());
     let mut want: Vec<String> = std::fs::read_dir(db_v1_fixture_dir())
@@ -530,11 +535,65 @@ fn db_v1_fixture_bytes_are_reproduced() {
         .collect();
     want.sort();
     assert_eq!(mem.list().unwrap(), want, "file names");
-    for name in &want {
+    let read = |name: &str| {
         let f = mem.open(name).unwrap();
         let mut got = vec![0u8; f.len().unwrap() as usize];
         f.read_at(0, &mut got).unwrap();
+        got
+    };
+    let manifest = strata::db::DbManifest::load(&mem).unwrap().unwrap();
+    let chain = manifest.wal.clone().unwrap();
+    assert_eq!((chain.first, chain.newest, chain.sealed.len()), (2, 2, 0));
+    for name in &want {
+        let got = read(name);
         let fixture = std::fs::read(db_v1_fixture_dir().join(name)).unwrap();
-        assert!(got == fixture, "{name}: bytes differ from the fixture");
+        if name == "wal-000002.log" {
+            let h = strata::log::decode_header(&got, name).unwrap();
+            assert_eq!(h, strata::log::SegmentHeader::new(chain.store_id, 2));
+            assert_eq!(&got[h.len() as usize..], &fixture[strata::log::WAL_HEADER_LEN_V1 as usize..], "{name}: frames");
+        } else if name == "strata-db.manifest" {
+            assert_eq!(&got[8..12], &2u32.to_le_bytes(), "manifest version 2");
+            let mut old = strata::db::DbManifest::decode(&fixture, name).unwrap();
+            assert_eq!(old.wal, None);
+            old.wal = Some(chain.clone());
+            assert_eq!(manifest, old);
+        } else {
+            assert!(got == fixture, "{name}: bytes differ from the fixture");
+        }
     }
+}
+
+/// A version-1 store opens read-only as it is, and a writer upgrades it: its
+/// version-1 segment is sealed, a version-2 segment takes the writes, the
+/// manifest records the chain, and every answer stays the same.
+#[test]
+fn db_v1_fixture_is_upgraded_by_a_writer() {
+    let tmp = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(db_v1_fixture_dir()).unwrap() {
+        let e = e.unwrap();
+        if e.file_name() != "README.md" {
+            std::fs::copy(e.path(), tmp.path().join(e.file_name())).unwrap();
+        }
+    }
+    let mut model = BTreeMap::new();
+    write_db_v1_fixture(Arc::new(strata::storage::MemDirectory::new()), &mut model);
+    let ro = Options {
+        read_only: true,
+        ..Options::default()
+    };
+    let db = Db::open_path(tmp.path(), ro.clone()).unwrap();
+    check_all(&db, &model, "db-v1 read-only");
+    drop(db);
+    let fixture_log = std::fs::read(db_v1_fixture_dir().join("wal-000002.log")).unwrap();
+    let db = Db::open_path(tmp.path(), Options::default()).unwrap();
+    db.put(4, 4004).unwrap();
+    model.insert(4, 4004);
+    db.close().unwrap();
+    let dir = strata::storage::FsDirectory::open(tmp.path()).unwrap();
+    let chain = strata::db::DbManifest::load(&dir).unwrap().unwrap().wal.unwrap();
+    assert_eq!((chain.first, chain.newest), (2, 3));
+    assert_eq!(chain.sealed[0].len, fixture_log.len() as u64);
+    assert_eq!(std::fs::read(tmp.path().join("wal-000002.log")).unwrap(), fixture_log);
+    let db = Db::open_path(tmp.path(), ro).unwrap();
+    check_all(&db, &model, "db-v1 upgraded");
 }
