@@ -145,6 +145,8 @@ fn a_flipped_byte_in_the_last_frame_is_reported_or_refused() {
     let st = db.stats().unwrap();
     assert_eq!((st.recovery_dropped_frames, st.recovery_dropped_bytes), (1, 41));
     assert_eq!(db.get(49).unwrap(), None);
+    let e = db.verify(&mut |_| ()).unwrap_err();
+    assert!(e.to_string().contains(&format!("wal-000001.log at byte offset {}", len - 41)), "{e}");
     drop(db);
     let db = Db::open(dir.clone(), opts()).unwrap();
     let st = db.stats().unwrap();
@@ -154,6 +156,7 @@ fn a_flipped_byte_in_the_last_frame_is_reported_or_refused() {
     // The writer truncated the frame: nothing more is dropped.
     let db = Db::open(dir, strict()).unwrap();
     assert_eq!(db.stats().unwrap().recovery_dropped_frames, 0);
+    db.verify(&mut |_| ()).unwrap();
 }
 
 #[test]

@@ -192,8 +192,10 @@ struct Inner {
     shutdown: AtomicBool,
     killed: AtomicBool,
     peak_memory: AtomicU64,
-    /// What recovery dropped from the end of the log when the store opened.
+    /// What recovery dropped from the end of the log when the store opened,
+    /// and the segment it was dropped from.
     recovery_dropped: crate::log::Dropped,
+    recovery_segment: String,
     merges: AtomicU64,
     merge_ns: AtomicU64,
 }
@@ -340,8 +342,24 @@ impl Db {
     }
 
     /// Reads every page of the static stage and checks its checksums;
-    /// returns the pages checked.
+    /// returns the pages checked. If the open that made this handle dropped a
+    /// complete log frame failing its checksum (see
+    /// [`Options::strict_recovery`]), that is reported first, as
+    /// [`Error::CorruptionAt`] naming the segment and the byte offset: the
+    /// store answers, but maybe without an acknowledged write.
     pub fn verify(&self, progress: &mut dyn FnMut(u64)) -> Result<u64> {
+        let d = self.inner.recovery_dropped;
+        if d.frames > 0 {
+            return Err(Error::corruption_at(
+                self.inner.recovery_segment.clone(),
+                d.offset,
+                format!(
+                    "recovery dropped {} complete log frame(s) ({} bytes) whose payload failed its checksum; \
+                     an acknowledged write may be lost (open with strict recovery to refuse such a store)",
+                    d.frames, d.bytes
+                ),
+            ));
+        }
         match &self.inner.version.load().stat {
             Some(s) => s.index.verify(progress),
             None => Ok(0),

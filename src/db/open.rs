@@ -191,6 +191,7 @@ impl Db {
                 dropped.bytes
             );
         }
+        let recovery_segment = format!("{}/{}", dir.describe(), log::wal_name(segment));
         let page_size = manifest.page_size;
         let inner = Arc::new(Inner {
             dir,
@@ -217,6 +218,7 @@ impl Db {
             killed: AtomicBool::new(false),
             peak_memory: AtomicU64::new(0),
             recovery_dropped: dropped,
+            recovery_segment,
             merges: AtomicU64::new(0),
             merge_ns: AtomicU64::new(0),
             opts,

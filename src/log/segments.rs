@@ -48,6 +48,9 @@ pub struct Dropped {
     pub frames: u64,
     /// Bytes dropped: those frames and any torn (incomplete) tail.
     pub bytes: u64,
+    /// Byte offset in the newest segment where the dropped bytes began
+    /// (its valid length; meaningful when `bytes > 0`).
+    pub offset: u64,
 }
 
 /// Where a log lives and how to recover it.
@@ -330,6 +333,7 @@ fn scan_chain<R: LogRecord>(
             out.dropped = Dropped {
                 frames: r.dropped_frames,
                 bytes: r.torn_bytes,
+                offset: r.valid_len,
             };
             out.tail = Some(Tail {
                 id,
@@ -423,6 +427,7 @@ fn scan_legacy<R: LogRecord>(
             out.dropped = Dropped {
                 frames: r.dropped_frames,
                 bytes: r.torn_bytes,
+                offset: r.valid_len,
             };
             out.tail = Some(Tail {
                 id,
