@@ -7,15 +7,21 @@
 //! - [`WalWriter`]: appends batches to one segment; concurrent writers share
 //!   a write and a sync (group commit) under a [`SyncPolicy`];
 //! - [`replay`]: reads one segment back, dropping a torn tail of the newest
-//!   segment and reporting any other damage as [`crate::Error::Corruption`];
+//!   segment, counting or refusing ([`Recovery`]) a damaged complete last
+//!   frame, and reporting any other damage as [`crate::Error::CorruptionAt`];
+//! - [`WalChain`]: the live segments as the manifest records them (store
+//!   id, first, sealed lengths and last sequence numbers, newest);
 //! - [`recover`] / `create_segment`: a log as numbered segments
-//!   `wal-NNNNNN.log` in a [`Directory`](crate::storage::Directory);
+//!   `wal-NNNNNN.log` in a [`Directory`](crate::storage::Directory), checked
+//!   against its chain;
 //! - `SyncThread`: syncs a log every so many milliseconds;
 //! - [`manifest`]: one checksummed manifest file per store, published by
 //!   write-tmp, sync, rename, sync-dir, and changed by [`Manifest::Edit`]s.
 //!
 //! The crash model: a write is durable once its frame was synced; a crash
-//! may leave the last frame of the newest segment torn, never an older one.
+//! may leave the last frame of the newest segment torn, never an older one,
+//! and never a segment the manifest does not record (rotation publishes the
+//! manifest before any write goes to the new segment).
 //! Formats: `docs/format/log.md`. This module sits above `storage` and
 //! `format` and below `index`.
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]

@@ -1,9 +1,13 @@
-//! Log segments: checksummed frames of batches, torn-tail recovery.
+//! Log segments: a checked header, checksummed frames of batches, torn-tail
+//! recovery.
 //!
-//! A log segment is a 16-byte header (magic `STRATAWL` u64, version u32,
-//! reserved u32) followed by *frames*. Every write to the file is one frame
-//! holding one or more batches (group commit: concurrent writers' batches
-//! share a write and a sync). A frame, all integers little-endian:
+//! A log segment is a header followed by *frames*. The version-2 header (40
+//! bytes) is magic `STRATAWL` u64, version u32, reserved u32, the store id
+//! u64, the segment id u64, the crc32c of the 32 bytes before it u32,
+//! reserved u32; version 1 (still read) is the first 16 bytes only. Every
+//! write to the file is one frame holding one or more batches (group commit:
+//! concurrent writers' batches share a write and a sync). A frame, all
+//! integers little-endian:
 //!
 //! ```text
 //! +--------+---------+--------+----------------------------------------------+
@@ -15,12 +19,14 @@
 //! operations: tag u8 (1 put, 2 delete) | key u64 | value u64).
 //! `len_crc` is the crc32c of the 4 length bytes, so a damaged length is
 //! never trusted; `crc` is the crc32c of the payload. Recovery reads frames
-//! in order. In the newest segment a *torn tail* is dropped with everything
-//! after it: a header cut by the end of the file, a frame whose length runs
-//! past the end of the file or ends exactly at it with a bad payload, or a
-//! damaged header followed only by zero bytes. Any other bad frame, and any
-//! bad frame in an older segment, is [`Error::Corruption`]. See
-//! `docs/format/log.md`.
+//! in order. In the newest segment a *torn tail* (an incomplete frame: a
+//! header cut by the end of the file, a frame whose length runs past it, a
+//! damaged header followed only by zero bytes) is dropped; a complete last
+//! frame whose payload fails its checksum is ambiguous and is dropped and
+//! counted or refused ([`Recovery`]). Any other bad frame, and any bad frame
+//! in an older segment, is [`Error::CorruptionAt`] naming the byte offset.
+//! The decoders ([`decode_header`], [`parse_segment`], [`parse_frames`]) are
+//! pure functions over bytes. See `docs/format/log.md`.
 
 use crate::format::bytes::{get_u32, get_u64, put_u32, put_u64};
 use crate::storage::Storage;
