@@ -477,6 +477,18 @@ fn write_db_v1_fixture(dir: Arc<dyn Directory>, model: &mut BTreeMap<u64, u64>) 
     db.close().unwrap();
 }
 
+/// A temporary copy of `tests/fixtures/db-v1/` (without its README).
+fn copy_of_db_v1_fixture() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(db_v1_fixture_dir()).unwrap() {
+        let e = e.unwrap();
+        if e.file_name() != "README.md" {
+            std::fs::copy(e.path(), tmp.path().join(e.file_name())).unwrap();
+        }
+    }
+    tmp
+}
+
 fn db_v1_fixture_dir() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/db-v1")
 }
@@ -497,13 +509,7 @@ fn write_db_v1_fixture_files() {
 
 #[test]
 fn db_v1_fixture_opens_with_every_key() {
-    let tmp = tempfile::tempdir().unwrap();
-    for e in std::fs::read_dir(db_v1_fixture_dir()).unwrap() {
-        let e = e.unwrap();
-        if e.file_name() != "README.md" {
-            std::fs::copy(e.path(), tmp.path().join(e.file_name())).unwrap();
-        }
-    }
+    let tmp = copy_of_db_v1_fixture();
     let mut model = BTreeMap::new();
     write_db_v1_fixture(Arc::new(strata::storage::MemDirectory::new()), &mut model);
     let db = Db::open_path(tmp.path(), Options::default()).unwrap();
@@ -550,7 +556,11 @@ fn db_v1_fixture_operations_write_v2_log_and_manifest() {
         if name == "wal-000002.log" {
             let h = strata::log::decode_header(&got, name).unwrap();
             assert_eq!(h, strata::log::SegmentHeader::new(chain.store_id, 2));
-            assert_eq!(&got[h.len() as usize..], &fixture[strata::log::WAL_HEADER_LEN_V1 as usize..], "{name}: frames");
+            assert_eq!(
+                &got[h.len() as usize..],
+                &fixture[strata::log::WAL_HEADER_LEN_V1 as usize..],
+                "{name}: frames"
+            );
         } else if name == "strata-db.manifest" {
             assert_eq!(&got[8..12], &2u32.to_le_bytes(), "manifest version 2");
             let mut old = strata::db::DbManifest::decode(&fixture, name).unwrap();
@@ -568,13 +578,7 @@ fn db_v1_fixture_operations_write_v2_log_and_manifest() {
 /// manifest records the chain, and every answer stays the same.
 #[test]
 fn db_v1_fixture_is_upgraded_by_a_writer() {
-    let tmp = tempfile::tempdir().unwrap();
-    for e in std::fs::read_dir(db_v1_fixture_dir()).unwrap() {
-        let e = e.unwrap();
-        if e.file_name() != "README.md" {
-            std::fs::copy(e.path(), tmp.path().join(e.file_name())).unwrap();
-        }
-    }
+    let tmp = copy_of_db_v1_fixture();
     let mut model = BTreeMap::new();
     write_db_v1_fixture(Arc::new(strata::storage::MemDirectory::new()), &mut model);
     let ro = Options {
@@ -593,7 +597,10 @@ fn db_v1_fixture_is_upgraded_by_a_writer() {
     let chain = strata::db::DbManifest::load(&dir).unwrap().unwrap().wal.unwrap();
     assert_eq!((chain.first, chain.newest), (2, 3));
     assert_eq!(chain.sealed[0].len, fixture_log.len() as u64);
-    assert_eq!(std::fs::read(tmp.path().join("wal-000002.log")).unwrap(), fixture_log);
+    assert_eq!(
+        std::fs::read(tmp.path().join("wal-000002.log")).unwrap(),
+        fixture_log
+    );
     let db = Db::open_path(tmp.path(), ro).unwrap();
     check_all(&db, &model, "db-v1 upgraded");
 }

@@ -110,10 +110,16 @@ fn an_older_segment_cut_at_a_frame_boundary_is_corruption() {
     assert_eq!((c.first, c.sealed.len(), c.newest), (1, 1, 2));
     assert_eq!(c.sealed[0].last_seq, 40);
     let db = Db::open(dir.clone(), ro()).unwrap();
-    assert_eq!(db.range(..).map(|r| r.unwrap()).collect::<BTreeMap<_, _>>(), model);
+    assert_eq!(
+        db.range(..).map(|r| r.unwrap()).collect::<BTreeMap<_, _>>(),
+        model
+    );
     drop(db);
     // Drop the last frame (one put: 12 + 12 + 17 bytes): whole frames remain.
-    mem.open("wal-000001.log").unwrap().set_len(c.sealed[0].len - 41).unwrap();
+    mem.open("wal-000001.log")
+        .unwrap()
+        .set_len(c.sealed[0].len - 41)
+        .unwrap();
     let msg = corruption_naming(Db::open(dir.clone(), ro()), "wal-000001.log");
     assert!(msg.contains("byte offset"), "{msg}");
     corruption_naming(Db::open(dir, opts()), "wal-000001.log");
@@ -138,7 +144,16 @@ fn a_flipped_byte_in_the_last_frame_is_reported_or_refused() {
     // Strict: refused, naming the file and the frame's byte offset.
     let msg = corruption_naming(Db::open(dir.clone(), strict()), "wal-000001.log");
     assert!(msg.contains(&format!("at byte offset {}", len - 41)), "{msg}");
-    let msg = corruption_naming(Db::open(dir.clone(), Options { read_only: true, ..strict() }), "wal-000001.log");
+    let msg = corruption_naming(
+        Db::open(
+            dir.clone(),
+            Options {
+                read_only: true,
+                ..strict()
+            },
+        ),
+        "wal-000001.log",
+    );
     assert!(msg.contains("byte offset"), "{msg}");
     // Lenient: dropped, and said so.
     let db = Db::open(dir.clone(), ro()).unwrap();
@@ -146,7 +161,11 @@ fn a_flipped_byte_in_the_last_frame_is_reported_or_refused() {
     assert_eq!((st.recovery_dropped_frames, st.recovery_dropped_bytes), (1, 41));
     assert_eq!(db.get(49).unwrap(), None);
     let e = db.verify(&mut |_| ()).unwrap_err();
-    assert!(e.to_string().contains(&format!("wal-000001.log at byte offset {}", len - 41)), "{e}");
+    assert!(
+        e.to_string()
+            .contains(&format!("wal-000001.log at byte offset {}", len - 41)),
+        "{e}"
+    );
     drop(db);
     let db = Db::open(dir.clone(), opts()).unwrap();
     let st = db.stats().unwrap();
@@ -173,7 +192,11 @@ fn a_crash_at_any_step_of_a_rotation_loses_nothing_acknowledged() {
                 db.put(k, k + 1).unwrap();
                 model.insert(k, k + 1);
             }
-            let op = if kind == FaultKind::Eio { FaultOp::Sync } else { FaultOp::Write };
+            let op = if kind == FaultKind::Eio {
+                FaultOp::Sync
+            } else {
+                FaultOp::Write
+            };
             fd.plan().inject(op, nth, kind, false);
             let rotated = {
                 let mut ms = db.inner.merge.lock();
@@ -189,7 +212,11 @@ fn a_crash_at_any_step_of_a_rotation_loses_nothing_acknowledged() {
             db.kill();
             fd.crash();
             let db = Db::open(dir.clone(), opts()).unwrap_or_else(|e| panic!("{nth} {kind:?}: {e}"));
-            assert_eq!(db.range(..).map(|r| r.unwrap()).collect::<BTreeMap<_, _>>(), model, "{nth} {kind:?}");
+            assert_eq!(
+                db.range(..).map(|r| r.unwrap()).collect::<BTreeMap<_, _>>(),
+                model,
+                "{nth} {kind:?}"
+            );
             db.put(1000, 1).unwrap();
             db.close().unwrap();
             let db = Db::open(dir, strict()).unwrap();

@@ -175,7 +175,12 @@ impl Db {
         };
         let (wal, segment, max_seq, dropped) = if read_only {
             let r = log::replay_segments(dir.as_ref(), &spec, apply)?;
-            (None, manifest.wal.as_ref().map_or(manifest.log_start, |c| c.newest), r.max_seq, r.dropped)
+            (
+                None,
+                manifest.wal.as_ref().map_or(manifest.log_start, |c| c.newest),
+                r.max_seq,
+                r.dropped,
+            )
         } else {
             let rec = log::recover::<WalOp>(dir.as_ref(), &spec, opts.sync, apply)?;
             if rec.upgraded {

@@ -214,8 +214,10 @@ impl Inner {
             return Err(Error::invalid("the store's manifest records no log chain"));
         };
         let next = chain.sealed_at(0, 0);
-        let w = create_segment(self.dir.as_ref(), &next, 0, self.opts.sync, &|s| self.io.wrap_rw(s))
-            .inspect_err(|e| self.poison(e))?;
+        let w = create_segment(self.dir.as_ref(), &next, 0, self.opts.sync, &|s| {
+            self.io.wrap_rw(s)
+        })
+        .inspect_err(|e| self.poison(e))?;
         let id = next.newest;
         ms.next_segment = id + 1;
         let mut g = self.gate.write();

@@ -67,10 +67,16 @@ impl WalChain {
         let mut prev_seq = 0u64;
         for (want, s) in (self.first..).zip(&self.sealed) {
             if s.id != want {
-                return Err(bad(format!("sealed segment {} where segment {want} belongs", s.id)));
+                return Err(bad(format!(
+                    "sealed segment {} where segment {want} belongs",
+                    s.id
+                )));
             }
             if s.last_seq < prev_seq {
-                return Err(bad(format!("sealed segment {} ends at sequence {} before {prev_seq}", s.id, s.last_seq)));
+                return Err(bad(format!(
+                    "sealed segment {} ends at sequence {} before {prev_seq}",
+                    s.id, s.last_seq
+                )));
             }
             prev_seq = s.last_seq;
         }

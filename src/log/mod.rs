@@ -34,9 +34,9 @@ mod segments;
 mod sync;
 mod writer;
 
+pub use chain::{SealedSegment, WalChain};
 pub use manifest::Manifest;
 pub use record::LogRecord;
-pub use chain::{SealedSegment, WalChain};
 pub use segment::{
     LogBatch, Recovery, Replay, SegmentHeader, WAL_HEADER_LEN, WAL_HEADER_LEN_V1, WAL_MAGIC, WAL_VERSION,
     WAL_VERSION_1, decode_header, parse_frames, parse_segment, replay, replay_with,

@@ -138,7 +138,11 @@ pub fn decode_header(bytes: &[u8], file: &str) -> Result<SegmentHeader> {
                 return Err(truncated(WAL_HEADER_LEN));
             };
             if crc32c::crc32c(head) != crc || get_u32(bytes, 36) != Some(0) {
-                return Err(Error::corruption_at(file, 0, "log segment header fails its checksum"));
+                return Err(Error::corruption_at(
+                    file,
+                    0,
+                    "log segment header fails its checksum",
+                ));
             }
             Ok(SegmentHeader::new(store, seg))
         }
@@ -256,7 +260,12 @@ pub fn replay_with<R: LogRecord>(storage: &dyn Storage, last: bool, mode: Recove
 /// Parses a whole segment held in `bytes` (file name `file`): the header,
 /// then every frame, under the rules of [`replay`]. A pure function over
 /// bytes (the fuzz target's entry point); never panics.
-pub fn parse_segment<R: LogRecord>(bytes: &[u8], file: &str, last: bool, mode: Recovery) -> Result<Replay<R>> {
+pub fn parse_segment<R: LogRecord>(
+    bytes: &[u8],
+    file: &str,
+    last: bool,
+    mode: Recovery,
+) -> Result<Replay<R>> {
     let len = bytes.len() as u64;
     if len < WAL_HEADER_LEN_V1 && last {
         // Created but its header never became durable.

@@ -23,7 +23,7 @@ use crate::{Error, Result};
 use super::chain::{SealedSegment, WalChain};
 use super::record::LogRecord;
 use super::segment::{
-    LogBatch, Recovery, SegmentHeader, WAL_HEADER_LEN, WAL_VERSION, WAL_VERSION_1, parse_segment,
+    LogBatch, Recovery, Replay, SegmentHeader, WAL_HEADER_LEN, WAL_VERSION, WAL_VERSION_1, parse_segment,
 };
 use super::writer::{SyncPolicy, WalWriter};
 
@@ -119,7 +119,11 @@ pub fn recover<R: LogRecord>(
     let max_seq = scan.max_seq;
     if let Some(chain) = spec.chain {
         let Some(tail) = scan.tail else {
-            return Err(Error::corruption_at(seg_path(dir, chain.newest), 0, "the newest log segment is missing"));
+            return Err(Error::corruption_at(
+                seg_path(dir, chain.newest),
+                0,
+                "the newest log segment is missing",
+            ));
         };
         let header = tail.header.ok_or_else(|| short_newest(dir, tail.id))?;
         let writer = WalWriter::reopen(tail.storage, sync, header, tail.valid_len, max_seq)?;
@@ -212,6 +216,42 @@ struct Scan {
     leftovers: Vec<String>,
 }
 
+impl Scan {
+    /// Nothing scanned yet; `floor` is the highest sequence number before the log.
+    fn new(floor: u64) -> Self {
+        Scan {
+            max_seq: floor,
+            dropped: Dropped::default(),
+            tail: None,
+            sealed: Vec::new(),
+            leftovers: Vec::new(),
+        }
+    }
+
+    /// Hands the batches of a replayed segment to `apply`, in order.
+    fn apply<R: LogRecord>(&mut self, r: &Replay<R>, apply: &mut impl FnMut(&LogBatch<R>)) {
+        for b in &r.batches {
+            apply(b);
+            self.max_seq = self.max_seq.max(b.seq);
+        }
+    }
+
+    /// Records the newest segment and what its replay dropped.
+    fn set_tail<R: LogRecord>(&mut self, id: u64, storage: Arc<dyn Storage>, r: &Replay<R>) {
+        self.dropped = Dropped {
+            frames: r.dropped_frames,
+            bytes: r.torn_bytes,
+            offset: r.valid_len,
+        };
+        self.tail = Some(Tail {
+            id,
+            storage,
+            header: r.header,
+            valid_len: r.valid_len,
+        });
+    }
+}
+
 fn seg_path(dir: &dyn Directory, id: u64) -> String {
     format!("{}/{}", dir.describe(), wal_name(id))
 }
@@ -231,7 +271,11 @@ fn read_all(st: &dyn Storage) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
-fn scan<R: LogRecord>(dir: &dyn Directory, spec: &LogSpec<'_>, apply: impl FnMut(&LogBatch<R>)) -> Result<Scan> {
+fn scan<R: LogRecord>(
+    dir: &dyn Directory,
+    spec: &LogSpec<'_>,
+    apply: impl FnMut(&LogBatch<R>),
+) -> Result<Scan> {
     match spec.chain {
         Some(chain) => scan_chain(dir, spec, chain, apply),
         None => scan_legacy(dir, spec, apply),
@@ -245,19 +289,17 @@ fn scan_chain<R: LogRecord>(
     mut apply: impl FnMut(&LogBatch<R>),
 ) -> Result<Scan> {
     let ids: BTreeSet<u64> = spec.names.iter().filter_map(|n| wal_id(n)).collect();
-    let mut out = Scan {
-        max_seq: spec.floor,
-        dropped: Dropped::default(),
-        tail: None,
-        sealed: Vec::new(),
-        leftovers: Vec::new(),
-    };
+    let mut out = Scan::new(spec.floor);
     for id in chain.first..=chain.newest {
         let file = seg_path(dir, id);
         let last = id == chain.newest;
         let sealed = chain.sealed_segment(id);
         if !ids.contains(&id) {
-            let role = if last { "the newest segment" } else { "a sealed segment" };
+            let role = if last {
+                "the newest segment"
+            } else {
+                "a sealed segment"
+            };
             return Err(Error::corruption_at(
                 file,
                 0,
@@ -315,10 +357,7 @@ fn scan_chain<R: LogRecord>(
                 }
             }
         }
-        for b in &r.batches {
-            apply(b);
-            out.max_seq = out.max_seq.max(b.seq);
-        }
+        out.apply(&r, &mut apply);
         if let Some(s) = sealed.filter(|s| s.last_seq != out.max_seq) {
             return Err(Error::corruption_at(
                 file,
@@ -330,17 +369,7 @@ fn scan_chain<R: LogRecord>(
             ));
         }
         if last {
-            out.dropped = Dropped {
-                frames: r.dropped_frames,
-                bytes: r.torn_bytes,
-                offset: r.valid_len,
-            };
-            out.tail = Some(Tail {
-                id,
-                storage,
-                header: r.header,
-                valid_len: r.valid_len,
-            });
+            out.set_tail(id, storage, &r);
         }
     }
     for &id in ids.range(chain.newest.saturating_add(1)..) {
@@ -384,13 +413,7 @@ fn scan_legacy<R: LogRecord>(
             ));
         }
     }
-    let mut out = Scan {
-        max_seq: spec.floor,
-        dropped: Dropped::default(),
-        tail: None,
-        sealed: Vec::new(),
-        leftovers: Vec::new(),
-    };
+    let mut out = Scan::new(spec.floor);
     // A version-2 segment holding at most its header at the end: an upgrade
     // (see `recover`) interrupted before its manifest was published.
     if let Some(&id) = segs.last() {
@@ -414,27 +437,14 @@ fn scan_legacy<R: LogRecord>(
                 "a version-2 log segment in a store whose manifest records no log chain",
             ));
         }
-        for b in &r.batches {
-            apply(b);
-            out.max_seq = out.max_seq.max(b.seq);
-        }
+        out.apply(&r, &mut apply);
         out.sealed.push(SealedSegment {
             id,
             len: if last { r.valid_len } else { bytes.len() as u64 },
             last_seq: out.max_seq,
         });
         if last {
-            out.dropped = Dropped {
-                frames: r.dropped_frames,
-                bytes: r.torn_bytes,
-                offset: r.valid_len,
-            };
-            out.tail = Some(Tail {
-                id,
-                storage,
-                header: r.header,
-                valid_len: r.valid_len,
-            });
+            out.set_tail(id, storage, &r);
         }
     }
     Ok(out)

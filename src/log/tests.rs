@@ -135,7 +135,8 @@ fn byte_string_group_commit_crash_and_recover() {
         }
     });
     // Segment 2 takes the next writes; its last frame is torn by a crash.
-    let w2 = create_segment::<KvOp>(dir.as_ref(), &c1.sealed_at(0, 0), 0, SyncPolicy::Always, &no_wrap).unwrap();
+    let w2 =
+        create_segment::<KvOp>(dir.as_ref(), &c1.sealed_at(0, 0), 0, SyncPolicy::Always, &no_wrap).unwrap();
     w.sync().unwrap();
     let chain = c1.sealed_at(w.len(), w.last_seq());
     assert_eq!(w.last_seq(), 3099);
@@ -152,10 +153,15 @@ fn byte_string_group_commit_crash_and_recover() {
     fd.crash();
     let names = dir.list().unwrap();
     let mut seqs = Vec::new();
-    let rec = recover::<KvOp>(dir.as_ref(), &spec(&names, Some(&chain), 1, 0), SyncPolicy::Always, |b| {
-        seqs.push(b.seq);
-        apply(&mut model, &b.ops);
-    })
+    let rec = recover::<KvOp>(
+        dir.as_ref(),
+        &spec(&names, Some(&chain), 1, 0),
+        SyncPolicy::Always,
+        |b| {
+            seqs.push(b.seq);
+            apply(&mut model, &b.ops);
+        },
+    )
     .unwrap();
     assert_eq!(rec.segment, 2);
     assert_eq!(rec.max_seq, 10_029);
@@ -170,10 +176,18 @@ fn byte_string_group_commit_crash_and_recover() {
     // A missing segment is corruption.
     dir.remove(&wal_name(1)).unwrap();
     let names = dir.list().unwrap();
-    let err = recover::<KvOp>(dir.as_ref(), &spec(&names, Some(&chain), 1, 0), SyncPolicy::Always, |_| ())
-        .unwrap_err();
+    let err = recover::<KvOp>(
+        dir.as_ref(),
+        &spec(&names, Some(&chain), 1, 0),
+        SyncPolicy::Always,
+        |_| (),
+    )
+    .unwrap_err();
     assert!(err.is_corruption());
-    assert!(err.to_string().contains("wal-000001.log at byte offset 0"), "{err}");
+    assert!(
+        err.to_string().contains("wal-000001.log at byte offset 0"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -370,7 +384,8 @@ fn three_segments(dir: &dyn Directory, store: u64) -> (WalChain, u64) {
             w.append(seq, &batch(seq)).unwrap();
         }
         // The rotation order: new segment durable, old synced, then sealed.
-        let next = create_segment::<KvOp>(dir, &chain.sealed_at(0, 0), 0, SyncPolicy::Always, &no_wrap).unwrap();
+        let next =
+            create_segment::<KvOp>(dir, &chain.sealed_at(0, 0), 0, SyncPolicy::Always, &no_wrap).unwrap();
         w.sync().unwrap();
         chain = chain.sealed_at(w.len(), w.last_seq());
         next.raise_floor(w.last_seq());
@@ -415,7 +430,10 @@ fn a_clean_chain_replays_every_segment() {
     let rec = open_chain(&dir, &chain, Recovery::Strict).unwrap();
     assert_eq!((rec.segment, rec.max_seq, rec.upgraded), (3, 30, false));
     assert_eq!(rec.dropped, Dropped::default());
-    assert_eq!(chain.sealed.iter().map(|s| s.last_seq).collect::<Vec<_>>(), vec![10, 20]);
+    assert_eq!(
+        chain.sealed.iter().map(|s| s.last_seq).collect::<Vec<_>>(),
+        vec![10, 20]
+    );
 }
 
 #[test]
@@ -427,7 +445,10 @@ fn a_sealed_segment_cut_at_a_frame_boundary_is_corruption() {
     let r = replay::<KvOp>(dir.open(&wal_name(1)).unwrap().as_ref(), false).unwrap();
     assert_eq!(r.batches.len(), 9);
     let msg = corruption_naming(open_chain(&dir, &chain, Recovery::Lenient), "wal-000001.log");
-    assert!(msg.contains("byte offset") && msg.contains("the manifest records"), "{msg}");
+    assert!(
+        msg.contains("byte offset") && msg.contains("the manifest records"),
+        "{msg}"
+    );
 }
 
 #[test]
@@ -458,7 +479,11 @@ fn swapped_segments_are_corruption() {
 
 #[test]
 fn missing_segments_are_corruption() {
-    for (gone, file) in [(3, "wal-000003.log"), (2, "wal-000002.log"), (1, "wal-000001.log")] {
+    for (gone, file) in [
+        (3, "wal-000003.log"),
+        (2, "wal-000002.log"),
+        (1, "wal-000001.log"),
+    ] {
         let dir = MemDirectory::new();
         let (chain, _) = three_segments(&dir, 7);
         dir.remove(&wal_name(gone)).unwrap();
@@ -507,18 +532,26 @@ fn a_damaged_last_frame_is_counted_or_refused() {
     let f = dir.file(&wal_name(3)).unwrap();
     let len = f.contents().len() as u64;
     f.corrupt_byte(len - 1);
-    let frame_len = (FRAME_HEADER + 12 + batch(30).iter().map(|op| {
-        let mut v = Vec::new();
-        op.encode(&mut v);
-        v.len()
-    }).sum::<usize>()) as u64;
+    let frame_len = (FRAME_HEADER
+        + 12
+        + batch(30)
+            .iter()
+            .map(|op| {
+                let mut v = Vec::new();
+                op.encode(&mut v);
+                v.len()
+            })
+            .sum::<usize>()) as u64;
     let msg = corruption_naming(open_chain(&dir, &chain, Recovery::Strict), "wal-000003.log");
     assert!(msg.contains(&format!("byte offset {}", len - frame_len)), "{msg}");
     let names = dir.list().unwrap();
     let r = replay_segments::<KvOp>(&dir, &spec(&names, Some(&chain), 1, 0), |_| ()).unwrap();
     assert_eq!((r.max_seq, r.dropped.frames, r.dropped.bytes), (29, 1, frame_len));
     let rec = open_chain(&dir, &chain, Recovery::Lenient).unwrap();
-    assert_eq!((rec.max_seq, rec.dropped.frames, rec.dropped.bytes), (29, 1, frame_len));
+    assert_eq!(
+        (rec.max_seq, rec.dropped.frames, rec.dropped.bytes),
+        (29, 1, frame_len)
+    );
     // The writer truncated it: the next open drops nothing.
     drop(rec);
     let rec = open_chain(&dir, &chain, Recovery::Strict).unwrap();
