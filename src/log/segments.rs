@@ -48,8 +48,8 @@ pub struct Dropped {
     pub frames: u64,
     /// Bytes dropped: those frames and any torn (incomplete) tail.
     pub bytes: u64,
-    /// Byte offset in the newest segment where the dropped bytes began
-    /// (its valid length; meaningful when `bytes > 0`).
+    /// Byte offset in the newest segment where the dropped bytes began (its
+    /// valid length; 0 when nothing was dropped).
     pub offset: u64,
 }
 
@@ -241,7 +241,7 @@ impl Scan {
         self.dropped = Dropped {
             frames: r.dropped_frames,
             bytes: r.torn_bytes,
-            offset: r.valid_len,
+            offset: if r.torn_bytes > 0 { r.valid_len } else { 0 },
         };
         self.tail = Some(Tail {
             id,
