@@ -180,6 +180,7 @@ impl PyDb {
             resident: resident.parse::<Residency>().py()?,
             read_only,
             create_if_missing: !read_only,
+            strict_recovery: false,
         };
         let db = py.detach(|| Db::open_path(&path, opts)).py()?;
         Ok(PyDb {
