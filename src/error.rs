@@ -116,6 +116,19 @@ pub enum Error {
         /// shared (by readers).
         exclusive: bool,
     },
+
+    /// A checksum or structural check failed in a byte-addressed file (a
+    /// write-ahead log segment): like [`Error::Corruption`], but the place is
+    /// a byte offset, not a page. The data is never returned as an answer.
+    #[error("corruption in {file} at byte offset {offset}: {detail}")]
+    CorruptionAt {
+        /// The file whose bytes failed the check.
+        file: String,
+        /// The byte offset inside the file (0 for the file header).
+        offset: u64,
+        /// What exactly failed.
+        detail: String,
+    },
 }
 
 impl Error {
@@ -136,6 +149,15 @@ impl Error {
         }
     }
 
+    /// An [`Error::CorruptionAt`]: corruption at a byte offset of `file`.
+    pub fn corruption_at(file: impl Into<String>, offset: u64, detail: impl Into<String>) -> Self {
+        Error::CorruptionAt {
+            file: file.into(),
+            offset,
+            detail: detail.into(),
+        }
+    }
+
     /// An [`Error::InvalidInput`].
     pub fn invalid(msg: impl Into<String>) -> Self {
         Error::InvalidInput(msg.into())
@@ -145,7 +167,10 @@ impl Error {
     pub fn is_corruption(&self) -> bool {
         matches!(
             self,
-            Error::Corruption { .. } | Error::BadMagic { .. } | Error::Truncated { .. }
+            Error::Corruption { .. }
+                | Error::CorruptionAt { .. }
+                | Error::BadMagic { .. }
+                | Error::Truncated { .. }
         )
     }
 }

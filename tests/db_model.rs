@@ -477,6 +477,18 @@ fn write_db_v1_fixture(dir: Arc<dyn Directory>, model: &mut BTreeMap<u64, u64>) 
     db.close().unwrap();
 }
 
+/// A temporary copy of `tests/fixtures/db-v1/` (without its README).
+fn copy_of_db_v1_fixture() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(db_v1_fixture_dir()).unwrap() {
+        let e = e.unwrap();
+        if e.file_name() != "README.md" {
+            std::fs::copy(e.path(), tmp.path().join(e.file_name())).unwrap();
+        }
+    }
+    tmp
+}
+
 fn db_v1_fixture_dir() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/db-v1")
 }
@@ -497,13 +509,7 @@ fn write_db_v1_fixture_files() {
 
 #[test]
 fn db_v1_fixture_opens_with_every_key() {
-    let tmp = tempfile::tempdir().unwrap();
-    for e in std::fs::read_dir(db_v1_fixture_dir()).unwrap() {
-        let e = e.unwrap();
-        if e.file_name() != "README.md" {
-            std::fs::copy(e.path(), tmp.path().join(e.file_name())).unwrap();
-        }
-    }
+    let tmp = copy_of_db_v1_fixture();
     let mut model = BTreeMap::new();
     write_db_v1_fixture(Arc::new(strata::storage::MemDirectory::new()), &mut model);
     let db = Db::open_path(tmp.path(), Options::default()).unwrap();
@@ -519,8 +525,13 @@ fn db_v1_fixture_opens_with_every_key() {
     assert_eq!(db.count().unwrap(), model.len() as u64);
 }
 
+/// The same operations now write version-2 log segments and a version-2
+/// manifest (a random store id, so not byte for byte): the generation files
+/// are the fixture's bytes, the log segment is a version-2 header naming the
+/// store and segment 2 followed by the fixture segment's frames, unchanged,
+/// and the manifest holds the fixture's fields plus the log chain.
 #[test]
-fn db_v1_fixture_bytes_are_reproduced() {
+fn db_v1_fixture_operations_write_v2_log_and_manifest() {
     let mem = strata::storage::MemDirectory::new();
     write_db_v1_fixture(Arc::new(mem.clone()), &mut BTreeMap::new());
     let mut want: Vec<String> = std::fs::read_dir(db_v1_fixture_dir())
@@ -530,21 +541,72 @@ fn db_v1_fixture_bytes_are_reproduced() {
         .collect();
     want.sort();
     assert_eq!(mem.list().unwrap(), want, "file names");
-    for name in &want {
+    let read = |name: &str| {
         let f = mem.open(name).unwrap();
         let mut got = vec![0u8; f.len().unwrap() as usize];
         f.read_at(0, &mut got).unwrap();
+        got
+    };
+    let manifest = strata::db::DbManifest::load(&mem).unwrap().unwrap();
+    let chain = manifest.wal.clone().unwrap();
+    assert_eq!((chain.first, chain.newest, chain.sealed.len()), (2, 2, 0));
+    for name in &want {
+        let got = read(name);
         let fixture = std::fs::read(db_v1_fixture_dir().join(name)).unwrap();
-        if name == "strata-db.manifest" {
-            // The store's manifest records the generation's build id.
-            let mut m = strata::db::DbManifest::decode(&got, name).unwrap();
-            assert!(m.static_build_id.take().is_some(), "{name}: no build id");
-            assert_eq!(m, strata::db::DbManifest::decode(&fixture, name).unwrap());
-            continue;
+        if name == "wal-000002.log" {
+            let h = strata::log::decode_header(&got, name).unwrap();
+            assert_eq!(h, strata::log::SegmentHeader::new(chain.store_id, 2));
+            assert_eq!(
+                &got[h.len() as usize..],
+                &fixture[strata::log::WAL_HEADER_LEN_V1 as usize..],
+                "{name}: frames"
+            );
+        } else if name == "strata-db.manifest" {
+            assert_eq!(&got[8..12], &2u32.to_le_bytes(), "manifest version 2");
+            let mut old = strata::db::DbManifest::decode(&fixture, name).unwrap();
+            assert_eq!(old.wal, None);
+            old.wal = Some(chain.clone());
+            old.static_build_id = manifest.static_build_id;
+            assert!(old.static_build_id.is_some(), "{name}: no build id");
+            assert_eq!(manifest, old);
+        } else {
+            let mut got = got;
+            without_build_id(name, &mut got);
+            assert!(got == fixture, "{name}: bytes differ from the fixture");
         }
-        without_build_id(name, &mut got);
-        assert!(got == fixture, "{name}: bytes differ from the fixture");
     }
+}
+
+/// A version-1 store opens read-only as it is, and a writer upgrades it: its
+/// version-1 segment is sealed, a version-2 segment takes the writes, the
+/// manifest records the chain, and every answer stays the same.
+#[test]
+fn db_v1_fixture_is_upgraded_by_a_writer() {
+    let tmp = copy_of_db_v1_fixture();
+    let mut model = BTreeMap::new();
+    write_db_v1_fixture(Arc::new(strata::storage::MemDirectory::new()), &mut model);
+    let ro = Options {
+        read_only: true,
+        ..Options::default()
+    };
+    let db = Db::open_path(tmp.path(), ro.clone()).unwrap();
+    check_all(&db, &model, "db-v1 read-only");
+    drop(db);
+    let fixture_log = std::fs::read(db_v1_fixture_dir().join("wal-000002.log")).unwrap();
+    let db = Db::open_path(tmp.path(), Options::default()).unwrap();
+    db.put(4, 4004).unwrap();
+    model.insert(4, 4004);
+    db.close().unwrap();
+    let dir = strata::storage::FsDirectory::open(tmp.path()).unwrap();
+    let chain = strata::db::DbManifest::load(&dir).unwrap().unwrap().wal.unwrap();
+    assert_eq!((chain.first, chain.newest), (2, 3));
+    assert_eq!(chain.sealed[0].len, fixture_log.len() as u64);
+    assert_eq!(
+        std::fs::read(tmp.path().join("wal-000002.log")).unwrap(),
+        fixture_log
+    );
+    let db = Db::open_path(tmp.path(), ro).unwrap();
+    check_all(&db, &model, "db-v1 upgraded");
 }
 
 /// Takes out what the fixture, from before build ids (issue 16), lacks: the

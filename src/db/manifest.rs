@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::Result;
-use crate::log::{Manifest, manifest};
+use crate::log::{Manifest, WalChain, manifest};
 use crate::storage::Directory;
 
 /// File name of the manifest.
@@ -16,8 +16,10 @@ pub(crate) const DB_MANIFEST_FILE: &str = "strata-db.manifest";
 pub(super) const DB_MANIFEST_TMP: &str = "strata-db.manifest.tmp";
 /// Magic number at the start of the manifest: `STRATADB`.
 pub(super) const DB_MANIFEST_MAGIC: u64 = u64::from_le_bytes(*b"STRATADB");
-/// Format version of the manifest.
-pub(super) const DB_MANIFEST_VERSION: u32 = 1;
+/// Format version of the manifest (2: it records the log chain, `wal`).
+pub(super) const DB_MANIFEST_VERSION: u32 = 2;
+/// Version-1 manifests (no log chain) are still read.
+const DB_MANIFEST_MIN_VERSION: u32 = 1;
 
 /// What the manifest records (its payload, JSON).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -48,6 +50,12 @@ pub struct DbManifest {
     /// files'); absent in manifests from before build ids (issue 16).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub static_build_id: Option<u64>,
+    /// The live log segments: the store's id, the first segment (equal to
+    /// `log_start`), each sealed segment's length and last sequence number,
+    /// and the newest segment (see `docs/format/db.md`). `None` only in a
+    /// version-1 manifest: its store is upgraded by the next writer's open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wal: Option<WalChain>,
 }
 
 /// A change to the store's manifest.
@@ -82,6 +90,9 @@ pub enum DbEdit {
         /// See [`DbManifest::static_build_id`].
         static_build_id: Option<u64>,
     },
+    /// The log chain changed (a rotation sealed the newest segment, or an
+    /// open upgraded a version-1 store): records `0` as [`DbManifest::wal`].
+    Wal(WalChain),
 }
 
 impl Manifest for DbManifest {
@@ -90,6 +101,7 @@ impl Manifest for DbManifest {
     const TMP: &'static str = DB_MANIFEST_TMP;
     const MAGIC: u64 = DB_MANIFEST_MAGIC;
     const VERSION: u32 = DB_MANIFEST_VERSION;
+    const MIN_VERSION: u32 = DB_MANIFEST_MIN_VERSION;
     const WHAT: &'static str = "db manifest";
     const MAGIC_NAME: &'static str = "strata db manifest";
 
@@ -124,14 +136,17 @@ impl Manifest for DbManifest {
                 self.merges += 1;
                 self.auto_decided_n = *auto_decided_n;
                 self.static_build_id = *static_build_id;
+                self.wal = self.wal.as_ref().map(|c| c.starting_at(*log_start));
             }
+            DbEdit::Wal(chain) => self.wal = Some(chain.clone()),
         }
         Ok(())
     }
 }
 
 impl DbManifest {
-    /// The manifest of a new, empty store.
+    /// The manifest of a new, empty store (its log chain set by a
+    /// [`DbEdit::Wal`] once its first segment exists).
     pub(crate) fn empty(page_size: usize) -> Self {
         DbManifest {
             generation: 0,
@@ -144,6 +159,7 @@ impl DbManifest {
             auto_decided_n: 0,
             strata_version: env!("CARGO_PKG_VERSION").to_string(),
             static_build_id: None,
+            wal: None,
         }
     }
 

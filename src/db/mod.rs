@@ -127,6 +127,14 @@ pub struct DbStats {
     pub merging: bool,
     /// Highest sequence number handed out.
     pub last_seq: u64,
+    /// Complete log frames the last open dropped from the end of the newest
+    /// log segment because their payload failed its checksum (a crash
+    /// during their write, or damage to an acknowledged write: see
+    /// [`Options::strict_recovery`]). 0 after a clean recovery.
+    pub recovery_dropped_frames: u64,
+    /// Bytes the last open dropped from the end of the newest log segment:
+    /// those frames and any torn (incomplete, never acknowledged) tail.
+    pub recovery_dropped_bytes: u64,
 }
 
 /// One immutable view of the stages; readers load it with one atomic read.
@@ -184,6 +192,10 @@ struct Inner {
     shutdown: AtomicBool,
     killed: AtomicBool,
     peak_memory: AtomicU64,
+    /// What recovery dropped from the end of the log when the store opened,
+    /// and the segment it was dropped from.
+    recovery_dropped: crate::log::Dropped,
+    recovery_segment: String,
     merges: AtomicU64,
     merge_ns: AtomicU64,
 }
@@ -319,6 +331,8 @@ impl Db {
             merge_seconds: inner.merge_ns.load(Ordering::Relaxed) as f64 / 1e9,
             merging,
             last_seq: inner.next_seq.load(Ordering::SeqCst).saturating_sub(1),
+            recovery_dropped_frames: inner.recovery_dropped.frames,
+            recovery_dropped_bytes: inner.recovery_dropped.bytes,
         })
     }
 
@@ -328,8 +342,24 @@ impl Db {
     }
 
     /// Reads every page of the static stage and checks its checksums;
-    /// returns the pages checked.
+    /// returns the pages checked. If the open that made this handle dropped a
+    /// complete log frame failing its checksum (see
+    /// [`Options::strict_recovery`]), that is reported first, as
+    /// [`Error::CorruptionAt`] naming the segment and the byte offset: the
+    /// store answers, but maybe without an acknowledged write.
     pub fn verify(&self, progress: &mut dyn FnMut(u64)) -> Result<u64> {
+        let d = self.inner.recovery_dropped;
+        if d.frames > 0 {
+            return Err(Error::corruption_at(
+                self.inner.recovery_segment.clone(),
+                d.offset,
+                format!(
+                    "recovery dropped {} complete log frame(s) ({} bytes) whose payload failed its checksum; \
+                     an acknowledged write may be lost (open with strict recovery to refuse such a store)",
+                    d.frames, d.bytes
+                ),
+            ));
+        }
         match &self.inner.version.load().stat {
             Some(s) => s.index.verify(progress),
             None => Ok(0),
@@ -366,5 +396,7 @@ impl Inner {
     }
 }
 
+#[cfg(test)]
+mod chain_tests;
 #[cfg(test)]
 mod tests;

@@ -7,7 +7,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use crate::log::{self, SyncThread, wal_id};
+use crate::log::{self, Dropped, LogSpec, Recovery, SyncThread, WAL_HEADER_LEN, WalChain, wal_id};
 use crate::storage::{Directory, FsDirectory, IoContext, IoStats, LockMode};
 use crate::{Error, Result};
 
@@ -72,25 +72,51 @@ impl Db {
             stats: Arc::new(IoStats::new()),
             ..io.clone()
         };
-        let names = dir.list()?;
-        let manifest = match DbManifest::load(dir.as_ref())? {
+        let mut names = dir.list()?;
+        let mut manifest = match DbManifest::load(dir.as_ref())? {
             Some(m) => m,
             None => {
-                if let Some(n) = names.iter().find(|n| wal_id(n).is_some() || gen_of(n).is_some()) {
-                    return Err(Error::corruption(
-                        format!("{}/{DB_MANIFEST_FILE}", dir.describe()),
-                        0,
-                        format!("the store's manifest is missing but its file {n} exists"),
-                    ));
+                if !creation_leftovers(dir.as_ref(), &names)? {
+                    if let Some(n) = names.iter().find(|n| wal_id(n).is_some() || gen_of(n).is_some()) {
+                        return Err(Error::corruption(
+                            format!("{}/{DB_MANIFEST_FILE}", dir.describe()),
+                            0,
+                            format!("the store's manifest is missing but its file {n} exists"),
+                        ));
+                    }
                 }
                 if read_only || !opts.create_if_missing {
                     return Err(Error::NotFound(format!("no store in {}", dir.describe())));
                 }
-                let m = DbManifest::empty(opts.page_size);
+                // A new store: its first segment, then the manifest that
+                // records it (a crash between leaves a header-only segment
+                // and no manifest: the leftover of a creation, removed here).
+                for n in names.iter().filter(|n| wal_id(n).is_some()) {
+                    dir.remove(n)?;
+                }
+                let chain = WalChain::new(WalChain::new_store_id(), 1);
+                log::create_segment::<WalOp>(dir.as_ref(), &chain, 0, opts.sync, &|s| s)?;
+                let mut m = DbManifest::empty(opts.page_size);
+                m.wal = Some(chain);
                 m.store(dir.as_ref())?;
+                names = dir.list()?;
                 m
             }
         };
+        let manifest_path = format!("{}/{DB_MANIFEST_FILE}", dir.describe());
+        if let Some(c) = &manifest.wal {
+            c.check(&manifest_path)?;
+            if c.first != manifest.log_start {
+                return Err(Error::corruption(
+                    manifest_path,
+                    0,
+                    format!(
+                        "log chain starts at segment {}, log_start is {}",
+                        c.first, manifest.log_start
+                    ),
+                ));
+            }
+        }
         crate::format::page::check_page_size(manifest.page_size)?;
         // Leftovers: an unfinished manifest, an interrupted merge's files,
         // segments a finished merge covered.
@@ -136,22 +162,42 @@ impl Db {
         let active = Arc::new(MemTable::new());
         let wrap = |s| io.wrap_rw(s);
         let apply = |b: &log::LogBatch<WalOp>| apply_ops(&active, b.seq, &b.ops);
-        let (wal, segment, max_seq) = if read_only {
-            let (start, floor) = (manifest.log_start, manifest.last_seq);
-            let max_seq = log::replay_segments(dir.as_ref(), &names, start, floor, &wrap, apply)?;
-            (None, start, max_seq)
-        } else {
-            let rec = log::recover::<WalOp>(
-                dir.as_ref(),
-                &names,
-                manifest.log_start,
-                manifest.last_seq,
-                opts.sync,
-                &wrap,
-                apply,
-            )?;
-            (Some(Arc::new(rec.writer)), rec.segment, rec.max_seq)
+        let spec = LogSpec {
+            names: &names,
+            chain: manifest.wal.as_ref(),
+            log_start: manifest.log_start,
+            floor: manifest.last_seq,
+            recovery: if opts.strict_recovery {
+                Recovery::Strict
+            } else {
+                Recovery::Lenient
+            },
+            wrap: &wrap,
         };
+        let (wal, segment, max_seq, dropped) = if read_only {
+            let r = log::replay_segments(dir.as_ref(), &spec, apply)?;
+            (
+                None,
+                manifest.wal.as_ref().map_or(manifest.log_start, |c| c.newest),
+                r.max_seq,
+                r.dropped,
+            )
+        } else {
+            let rec = log::recover::<WalOp>(dir.as_ref(), &spec, opts.sync, apply)?;
+            if rec.upgraded {
+                manifest = manifest.commit(&[DbEdit::Wal(rec.chain.clone())], dir.as_ref())?;
+            }
+            (Some(Arc::new(rec.writer)), rec.segment, rec.max_seq, rec.dropped)
+        };
+        if dropped != Dropped::default() {
+            ::log::warn!(
+                "{}: recovery dropped {} log frame(s) failing their checksum and {} byte(s) from the end of the newest log segment",
+                dir.describe(),
+                dropped.frames,
+                dropped.bytes
+            );
+        }
+        let recovery_segment = format!("{}/{}", dir.describe(), log::wal_name(segment));
         let page_size = manifest.page_size;
         let inner = Arc::new(Inner {
             dir,
@@ -177,6 +223,8 @@ impl Db {
             shutdown: AtomicBool::new(false),
             killed: AtomicBool::new(false),
             peak_memory: AtomicU64::new(0),
+            recovery_dropped: dropped,
+            recovery_segment,
             merges: AtomicU64::new(0),
             merge_ns: AtomicU64::new(0),
             opts,
@@ -283,15 +331,37 @@ impl Db {
                 return Err(e);
             }
         };
+        // The store's first log segment, then the manifest that records it
+        // (a crash between leaves no manifest: nothing of the load counts).
+        let chain = WalChain::new(WalChain::new_store_id(), 1);
+        log::create_segment::<WalOp>(dir, &chain, 0, opts.sync, &|s| s)?;
         DbManifest::empty(opts.page_size).commit(
-            &[DbEdit::BulkLoad {
-                static_kind: spec,
-                static_n: n,
-                auto_decided_n: decided_n,
-                static_build_id: Some(build_id),
-            }],
+            &[
+                DbEdit::BulkLoad {
+                    static_kind: spec,
+                    static_n: n,
+                    auto_decided_n: decided_n,
+                    static_build_id: Some(build_id),
+                },
+                DbEdit::Wal(chain),
+            ],
             dir,
         )?;
         Ok(n)
     }
+}
+
+/// Whether `names` (a directory without a manifest) hold only what an
+/// interrupted creation leaves: log segments of at most a header, and no
+/// generation file. Such a directory holds no store.
+fn creation_leftovers(dir: &dyn Directory, names: &[String]) -> Result<bool> {
+    if names.iter().any(|n| gen_of(n).is_some()) {
+        return Ok(false);
+    }
+    for n in names.iter().filter(|n| wal_id(n).is_some()) {
+        if dir.open(n)?.len()? > WAL_HEADER_LEN {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }

@@ -64,6 +64,16 @@ pub struct Options {
     /// before this option existed); when false, a missing store (or missing
     /// directory) is [`Error::NotFound`] and nothing is created.
     pub create_if_missing: bool,
+    /// Refuse to open (default false) rather than drop a complete log frame
+    /// whose payload fails its checksum at the end of the newest segment:
+    /// such a frame may be an acknowledged write whose bytes were damaged
+    /// (or one a crash persisted out of order, never acknowledged). When
+    /// false it is dropped, counted in [`crate::db::DbStats`]
+    /// (`recovery_dropped_frames`, `recovery_dropped_bytes`) and logged as a
+    /// warning; when true the open fails with [`Error::CorruptionAt`] naming
+    /// the segment and the frame's byte offset. An incomplete (torn) tail is
+    /// dropped either way: it was never acknowledged.
+    pub strict_recovery: bool,
 }
 
 impl Default for Options {
@@ -79,6 +89,7 @@ impl Default for Options {
             resident: Residency::Index,
             read_only: false,
             create_if_missing: true,
+            strict_recovery: false,
         }
     }
 }

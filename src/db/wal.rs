@@ -151,7 +151,7 @@ mod tests {
         f.write_at(w.len(), &[0xAB; 5]).unwrap(); // garbage tail
         let r = replay(f.as_ref(), true).unwrap();
         assert_eq!(r.torn_bytes, 5);
-        let w2 = WalWriter::reopen(f.clone(), SyncPolicy::Always, r.valid_len).unwrap();
+        let w2 = WalWriter::reopen(f.clone(), SyncPolicy::Always, r.header.unwrap(), r.valid_len, 0).unwrap();
         w2.append(2, &[WalOp::Delete(1)]).unwrap();
         let r = replay(f.as_ref(), true).unwrap();
         assert_eq!(r.batches.len(), 2);

@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use crate::log::create_segment;
 use crate::{Error, Result};
 
+use super::manifest::DbEdit;
 use super::memtable::MemTable;
 use super::options::{MIN_DYNAMIC_BYTES, MIN_RATIO_ENTRIES, MergeTrigger};
 use super::wal::WalOp;
@@ -202,18 +203,33 @@ impl Inner {
         }
     }
 
-    /// Freezes the writable stage: a new log segment (synced, its entry
-    /// synced) takes the writes from now on; the old segment is synced.
+    /// Freezes the writable stage and rotates the log, in the order that
+    /// keeps a crash safe: the new segment is created (header synced, entry
+    /// synced); in-flight writes finish and the old segment is synced; the
+    /// manifest is published recording the old segment as sealed (its length
+    /// and last sequence number) and the new one as the newest; only then do
+    /// writes go to the new segment.
     pub(super) fn freeze(&self, ms: &mut MergeState) -> Result<()> {
-        let id = ms.next_segment;
-        let w = create_segment(self.dir.as_ref(), id, self.opts.sync, &|s| self.io.wrap_rw(s))
-            .inspect_err(|e| self.poison(e))?;
+        let Some(chain) = ms.manifest.wal.clone() else {
+            return Err(Error::invalid("the store's manifest records no log chain"));
+        };
+        let next = chain.sealed_at(0, 0);
+        let w = create_segment(self.dir.as_ref(), &next, 0, self.opts.sync, &|s| {
+            self.io.wrap_rw(s)
+        })
+        .inspect_err(|e| self.poison(e))?;
+        let id = next.newest;
         ms.next_segment = id + 1;
         let mut g = self.gate.write();
         // In-flight writers are done (they hold the gate shared): the old
-        // segment is complete; make it durable before the next one is used.
-        g.writer(self.dir.as_ref())?
-            .sync()
+        // segment is complete; make it durable before the manifest seals it.
+        let old = g.writer(self.dir.as_ref())?.clone();
+        old.sync().inspect_err(|e| self.poison(e))?;
+        let sealed = chain.sealed_at(old.len(), old.last_seq());
+        w.raise_floor(old.last_seq());
+        ms.manifest = ms
+            .manifest
+            .commit(&[DbEdit::Wal(sealed)], self.dir.as_ref())
             .inspect_err(|e| self.poison(e))?;
         g.wal = Some(Arc::new(w));
         let cur = self.version.load_full();

@@ -43,8 +43,11 @@ pub trait Manifest: Clone + Serialize + DeserializeOwned {
     const TMP: &'static str;
     /// Magic number at the start of the file.
     const MAGIC: u64;
-    /// Format version this code reads and writes.
+    /// Format version this code writes (and the newest it reads).
     const VERSION: u32;
+    /// The oldest format version this code still reads (default: only
+    /// [`VERSION`](Manifest::VERSION)).
+    const MIN_VERSION: u32 = Self::VERSION;
     /// What the manifest is called in error messages (e.g. `db manifest`).
     const WHAT: &'static str;
     /// What its magic is called in [`Error::BadMagic`] (e.g. `strata db manifest`).
@@ -90,16 +93,18 @@ pub fn decode<M: Manifest>(bytes: &[u8], file: &str) -> Result<M> {
     else {
         return Err(truncated());
     };
-    if version != M::VERSION {
+    if !(M::MIN_VERSION..=M::VERSION).contains(&version) {
         return Err(Error::UnsupportedVersion {
             file: file.to_string(),
             found: version,
             supported: M::VERSION,
         });
     }
-    let expected = HEADER_LEN as u64 + len as u64;
-    let payload = bytes
-        .get(HEADER_LEN..HEADER_LEN + len as usize)
+    let expected = HEADER_LEN as u64 + u64::from(len);
+    let payload = usize::try_from(len)
+        .ok()
+        .and_then(|l| l.checked_add(HEADER_LEN))
+        .and_then(|end| bytes.get(HEADER_LEN..end))
         .filter(|_| bytes.len() as u64 == expected)
         .ok_or_else(|| Error::Truncated {
             file: file.to_string(),

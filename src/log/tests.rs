@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::*;
 use crate::format::bytes::get_u32;
 use crate::storage::{Directory, FaultKind, FaultOp, FaultyDirectory, MemDirectory, Storage};
+use segment::FRAME_HEADER;
 
 /// A record of byte-string keys and values:
 /// `tag u8 (1 put, 2 delete) | key_len u32 | key | [value_len u32 | value]`.
@@ -88,6 +89,17 @@ fn no_wrap(s: Arc<dyn Storage>) -> Arc<dyn Storage> {
     s
 }
 
+fn spec<'a>(names: &'a [String], chain: Option<&'a WalChain>, log_start: u64, floor: u64) -> LogSpec<'a> {
+    LogSpec {
+        names,
+        chain,
+        log_start,
+        floor,
+        recovery: Recovery::Lenient,
+        wrap: &no_wrap,
+    }
+}
+
 #[test]
 fn byte_string_batches_append_and_replay() {
     let dir = MemDirectory::new();
@@ -110,7 +122,8 @@ fn byte_string_batches_append_and_replay() {
 fn byte_string_group_commit_crash_and_recover() {
     let fd = FaultyDirectory::new();
     let dir: Arc<dyn Directory> = Arc::new(fd.clone());
-    let w = Arc::new(create_segment::<KvOp>(dir.as_ref(), 1, SyncPolicy::Always, &no_wrap).unwrap());
+    let c1 = WalChain::new(7, 1);
+    let w = Arc::new(create_segment::<KvOp>(dir.as_ref(), &c1, 0, SyncPolicy::Always, &no_wrap).unwrap());
     std::thread::scope(|s| {
         for t in 0..4u64 {
             let w = w.clone();
@@ -122,7 +135,11 @@ fn byte_string_group_commit_crash_and_recover() {
         }
     });
     // Segment 2 takes the next writes; its last frame is torn by a crash.
-    let w2 = create_segment::<KvOp>(dir.as_ref(), 2, SyncPolicy::Always, &no_wrap).unwrap();
+    let w2 =
+        create_segment::<KvOp>(dir.as_ref(), &c1.sealed_at(0, 0), 0, SyncPolicy::Always, &no_wrap).unwrap();
+    w.sync().unwrap();
+    let chain = c1.sealed_at(w.len(), w.last_seq());
+    assert_eq!(w.last_seq(), 3099);
     let mut model = BTreeMap::new();
     let mut acked = Vec::new();
     for i in 0..30u64 {
@@ -136,10 +153,15 @@ fn byte_string_group_commit_crash_and_recover() {
     fd.crash();
     let names = dir.list().unwrap();
     let mut seqs = Vec::new();
-    let rec = recover::<KvOp>(dir.as_ref(), &names, 1, 0, SyncPolicy::Always, &no_wrap, |b| {
-        seqs.push(b.seq);
-        apply(&mut model, &b.ops);
-    })
+    let rec = recover::<KvOp>(
+        dir.as_ref(),
+        &spec(&names, Some(&chain), 1, 0),
+        SyncPolicy::Always,
+        |b| {
+            seqs.push(b.seq);
+            apply(&mut model, &b.ops);
+        },
+    )
     .unwrap();
     assert_eq!(rec.segment, 2);
     assert_eq!(rec.max_seq, 10_029);
@@ -154,15 +176,26 @@ fn byte_string_group_commit_crash_and_recover() {
     // A missing segment is corruption.
     dir.remove(&wal_name(1)).unwrap();
     let names = dir.list().unwrap();
-    let err = recover::<KvOp>(dir.as_ref(), &names, 0, 0, SyncPolicy::Always, &no_wrap, |_| ()).unwrap_err();
+    let err = recover::<KvOp>(
+        dir.as_ref(),
+        &spec(&names, Some(&chain), 1, 0),
+        SyncPolicy::Always,
+        |_| (),
+    )
+    .unwrap_err();
     assert!(err.is_corruption());
+    assert!(
+        err.to_string().contains("wal-000001.log at byte offset 0"),
+        "{err}"
+    );
 }
 
 #[test]
 fn empty_log_creates_its_first_segment() {
     let dir = MemDirectory::new();
-    let rec = recover::<KvOp>(&dir, &[], 5, 17, SyncPolicy::Always, &no_wrap, |_| ()).unwrap();
-    assert_eq!((rec.segment, rec.max_seq), (5, 17));
+    let rec = recover::<KvOp>(&dir, &spec(&[], None, 5, 17), SyncPolicy::Always, |_| ()).unwrap();
+    assert_eq!((rec.segment, rec.max_seq, rec.upgraded), (5, 17, true));
+    assert_eq!((rec.chain.first, rec.chain.newest), (5, 5));
     assert_eq!(dir.list().unwrap(), vec![wal_name(5)]);
     assert!(rec.writer.is_empty());
     assert_eq!(wal_id(&wal_name(5)), Some(5));
@@ -331,5 +364,260 @@ proptest! {
             prop_assert_eq!(&got.ops, want);
         }
         prop_assert_eq!(r.valid_len + r.torn_bytes, cut);
+    }
+}
+
+/// A log of store `store` in `dir`: segments 1 and 2 sealed, 3 the newest,
+/// 10 batches each (one frame per batch). Returns the chain and the length
+/// of segment 1 before its last frame (a frame boundary).
+fn three_segments(dir: &dyn Directory, store: u64) -> (WalChain, u64) {
+    let mut chain = WalChain::new(store, 1);
+    let mut w = create_segment::<KvOp>(dir, &chain, 0, SyncPolicy::Always, &no_wrap).unwrap();
+    let mut seq = 0;
+    let mut cut = 0;
+    for _ in 0..2 {
+        for _ in 0..10 {
+            if chain.newest == 1 && seq == 9 {
+                cut = w.len();
+            }
+            seq += 1;
+            w.append(seq, &batch(seq)).unwrap();
+        }
+        // The rotation order: new segment durable, old synced, then sealed.
+        let next =
+            create_segment::<KvOp>(dir, &chain.sealed_at(0, 0), 0, SyncPolicy::Always, &no_wrap).unwrap();
+        w.sync().unwrap();
+        chain = chain.sealed_at(w.len(), w.last_seq());
+        next.raise_floor(w.last_seq());
+        w = next;
+    }
+    for _ in 0..10 {
+        seq += 1;
+        w.append(seq, &batch(seq)).unwrap();
+    }
+    chain.check("manifest").unwrap();
+    (chain, cut)
+}
+
+fn open_chain(dir: &dyn Directory, chain: &WalChain, mode: Recovery) -> crate::Result<Recovered<KvOp>> {
+    let names = dir.list()?;
+    let mut s = spec(&names, Some(chain), chain.first, 0);
+    s.recovery = mode;
+    recover::<KvOp>(dir, &s, SyncPolicy::Always, |_| ())
+}
+
+fn corruption_naming(r: crate::Result<Recovered<KvOp>>, file: &str) -> String {
+    let e = r.unwrap_err();
+    assert!(e.is_corruption(), "{e}");
+    let msg = e.to_string();
+    assert!(msg.contains(file), "{msg} does not name {file}");
+    msg
+}
+
+fn copy(from: &dyn Directory, from_name: &str, to: &dyn Directory, to_name: &str) {
+    let src = from.open(from_name).unwrap();
+    let mut bytes = vec![0u8; src.len().unwrap() as usize];
+    src.read_at(0, &mut bytes).unwrap();
+    let dst = to.create(to_name).unwrap();
+    dst.write_at(0, &bytes).unwrap();
+    dst.sync().unwrap();
+}
+
+#[test]
+fn a_clean_chain_replays_every_segment() {
+    let dir = MemDirectory::new();
+    let (chain, _) = three_segments(&dir, 7);
+    let rec = open_chain(&dir, &chain, Recovery::Strict).unwrap();
+    assert_eq!((rec.segment, rec.max_seq, rec.upgraded), (3, 30, false));
+    assert_eq!(rec.dropped, Dropped::default());
+    assert_eq!(
+        chain.sealed.iter().map(|s| s.last_seq).collect::<Vec<_>>(),
+        vec![10, 20]
+    );
+}
+
+#[test]
+fn a_sealed_segment_cut_at_a_frame_boundary_is_corruption() {
+    let dir = MemDirectory::new();
+    let (chain, cut) = three_segments(&dir, 7);
+    dir.open(&wal_name(1)).unwrap().set_len(cut).unwrap();
+    // Every frame left is whole: only the recorded length tells.
+    let r = replay::<KvOp>(dir.open(&wal_name(1)).unwrap().as_ref(), false).unwrap();
+    assert_eq!(r.batches.len(), 9);
+    let msg = corruption_naming(open_chain(&dir, &chain, Recovery::Lenient), "wal-000001.log");
+    assert!(
+        msg.contains("byte offset") && msg.contains("the manifest records"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn a_sealed_segment_whose_last_sequence_differs_is_corruption() {
+    let dir = MemDirectory::new();
+    let (mut chain, _) = three_segments(&dir, 7);
+    chain.sealed[1].last_seq = 21;
+    corruption_naming(open_chain(&dir, &chain, Recovery::Lenient), "wal-000002.log");
+}
+
+#[test]
+fn swapped_segments_are_corruption() {
+    let dir = MemDirectory::new();
+    let (chain, _) = three_segments(&dir, 7);
+    let tmp = MemDirectory::new();
+    copy(&dir, &wal_name(1), &tmp, "a");
+    copy(&dir, &wal_name(2), &dir, &wal_name(1));
+    copy(&tmp, "a", &dir, &wal_name(2));
+    corruption_naming(open_chain(&dir, &chain, Recovery::Lenient), "wal-000001.log");
+    // With the recorded lengths swapped too, the headers' segment ids tell.
+    let mut swapped = chain.clone();
+    swapped.sealed.swap(0, 1);
+    swapped.sealed[0].id = 1;
+    swapped.sealed[1].id = 2;
+    let msg = corruption_naming(open_chain(&dir, &swapped, Recovery::Lenient), "wal-000001.log");
+    assert!(msg.contains("header says segment 2"), "{msg}");
+}
+
+#[test]
+fn missing_segments_are_corruption() {
+    for (gone, file) in [
+        (3, "wal-000003.log"),
+        (2, "wal-000002.log"),
+        (1, "wal-000001.log"),
+    ] {
+        let dir = MemDirectory::new();
+        let (chain, _) = three_segments(&dir, 7);
+        dir.remove(&wal_name(gone)).unwrap();
+        let msg = corruption_naming(open_chain(&dir, &chain, Recovery::Lenient), file);
+        assert!(msg.contains("missing"), "{msg}");
+    }
+}
+
+#[test]
+fn another_stores_segments_are_corruption() {
+    let dir = MemDirectory::new();
+    let (chain, _) = three_segments(&dir, 7);
+    let other = MemDirectory::new();
+    let (_, _) = three_segments(&other, 8);
+    // Another store's segment in place of the newest.
+    copy(&other, &wal_name(3), &dir, &wal_name(3));
+    let msg = corruption_naming(open_chain(&dir, &chain, Recovery::Lenient), "wal-000003.log");
+    assert!(msg.contains("belongs to store"), "{msg}");
+    // Another store's segment added as the next id.
+    let dir = MemDirectory::new();
+    let (chain, _) = three_segments(&dir, 7);
+    copy(&other, &wal_name(3), &dir, &wal_name(4));
+    let msg = corruption_naming(open_chain(&dir, &chain, Recovery::Lenient), "wal-000004.log");
+    assert!(msg.contains("past the newest"), "{msg}");
+}
+
+#[test]
+fn a_header_only_segment_past_the_newest_is_a_leftover() {
+    let dir = MemDirectory::new();
+    let (chain, _) = three_segments(&dir, 7);
+    // A rotation that crashed before its manifest was published.
+    drop(create_segment::<KvOp>(&dir, &chain.sealed_at(0, 0), 0, SyncPolicy::Always, &no_wrap).unwrap());
+    let names = dir.list().unwrap();
+    let r = replay_segments::<KvOp>(&dir, &spec(&names, Some(&chain), 1, 0), |_| ()).unwrap();
+    assert_eq!(r.max_seq, 30);
+    assert!(dir.exists(&wal_name(4)), "a read-only replay removes nothing");
+    let rec = open_chain(&dir, &chain, Recovery::Strict).unwrap();
+    assert_eq!((rec.segment, rec.max_seq), (3, 30));
+    assert!(!dir.exists(&wal_name(4)), "a writer removes the leftover");
+}
+
+#[test]
+fn a_damaged_last_frame_is_counted_or_refused() {
+    let dir = MemDirectory::new();
+    let (chain, _) = three_segments(&dir, 7);
+    let f = dir.file(&wal_name(3)).unwrap();
+    let len = f.contents().len() as u64;
+    f.corrupt_byte(len - 1);
+    let frame_len = (FRAME_HEADER
+        + 12
+        + batch(30)
+            .iter()
+            .map(|op| {
+                let mut v = Vec::new();
+                op.encode(&mut v);
+                v.len()
+            })
+            .sum::<usize>()) as u64;
+    let msg = corruption_naming(open_chain(&dir, &chain, Recovery::Strict), "wal-000003.log");
+    assert!(msg.contains(&format!("byte offset {}", len - frame_len)), "{msg}");
+    let names = dir.list().unwrap();
+    let r = replay_segments::<KvOp>(&dir, &spec(&names, Some(&chain), 1, 0), |_| ()).unwrap();
+    assert_eq!((r.max_seq, r.dropped.frames, r.dropped.bytes), (29, 1, frame_len));
+    let rec = open_chain(&dir, &chain, Recovery::Lenient).unwrap();
+    assert_eq!(
+        (rec.max_seq, rec.dropped.frames, rec.dropped.bytes),
+        (29, 1, frame_len)
+    );
+    // The writer truncated it: the next open drops nothing.
+    drop(rec);
+    let rec = open_chain(&dir, &chain, Recovery::Strict).unwrap();
+    assert_eq!(rec.dropped, Dropped::default());
+}
+
+#[test]
+fn segment_headers_are_checked() {
+    let h = SegmentHeader::new(0x1234, 9);
+    let bytes = h.encode();
+    assert_eq!(bytes.len() as u64, WAL_HEADER_LEN);
+    assert_eq!(decode_header(&bytes, "s").unwrap(), h);
+    for i in 0..bytes.len() {
+        let mut b = bytes.clone();
+        b[i] ^= 0x10;
+        assert!(decode_header(&b, "s").is_err(), "flip at byte {i} undetected");
+    }
+    for cut in 0..bytes.len() {
+        assert!(decode_header(&bytes[..cut], "s").is_err(), "cut at {cut}");
+    }
+    let v1 = SegmentHeader {
+        version: WAL_VERSION_1,
+        store_id: None,
+        segment: None,
+    };
+    assert_eq!(v1.encode().len() as u64, WAL_HEADER_LEN_V1);
+    assert_eq!(decode_header(&v1.encode(), "s").unwrap(), v1);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Random appends, rotations and reopens: every acknowledged batch
+    /// comes back, in order, and the chain always checks.
+    #[test]
+    fn a_chain_survives_rotations_and_reopens(steps in proptest::collection::vec(0u8..10, 1..60)) {
+        let dir = MemDirectory::new();
+        let mut chain = WalChain::new(5, 1);
+        let mut w = create_segment::<KvOp>(&dir, &chain, 0, SyncPolicy::Always, &no_wrap).unwrap();
+        let mut acked = Vec::new();
+        let mut seq = 0;
+        for step in steps {
+            match step {
+                0 => {
+                    let next = create_segment::<KvOp>(&dir, &chain.sealed_at(0, 0), 0, SyncPolicy::Always, &no_wrap).unwrap();
+                    w.sync().unwrap();
+                    chain = chain.sealed_at(w.len(), w.last_seq());
+                    next.raise_floor(w.last_seq());
+                    w = next;
+                }
+                1 => {
+                    drop(w);
+                    let names = dir.list().unwrap();
+                    let mut got = Vec::new();
+                    let rec = recover::<KvOp>(&dir, &spec(&names, Some(&chain), chain.first, 0), SyncPolicy::Always, |b| got.push(b.seq)).unwrap();
+                    prop_assert_eq!(&got, &acked);
+                    prop_assert_eq!(rec.dropped, Dropped::default());
+                    w = rec.writer;
+                }
+                _ => {
+                    seq += 1;
+                    w.append(seq, &batch(seq)).unwrap();
+                    acked.push(seq);
+                }
+            }
+            chain.check("manifest").unwrap();
+        }
     }
 }

@@ -5,12 +5,11 @@ use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex};
 
-use crate::format::bytes::{put_u32, put_u64};
 use crate::storage::Storage;
 use crate::{Error, Result};
 
 use super::record::LogRecord;
-use super::segment::{FRAME_HEADER, WAL_HEADER_LEN, WAL_MAGIC, WAL_VERSION, encode_batch};
+use super::segment::{FRAME_HEADER, SegmentHeader, encode_batch};
 
 /// When appends are made durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -35,6 +34,12 @@ struct WriterState {
     writing: bool,
     /// File offset of the next frame.
     offset: u64,
+    /// Highest sequence number among the pending batches.
+    pending_seq: u64,
+    /// Highest sequence number written (or the floor the writer started at).
+    written_seq: u64,
+    /// Where the first frame goes (the header's length).
+    header_len: u64,
     /// A write or sync failure poisons the log: later writes fail.
     failed: Option<String>,
 }
@@ -54,25 +59,44 @@ pub struct WalWriter<R> {
 }
 
 impl<R: LogRecord> WalWriter<R> {
-    /// Starts a new segment on an empty storage (writes and syncs the header).
+    /// Starts a new segment on an empty storage: writes and syncs a
+    /// version-2 header naming no store (store id 0, segment id 0). A segment
+    /// of a chain is created by [`create_with`](Self::create_with).
     pub fn create(storage: Arc<dyn Storage>, sync: SyncPolicy) -> Result<Self> {
-        let mut hdr = [0u8; WAL_HEADER_LEN as usize];
-        put_u64(&mut hdr, 0, WAL_MAGIC);
-        put_u32(&mut hdr, 8, WAL_VERSION);
+        Self::create_with(storage, sync, SegmentHeader::new(0, 0), 0)
+    }
+
+    /// Starts a new segment on an empty storage with `header` (written and
+    /// synced); `floor` is the highest sequence number written before it.
+    pub fn create_with(
+        storage: Arc<dyn Storage>,
+        sync: SyncPolicy,
+        header: SegmentHeader,
+        floor: u64,
+    ) -> Result<Self> {
+        let hdr = header.encode();
         storage.set_len(0)?;
         storage.write_at(0, &hdr)?;
         storage.sync()?;
-        Ok(Self::resume(storage, sync, WAL_HEADER_LEN))
+        Ok(Self::resume(storage, sync, header.len(), header.len(), floor))
     }
 
     /// Continues a recovered segment at `valid_len` (dropping a torn tail).
-    pub fn reopen(storage: Arc<dyn Storage>, sync: SyncPolicy, valid_len: u64) -> Result<Self> {
+    /// `header` is its header; `floor` the highest sequence number in the
+    /// log so far.
+    pub fn reopen(
+        storage: Arc<dyn Storage>,
+        sync: SyncPolicy,
+        header: SegmentHeader,
+        valid_len: u64,
+        floor: u64,
+    ) -> Result<Self> {
         storage.set_len(valid_len)?;
         storage.sync()?;
-        Ok(Self::resume(storage, sync, valid_len))
+        Ok(Self::resume(storage, sync, header.len(), valid_len, floor))
     }
 
-    fn resume(storage: Arc<dyn Storage>, sync: SyncPolicy, offset: u64) -> Self {
+    fn resume(storage: Arc<dyn Storage>, sync: SyncPolicy, header_len: u64, offset: u64, floor: u64) -> Self {
         WalWriter {
             storage,
             sync,
@@ -82,6 +106,9 @@ impl<R: LogRecord> WalWriter<R> {
                 done_ticket: 0,
                 writing: false,
                 offset,
+                pending_seq: floor,
+                written_seq: floor,
+                header_len,
                 failed: None,
             }),
             cv: Condvar::new(),
@@ -96,7 +123,23 @@ impl<R: LogRecord> WalWriter<R> {
 
     /// Whether the segment holds no frame.
     pub fn is_empty(&self) -> bool {
-        self.len() <= WAL_HEADER_LEN
+        let st = self.state.lock();
+        st.offset <= st.header_len
+    }
+
+    /// The highest sequence number written to the segment, or the floor it
+    /// was created or reopened with if none is higher.
+    pub fn last_seq(&self) -> u64 {
+        self.state.lock().written_seq
+    }
+
+    /// Raises the sequence number [`last_seq`](Self::last_seq) reports when
+    /// the segment holds nothing higher (a new segment learns the log's last
+    /// sequence number once the segment before it is sealed).
+    pub fn raise_floor(&self, seq: u64) {
+        let mut st = self.state.lock();
+        st.written_seq = st.written_seq.max(seq);
+        st.pending_seq = st.pending_seq.max(seq);
     }
 
     /// Appends a batch and returns once it is written (and synced under
@@ -110,6 +153,7 @@ impl<R: LogRecord> WalWriter<R> {
             });
         }
         encode_batch(&mut st.pending, seq, ops);
+        st.pending_seq = st.pending_seq.max(seq);
         st.next_ticket += 1;
         let ticket = st.next_ticket;
         loop {
@@ -136,12 +180,16 @@ impl<R: LogRecord> WalWriter<R> {
                 let payload = std::mem::take(&mut st.pending);
                 let upto = st.next_ticket;
                 let offset = st.offset;
+                let seq_upto = st.pending_seq;
                 drop(st);
                 let result = self.write_frame(offset, &payload);
                 st = self.state.lock();
                 st.writing = false;
                 match result {
-                    Ok(n) => st.offset += n,
+                    Ok(n) => {
+                        st.offset += n;
+                        st.written_seq = st.written_seq.max(seq_upto);
+                    }
                     Err(e) => st.failed = Some(e.to_string()),
                 }
                 st.done_ticket = upto;

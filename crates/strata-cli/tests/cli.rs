@@ -427,3 +427,22 @@ fn a_failed_db_load_leaves_no_store_directory() {
     fail(&["db", "load", p(&st), "--data", p(&missing)]);
     assert!(!st.exists());
 }
+
+/// Issue 16, failure 2: a deleted newest log segment was accepted (`1 not
+/// found`, exit 0); now the store is refused naming the segment.
+#[test]
+fn db_with_its_newest_log_segment_deleted_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let keys = tmp.path().join("k.keys");
+    let store = tmp.path().join("dw");
+    ok(&["gen", "--dist", "uniform", "--n", "2000", "--out", p(&keys)]);
+    ok(&["db", "load", p(&store), "--data", p(&keys)]);
+    ok(&["db", "put", p(&store), "1", "111"]);
+    assert_eq!(ok(&["db", "get", p(&store), "1"]), "1\t111\n");
+    let stats = ok(&["db", "stats", p(&store)]);
+    assert!(stats.contains("\"recovery_dropped_frames\": 0"), "{stats}");
+    std::fs::remove_file(store.join("wal-000001.log")).unwrap();
+    let err = fail(&["db", "get", p(&store), "1"]);
+    assert!(err.contains("wal-000001.log") && err.contains("missing"), "{err}");
+    fail(&["db", "put", p(&store), "2", "222"]);
+}

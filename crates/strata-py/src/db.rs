@@ -169,6 +169,7 @@ impl PyDb {
             resident: resident.parse::<Residency>().py()?,
             read_only,
             create_if_missing: !read_only,
+            strict_recovery: false,
         };
         let db = py.run_detached(|| Db::open_path(&path, opts))?;
         Ok(PyDb {

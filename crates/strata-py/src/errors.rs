@@ -3,7 +3,8 @@
 //! ```text
 //! StrataError                      every error strata raises
 //! ├── IoError                      Error::Io            (.file, .errno)
-//! ├── CorruptionError              Error::Corruption    (.file, .page, .detail)
+//! ├── CorruptionError              Error::Corruption    (.file, .page, .detail),
+//! │                                 Error::CorruptionAt  (.file, .offset, .detail)
 //! │   ├── BadMagicError            Error::BadMagic      (.file, .expected, .found)
 //! │   └── TruncatedError           Error::Truncated     (.file, .expected, .found)
 //! ├── UnsupportedVersionError      Error::UnsupportedVersion (.file, .found, .supported)
@@ -115,6 +116,14 @@ pub fn to_py(e: strata::Error) -> PyErr {
                 vec![
                     ("file", to_obj(py, file)),
                     ("page", to_obj(py, page)),
+                    ("detail", to_obj(py, detail)),
+                ],
+            ),
+            strata::Error::CorruptionAt { file, offset, detail } => (
+                CorruptionError::new_err(msg),
+                vec![
+                    ("file", to_obj(py, file)),
+                    ("offset", to_obj(py, offset)),
                     ("detail", to_obj(py, detail)),
                 ],
             ),
