@@ -21,7 +21,7 @@ use super::{DirLock, Directory, LockMode, ReadStorage, Storage};
 use crate::{Error, Result};
 
 /// Sector size of the torn-write model: a torn write keeps whole sectors.
-pub const SECTOR: usize = 512;
+const SECTOR: usize = 512;
 
 /// The power switch shared by a directory and its files: counts mutating
 /// calls and, once the budget is spent, fails every call.
@@ -126,9 +126,9 @@ pub struct MemStorage {
     name: String,
     data: RwLock<Vec<u8>>,
     durable: Mutex<Vec<u8>>,
-    /// The last write since the last sync (offset, bytes), if the last
-    /// mutating call was a write.
-    last_write: Mutex<Option<(u64, Vec<u8>)>>,
+    /// The last write since the last sync (offset, length), if the last
+    /// mutating call of the file was a write: its bytes are still in `data`.
+    last_write: Mutex<Option<(u64, usize)>>,
     power: Arc<Power>,
 }
 
@@ -152,9 +152,14 @@ impl MemStorage {
     /// applies the part of the last unsynced write that `tear` keeps.
     fn crash(&self, tear: impl Fn(&str, usize) -> Tear) {
         let mut image = self.durable.lock().clone();
-        if let Some((offset, bytes)) = self.last_write.lock().take() {
-            if let Tear::Prefix(n) = tear(&self.name, bytes.len()) {
-                if let Some(kept) = bytes.get(..n) {
+        if let Some((offset, len)) = self.last_write.lock().take() {
+            if let Tear::Prefix(n) = tear(&self.name, len) {
+                let data = self.data.read();
+                let kept = usize::try_from(offset)
+                    .ok()
+                    .and_then(|s| Some(s..s.checked_add(n)?))
+                    .and_then(|r| data.get(r));
+                if let Some(kept) = kept {
                     put_bytes(&mut image, offset, kept);
                 }
             }
@@ -233,7 +238,7 @@ impl Storage for MemStorage {
             .ok_or_else(|| Error::invalid("offset overflows usize"))?;
         self.power.mutate(&self.name)?;
         put_bytes(&mut self.data.write(), offset, buf);
-        *self.last_write.lock() = Some((offset, buf.to_vec()));
+        *self.last_write.lock() = Some((offset, buf.len()));
         Ok(())
     }
 
@@ -247,8 +252,11 @@ impl Storage for MemStorage {
 
     fn sync(&self) -> Result<()> {
         self.power.mutate(&self.name)?;
-        let d = self.data.read().clone();
-        *self.durable.lock() = d;
+        let d = self.data.read();
+        let mut durable = self.durable.lock();
+        // In place: a log synced after every frame reuses one allocation.
+        durable.clear();
+        durable.extend_from_slice(&d);
         *self.last_write.lock() = None;
         Ok(())
     }
