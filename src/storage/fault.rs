@@ -1,6 +1,7 @@
 //! Fault injection: EIO, ENOSPC, short reads and torn writes on chosen calls.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
@@ -71,6 +72,8 @@ struct Rule {
 #[derive(Debug, Default, Clone)]
 pub struct FaultPlan {
     rules: Arc<Mutex<Vec<Rule>>>,
+    /// Faults fired so far (over every rule, cleared ones included).
+    fired: Arc<AtomicU64>,
 }
 
 impl FaultPlan {
@@ -88,6 +91,11 @@ impl FaultPlan {
             kind,
             sticky,
         });
+    }
+
+    /// How many calls have failed (or read short) by this plan so far.
+    pub fn fired(&self) -> u64 {
+        self.fired.load(Ordering::SeqCst)
     }
 
     /// Removes every rule.
@@ -110,6 +118,9 @@ impl FaultPlan {
             fired = Some(r.kind);
             r.sticky
         });
+        if fired.is_some() {
+            self.fired.fetch_add(1, Ordering::SeqCst);
+        }
         fired
     }
 }
@@ -264,6 +275,7 @@ mod tests {
         assert!(f.read_at(0, &mut b).is_err());
         f.read_at(0, &mut b).unwrap(); // not sticky
         assert_eq!(b, [7u8; 16]);
+        assert_eq!(dir.plan().fired(), 1);
     }
 
     #[test]
