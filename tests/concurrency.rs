@@ -38,6 +38,9 @@ struct Version {
     end: u64,
 }
 
+/// The writes of one writer thread, in order: `(key, version)`.
+type WriteLog = Vec<(u64, Version)>;
+
 /// One read: `(key, value)` pairs it observed for every key of `keys`.
 #[derive(Debug)]
 struct Read {
@@ -53,9 +56,10 @@ fn tick(clock: &AtomicU64) -> u64 {
 
 /// Whether `got` for `key` was current at some instant of `[rs, re]`.
 fn linearizable(history: &[Version], got: Option<u64>, rs: u64, re: u64) -> bool {
-    history.iter().enumerate().any(|(i, v)| {
-        v.value == got && v.start < re && history.get(i + 1).is_none_or(|next| next.end > rs)
-    })
+    history
+        .iter()
+        .enumerate()
+        .any(|(i, v)| v.value == got && v.start < re && history.get(i + 1).is_none_or(|next| next.end > rs))
 }
 
 #[test]
@@ -76,7 +80,7 @@ fn reads_are_current_at_some_instant_while_writers_write_and_merges_run() {
     let clock = AtomicU64::new(1);
     let writers_done = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
-    let (writes, reads): (Vec<Vec<(u64, Version)>>, Vec<Vec<Read>>) = std::thread::scope(|s| {
+    let (writes, reads): (Vec<WriteLog>, Vec<Vec<Read>>) = std::thread::scope(|s| {
         let writers: Vec<_> = (0..WRITERS)
             .map(|t| {
                 let (db, clock, done) = (&db, &clock, &writers_done);
@@ -91,10 +95,14 @@ fn reads_are_current_at_some_instant_while_writers_write_and_merges_run() {
                             0 => vec![(own(&mut r), None)],
                             1 => {
                                 // A batch of distinct keys of this writer.
-                                let mut ks: Vec<u64> = (0..r.random_range(2..6)).map(|_| own(&mut r)).collect();
+                                let mut ks: Vec<u64> =
+                                    (0..r.random_range(2..6)).map(|_| own(&mut r)).collect();
                                 ks.sort_unstable();
                                 ks.dedup();
-                                ks.into_iter().zip(0..).map(|(k, j)| (k, Some(value(j)))).collect()
+                                ks.into_iter()
+                                    .zip(0..)
+                                    .map(|(k, j)| (k, Some(value(j))))
+                                    .collect()
                             }
                             _ => vec![(own(&mut r), Some(value(0)))],
                         };
@@ -113,7 +121,10 @@ fn reads_are_current_at_some_instant_while_writers_write_and_merges_run() {
                             }
                         }
                         let end = tick(clock);
-                        log.extend(ops.into_iter().map(|(k, value)| (k, Version { value, start, end })));
+                        log.extend(
+                            ops.into_iter()
+                                .map(|(k, value)| (k, Version { value, start, end })),
+                        );
                     }
                     done.fetch_add(1, Ordering::SeqCst);
                     log
@@ -133,13 +144,23 @@ fn reads_are_current_at_some_instant_while_writers_write_and_merges_run() {
                             let start = tick(clock);
                             let got = db.range(k..hi).map(|x| x.unwrap()).collect();
                             let end = tick(clock);
-                            log.push(Read { keys: k..hi, got, start, end });
+                            log.push(Read {
+                                keys: k..hi,
+                                got,
+                                start,
+                                end,
+                            });
                         } else {
                             let start = tick(clock);
                             let got = db.get(k).unwrap();
                             let end = tick(clock);
                             let got = got.map(|v| (k, v)).into_iter().collect();
-                            log.push(Read { keys: k..k + 1, got, start, end });
+                            log.push(Read {
+                                keys: k..k + 1,
+                                got,
+                                start,
+                                end,
+                            });
                         }
                     }
                     log
@@ -156,7 +177,14 @@ fn reads_are_current_at_some_instant_while_writers_write_and_merges_run() {
     let mut history: BTreeMap<u64, Vec<Version>> = (0..KEYS)
         .map(|k| {
             let v = (k % 2 == 0).then_some(u64::MAX - k);
-            (k, vec![Version { value: v, start: 0, end: 0 }])
+            (
+                k,
+                vec![Version {
+                    value: v,
+                    start: 0,
+                    end: 0,
+                }],
+            )
         })
         .collect();
     for log in &writes {
@@ -190,7 +218,11 @@ fn reads_are_current_at_some_instant_while_writers_write_and_merges_run() {
     }
     // Every key ends at its last version.
     for (k, h) in &history {
-        assert_eq!(db.get(*k).unwrap(), h.last().and_then(|v| v.value), "key {k} at the end");
+        assert_eq!(
+            db.get(*k).unwrap(),
+            h.last().and_then(|v| v.value),
+            "key {k} at the end"
+        );
     }
     let st = db.stats().unwrap();
     assert!(st.merges >= 1, "merges ran during the test: {st:?}");
@@ -206,9 +238,21 @@ fn reads_are_current_at_some_instant_while_writers_write_and_merges_run() {
 #[test]
 fn the_checker_rejects_stale_and_future_reads() {
     let h = [
-        Version { value: None, start: 0, end: 0 },
-        Version { value: Some(1), start: 10, end: 20 },
-        Version { value: Some(2), start: 30, end: 40 },
+        Version {
+            value: None,
+            start: 0,
+            end: 0,
+        },
+        Version {
+            value: Some(1),
+            start: 10,
+            end: 20,
+        },
+        Version {
+            value: Some(2),
+            start: 30,
+            end: 40,
+        },
     ];
     // A read entirely after version 2 was acknowledged sees only 2.
     assert!(linearizable(&h, Some(2), 50, 60));

@@ -139,7 +139,10 @@ fn store_case(op: FaultOp, kind: FaultKind, after: u64, sticky: bool, seed: u64)
                     for x in db.range(k..hi) {
                         match x {
                             Ok((key, v)) => {
-                                assert!(may_hold(&acked, &maybe, key, Some(v)), "{what}: range: {key} = {v}");
+                                assert!(
+                                    may_hold(&acked, &maybe, key, Some(v)),
+                                    "{what}: range: {key} = {v}"
+                                );
                                 seen.insert(key);
                             }
                             Err(e) => {
@@ -152,7 +155,10 @@ fn store_case(op: FaultOp, kind: FaultKind, after: u64, sticky: bool, seed: u64)
                     }
                     // A whole scan misses no present key.
                     if !seen.is_empty() {
-                        for (&key, _) in acked.range(k..hi).filter(|(kk, v)| v.is_some() && !seen.contains(kk)) {
+                        for (&key, _) in acked
+                            .range(k..hi)
+                            .filter(|(kk, v)| v.is_some() && !seen.contains(kk))
+                        {
                             assert!(may_hold(&acked, &maybe, key, None), "{what}: range misses {key}");
                         }
                     }
@@ -164,7 +170,12 @@ fn store_case(op: FaultOp, kind: FaultKind, after: u64, sticky: bool, seed: u64)
                 0..=54 => vec![(k, Some(r.random()))],
                 55..=69 => vec![(k, None)],
                 70..=79 => (0..r.random_range(2..8))
-                    .map(|_| (r.random_range(0..4_000u64), (r.random_range(0..3) != 0).then(|| r.random())))
+                    .map(|_| {
+                        (
+                            r.random_range(0..4_000u64),
+                            (r.random_range(0..3) != 0).then(|| r.random()),
+                        )
+                    })
                     .collect(),
                 _ => Vec::new(),
             };
@@ -207,7 +218,10 @@ fn store_case(op: FaultOp, kind: FaultKind, after: u64, sticky: bool, seed: u64)
     let fired = fd.plan().fired() > 0;
     if kind == FaultKind::NoSpace && surfaced {
         let e = first_error.clone().unwrap_or_default();
-        assert!(e.contains("No space left on device"), "{what}: ENOSPC is not named: {e}");
+        assert!(
+            e.contains("No space left on device"),
+            "{what}: ENOSPC is not named: {e}"
+        );
     }
     if let Some(db) = db {
         db.kill();
@@ -226,7 +240,10 @@ fn store_case(op: FaultOp, kind: FaultKind, after: u64, sticky: bool, seed: u64)
             let v = acked.get(&k).copied().flatten();
             let got = db.get(k).unwrap();
             let ok = may_hold(&acked, &maybe, k, got);
-            assert!(ok, "{what}: key {k}: acknowledged {v:?}, found {got:?} (crash {crash})");
+            assert!(
+                ok,
+                "{what}: key {k}: acknowledged {v:?}, found {got:?} (crash {crash})"
+            );
             checked += 1;
         }
         // Writable again.
@@ -254,13 +271,23 @@ fn fault_matrix_on_a_store() {
                 // A write-side fault that fired must surface (reads may be
                 // absorbed: a failed merge read is reported through writes).
                 row.absorbed += u64::from(fired && !surfaced);
-                if fired && matches!(op, FaultOp::Write | FaultOp::Sync | FaultOp::Rename | FaultOp::SyncDir) {
-                    assert!(surfaced, "{op:?}/{kind:?} after {after} sticky {sticky}: fault fired, no error");
+                if fired
+                    && matches!(
+                        op,
+                        FaultOp::Write | FaultOp::Sync | FaultOp::Rename | FaultOp::SyncDir
+                    )
+                {
+                    assert!(
+                        surfaced,
+                        "{op:?}/{kind:?} after {after} sticky {sticky}: fault fired, no error"
+                    );
                 }
             }
         }
     }
-    eprintln!("fault matrix (store): | fault | cases | fired | surfaced as Err | fired, absorbed | acked values checked | reopened |");
+    eprintln!(
+        "fault matrix (store): | fault | cases | fired | surfaced as Err | fired, absorbed | acked values checked | reopened |"
+    );
     for (name, r) in &table {
         eprintln!(
             "| {name} | {} | {} | {} | {} | {} | {}/{} |",
@@ -276,7 +303,12 @@ fn fault_matrix_on_a_store() {
 fn fault_matrix_on_index_builds() {
     let keys: Vec<u64> = (0..20_000u64).map(|i| i * 11 + 3).collect();
     let want: BTreeMap<u64, u64> = keys.iter().enumerate().map(|(i, &k)| (k, i as u64)).collect();
-    let probe: Vec<u64> = keys.iter().copied().step_by(7).chain((0..200_000).step_by(101)).collect();
+    let probe: Vec<u64> = keys
+        .iter()
+        .copied()
+        .step_by(7)
+        .chain((0..200_000).step_by(101))
+        .collect();
     let mut table: BTreeMap<String, Row> = BTreeMap::new();
     for spec in ["pgm-disk-cpr:epsilon=16", "rs-disk", "btree", "db:memory=64K"] {
         let spec: IndexSpec = spec.parse().unwrap();
@@ -286,7 +318,12 @@ fn fault_matrix_on_index_builds() {
                 let fd = FaultyDirectory::new();
                 let dir: Arc<dyn Directory> = Arc::new(fd.clone());
                 fd.plan().inject(op, after, kind, true);
-                let res = strata::registry::build_in(&spec, Records::ranked(&keys), dir.clone(), &BuildOptions::default());
+                let res = strata::registry::build_in(
+                    &spec,
+                    Records::ranked(&keys),
+                    dir.clone(),
+                    &BuildOptions::default(),
+                );
                 // Reads under the same fault: an error or the right answer.
                 let mut surfaced = res.is_err();
                 if res.is_ok() {
@@ -323,20 +360,29 @@ fn fault_matrix_on_index_builds() {
                     match strata::registry::open_in(dir.clone(), &OpenOptions::default()) {
                         Ok(idx) => {
                             for &k in &probe {
-                                assert_eq!(idx.get(k).unwrap(), want.get(&k).copied(), "{what}: get({k}), crash {crash}");
+                                assert_eq!(
+                                    idx.get(k).unwrap(),
+                                    want.get(&k).copied(),
+                                    "{what}: get({k}), crash {crash}"
+                                );
                             }
                             row.acked_checked += u64::from(res.is_ok()) * probe.len() as u64;
                             row.reopened += u64::from(crash);
                         }
                         Err(e) => {
-                            assert!(res.is_err(), "{what}: a built index does not open (crash {crash}): {e}");
+                            assert!(
+                                res.is_err(),
+                                "{what}: a built index does not open (crash {crash}): {e}"
+                            );
                         }
                     }
                 }
             }
         }
     }
-    eprintln!("fault matrix (index builds): | fault | cases | fired | surfaced as Err | probes checked | opened after crash |");
+    eprintln!(
+        "fault matrix (index builds): | fault | cases | fired | surfaced as Err | probes checked | opened after crash |"
+    );
     for (name, r) in &table {
         eprintln!(
             "| {name} | {} | {} | {} | {} | {} |",

@@ -188,7 +188,11 @@ fn run_workload(dir: &MemDirectory, w: &Workload) -> Outcome {
         op.apply(&mut acked);
         writes += u64::from(op.is_write());
     }
-    let phase = if db.close().is_ok() { Phase::None } else { Phase::Close };
+    let phase = if db.close().is_ok() {
+        Phase::None
+    } else {
+        Phase::Close
+    };
     out(acked, None, writes, phase)
 }
 
@@ -207,7 +211,12 @@ fn check_reopen(dir: &MemDirectory, o: &Options, out: &Outcome, what: &str) -> b
     let applied = got != out.acked && out.in_doubt.as_ref() == Some(&got);
     let ok = got == out.acked || applied;
     if !ok {
-        let lost: Vec<_> = out.acked.iter().filter(|(k, v)| got.get(k) != Some(v)).take(5).collect();
+        let lost: Vec<_> = out
+            .acked
+            .iter()
+            .filter(|(k, v)| got.get(k) != Some(v))
+            .take(5)
+            .collect();
         panic!(
             "{what}: store after the crash is neither the acknowledged state ({} keys) nor that plus the \
              operation in flight; got {} keys; first acknowledged keys lost or changed: {lost:?}",
@@ -219,15 +228,21 @@ fn check_reopen(dir: &MemDirectory, o: &Options, out: &Outcome, what: &str) -> b
     probe.extend(out.acked.keys());
     probe.extend((0..KEYS).step_by(37));
     for k in probe {
-        assert_eq!(db.get(k).unwrap(), got.get(&k).copied(), "{what}: get({k}) disagrees with the scan");
+        assert_eq!(
+            db.get(k).unwrap(),
+            got.get(&k).copied(),
+            "{what}: get({k}) disagrees with the scan"
+        );
     }
     // Still writable: a few writes and a merge survive a reopen.
     let mut model = got;
     for i in 0..5u64 {
-        db.put(KEYS + i, i).unwrap_or_else(|e| panic!("{what}: put after reopen: {e}"));
+        db.put(KEYS + i, i)
+            .unwrap_or_else(|e| panic!("{what}: put after reopen: {e}"));
         model.insert(KEYS + i, i);
     }
-    db.flush().unwrap_or_else(|e| panic!("{what}: merge after reopen: {e}"));
+    db.flush()
+        .unwrap_or_else(|e| panic!("{what}: merge after reopen: {e}"));
     db.close().unwrap();
     let db = Db::open(shared, o.clone()).unwrap();
     assert!(contents(&db) == model, "{what}: writes after the reopen are lost");
@@ -276,7 +291,10 @@ fn store_power_loss_at_random_points() {
             let out = run_workload(&dir, &w);
             let tear_seed = seed * 10_000 + p;
             crash(&dir, tear_seed);
-            let what = format!("seed {seed}, cut after call {k} of {calls} ({:?}, tear {tear_seed})", out.phase);
+            let what = format!(
+                "seed {seed}, cut after call {k} of {calls} ({:?}, tear {tear_seed})",
+                out.phase
+            );
             in_doubt_applied += u64::from(check_reopen(&dir, &w.opts, &out, &what));
             *phases.entry(out.phase).or_default() += 1;
             total_points += 1;
@@ -302,7 +320,14 @@ fn run_btree(dir: &MemDirectory, seed: u64, n: usize) -> (Model, Option<Model>) 
     let spec: IndexSpec = "btree".parse().unwrap();
     let shared: Arc<dyn Directory> = Arc::new(dir.clone());
     let built: Model = keys.iter().enumerate().map(|(i, &k)| (k, i as u64)).collect();
-    if strata::registry::build_in(&spec, Records::ranked(&keys), shared.clone(), &BuildOptions::default()).is_err() {
+    if strata::registry::build_in(
+        &spec,
+        Records::ranked(&keys),
+        shared.clone(),
+        &BuildOptions::default(),
+    )
+    .is_err()
+    {
         return (Model::new(), Some(built));
     }
     let Ok(idx) = strata::registry::open_in(shared, &OpenOptions::default()) else {
@@ -400,18 +425,34 @@ fn btree_power_loss_at_random_points() {
 /// one: the previous build's or the new one's, answering exactly.
 #[test]
 fn index_build_power_loss_at_random_points() {
-    let specs = ["pgm-disk-cpr:epsilon=16", "rmi", "leco-zonemap-d", "btree", "db:memory=64K"];
+    let specs = [
+        "pgm-disk-cpr:epsilon=16",
+        "rmi",
+        "leco-zonemap-d",
+        "btree",
+        "db:memory=64K",
+    ];
     let points = if full() { 60 } else { 16 };
     let a: Vec<u64> = (0..4_000u64).map(|i| i * 7).collect();
     let b: Vec<u64> = (0..5_000u64).map(|i| i * 5 + 1).collect();
     let rank = |ks: &[u64]| -> Model { ks.iter().enumerate().map(|(i, &k)| (k, i as u64)).collect() };
     let (want_a, want_b) = (rank(&a), rank(&b));
-    let universe: Vec<u64> = a.iter().chain(&b).copied().chain((0..40_000).step_by(13)).collect();
+    let universe: Vec<u64> = a
+        .iter()
+        .chain(&b)
+        .copied()
+        .chain((0..40_000).step_by(13))
+        .collect();
     let (mut old, mut new, mut none) = (0u64, 0u64, 0u64);
     for (si, s) in specs.iter().enumerate() {
         let spec: IndexSpec = s.parse().unwrap();
         let build = |dir: &MemDirectory, keys: &[u64]| {
-            strata::registry::build_in(&spec, Records::ranked(keys), Arc::new(dir.clone()), &BuildOptions::default())
+            strata::registry::build_in(
+                &spec,
+                Records::ranked(keys),
+                Arc::new(dir.clone()),
+                &BuildOptions::default(),
+            )
         };
         // A store takes no second bulk load: its build starts from nothing.
         let rebuild = !s.starts_with("db");
@@ -436,7 +477,10 @@ fn index_build_power_loss_at_random_points() {
             dir.cut_power_after(k);
             let res = build(&dir, &b);
             crash(&dir, p);
-            let what = format!("{s}: cut after call {k} of {calls} (build {:?})", res.as_ref().map(drop));
+            let what = format!(
+                "{s}: cut after call {k} of {calls} (build {:?})",
+                res.as_ref().map(drop)
+            );
             match strata::registry::open_in(Arc::new(dir.clone()), &OpenOptions::default()) {
                 Err(e) => {
                     assert!(res.is_err(), "{what}: acknowledged build does not open: {e}");
@@ -449,7 +493,10 @@ fn index_build_power_loss_at_random_points() {
                     } else if got == want_b {
                         new += 1;
                     } else {
-                        panic!("{what}: the index answers neither build ({} keys found)", got.len());
+                        panic!(
+                            "{what}: the index answers neither build ({} keys found)",
+                            got.len()
+                        );
                     }
                     assert!(res.is_err() || got == want_b, "{what}: acknowledged build lost");
                 }

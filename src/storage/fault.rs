@@ -299,7 +299,10 @@ mod tests {
         dir.create("a").unwrap().write_at(0, b"x").unwrap();
         dir.plan().inject(FaultOp::Rename, 0, FaultKind::Eio, false);
         assert!(dir.rename("a", "b").is_err());
-        assert!(dir.exists("a") && !dir.exists("b"), "a failed rename has no effect");
+        assert!(
+            dir.exists("a") && !dir.exists("b"),
+            "a failed rename has no effect"
+        );
         dir.rename("a", "b").unwrap();
         // SyncDir counts directory syncs only; Sync counts both.
         dir.plan().inject(FaultOp::SyncDir, 1, FaultKind::Eio, false);

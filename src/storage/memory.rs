@@ -100,9 +100,9 @@ fn mix(mut x: u64) -> u64 {
 /// the files lose it, a third keep a sector prefix (possibly empty), a third
 /// keep it whole.
 fn tear_of(seed: u64, name: &str, len: usize) -> Tear {
-    let h = name
-        .bytes()
-        .fold(0xCBF2_9CE4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3));
+    let h = name.bytes().fold(0xCBF2_9CE4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01B3)
+    });
     let r = mix(seed ^ h);
     match r % 3 {
         0 => Tear::Drop,
@@ -186,7 +186,10 @@ impl MemStorage {
 /// Writes `buf` into `image` at `offset`, extending it with zeros if needed.
 /// An offset past the address space is ignored (callers check it first).
 fn put_bytes(image: &mut Vec<u8>, offset: u64, buf: &[u8]) {
-    let Some(end) = usize::try_from(offset).ok().and_then(|s| s.checked_add(buf.len())) else {
+    let Some(end) = usize::try_from(offset)
+        .ok()
+        .and_then(|s| s.checked_add(buf.len()))
+    else {
         return;
     };
     if image.len() < end {
@@ -552,7 +555,10 @@ mod tests {
             assert_eq!(got.len(), 4096);
             let kept = got.iter().take_while(|&&b| b == 2).count();
             assert_eq!(kept % SECTOR, 0, "seed {seed}: whole sectors");
-            assert!(got[kept..].iter().all(|&b| b == 1), "seed {seed}: old bytes after the prefix");
+            assert!(
+                got[kept..].iter().all(|&b| b == 1),
+                "seed {seed}: old bytes after the prefix"
+            );
             seen.insert(kept);
             // Deterministic from the seed.
             let again = MemDirectory::new();
@@ -564,7 +570,10 @@ mod tests {
             again.crash_torn(seed);
             assert_eq!(bytes(&again, "f"), got, "seed {seed}");
         }
-        assert!(seen.contains(&0) && seen.contains(&4096) && seen.len() > 3, "{seen:?}");
+        assert!(
+            seen.contains(&0) && seen.contains(&4096) && seen.len() > 3,
+            "{seen:?}"
+        );
         // A synced write is never torn; a write followed by set_len is not
         // the last mutating call and is lost.
         let dir = MemDirectory::new();
