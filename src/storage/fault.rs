@@ -1,6 +1,7 @@
-//! Fault injection: EIO, short reads and torn writes on chosen calls.
+//! Fault injection: EIO, ENOSPC, short reads and torn writes on chosen calls.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
@@ -14,8 +15,14 @@ pub enum FaultOp {
     Read,
     /// `write_at`.
     Write,
-    /// `sync`.
+    /// `sync` of a file, and the directory sync ([`Directory::sync_dir`],
+    /// the last step of a publish) too.
     Sync,
+    /// [`Directory::rename`] (a publish renames its temporary file).
+    Rename,
+    /// [`Directory::sync_dir`] only. A directory sync checks `SyncDir` rules
+    /// first and then `Sync` rules, so both count it.
+    SyncDir,
 }
 
 /// What happens when a fault fires.
@@ -28,8 +35,26 @@ pub enum FaultKind {
     /// layer that silently returns short data: checksums must catch it.
     ShortRead,
     /// A write persists only its first half (rounded down to 512 bytes) and
-    /// then fails, as a write interrupted by power loss.
+    /// then fails, as a write interrupted by power loss. (On other calls: as
+    /// `Eio`.)
     TornWrite,
+    /// The call fails with `ENOSPC` ("No space left on device", kind
+    /// [`std::io::ErrorKind::StorageFull`]) and has no effect, as on a full
+    /// disk; meant for writes, syncs (delayed allocation) and renames.
+    NoSpace,
+}
+
+/// The error a fault of `kind` returns for a call `what` on `file`.
+fn injected(kind: FaultKind, file: &str, what: &str) -> Error {
+    let source = match kind {
+        FaultKind::NoSpace => std::io::Error::from_raw_os_error(libc::ENOSPC),
+        FaultKind::TornWrite => std::io::Error::other(format!("injected EIO on {what} (torn)")),
+        FaultKind::Eio | FaultKind::ShortRead => std::io::Error::other(format!("injected EIO on {what}")),
+    };
+    Error::Io {
+        file: file.to_string(),
+        source,
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -47,6 +72,8 @@ struct Rule {
 #[derive(Debug, Default, Clone)]
 pub struct FaultPlan {
     rules: Arc<Mutex<Vec<Rule>>>,
+    /// Faults fired so far (over every rule, cleared ones included).
+    fired: Arc<AtomicU64>,
 }
 
 impl FaultPlan {
@@ -64,6 +91,11 @@ impl FaultPlan {
             kind,
             sticky,
         });
+    }
+
+    /// How many calls have failed (or read short) by this plan so far.
+    pub fn fired(&self) -> u64 {
+        self.fired.load(Ordering::SeqCst)
     }
 
     /// Removes every rule.
@@ -86,6 +118,9 @@ impl FaultPlan {
             fired = Some(r.kind);
             r.sticky
         });
+        if fired.is_some() {
+            self.fired.fetch_add(1, Ordering::SeqCst);
+        }
         fired
     }
 }
@@ -103,11 +138,8 @@ impl FaultyStorage {
         FaultyStorage { inner, plan }
     }
 
-    fn eio(&self, what: &str) -> Error {
-        Error::Io {
-            file: self.inner.name().to_string(),
-            source: std::io::Error::other(format!("injected EIO on {what}")),
-        }
+    fn fault(&self, kind: FaultKind, what: &str) -> Error {
+        injected(kind, self.inner.name(), what)
     }
 }
 
@@ -126,7 +158,7 @@ impl ReadStorage for FaultyStorage {
                 tail.fill(0);
                 Ok(())
             }
-            Some(_) => Err(self.eio("read")),
+            Some(kind) => Err(self.fault(kind, "read")),
         }
     }
 
@@ -148,9 +180,9 @@ impl Storage for FaultyStorage {
                 if let Some(head) = buf.get(..keep) {
                     self.inner.write_at(offset, head)?;
                 }
-                Err(self.eio("write (torn)"))
+                Err(self.fault(FaultKind::TornWrite, "write"))
             }
-            Some(_) => Err(self.eio("write")),
+            Some(kind) => Err(self.fault(kind, "write")),
         }
     }
 
@@ -161,7 +193,7 @@ impl Storage for FaultyStorage {
     fn sync(&self) -> Result<()> {
         match self.plan.check(FaultOp::Sync) {
             None => self.inner.sync(),
-            Some(_) => Err(self.eio("sync")),
+            Some(kind) => Err(self.fault(kind, "sync")),
         }
     }
 
@@ -207,12 +239,19 @@ impl PassThrough for FaultyDirectory {
         Arc::new(FaultyStorage::new(storage, self.plan.clone()))
     }
     fn sync_inner_dir(&self) -> Result<()> {
-        match self.plan.check(FaultOp::Sync) {
+        let fired = self
+            .plan
+            .check(FaultOp::SyncDir)
+            .or_else(|| self.plan.check(FaultOp::Sync));
+        match fired {
             None => self.inner.sync_dir(),
-            Some(_) => Err(Error::Io {
-                file: "<memory directory>".into(),
-                source: std::io::Error::other("injected EIO on directory sync"),
-            }),
+            Some(kind) => Err(injected(kind, "<memory directory>", "directory sync")),
+        }
+    }
+    fn rename_inner(&self, from: &str, to: &str) -> Result<()> {
+        match self.plan.check(FaultOp::Rename) {
+            None => self.inner.rename(from, to),
+            Some(kind) => Err(injected(kind, from, &format!("rename to {to}"))),
         }
     }
     fn describe_wrapped(&self) -> String {
@@ -236,6 +275,7 @@ mod tests {
         assert!(f.read_at(0, &mut b).is_err());
         f.read_at(0, &mut b).unwrap(); // not sticky
         assert_eq!(b, [7u8; 16]);
+        assert_eq!(dir.plan().fired(), 1);
     }
 
     #[test]
@@ -251,6 +291,43 @@ mod tests {
         dir.plan().inject(FaultOp::Sync, 0, FaultKind::Eio, false);
         assert!(f.sync().is_err());
         f.sync().unwrap();
+    }
+
+    #[test]
+    fn rename_sync_dir_and_no_space_faults() {
+        let dir = FaultyDirectory::new();
+        dir.create("a").unwrap().write_at(0, b"x").unwrap();
+        dir.plan().inject(FaultOp::Rename, 0, FaultKind::Eio, false);
+        assert!(dir.rename("a", "b").is_err());
+        assert!(
+            dir.exists("a") && !dir.exists("b"),
+            "a failed rename has no effect"
+        );
+        dir.rename("a", "b").unwrap();
+        // SyncDir counts directory syncs only; Sync counts both.
+        dir.plan().inject(FaultOp::SyncDir, 1, FaultKind::Eio, false);
+        dir.open("b").unwrap().sync().unwrap();
+        dir.sync_dir().unwrap();
+        assert!(dir.sync_dir().is_err());
+        dir.plan().inject(FaultOp::Sync, 1, FaultKind::Eio, false);
+        dir.open("b").unwrap().sync().unwrap();
+        assert!(dir.sync_dir().is_err());
+        // ENOSPC on a write: the disk-full error, nothing written.
+        dir.plan().inject(FaultOp::Write, 0, FaultKind::NoSpace, false);
+        let f = dir.open("b").unwrap();
+        let e = f.write_at(1, b"yz").unwrap_err();
+        assert!(e.to_string().contains("No space left on device"), "{e}");
+        match e {
+            Error::Io { source, .. } => assert_eq!(source.kind(), std::io::ErrorKind::StorageFull),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(f.len().unwrap(), 1);
+        // A publish fails at its rename and leaves the old contents.
+        dir.publish("m", b"old").unwrap();
+        dir.plan().inject(FaultOp::Rename, 0, FaultKind::NoSpace, false);
+        assert!(dir.publish("m", b"new").is_err());
+        dir.crash();
+        assert_eq!(dir.mem().file("m").unwrap().contents(), b"old");
     }
 
     #[test]

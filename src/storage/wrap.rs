@@ -42,6 +42,11 @@ pub trait PassThrough: Send + Sync + Debug {
         self.inner().sync_dir()
     }
 
+    /// [`Directory::rename`] of inner names (default: the inner directory's).
+    fn rename_inner(&self, from: &str, to: &str) -> Result<()> {
+        self.inner().rename(from, to)
+    }
+
     /// [`Directory::describe`] (default: the inner directory's).
     fn describe_wrapped(&self) -> String {
         self.inner().describe()
@@ -66,7 +71,7 @@ impl<W: PassThrough> Directory for W {
     }
 
     fn rename(&self, from: &str, to: &str) -> Result<()> {
-        self.inner().rename(&self.map_name(from), &self.map_name(to))
+        self.rename_inner(&self.map_name(from), &self.map_name(to))
     }
 
     fn list(&self) -> Result<Vec<String>> {
