@@ -18,6 +18,8 @@
 # libFuzzer flags), FUZZ_LOG_DIR (default fuzz/logs).
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
+# The fuzz crate builds into fuzz/target, whatever the caller's target dir.
+export CARGO_TARGET_DIR="$PWD/target"
 
 budget="${1:-60}"
 shift || true
