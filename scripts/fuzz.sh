@@ -62,7 +62,7 @@ for t in "${targets[@]}"; do
   t0=$(date +%s)
   set +e
   # shellcheck disable=SC2086
-  "${fuzz[@]}" run -O --debug-assertions "$t" "corpus/$t" -- "$limit" -rss_limit_mb=2048 \
+  "${fuzz[@]}" run -O --debug-assertions "$t" "corpus/$t" -- "$limit" -timeout=10 -rss_limit_mb=2048 \
     -max_len=65536 -print_final_stats=1 ${FUZZ_ARGS:-} >"$log" 2>&1
   rc=$?
   set -e

@@ -209,7 +209,12 @@ impl PackedInts {
         if width > 64 || nw > bytes.len() / 8 {
             return Err(bad("bad width or word count"));
         }
-        if (nw as u64) * 64 < len as u64 * u64::from(width) {
+        // `len` and `width` come from the bytes: a product past u64 is
+        // damage, not a wrapped count.
+        let bits = (len as u64)
+            .checked_mul(u64::from(width))
+            .ok_or_else(|| bad("values cut"))?;
+        if (nw as u64) * 64 < bits {
             return Err(bad("values cut"));
         }
         let mut words = Vec::with_capacity(nw);
