@@ -41,6 +41,9 @@ const N: usize = 3000;
 /// Files (name, bytes) of a directory, empty files (the `LOCK` file) left out.
 type Files = Vec<(String, Vec<u8>)>;
 
+/// The writes logged after a point, in order: key, value (`None`: a delete).
+type Logged = Vec<(u64, Option<u64>)>;
+
 /// What is damaged and how it should answer.
 struct Fixture {
     what: String,
@@ -51,7 +54,7 @@ struct Fixture {
     db: Option<DbOptions>,
     /// For a store: its contents when the WAL was empty, and the writes
     /// logged after that (`None` a delete), in order.
-    history: (BTreeMap<u64, u64>, Vec<(u64, Option<u64>)>),
+    history: (BTreeMap<u64, u64>, Logged),
 }
 
 fn full() -> bool {
@@ -83,8 +86,13 @@ fn index_fixture(spec: &str, seed: u64) -> Fixture {
     let keys = random_keys(seed, N);
     let dir = MemDirectory::new();
     let s: IndexSpec = spec.parse().unwrap();
-    strata::registry::build_in(&s, index::Records::ranked(&keys), Arc::new(dir.clone()), &BuildOptions::default())
-        .unwrap();
+    strata::registry::build_in(
+        &s,
+        index::Records::ranked(&keys),
+        Arc::new(dir.clone()),
+        &BuildOptions::default(),
+    )
+    .unwrap();
     Fixture {
         what: spec.to_string(),
         files: files_of(&dir),
@@ -200,7 +208,9 @@ impl Check {
 
 /// A key absent from `oracle` near `k` (for negative lookups).
 fn absent_near(oracle: &BTreeMap<u64, u64>, k: u64) -> Option<u64> {
-    (1..4).map(|d| k.wrapping_add(d)).find(|a| !oracle.contains_key(a))
+    (1..4)
+        .map(|d| k.wrapping_add(d))
+        .find(|a| !oracle.contains_key(a))
 }
 
 /// Opens the index in `dir`, verifies it, gets every key (and an absent
@@ -399,11 +409,18 @@ fn flips_and_truncations() {
         } else {
             let len = rng.random_range(0..bytes.len());
             bytes.truncate(len);
-            (&mut cuts, format!("{}: {name} cut to {len} of {} bytes", f.what, original.len()))
+            (
+                &mut cuts,
+                format!("{}: {name} cut to {len} of {} bytes", f.what, original.len()),
+            )
         };
         let cut = bytes.len() < original.len();
         let (outcome, detail) = trial(f, name, &bytes, &mut rng);
-        tally.add(outcome, cut && newest_wal(f, name), format!("{what}: {}", detail.unwrap_or_default()));
+        tally.add(
+            outcome,
+            cut && newest_wal(f, name),
+            format!("{what}: {}", detail.unwrap_or_default()),
+        );
     }
     println!("{}", flips.line("corruption: single-byte flips"));
     println!("{}", cuts.line("corruption: truncations"));
@@ -435,7 +452,15 @@ fn file_swaps() {
                     continue;
                 }
                 let (outcome, detail) = trial(a, name, bytes, &mut rng);
-                swaps.add(outcome, false, format!("{}: {name} from another build: {}", a.what, detail.unwrap_or_default()));
+                swaps.add(
+                    outcome,
+                    false,
+                    format!(
+                        "{}: {name} from another build: {}",
+                        a.what,
+                        detail.unwrap_or_default()
+                    ),
+                );
             }
         }
     }

@@ -52,24 +52,43 @@ pub fn run(name: &str, data: &[u8]) {
         "paged_header" => paged_header(data),
         "datarun" => datarun(data),
         "leco" => codec(data, LecoArray::from_bytes, LecoArray::to_bytes, |a| {
-            (0..a.len().min(4096)).for_each(|i| { std::hint::black_box(a.get(i)); })
+            (0..a.len().min(4096)).for_each(|i| {
+                std::hint::black_box(a.get(i));
+            })
         }),
         "gapcode" => codec(data, GapArray::from_bytes, GapArray::to_bytes, |a| {
-            (0..a.len().min(4096)).for_each(|i| { std::hint::black_box(a.get(i)); })
+            (0..a.len().min(4096)).for_each(|i| {
+                std::hint::black_box(a.get(i));
+            })
         }),
         "delta" => codec(data, DeltaArray::from_bytes, DeltaArray::to_bytes, |a| {
-            (0..a.len().min(4096)).for_each(|i| { std::hint::black_box(a.get(i)); })
+            (0..a.len().min(4096)).for_each(|i| {
+                std::hint::black_box(a.get(i));
+            })
         }),
         "rmi" => codec(data, Rmi::from_bytes, Rmi::to_bytes, |m| {
-            probe_keys(data).for_each(|k| { std::hint::black_box((m.predict_range(k), m.predict(k))); })
+            probe_keys(data).for_each(|k| {
+                std::hint::black_box((m.predict_range(k), m.predict(k)));
+            })
         }),
         "radix_spline" => codec(data, RadixSpline::from_bytes, RadixSpline::to_bytes, |m| {
-            probe_keys(data).for_each(|k| { std::hint::black_box((m.predict_range(k), m.approx(k))); })
+            probe_keys(data).for_each(|k| {
+                std::hint::black_box((m.predict_range(k), m.approx(k)));
+            })
         }),
-        "cpr_band" => codec(data, |b| CprBand::from_bytes(b, "fuzz"), CprBand::to_bytes, |c| {
-            (0..c.len().min(4096)).for_each(|j| { std::hint::black_box(c.entry(j)); });
-            probe_keys(data).for_each(|k| { std::hint::black_box(c.find(k)); });
-        }),
+        "cpr_band" => codec(
+            data,
+            |b| CprBand::from_bytes(b, "fuzz"),
+            CprBand::to_bytes,
+            |c| {
+                (0..c.len().min(4096)).for_each(|j| {
+                    std::hint::black_box(c.entry(j));
+                });
+                probe_keys(data).for_each(|k| {
+                    std::hint::black_box(c.find(k));
+                });
+            },
+        ),
         "bitpack" => {
             if let Ok(same) = strata::fuzzing::bitpack_roundtrip(data) {
                 assert!(same, "packed integers: round trip differs");
@@ -89,13 +108,20 @@ pub fn run(name: &str, data: &[u8]) {
 
 /// A few lookup keys: the boundaries and words of the input.
 fn probe_keys(data: &[u8]) -> impl Iterator<Item = u64> + '_ {
-    [0, 1, u64::MAX / 2, u64::MAX]
-        .into_iter()
-        .chain(data.chunks_exact(8).take(16).map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8]))))
+    [0, 1, u64::MAX / 2, u64::MAX].into_iter().chain(
+        data.chunks_exact(8)
+            .take(16)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap_or([0; 8]))),
+    )
 }
 
 /// A blob codec: decode, exercise, and check that re-encoding is stable.
-fn codec<T, E>(data: &[u8], decode: impl Fn(&[u8]) -> Result<T, E>, encode: impl Fn(&T) -> Vec<u8>, use_it: impl Fn(&T)) {
+fn codec<T, E>(
+    data: &[u8],
+    decode: impl Fn(&[u8]) -> Result<T, E>,
+    encode: impl Fn(&T) -> Vec<u8>,
+    use_it: impl Fn(&T),
+) {
     let Ok(value) = decode(data) else { return };
     use_it(&value);
     let bytes = encode(&value);
@@ -126,7 +152,9 @@ pub fn reseal(bytes: &mut [u8], page_size: usize) {
 
 /// The page size a paged file's header claims (byte 28), if supported.
 fn claimed_page_size(bytes: &[u8], at: usize) -> usize {
-    let v = bytes.get(at..at + 4).map_or(0, |b| u32::from_le_bytes(b.try_into().unwrap_or([0; 4])) as usize);
+    let v = bytes
+        .get(at..at + 4)
+        .map_or(0, |b| u32::from_le_bytes(b.try_into().unwrap_or([0; 4])) as usize);
     if page::check_page_size(v).is_ok() { v } else { 4096 }
 }
 
@@ -187,7 +215,9 @@ fn datarun(data: &[u8]) {
     let mut bytes = data.to_vec();
     let page_size = claimed_page_size(&bytes, 28);
     reseal(&mut bytes, page_size);
-    let Ok(run) = DataRun::open(mem("data.run", &bytes)) else { return };
+    let Ok(run) = DataRun::open(mem("data.run", &bytes)) else {
+        return;
+    };
     let _ = run.verify(&mut |_| {});
     let pages = run.meta().pages;
     let _ = run.read_page(pages.saturating_sub(1));
@@ -203,7 +233,9 @@ fn datarun(data: &[u8]) {
 
 /// Input: page number u8 | page bytes (4096 or more), checksum recomputed.
 fn node(data: &[u8], roundtrip: fn(&[u8], u64) -> strata::Result<bool>) {
-    let Some((&no, rest)) = data.split_first() else { return };
+    let Some((&no, rest)) = data.split_first() else {
+        return;
+    };
     let mut p = rest.to_vec();
     let no = u64::from(no);
     if p.len() >= 4 {
@@ -222,7 +254,11 @@ fn pager_checkpoint(data: &[u8]) {
     let page_size = claimed_page_size(&bytes, 28);
     reseal(&mut bytes, page_size);
     let f = mem("btree.db", &bytes);
-    let word = |at: usize| bytes.get(at..at + 8).map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap()));
+    let word = |at: usize| {
+        bytes
+            .get(at..at + 8)
+            .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap()))
+    };
     let id = FileId {
         magic: word(16),
         version: word(24) as u32,
@@ -243,14 +279,18 @@ fn pager_checkpoint(data: &[u8]) {
 /// Frame checksums are computed here; flag 1 replays the segment as the
 /// newest one, flag 4 damages the magic.
 pub fn wal_segment(data: &[u8]) -> (Vec<u8>, bool) {
-    let Some((&flags, mut rest)) = data.split_first() else { return (Vec::new(), true) };
+    let Some((&flags, mut rest)) = data.split_first() else {
+        return (Vec::new(), true);
+    };
     let mut seg = Vec::new();
     seg.extend_from_slice(&WAL_MAGIC.to_le_bytes());
     if flags & 4 != 0 {
         seg[0] ^= 1;
     }
     seg.extend_from_slice(&WAL_VERSION.to_le_bytes());
-    let fill = (WAL_HEADER_LEN as usize).saturating_sub(seg.len()).min(rest.len());
+    let fill = (WAL_HEADER_LEN as usize)
+        .saturating_sub(seg.len())
+        .min(rest.len());
     seg.extend_from_slice(&rest[..fill]);
     rest = &rest[fill..];
     while rest.len() >= 2 {
@@ -283,12 +323,21 @@ fn wal(data: &[u8]) {
 /// Input: mode u8 | bytes. An even mode wraps the bytes as the JSON payload
 /// of a valid manifest header (magic, version, length, crc32c).
 fn db_manifest(data: &[u8]) {
-    let Some((&mode, rest)) = data.split_first() else { return };
-    let bytes = if mode % 2 == 0 { wrap_manifest(rest) } else { rest.to_vec() };
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
+    let bytes = if mode % 2 == 0 {
+        wrap_manifest(rest)
+    } else {
+        rest.to_vec()
+    };
     if let Ok(m) = strata::log::manifest::decode::<DbManifest>(&bytes, "MANIFEST") {
         let again = strata::log::manifest::encode(&m).unwrap();
         let m2 = strata::log::manifest::decode::<DbManifest>(&again, "MANIFEST").unwrap();
-        assert!(strata::log::manifest::encode(&m2).unwrap() == again, "db manifest round trip differs");
+        assert!(
+            strata::log::manifest::encode(&m2).unwrap() == again,
+            "db manifest round trip differs"
+        );
     }
 }
 
@@ -307,12 +356,18 @@ pub fn wrap_manifest(payload: &[u8]) -> Vec<u8> {
 /// Input: the JSON of an index manifest.
 fn index_manifest(data: &[u8]) {
     let dir = MemDirectory::new();
-    dir.create(index::MANIFEST_FILE).unwrap().write_at(0, data).unwrap();
+    dir.create(index::MANIFEST_FILE)
+        .unwrap()
+        .write_at(0, data)
+        .unwrap();
     if let Ok(m) = index::Manifest::load(&dir) {
         let again = MemDirectory::new();
         m.store(&again).unwrap();
         let m2 = index::Manifest::load(&again).unwrap();
-        assert_eq!(serde_json::to_string(&m2).unwrap(), serde_json::to_string(&m).unwrap());
+        assert_eq!(
+            serde_json::to_string(&m2).unwrap(),
+            serde_json::to_string(&m).unwrap()
+        );
     }
 }
 
@@ -362,11 +417,19 @@ pub fn built_indexes() -> &'static [Vec<(String, Vec<u8>)>] {
             .map(|spec| {
                 let dir = MemDirectory::new();
                 let s: IndexSpec = spec.parse().unwrap();
-                strata::registry::build_in(&s, index::Records::ranked(&keys), Arc::new(dir.clone()), &BuildOptions::default())
-                    .unwrap();
+                strata::registry::build_in(
+                    &s,
+                    index::Records::ranked(&keys),
+                    Arc::new(dir.clone()),
+                    &BuildOptions::default(),
+                )
+                .unwrap();
                 let mut names = dir.list().unwrap();
                 names.sort();
-                names.into_iter().map(|n| (n.clone(), dir.file(&n).unwrap().contents())).collect()
+                names
+                    .into_iter()
+                    .map(|n| (n.clone(), dir.file(&n).unwrap().contents()))
+                    .collect()
             })
             .collect()
     })
@@ -392,8 +455,13 @@ fn index_dir(data: &[u8]) {
         }
     }
     for resident in [Residency::Index, Residency::None] {
-        let opts = OpenOptions { resident, ..Default::default() };
-        let Ok(idx) = strata::registry::open_in(Arc::new(dir.clone()), &opts) else { continue };
+        let opts = OpenOptions {
+            resident,
+            ..Default::default()
+        };
+        let Ok(idx) = strata::registry::open_in(Arc::new(dir.clone()), &opts) else {
+            continue;
+        };
         for k in index_keys().into_iter().step_by(7) {
             let _ = idx.get(k);
             let _ = idx.lower_bound(k + 1);

@@ -18,7 +18,11 @@ pub const MAX_SEED: usize = 16 * 1024;
 /// The files of the index of kind `spec` named like `prefix*`.
 fn files_of(spec: &str, prefix: &str) -> Vec<Vec<u8>> {
     let i = INDEX_KINDS.iter().position(|k| *k == spec).unwrap();
-    built_indexes()[i].iter().filter(|(n, _)| n.starts_with(prefix)).map(|(_, b)| b.clone()).collect()
+    built_indexes()[i]
+        .iter()
+        .filter(|(n, _)| n.starts_with(prefix))
+        .map(|(_, b)| b.clone())
+        .collect()
 }
 
 /// The blobs held by the layer files of `spec` (the bytes a blob codec reads).
@@ -58,16 +62,29 @@ pub fn seeds() -> Vec<(&'static str, Vec<Vec<u8>>)> {
     out.push(("paged_header", layers));
     out.push(("datarun", runs));
 
-    let mut leco = vec![LecoArray::encode(&values).to_bytes(), LecoArray::encode(&[]).to_bytes()];
-    leco.extend(blobs_of("leco-zonemap-d").into_iter().filter(|b| LecoArray::from_bytes(b).is_ok()));
+    let mut leco = vec![
+        LecoArray::encode(&values).to_bytes(),
+        LecoArray::encode(&[]).to_bytes(),
+    ];
+    leco.extend(
+        blobs_of("leco-zonemap-d")
+            .into_iter()
+            .filter(|b| LecoArray::from_bytes(b).is_ok()),
+    );
     out.push(("leco", leco));
     out.push(("gapcode", vec![GapArray::encode(&keys).unwrap().to_bytes()]));
     out.push(("delta", vec![DeltaArray::encode(&keys).unwrap().to_bytes()]));
     out.push((
         "rmi",
-        vec![Rmi::build(&keys, 4).unwrap().to_bytes(), Rmi::build(&keys[..10], 1).unwrap().to_bytes()],
+        vec![
+            Rmi::build(&keys, 4).unwrap().to_bytes(),
+            Rmi::build(&keys[..10], 1).unwrap().to_bytes(),
+        ],
     ));
-    out.push(("radix_spline", vec![RadixSpline::build(&keys, 8, 6).unwrap().to_bytes()]));
+    out.push((
+        "radix_spline",
+        vec![RadixSpline::build(&keys, 8, 6).unwrap().to_bytes()],
+    ));
     let cpr: Vec<Vec<u8>> = blobs_of("pgm-disk-cpr:epsilon=16")
         .into_iter()
         .filter(|b| CprBand::from_bytes(b, "seed").is_ok())
@@ -92,7 +109,10 @@ pub fn seeds() -> Vec<(&'static str, Vec<Vec<u8>>)> {
 
     // flags 3: newest segment, raw tail; header rest; two frames.
     let mut wal = vec![3u8];
-    wal.extend(std::iter::repeat_n(0u8, (strata::log::WAL_HEADER_LEN as usize).saturating_sub(12)));
+    wal.extend(std::iter::repeat_n(
+        0u8,
+        (strata::log::WAL_HEADER_LEN as usize).saturating_sub(12),
+    ));
     for (seq, ops) in [(1u64, vec![(1u8, 5u64, 50u64), (2, 6, 0)]), (2, vec![(1, 7, 70)])] {
         let mut payload = seq.to_le_bytes().to_vec();
         payload.extend((ops.len() as u32).to_le_bytes());

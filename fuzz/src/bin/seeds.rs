@@ -4,9 +4,10 @@
 //! this crate's manifest).
 
 fn main() {
-    let root = std::env::args()
-        .nth(1)
-        .map_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus"), Into::into);
+    let root = std::env::args().nth(1).map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("corpus"),
+        Into::into,
+    );
     for (target, inputs) in strata_fuzz::seeds() {
         assert!(!inputs.is_empty(), "no seeds for {target}");
         let dir = root.join(target);
