@@ -18,10 +18,12 @@ use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
+mod common;
+
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 use strata::db::{Db, Options as DbOptions};
-use strata::index::{self, BuildOptions, IndexSpec, OpenOptions, Residency};
+use strata::index::{OpenOptions, Residency};
 use strata::storage::{Directory, MemDirectory};
 
 /// The index kinds of the campaign.
@@ -84,15 +86,7 @@ fn files_of(dir: &MemDirectory) -> Files {
 
 fn index_fixture(spec: &str, seed: u64) -> Fixture {
     let keys = random_keys(seed, N);
-    let dir = MemDirectory::new();
-    let s: IndexSpec = spec.parse().unwrap();
-    strata::registry::build_in(
-        &s,
-        index::Records::ranked(&keys),
-        Arc::new(dir.clone()),
-        &BuildOptions::default(),
-    )
-    .unwrap();
+    let dir = common::build_in_memory(spec, &keys);
     Fixture {
         what: spec.to_string(),
         files: files_of(&dir),

@@ -20,6 +20,9 @@ use strata::model::{DeltaArray, GapArray, LecoArray, RadixSpline, Rmi};
 use strata::pager::{Checkpoint, FileId};
 use strata::storage::{Directory, MemDirectory, MemStorage, Storage};
 
+/// The test suite's shared helpers (index builds in memory).
+#[path = "../../tests/common/mod.rs"]
+mod common;
 mod seeds;
 pub use seeds::seeds;
 
@@ -415,15 +418,7 @@ pub fn built_indexes() -> &'static [Vec<(String, Vec<u8>)>] {
         INDEX_KINDS
             .iter()
             .map(|spec| {
-                let dir = MemDirectory::new();
-                let s: IndexSpec = spec.parse().unwrap();
-                strata::registry::build_in(
-                    &s,
-                    index::Records::ranked(&keys),
-                    Arc::new(dir.clone()),
-                    &BuildOptions::default(),
-                )
-                .unwrap();
+                let dir = common::build_in_memory(spec, &keys);
                 let mut names = dir.list().unwrap();
                 names.sort();
                 names
