@@ -14,7 +14,7 @@ use std::sync::{Arc, OnceLock};
 use strata::db::{DbManifest, WalOp};
 use strata::format::{DataRun, KeyFileOptions, KeyReader, KeyWidth, PagedFile, page};
 use strata::index::layered::{CprBand, layer_spec};
-use strata::index::{self, BuildOptions, IndexSpec, OpenOptions, Residency};
+use strata::index::{self, OpenOptions, Residency};
 use strata::log::{WAL_HEADER_LEN, WAL_MAGIC, WAL_VERSION};
 use strata::model::{DeltaArray, GapArray, LecoArray, RadixSpline, Rmi};
 use strata::pager::{Checkpoint, FileId};
