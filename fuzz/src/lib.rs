@@ -410,9 +410,12 @@ pub fn index_keys() -> Vec<u64> {
     (0..300u64).map(|i| i * i * 7 + 3).collect()
 }
 
-/// The files (name, bytes) of a small index of each of [`INDEX_KINDS`].
-pub fn built_indexes() -> &'static [Vec<(String, Vec<u8>)>] {
-    static BUILT: OnceLock<Vec<Vec<(String, Vec<u8>)>>> = OnceLock::new();
+/// The files of an index directory: (name, bytes), sorted by name.
+pub type IndexFiles = Vec<(String, Vec<u8>)>;
+
+/// The files of a small index of each of [`INDEX_KINDS`].
+pub fn built_indexes() -> &'static [IndexFiles] {
+    static BUILT: OnceLock<Vec<IndexFiles>> = OnceLock::new();
     BUILT.get_or_init(|| {
         let keys = index_keys();
         INDEX_KINDS

@@ -31,10 +31,8 @@ fn blobs_of(spec: &str) -> Vec<Vec<u8>> {
     for bytes in files_of(spec, "layer-") {
         for layer in 0..2 {
             let f = crate::mem("layer.bin", &bytes);
-            if let Ok(p) = PagedFile::open(f, layer_spec(layer)) {
-                if let Ok((b, _)) = p.read_all() {
-                    out.push(b);
-                }
+            if let Ok((b, _)) = PagedFile::open(f, layer_spec(layer)).and_then(|p| p.read_all()) {
+                out.push(b);
             }
         }
     }
