@@ -57,6 +57,9 @@ pub mod db;
 pub mod error;
 #[warn(unreachable_pub)]
 pub mod format;
+#[cfg(any(fuzzing, test))]
+#[doc(hidden)]
+pub mod fuzzing;
 #[warn(unreachable_pub)]
 pub mod index;
 #[warn(unreachable_pub)]

@@ -8,11 +8,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use proptest::prelude::*;
+
+mod common;
 use strata::db::{Db, Options as DbOptions, SyncPolicy, WalOp, wal_id};
 use strata::db::{WalWriter, replay};
 use strata::format::{DataRun, PagedFile};
 use strata::index::layered::{CprBand, layer_spec};
-use strata::index::{self, BuildOptions, IndexSpec, OpenOptions, Residency};
+use strata::index::{self, OpenOptions, Residency};
 use strata::log::{WAL_HEADER_LEN, WAL_MAGIC, WAL_VERSION_1};
 use strata::model::LecoArray;
 use strata::storage::{Directory, MemDirectory, MemStorage, Storage};
@@ -54,15 +56,7 @@ proptest! {
 /// opening and looking up either works or returns an error.
 fn damage_each_file(spec: &str) {
     let keys: Vec<u64> = (0..3000u64).map(|i| i * i + 11).collect();
-    let dir = MemDirectory::new();
-    let s: IndexSpec = spec.parse().unwrap();
-    strata::registry::build_in(
-        &s,
-        index::Records::ranked(&keys),
-        Arc::new(dir.clone()),
-        &BuildOptions::default(),
-    )
-    .unwrap();
+    let dir = common::build_in_memory(spec, &keys);
     let names = dir.list().unwrap();
     let mut rng = 0x9E37_79B9_7F4A_7C15u64;
     for name in names {

@@ -33,6 +33,7 @@ const RUNGS: &[&[&str]] = &[
     &["lsm"],
     &["join"],
     &["registry"],
+    &["fuzzing"],
 ];
 
 fn rung(module: &str) -> Option<usize> {

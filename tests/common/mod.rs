@@ -321,3 +321,19 @@ pub fn battery_on(spec: &str, name: &str, keys: &[u64]) {
         assert!(st.disk_bytes > 0);
     }
 }
+
+/// The files of an index of `spec` over `keys` (values their ranks), built in
+/// memory.
+pub fn build_in_memory(spec: &str, keys: &[u64]) -> strata::storage::MemDirectory {
+    let dir = strata::storage::MemDirectory::new();
+    let s: IndexSpec = spec.parse().unwrap();
+    let records = strata::index::Records::ranked(keys);
+    strata::registry::build_in(
+        &s,
+        records,
+        std::sync::Arc::new(dir.clone()),
+        &BuildOptions::default(),
+    )
+    .unwrap();
+    dir
+}

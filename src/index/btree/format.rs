@@ -38,8 +38,9 @@ const KEYS_OFF: usize = PAGE_HEADER_LEN;
 /// Slots per node for a page size: `(page_size - 16) / 16`, i.e. records
 /// per leaf and separator keys per inner node (255 for 4 KiB, 511 for
 /// 8 KiB, 1023 for 16 KiB).
+/// A page shorter than its header has no slots.
 pub(crate) const fn node_capacity(page_size: usize) -> usize {
-    (page_size - PAGE_HEADER_LEN) / 16
+    page_size.saturating_sub(PAGE_HEADER_LEN) / 16
 }
 
 /// Children per full inner node: `node_capacity + 1` (256 for 4 KiB, 512 for

@@ -1,0 +1,4 @@
+#![no_main]
+//! Fuzz target `btree_leaf`: see `strata_fuzz::run`.
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| strata_fuzz::run("btree_leaf", data));
