@@ -9,7 +9,7 @@
 //!   2,400);
 //! - file swaps (the same file name from another build of the same kind with
 //!   the same `n` but other keys, or from another store):
-//!   [`file_swaps`], ignored until every file carries its build's id.
+//!   [`file_swaps`]: every file carries its build's id (issue 16).
 //!
 //! `docs/results/reliability.md` ("Flips, truncations and swaps") has the
 //! figures.
@@ -432,7 +432,6 @@ fn flips_and_truncations() {
 /// the one from another store: a typed error, never a wrong answer. Needs
 /// build ids in every file (issue 16, "Build identity").
 #[test]
-#[ignore = "needs build ids in every file (issue 16 branch ident); run with --ignored"]
 fn file_swaps() {
     let ours = fixtures(7);
     let theirs = fixtures(8);
