@@ -21,6 +21,11 @@ cd "$(dirname "$0")/../fuzz"
 # The fuzz crate builds into fuzz/target, whatever the caller's target dir.
 export CARGO_TARGET_DIR="$PWD/target"
 
+# The sosd target writes its input to a file per run: keep it in memory.
+if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then
+  export TMPDIR=/dev/shm
+fi
+
 budget="${1:-60}"
 shift || true
 
