@@ -25,10 +25,11 @@ s() { "$bin" "$@"; }
 # CRC-32C of the page number (u64 LE) then bytes 4.. of the page, written
 # into bytes 0..4 (docs/format/page.md): a header field changed "with a
 # recomputed checksum", so the parser is reached.
-reseal() { # FILE OFFSET U64
+reseal() { # FILE OFFSET U64 [OFFSET U64 ...]
   python3 - "$@" <<'EOF'
 import struct, sys
-path, off, val = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+path = sys.argv[1]
+edits = [(int(o), int(v)) for o, v in zip(sys.argv[2::2], sys.argv[3::2])]
 T = []
 for i in range(256):
     c = i
@@ -42,7 +43,8 @@ def crc(data, c=0):
     return c ^ 0xFFFFFFFF
 b = bytearray(open(path, 'rb').read())
 ps = struct.unpack_from('<I', b, 28)[0]
-struct.pack_into('<Q', b, off, val)
+for off, val in edits:
+    struct.pack_into('<Q', b, off, val)
 page = b[:ps]
 struct.pack_into('<I', b, 0, crc(bytes(page[4:]), crc(struct.pack('<Q', 0))))
 open(path, 'wb').write(b)
@@ -100,15 +102,17 @@ gout=$(s get a "$key" 2>&1); grc=$?
 if [ $vrc -ne 0 ] && [ $grc -ne 0 ] && grep -q data.run <<<"$vout"; then held 5 "$(head -c 160 <<<"$vout")"
 else bad 5 "verify exit $vrc, get $key exit $grc: $(head -c 100 <<<"$gout")"; fi
 
-# 6. Header arithmetic: a layer file's count set to 2^61, checksum recomputed.
+# 6. Header arithmetic: the data run's count set to 2^61 and its page count
+# to match (255 records a page), checksum recomputed: (pages + 1) * page_size
+# overflows u64.
 s build --index pgm --data k.keys --out c >/dev/null 2>&1
-reseal c/data.run 32 $((1 << 61))
+reseal c/data.run 32 $((1 << 61)) 40 $(( ((1 << 61) + 254) / 255 ))
 out=$(s get c "$key" 2>&1); rc=$?
 if [ $rc -ne 0 ] && ! grep -qi panick <<<"$out" && grep -qi corrupt <<<"$out"; then held 6 "$(head -c 160 <<<"$out")"
 else bad 6 "exit $rc: $(head -c 200 <<<"$out")"; fi
 
 # 7. Panics and side effects on bad input.
-out=$(s gen --n 4611686018427387904 --out huge.keys 2>&1); rc=$?
+out=$(s gen --dist uniform --n 4611686018427387904 --out huge.keys 2>&1); rc=$?
 if [ $rc -ne 0 ] && ! grep -qi panick <<<"$out" && [ ! -e huge.keys ]; then held 7a "huge --n: $(head -c 120 <<<"$out")"
 else bad 7a "huge --n: exit $rc: $(head -c 160 <<<"$out")"; fi
 out=$(s build --index pgm:eps=64 --data k.keys --out e 2>&1); rc=$?

@@ -11,7 +11,7 @@ use crate::log::{Manifest, WalChain, manifest};
 use crate::storage::Directory;
 
 /// File name of the manifest.
-pub(crate) const DB_MANIFEST_FILE: &str = "strata-db.manifest";
+pub const DB_MANIFEST_FILE: &str = "strata-db.manifest";
 /// Temporary name the manifest is written under before its rename.
 pub(super) const DB_MANIFEST_TMP: &str = "strata-db.manifest.tmp";
 /// Magic number at the start of the manifest: `STRATADB`.

@@ -77,8 +77,7 @@ use serde::Serialize;
 
 pub use crate::log::wal_id;
 pub use kind::DbKind;
-pub(crate) use manifest::DB_MANIFEST_FILE;
-pub use manifest::DbManifest;
+pub use manifest::{DB_MANIFEST_FILE, DbManifest};
 pub(crate) use memtable::{MemTable, Slot};
 pub use options::{MergeTrigger, Options};
 pub use range::DbRange;

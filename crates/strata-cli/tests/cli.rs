@@ -446,3 +446,28 @@ fn db_with_its_newest_log_segment_deleted_is_refused() {
     assert!(err.contains("wal-000001.log") && err.contains("missing"), "{err}");
     fail(&["db", "put", p(&store), "2", "222"]);
 }
+
+/// Issue 16, failure 4: a flipped byte in the last complete frame of the
+/// newest log segment was taken for a torn tail and dropped silently; now
+/// `strata db stats` counts it and `strata verify` on the store fails naming
+/// the segment and the byte offset (a healthy store verifies).
+#[test]
+fn a_dropped_log_frame_is_reported_by_stats_and_verify() {
+    let tmp = tempfile::tempdir().unwrap();
+    let keys = tmp.path().join("k.keys");
+    let store = tmp.path().join("dz");
+    ok(&["gen", "--dist", "uniform", "--n", "2000", "--out", p(&keys)]);
+    ok(&["db", "load", p(&store), "--data", p(&keys)]);
+    ok(&["db", "put", p(&store), "1", "111"]);
+    let v = ok(&["verify", p(&store)]);
+    assert!(v.contains("\"ok\":true") && v.contains("\"records\":2001"), "{v}");
+    let seg = store.join("wal-000001.log");
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let at = bytes.len() - 3;
+    bytes[at] ^= 0x5a;
+    std::fs::write(&seg, &bytes).unwrap();
+    let stats = ok(&["db", "stats", p(&store)]);
+    assert!(stats.contains("\"recovery_dropped_frames\": 1"), "{stats}");
+    let e = fail(&["verify", p(&store)]);
+    assert!(e.contains("wal-000001.log") && e.contains("byte offset"), "{e}");
+}
