@@ -268,9 +268,11 @@ impl Db {
     }
 
     /// Bulk-loads sorted records (strictly increasing keys) as the static
-    /// stage of a new store in `dir`. Fails if `dir` already holds a store.
-    /// Every file is synced and the manifest is written last, so a crash
-    /// leaves either no store or the whole load.
+    /// stage of a new store in `dir`. Fails if `dir` already holds a store
+    /// that has been written to (an empty one, as a crash during a load
+    /// leaves, takes the load). The empty store is created first and the
+    /// load committed by its manifest, written last after every file is
+    /// synced, so a crash leaves no store, an empty one, or the whole load.
     pub fn bulk_load(
         dir: &dyn Directory,
         opts: &Options,
@@ -283,7 +285,7 @@ impl Db {
     /// read as a stream ([`crate::format::KeyReader`]): the first error (of
     /// the records, or keys out of order) ends the load before its manifest
     /// is written, and the files it wrote are removed, so `dir` holds no
-    /// store afterwards.
+    /// store afterwards (or the empty store it was given).
     pub fn try_bulk_load(
         dir: &dyn Directory,
         opts: &Options,
@@ -294,21 +296,39 @@ impl Db {
             return Err(Error::invalid("a bulk load cannot be read-only"));
         }
         let _lock = dir.lock(LockMode::Exclusive)?;
-        if DbManifest::load(dir)?.is_some() {
-            return Err(Error::invalid(format!(
-                "{} already holds a store; bulk loads go into a new one (use put or write_batch)",
-                dir.describe()
-            )));
-        }
-        let leftovers = |dir: &dyn Directory| -> Result<()> {
+        let leftovers = |dir: &dyn Directory, also_store: bool| -> Result<()> {
             for n in dir.list()? {
-                if n == DB_MANIFEST_TMP || gen_of(&n).is_some() || wal_id(&n).is_some() {
+                let store_file = n == DB_MANIFEST_FILE || wal_id(&n).is_some();
+                if n == DB_MANIFEST_TMP || gen_of(&n).is_some() || (also_store && store_file) {
                     dir.remove(&n)?;
                 }
             }
             Ok(())
         };
-        leftovers(dir)?;
+        // The empty store comes first (its log segment, then its manifest),
+        // and the load is committed to it by one more manifest edit: a crash
+        // during the load leaves an empty store whose next open removes the
+        // load's files (they belong to no generation of the manifest), and a
+        // retried load goes into that empty store.
+        let (base, fresh) = match DbManifest::load(dir)? {
+            Some(m) if untouched(dir, &m, opts)? => {
+                leftovers(dir, false)?;
+                (m, false)
+            }
+            Some(_) => {
+                return Err(Error::invalid(format!(
+                    "{} already holds a store; bulk loads go into a new one (use put or write_batch)",
+                    dir.describe()
+                )));
+            }
+            None => {
+                leftovers(dir, true)?;
+                let chain = WalChain::new(WalChain::new_store_id(), 1);
+                log::create_segment::<WalOp>(dir, &chain, 0, opts.sync, &|s| s)?;
+                let m = DbManifest::empty(opts.page_size).commit(&[DbEdit::Wal(chain)], dir)?;
+                (m, true)
+            }
+        };
         let load = || -> Result<(u64, String, u64, u64)> {
             let view = PrefixDirectory::new(dir, gen_prefix(1));
             let iter = records.into_iter();
@@ -323,32 +343,45 @@ impl Db {
             let (spec, decided_n) = b.finish(&view, &opts.static_kind, None)?;
             Ok((n, spec, decided_n, build_id))
         };
-        let (n, spec, decided_n, build_id) = match load() {
-            Ok(done) => done,
-            Err(e) => {
-                // Best effort: the error is what the caller needs to see.
-                let _ = leftovers(dir);
-                return Err(e);
-            }
-        };
-        // The store's first log segment, then the manifest that records it
-        // (a crash between leaves no manifest: nothing of the load counts).
-        let chain = WalChain::new(WalChain::new_store_id(), 1);
-        log::create_segment::<WalOp>(dir, &chain, 0, opts.sync, &|s| s)?;
-        DbManifest::empty(opts.page_size).commit(
-            &[
-                DbEdit::BulkLoad {
+        let committed = load().and_then(|(n, spec, decided_n, build_id)| {
+            base.commit(
+                &[DbEdit::BulkLoad {
                     static_kind: spec,
                     static_n: n,
                     auto_decided_n: decided_n,
                     static_build_id: Some(build_id),
-                },
-                DbEdit::Wal(chain),
-            ],
-            dir,
-        )?;
-        Ok(n)
+                }],
+                dir,
+            )?;
+            Ok(n)
+        });
+        match committed {
+            Ok(n) => Ok(n),
+            Err(e) => {
+                // Best effort: the error is what the caller needs to see. A
+                // store this load created goes again; an empty one it was
+                // given stays.
+                let _ = leftovers(dir, fresh);
+                Err(e)
+            }
+        }
     }
+}
+
+/// Whether the store of manifest `m` is one a bulk load may still go into:
+/// empty and never written (no generation, no merge, no sequence number, one
+/// log segment of only its header) — what a load interrupted by a crash
+/// leaves — with the page size of `opts`.
+fn untouched(dir: &dyn Directory, m: &DbManifest, opts: &Options) -> Result<bool> {
+    let Some(chain) = &m.wal else { return Ok(false) };
+    if m.generation != 0 || m.merges != 0 || m.last_seq != 0 || m.page_size != opts.page_size {
+        return Ok(false);
+    }
+    if !chain.sealed.is_empty() || chain.first != chain.newest {
+        return Ok(false);
+    }
+    let name = log::wal_name(chain.newest);
+    Ok(dir.exists(&name) && dir.open(&name)?.len()? <= WAL_HEADER_LEN)
 }
 
 /// Whether `names` (a directory without a manifest) hold only what an
