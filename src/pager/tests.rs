@@ -120,6 +120,7 @@ fn checkpoint_survives_a_crash_and_later_changes_do_not() {
         root,
         space,
         build_id: 0,
+        number: 0,
     };
     p.checkpoint(&synced).unwrap();
     // Changes after the checkpoint: reuse the free page, grow, no checkpoint.
@@ -335,7 +336,7 @@ proptest! {
                     free.push(page);
                 }
                 Op::Reboot => {
-                    let cp = Checkpoint { page_size: PS, root: [7; ROOT_SLOT_LEN], space, build_id: 0 };
+                    let cp = Checkpoint { page_size: PS, root: [7; ROOT_SLOT_LEN], space, build_id: 0, number: 0 };
                     p.checkpoint(&cp).unwrap();
                     dir.crash();
                     let (p2, cp2) = reopen(&dir).unwrap();
