@@ -288,7 +288,12 @@ impl Journal {
             self.header.encode(&mut out);
         }
         let mut img = AlignedBuf::zeroed(ps);
+        let file_len = self.raw.len()?;
         for &p in pages {
+            // A page allocated but never written has no image to keep.
+            if (p + 1) * ps as u64 > file_len {
+                continue;
+            }
             self.raw.read_at(p * ps as u64, &mut img)?;
             self.header.push_record(&mut out, p, &img);
         }
