@@ -16,8 +16,10 @@
 //! - Create: [`Pager::create`] writes a checkpoint of an empty file; a bulk
 //!   loader may instead write its pages directly and finish with
 //!   [`Checkpoint::write`].
-//! - Open: [`Checkpoint::load`] (header checks), the owner checks its root
-//!   slot, [`Checkpoint::check_file`], then [`Pager::open`].
+//! - Open: [`Pager::open_journaled`] (journal recovery, then
+//!   [`Checkpoint::load`]'s header checks), the owner checks its root slot,
+//!   then [`Checkpoint::check_file`]. ([`Checkpoint::load`] then
+//!   [`Pager::open`] gives a pager without a journal.)
 //! - Update: [`Pager::allocate`] and [`Pager::free`] change a [`PageSpace`]
 //!   the owner keeps beside its root fields (under the owner's lock, so one
 //!   checkpoint captures both consistently); pages are written in place with
@@ -27,12 +29,22 @@
 //!
 //! # Durability
 //!
-//! Exactly as crash-safe as in-place paging allows: a crash after a
-//! checkpoint and before the next page write leaves that checkpoint's state;
-//! a crash between checkpoints can leave a mix of old and new pages, since
-//! pages are overwritten in place (crash atomicity is the job of a log above
-//! the structure). An owner that writes new pages before the pages that
-//! point to them keeps the file readable after each single write.
+//! With a journal ([`Pager::open_journaled`]) the file is crash-safe at
+//! checkpoints: before a page that existed at the last checkpoint is first
+//! overwritten, its checkpoint image goes to `<file>-journal` and the journal
+//! is synced; a checkpoint syncs the file, writes page 0 with the next
+//! checkpoint number, syncs, and empties the journal; opening rolls back to
+//! the checkpoint the journal protects. A crash at any point (power loss, a
+//! torn page write) reopens exactly at the last checkpoint. Cost: one
+//! journal append and sync per write call that first touches old pages in a
+//! checkpoint interval, one more sync and a journal reset per checkpoint
+//! (counted as `journal_*` in [`IoStats`](crate::storage::IoStats)). Format
+//! and recovery rules: `docs/format/pager.md`. A read-only user cannot
+//! recover and refuses a file with a pending journal
+//! ([`Pager::journal_pending`]).
+//!
+//! Without a journal ([`Pager::open`]) a crash between checkpoints can leave
+//! a mix of old and new pages.
 //!
 //! # Thread safety
 //!
