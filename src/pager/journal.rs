@@ -97,9 +97,12 @@ pub struct Recovery {
     pub ignored: bool,
 }
 
+/// A journal's header and its valid records: page number and image.
+type Records = (Header, Vec<(u64, AlignedBuf)>);
+
 /// The valid records of `journal` (up to the first that fails its check: a
 /// torn tail) and its header, or `None` if it has no valid header.
-fn read_records(journal: &dyn ReadStorage) -> Result<Option<(Header, Vec<(u64, AlignedBuf)>)>> {
+fn read_records(journal: &dyn ReadStorage) -> Result<Option<Records>> {
     let len = journal.len()?;
     if len < HEADER_LEN as u64 {
         return Ok(None);

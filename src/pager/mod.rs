@@ -356,7 +356,10 @@ impl Pager {
             number: j.number().wrapping_add(1),
             ..*cp
         };
-        let r = self.storage.sync().and_then(|()| next.write(&self.id, self.storage.as_ref()));
+        let r = self
+            .storage
+            .sync()
+            .and_then(|()| next.write(&self.id, self.storage.as_ref()));
         if r.is_err() {
             j.fail();
         }

@@ -503,7 +503,10 @@ fn journal_setup() -> (MemDirectory, u64) {
 #[test]
 fn crash_at_every_step_reopens_at_a_checkpoint() {
     let (dir, before) = journal_setup();
-    let mut states = vec![state_of(&open_j(&dir).unwrap().0, &Checkpoint::load(dir.open("p.db").unwrap().as_ref(), &ID).unwrap())];
+    let mut states = vec![state_of(
+        &open_j(&dir).unwrap().0,
+        &Checkpoint::load(dir.open("p.db").unwrap().as_ref(), &ID).unwrap(),
+    )];
     let mut acked = 0;
     journal_workload(&dir, &mut acked, &mut |s| states.push(s)).unwrap();
     assert_eq!(acked, 4);
@@ -523,15 +526,26 @@ fn crash_at_every_step_reopens_at_a_checkpoint() {
             let what = format!("cut after call {k} of {calls}, tear {tear:?}");
             let (p, cp, rec) = open_j(&dir).unwrap_or_else(|e| panic!("{what}: {e}"));
             restored += rec.pages_restored;
-            assert!(cp.number == acked || cp.number == acked + 1, "{what}: at {}", cp.number);
+            assert!(
+                cp.number == acked || cp.number == acked + 1,
+                "{what}: at {}",
+                cp.number
+            );
             if cp.number == acked {
                 at_acked += 1;
             } else {
                 at_next += 1;
             }
-            assert!(states[cp.number as usize] == state_of(&p, &cp), "{what}: pages differ");
+            assert!(
+                states[cp.number as usize] == state_of(&p, &cp),
+                "{what}: pages differ"
+            );
             // The journal is empty and the file writable again.
-            assert_eq!(dir.file("p.db-journal").map_or(0, |f| f.contents().len()), 0, "{what}");
+            assert_eq!(
+                dir.file("p.db-journal").map_or(0, |f| f.contents().len()),
+                0,
+                "{what}"
+            );
         }
     }
     eprintln!(
@@ -539,7 +553,10 @@ fn crash_at_every_step_reopens_at_a_checkpoint() {
          {at_next} at the one in flight, {restored} page images restored",
         3 * (calls + 1)
     );
-    assert!(at_next > 0 && at_acked > 0 && restored > 0, "{at_acked} {at_next} {restored}");
+    assert!(
+        at_next > 0 && at_acked > 0 && restored > 0,
+        "{at_acked} {at_next} {restored}"
+    );
 }
 
 /// The journal's cost is deterministic: one append and one sync per write
@@ -559,7 +576,11 @@ fn journal_writes_are_counted() {
     let cp = Checkpoint { space, ..cp };
     p.checkpoint(&cp).unwrap();
     let s = io.stats.snapshot();
-    assert_eq!((s.journal_writes, s.journal_syncs), (1, 2), "only page 0 journaled");
+    assert_eq!(
+        (s.journal_writes, s.journal_syncs),
+        (1, 2),
+        "only page 0 journaled"
+    );
     io.stats.reset();
     for pg in [1, 2, 3, 1, 2] {
         p.write_page(pg, &tagged(2, 1)).unwrap();
@@ -570,21 +591,37 @@ fn journal_writes_are_counted() {
     let s = io.stats.snapshot();
     assert_eq!((s.journal_writes, s.journal_syncs), (3, 4));
     assert_eq!(s.journal_bytes, 40 + 4 * (PS as u64 + 12));
-    assert_eq!(Checkpoint::load(dir.open("p.db").unwrap().as_ref(), &ID).unwrap().number, 2);
+    assert_eq!(
+        Checkpoint::load(dir.open("p.db").unwrap().as_ref(), &ID)
+            .unwrap()
+            .number,
+        2
+    );
+}
+
+/// A journaled file whose checkpoint 1 holds pages `1 ..= n`, each filled
+/// with 1s; the pager and that checkpoint (number 1).
+fn journaled_with_pages(n: usize) -> (MemDirectory, Pager, Checkpoint) {
+    let (dir, _) = journal_setup();
+    let (p, cp, _) = open_j(&dir).unwrap();
+    let mut space = cp.space;
+    let mut buf = AlignedBuf::zeroed(PS);
+    p.allocate(&mut space, n, &mut buf).unwrap();
+    p.write_page(1, &tagged(1, n)).unwrap();
+    let cp = Checkpoint {
+        space,
+        number: 1,
+        ..cp
+    };
+    p.checkpoint(&cp).unwrap();
+    (dir, p, cp)
 }
 
 /// A journal of an earlier checkpoint (its reset lost) is ignored: applying
 /// it would roll back pages of later checkpoints.
 #[test]
 fn stale_journal_is_ignored() {
-    let (dir, _) = journal_setup();
-    let (p, cp, _) = open_j(&dir).unwrap();
-    let mut space = cp.space;
-    let mut buf = AlignedBuf::zeroed(PS);
-    p.allocate(&mut space, 2, &mut buf).unwrap();
-    p.write_page(1, &tagged(1, 2)).unwrap();
-    let cp = Checkpoint { space, ..cp };
-    p.checkpoint(&cp).unwrap();
+    let (dir, p, cp) = journaled_with_pages(2);
     p.write_page(1, &tagged(2, 1)).unwrap();
     let stale = dir.file("p.db-journal").unwrap().contents();
     assert!(stale.len() > 40);
@@ -609,13 +646,7 @@ fn stale_journal_is_ignored() {
 #[test]
 fn torn_journal_tail_applies_up_to_the_last_valid_record() {
     for cut in [true, false] {
-        let (dir, _) = journal_setup();
-        let (p, cp, _) = open_j(&dir).unwrap();
-        let mut space = cp.space;
-        let mut buf = AlignedBuf::zeroed(PS);
-        p.allocate(&mut space, 3, &mut buf).unwrap();
-        p.write_page(1, &tagged(1, 3)).unwrap();
-        p.checkpoint(&Checkpoint { space, ..cp }).unwrap();
+        let (dir, p, _) = journaled_with_pages(3);
         for pg in 1..4 {
             p.write_page(pg, &tagged(2, 1)).unwrap();
         }
@@ -631,7 +662,11 @@ fn torn_journal_tail_applies_up_to_the_last_valid_record() {
             j.corrupt_byte(len - 2_000);
         }
         let (p, cp, rec) = open_j(&dir).unwrap();
-        assert_eq!((cp.number, rec.pages_restored), (1, 3), "cut {cut}: page 0, 1 and 2");
+        assert_eq!(
+            (cp.number, rec.pages_restored),
+            (1, 3),
+            "cut {cut}: page 0, 1 and 2"
+        );
         let (_, pages) = state_of(&p, &cp);
         assert_eq!(pages[0], vec![1u8; PS]);
         assert_eq!(pages[1], vec![1u8; PS]);
@@ -644,14 +679,7 @@ fn torn_journal_tail_applies_up_to_the_last_valid_record() {
 /// Without the journal the file is refused, never misread.
 #[test]
 fn page_zero_torn_during_checkpoint_is_restored() {
-    let (dir, _) = journal_setup();
-    let (p, cp, _) = open_j(&dir).unwrap();
-    let mut space = cp.space;
-    let mut buf = AlignedBuf::zeroed(PS);
-    p.allocate(&mut space, 2, &mut buf).unwrap();
-    p.write_page(1, &tagged(1, 2)).unwrap();
-    let cp1 = Checkpoint { space, ..cp };
-    p.checkpoint(&cp1).unwrap();
+    let (dir, p, _) = journaled_with_pages(2);
     p.write_page(2, &tagged(2, 1)).unwrap();
     drop(p);
     let data = dir.file("p.db").unwrap();

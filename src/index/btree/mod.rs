@@ -217,7 +217,8 @@ impl BTree {
     /// checksum or structure check), I/O errors.
     pub fn open(dir: Arc<dyn Directory>, mut io: IoContext, residency: Residency) -> Result<BTree> {
         let raw = dir.open(BTREE_FILE)?;
-        let (pager, cp, recovery) = Pager::open_journaled(dir.clone(), BTREE_FILE, raw.clone(), &io, BTREE_FILE_ID)?;
+        let (pager, cp, recovery) =
+            Pager::open_journaled(dir.clone(), BTREE_FILE, raw.clone(), &io, BTREE_FILE_ID)?;
         if recovery.pages_restored > 0 {
             log::info!(
                 "B+-tree {}: rolled back {} pages to checkpoint {}",
