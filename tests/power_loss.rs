@@ -517,3 +517,48 @@ fn index_build_power_loss_at_random_points() {
         old + new + none
     );
 }
+
+/// A journal left by a B+-tree that a rebuild replaced (the old tree's
+/// updates cut by a power loss) names the old build: the new tree ignores
+/// it and answers exactly.
+#[test]
+fn btree_rebuild_ignores_the_old_trees_journal() {
+    let dir = MemDirectory::new();
+    let spec: IndexSpec = "btree".parse().unwrap();
+    let shared: Arc<dyn Directory> = Arc::new(dir.clone());
+    let old: Vec<u64> = (0..2_000u64).map(|i| i * 3).collect();
+    strata::registry::build_in(
+        &spec,
+        Records::ranked(&old),
+        shared.clone(),
+        &BuildOptions::default(),
+    )
+    .unwrap();
+    let idx = strata::registry::open_in(shared.clone(), &OpenOptions::default()).unwrap();
+    for k in 0..300u64 {
+        idx.insert(k * 3, 7).unwrap();
+    }
+    dir.cut_power_after(0);
+    drop(idx); // its checkpoint fails: the journal stays
+    dir.crash();
+    let journal = dir.file("btree.db-journal").map_or(0, |f| f.contents().len());
+    assert!(
+        journal > 4096,
+        "the old tree's journal holds pages ({journal} bytes)"
+    );
+    let new: Vec<u64> = (0..2_000u64).map(|i| i * 5 + 1).collect();
+    strata::registry::build_in(
+        &spec,
+        Records::ranked(&new),
+        shared.clone(),
+        &BuildOptions::default(),
+    )
+    .unwrap();
+    dir.crash();
+    let idx = strata::registry::open_in(shared, &OpenOptions::default()).unwrap();
+    let want: Model = new.iter().enumerate().map(|(i, &k)| (k, i as u64)).collect();
+    assert_eq!(
+        index_answers(idx.as_ref(), (0..10_001u64).chain(old.iter().copied())),
+        want
+    );
+}

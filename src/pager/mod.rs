@@ -90,6 +90,10 @@ impl Pager {
     /// checkpoint with an all-zero root slot and no pages but page 0, then
     /// opens it through `io`. Returns the pager and that checkpoint.
     ///
+    /// The file starts at checkpoint 0 with build id 0: a rollback journal
+    /// left beside a file replaced this way would match it, so the caller
+    /// removes it first.
+    ///
     /// Errors: [`Error::InvalidInput`] for an unsupported page size or a
     /// page cache of another page size; the storage's I/O error.
     pub fn create(

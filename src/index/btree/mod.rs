@@ -121,11 +121,6 @@ impl IndexKind for BTreeKind {
         build_id: u64,
     ) -> Result<(Vec<String>, Value)> {
         let fill = check_fill(params.u64("fill", DEFAULT_FILL as u64)?)?;
-        // A journal of a tree this build replaces protects nothing now.
-        let journal = crate::pager::journal_name(BTREE_FILE);
-        if dir.exists(&journal) {
-            dir.remove(&journal)?;
-        }
         let sink = dir.create_sink(BTREE_FILE, opts.page_size)?;
         let mut b = BulkLoader::new(sink, opts.page_size, fill)?;
         b.set_build_id(build_id);
@@ -203,7 +198,15 @@ impl BTree {
     /// Bulk loads `keys` (strictly increasing; value = rank) into a new
     /// [`BTREE_FILE`] in `dir` with `page_size`-byte pages and `fill`
     /// percent fill. Returns the meta page.
+    /// A journal left by the tree this one replaces is removed first (a build
+    /// through the registry instead gives the tree a new build id, which no
+    /// old journal names).
     pub fn create_ranked(dir: &dyn Directory, keys: &[u64], page_size: usize, fill: u32) -> Result<Meta> {
+        let journal = crate::pager::journal_name(BTREE_FILE);
+        if dir.exists(&journal) {
+            dir.remove(&journal)?;
+            dir.sync_dir()?;
+        }
         load_ranked(dir.create_sink(BTREE_FILE, page_size)?, keys, page_size, fill)
     }
 
