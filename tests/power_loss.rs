@@ -526,14 +526,17 @@ fn btree_rebuild_ignores_the_old_trees_journal() {
     let dir = MemDirectory::new();
     let spec: IndexSpec = "btree".parse().unwrap();
     let shared: Arc<dyn Directory> = Arc::new(dir.clone());
+    let build = |keys: &[u64]| {
+        strata::registry::build_in(
+            &spec,
+            Records::ranked(keys),
+            shared.clone(),
+            &BuildOptions::default(),
+        )
+        .unwrap()
+    };
     let old: Vec<u64> = (0..2_000u64).map(|i| i * 3).collect();
-    strata::registry::build_in(
-        &spec,
-        Records::ranked(&old),
-        shared.clone(),
-        &BuildOptions::default(),
-    )
-    .unwrap();
+    build(&old);
     let idx = strata::registry::open_in(shared.clone(), &OpenOptions::default()).unwrap();
     for k in 0..300u64 {
         idx.insert(k * 3, 7).unwrap();
@@ -547,13 +550,7 @@ fn btree_rebuild_ignores_the_old_trees_journal() {
         "the old tree's journal holds pages ({journal} bytes)"
     );
     let new: Vec<u64> = (0..2_000u64).map(|i| i * 5 + 1).collect();
-    strata::registry::build_in(
-        &spec,
-        Records::ranked(&new),
-        shared.clone(),
-        &BuildOptions::default(),
-    )
-    .unwrap();
+    build(&new);
     dir.crash();
     let idx = strata::registry::open_in(shared, &OpenOptions::default()).unwrap();
     let want: Model = new.iter().enumerate().map(|(i, &k)| (k, i as u64)).collect();
