@@ -5,7 +5,8 @@
 //! checkpoint page holds, after the header: the owning structure's magic,
 //! format version and the page size (bytes 16..32), the owner's root slot
 //! (bytes 32..72), the page space (bytes 72..96: pages in the file, free-list
-//! head, free-list length), zeros to the end of the page. All integers are
+//! head, free-list length), the checkpoint number (bytes 96..104), zeros to
+//! the end of the page. All integers are
 //! little-endian.
 
 use crate::format::bytes::{get_u64, put_u32, put_u64};
@@ -29,6 +30,9 @@ const MAGIC_OFF: usize = PAGE_HEADER_LEN;
 const SLOT_OFF: usize = PAGE_HEADER_LEN + 16;
 /// Byte offset of the page space (`page_count`, `free_head`, `free_pages`).
 const SPACE_OFF: usize = SLOT_OFF + ROOT_SLOT_LEN;
+/// Byte offset of the checkpoint number (bytes 96..104; zero in files
+/// written before the rollback journal, which read as checkpoint 0).
+const NUMBER_OFF: usize = SPACE_OFF + 24;
 
 /// What kind of file a pager runs: the owner's magic number, format version
 /// and a name for error messages.
@@ -99,6 +103,11 @@ pub struct Checkpoint {
     /// page header's `aux` word; 0: none, e.g. a file from before build
     /// ids). Kept by every checkpoint.
     pub build_id: u64,
+    /// Checkpoint number: 0 for a freshly built or created file, one more
+    /// with every checkpoint a journaled [`super::Pager`] writes (which
+    /// sets it itself). The rollback journal names the checkpoint it
+    /// protects by this number.
+    pub number: u64,
 }
 
 impl Checkpoint {
@@ -115,6 +124,7 @@ impl Checkpoint {
         put_u64(page, SPACE_OFF, self.space.page_count);
         put_u64(page, SPACE_OFF + 8, self.space.free_head);
         put_u64(page, SPACE_OFF + 16, self.space.free_pages);
+        put_u64(page, NUMBER_OFF, self.number);
         page::seal(
             page,
             META_PAGE,
@@ -209,6 +219,7 @@ impl Checkpoint {
             root,
             space,
             build_id: h.aux,
+            number: get_u64(hdr, NUMBER_OFF).unwrap_or(0),
         })
     }
 

@@ -16,8 +16,10 @@
 //! - Create: [`Pager::create`] writes a checkpoint of an empty file; a bulk
 //!   loader may instead write its pages directly and finish with
 //!   [`Checkpoint::write`].
-//! - Open: [`Checkpoint::load`] (header checks), the owner checks its root
-//!   slot, [`Checkpoint::check_file`], then [`Pager::open`].
+//! - Open: [`Pager::open_journaled`] (journal recovery, then
+//!   [`Checkpoint::load`]'s header checks), the owner checks its root slot,
+//!   then [`Checkpoint::check_file`]. ([`Checkpoint::load`] then
+//!   [`Pager::open`] gives a pager without a journal.)
 //! - Update: [`Pager::allocate`] and [`Pager::free`] change a [`PageSpace`]
 //!   the owner keeps beside its root fields (under the owner's lock, so one
 //!   checkpoint captures both consistently); pages are written in place with
@@ -27,12 +29,22 @@
 //!
 //! # Durability
 //!
-//! Exactly as crash-safe as in-place paging allows: a crash after a
-//! checkpoint and before the next page write leaves that checkpoint's state;
-//! a crash between checkpoints can leave a mix of old and new pages, since
-//! pages are overwritten in place (crash atomicity is the job of a log above
-//! the structure). An owner that writes new pages before the pages that
-//! point to them keeps the file readable after each single write.
+//! With a journal ([`Pager::open_journaled`]) the file is crash-safe at
+//! checkpoints: before a page that existed at the last checkpoint is first
+//! overwritten, its checkpoint image goes to `<file>-journal` and the journal
+//! is synced; a checkpoint syncs the file, writes page 0 with the next
+//! checkpoint number, syncs, and empties the journal; opening rolls back to
+//! the checkpoint the journal protects. A crash at any point (power loss, a
+//! torn page write) reopens exactly at the last checkpoint. Cost: one
+//! journal append and sync per write call that first touches old pages in a
+//! checkpoint interval, one more sync and a journal reset per checkpoint
+//! (counted as `journal_*` in [`IoStats`](crate::storage::IoStats)). Format
+//! and recovery rules: `docs/format/pager.md`. A read-only user cannot
+//! recover and refuses a file with a pending journal
+//! ([`Pager::journal_pending`]).
+//!
+//! Without a journal ([`Pager::open`]) a crash between checkpoints can leave
+//! a mix of old and new pages.
 //!
 //! # Thread safety
 //!
@@ -42,17 +54,23 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 mod format;
+mod journal;
 
 #[cfg(test)]
 mod tests;
 
 use std::sync::Arc;
 
+use parking_lot::Mutex;
+
 pub use format::{Checkpoint, FileId, META_PAGE, NO_PAGE, PageSpace, ROOT_SLOT_LEN, RootSlot};
 pub(crate) use format::{encode_free, open_free};
+pub use journal::{Recovery, journal_name};
+
+use journal::Journal;
 
 use crate::format::page::check_page_size;
-use crate::storage::{IoContext, Storage};
+use crate::storage::{Directory, IoContext, Storage};
 use crate::{Error, Result};
 
 /// The pages of one read-write file of fixed-size pages. See the module
@@ -62,12 +80,19 @@ pub struct Pager {
     storage: Arc<dyn Storage>,
     page_size: usize,
     id: FileId,
+    /// The rollback journal ([`Pager::open_journaled`]); `None`: pages are
+    /// overwritten without one.
+    journal: Option<Arc<Mutex<Journal>>>,
 }
 
 impl Pager {
     /// Starts an empty file on `raw` (truncated first): writes and syncs a
     /// checkpoint with an all-zero root slot and no pages but page 0, then
     /// opens it through `io`. Returns the pager and that checkpoint.
+    ///
+    /// The file starts at checkpoint 0 with build id 0: a rollback journal
+    /// left beside a file replaced this way would match it, so the caller
+    /// removes it first.
     ///
     /// Errors: [`Error::InvalidInput`] for an unsupported page size or a
     /// page cache of another page size; the storage's I/O error.
@@ -83,6 +108,7 @@ impl Pager {
             root: [0; ROOT_SLOT_LEN],
             space: PageSpace::new(),
             build_id: 0,
+            number: 0,
         };
         raw.set_len(0)?;
         cp.write(&id, raw.as_ref())?;
@@ -113,7 +139,57 @@ impl Pager {
             storage: io.wrap_rw(raw),
             page_size,
             id,
+            journal: None,
         })
+    }
+
+    /// Opens data file `name` of `dir` (already opened as `raw`) for
+    /// writing with a rollback journal, `<name>-journal` beside it: first
+    /// recovers (if the journal protects the checkpoint in page 0, or page 0
+    /// fails its check and the journal holds it, writes the journaled images
+    /// back and syncs; then empties the journal), then loads the checkpoint
+    /// ([`Checkpoint::load`]) and opens the pager. The owner then checks its
+    /// root slot and calls [`Checkpoint::check_file`]. Every later
+    /// [`Pager::write_page`] and [`Pager::free`] journals first, and
+    /// [`Pager::checkpoint`] numbers the checkpoints, so a crash at any point
+    /// reopens at the last checkpoint.
+    ///
+    /// Errors: those of [`Checkpoint::load`] and [`Pager::open`]; the
+    /// storages' I/O errors.
+    pub fn open_journaled(
+        dir: Arc<dyn Directory>,
+        name: &str,
+        raw: Arc<dyn Storage>,
+        io: &IoContext,
+        id: FileId,
+    ) -> Result<(Pager, Checkpoint, Recovery)> {
+        let jname = journal_name(name);
+        let (file, recovery) = if dir.exists(&jname) {
+            let f = dir.open(&jname)?;
+            let r = journal::recover(raw.as_ref(), f.as_ref(), &id)?;
+            (Some(f), r)
+        } else {
+            (None, Recovery::default())
+        };
+        let cp = Checkpoint::load(raw.as_ref(), &id)?;
+        let mut pager = Pager::open(raw.clone(), io, id, cp.page_size)?;
+        let j = Journal::new(dir, name, file, raw, io.stats.clone(), &cp);
+        pager.journal = Some(Arc::new(Mutex::new(j)));
+        Ok((pager, cp, recovery))
+    }
+
+    /// Whether the rollback journal beside data file `name` of `dir` (opened
+    /// as `raw`) holds images that recovery would write back: a read-only
+    /// user, who must not write, refuses such a file (see
+    /// `docs/format/pager.md`).
+    ///
+    /// Errors: the storages' I/O errors.
+    pub fn journal_pending(dir: &dyn Directory, name: &str, raw: &dyn Storage, id: &FileId) -> Result<bool> {
+        let jname = journal_name(name);
+        if !dir.exists(&jname) {
+            return Ok(false);
+        }
+        journal::pending(raw, dir.open_read(&jname)?.as_ref(), id)
     }
 
     /// The file's name (for errors).
@@ -146,9 +222,18 @@ impl Pager {
 
     /// Writes `buf` (one sealed page, or several consecutive ones) as page
     /// `page_no` in one write call. Not durable before the next
-    /// [`Pager::checkpoint`].
+    /// [`Pager::checkpoint`]. With a journal, the checkpoint images of the
+    /// pages written that existed at the last checkpoint and were not
+    /// written since are appended to it and synced first.
+    ///
+    /// Errors: the storage's I/O error; with a journal, its I/O error, or
+    /// [`Error::Unsupported`] once an earlier journal write failed.
     #[inline]
     pub fn write_page(&self, page_no: u64, buf: &[u8]) -> Result<()> {
+        if let Some(j) = &self.journal {
+            let pages = buf.len().div_ceil(self.page_size) as u64;
+            j.lock().protect(page_no, pages)?;
+        }
         self.storage.write_at(self.offset(page_no), buf)
     }
 
@@ -251,9 +336,14 @@ impl Pager {
     /// Makes `cp` the file's state: writes the checkpoint page, then syncs
     /// the file, so every page written before this call is durable with it.
     ///
+    /// With a journal: syncs the file, journals page 0 if this interval has
+    /// not, writes the checkpoint page numbered one more than the last
+    /// (`cp.number` is ignored), syncs, then empties the journal. Without
+    /// one, `cp` is written as it is.
+    ///
     /// Errors: [`Error::InvalidInput`] if `cp` has another page size;
     /// the storage's I/O error (the previous checkpoint may or may not be
-    /// replaced on storage).
+    /// replaced on storage; with a journal, reopening recovers either).
     pub fn checkpoint(&self, cp: &Checkpoint) -> Result<()> {
         if cp.page_size != self.page_size {
             return Err(Error::invalid(format!(
@@ -261,6 +351,23 @@ impl Pager {
                 cp.page_size, self.page_size
             )));
         }
-        cp.write(&self.id, self.storage.as_ref())
+        let Some(j) = &self.journal else {
+            return cp.write(&self.id, self.storage.as_ref());
+        };
+        let mut j = j.lock();
+        j.protect(META_PAGE, 1)?;
+        let next = Checkpoint {
+            number: j.number().wrapping_add(1),
+            ..*cp
+        };
+        let r = self
+            .storage
+            .sync()
+            .and_then(|()| next.write(&self.id, self.storage.as_ref()));
+        if r.is_err() {
+            j.fail();
+        }
+        r?;
+        j.reset(next.number, next.space.page_count)
     }
 }

@@ -21,6 +21,9 @@ pub struct IoStats {
     bytes_written: AtomicU64,
     syncs: AtomicU64,
     modelled_read_ps: AtomicU64,
+    journal_writes: AtomicU64,
+    journal_bytes: AtomicU64,
+    journal_syncs: AtomicU64,
 }
 
 impl IoStats {
@@ -49,6 +52,19 @@ impl IoStats {
         self.syncs.fetch_add(1, Relaxed);
     }
 
+    /// Counts one write call of `bytes` bytes to a rollback journal (the
+    /// pager's; not counted in `write_calls`).
+    pub fn record_journal_write(&self, bytes: u64) {
+        self.journal_writes.fetch_add(1, Relaxed);
+        self.journal_bytes.fetch_add(bytes, Relaxed);
+    }
+
+    /// Counts one sync or reset (truncate + sync) of a rollback journal (not
+    /// counted in `syncs`).
+    pub fn record_journal_sync(&self) {
+        self.journal_syncs.fetch_add(1, Relaxed);
+    }
+
     /// A consistent-enough copy of the counters (each counter is read once).
     pub fn snapshot(&self) -> IoSnapshot {
         IoSnapshot {
@@ -59,6 +75,9 @@ impl IoStats {
             bytes_written: self.bytes_written.load(Relaxed),
             syncs: self.syncs.load(Relaxed),
             modelled_read_ps: self.modelled_read_ps.load(Relaxed),
+            journal_writes: self.journal_writes.load(Relaxed),
+            journal_bytes: self.journal_bytes.load(Relaxed),
+            journal_syncs: self.journal_syncs.load(Relaxed),
         }
     }
 
@@ -72,6 +91,9 @@ impl IoStats {
             &self.bytes_written,
             &self.syncs,
             &self.modelled_read_ps,
+            &self.journal_writes,
+            &self.journal_bytes,
+            &self.journal_syncs,
         ] {
             c.store(0, Relaxed);
         }
@@ -98,6 +120,21 @@ pub struct IoSnapshot {
     /// its profile, in picoseconds (so that summing many short reads does not
     /// accumulate rounding error).
     pub modelled_read_ps: u64,
+    /// Write calls to a rollback journal (the pager's: one per page first
+    /// written since the last checkpoint, see `docs/format/pager.md`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub journal_writes: u64,
+    /// Bytes written to a rollback journal.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub journal_bytes: u64,
+    /// Syncs of a rollback journal (including its reset at a checkpoint).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub journal_syncs: u64,
+}
+
+/// Serde helper: leaves the journal counters out of reports that have none.
+fn is_zero(x: &u64) -> bool {
+    *x == 0
 }
 
 impl IoSnapshot {
@@ -111,6 +148,9 @@ impl IoSnapshot {
             bytes_written: self.bytes_written.saturating_sub(earlier.bytes_written),
             syncs: self.syncs.saturating_sub(earlier.syncs),
             modelled_read_ps: self.modelled_read_ps.saturating_sub(earlier.modelled_read_ps),
+            journal_writes: self.journal_writes.saturating_sub(earlier.journal_writes),
+            journal_bytes: self.journal_bytes.saturating_sub(earlier.journal_bytes),
+            journal_syncs: self.journal_syncs.saturating_sub(earlier.journal_syncs),
         }
     }
 

@@ -29,6 +29,15 @@ pub struct IoPerOp {
     pub modelled_us_per_op: Option<f64>,
     /// Write calls per operation.
     pub writes_per_op: Option<f64>,
+    /// Rollback-journal appends per operation (the pager's: an updatable
+    /// paged index's first write to a page after a checkpoint); left out
+    /// when there are none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub journal_writes_per_op: Option<f64>,
+    /// Rollback-journal syncs (and resets) per operation; left out when
+    /// there are none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub journal_syncs_per_op: Option<f64>,
 }
 
 /// One line of `strata bench` output. The first fields are fixed by

@@ -644,6 +644,8 @@ fn aggregate(
             bytes_per_op: per(median.io.bytes_read),
             modelled_us_per_op: exposes_io.then_some(median.io.modelled_read_ns() / 1e3 / ops),
             writes_per_op: per(median.io.write_calls),
+            journal_writes_per_op: per(median.io.journal_writes).filter(|_| median.io.journal_syncs > 0),
+            journal_syncs_per_op: per(median.io.journal_syncs).filter(|_| median.io.journal_syncs > 0),
         },
         memory_bytes: median.memory_bytes,
         bits_per_key: if n > 0 {

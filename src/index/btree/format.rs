@@ -136,6 +136,7 @@ impl Meta {
             root: self.root_slot(),
             space: self.space,
             build_id: self.build_id,
+            number: 0,
         }
     }
 

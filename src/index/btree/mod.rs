@@ -44,11 +44,16 @@
 //!
 //! # Durability and failures
 //!
-//! Pages are updated in place. [`Index::sync`] writes the meta page last and
-//! syncs, making every completed operation durable; dropping the tree does
-//! the same (best effort). Between syncs a crash can leave the file
-//! inconsistent: in-place updates without a log are not crash-atomic (the
-//! durable store is `db/`). Within a process, a write that fails leaves the
+//! Pages are updated in place under the pager's rollback journal
+//! (`btree.db-journal`, see `docs/format/pager.md`). [`Index::sync`] is a
+//! checkpoint: it writes the meta page last and syncs, making every
+//! completed operation durable; dropping the tree does the same (best
+//! effort). A crash (power loss included, torn page writes included) at any
+//! point reopens the tree exactly at its last checkpoint: the open rolls
+//! back every page written since. The cost: the first write to a page in a
+//! checkpoint interval also appends its old image to the journal and syncs
+//! it (one page write and one sync), and a checkpoint syncs the file twice
+//! and empties the journal. Within a process, a write that fails leaves the
 //! tree readable and consistent (new pages are written before the pages that
 //! point to them, shrunk pages last), and the tree then refuses further
 //! writes and syncs until it is reopened.
@@ -193,7 +198,15 @@ impl BTree {
     /// Bulk loads `keys` (strictly increasing; value = rank) into a new
     /// [`BTREE_FILE`] in `dir` with `page_size`-byte pages and `fill`
     /// percent fill. Returns the meta page.
+    /// A journal left by the tree this one replaces is removed first (a build
+    /// through the registry instead gives the tree a new build id, which no
+    /// old journal names).
     pub fn create_ranked(dir: &dyn Directory, keys: &[u64], page_size: usize, fill: u32) -> Result<Meta> {
+        let journal = crate::pager::journal_name(BTREE_FILE);
+        if dir.exists(&journal) {
+            dir.remove(&journal)?;
+            dir.sync_dir()?;
+        }
         load_ranked(dir.create_sink(BTREE_FILE, page_size)?, keys, page_size, fill)
     }
 
@@ -207,8 +220,19 @@ impl BTree {
     /// checksum or structure check), I/O errors.
     pub fn open(dir: Arc<dyn Directory>, mut io: IoContext, residency: Residency) -> Result<BTree> {
         let raw = dir.open(BTREE_FILE)?;
-        let meta = Meta::read(raw.as_ref())?;
-        let pager = Pager::open(raw.clone(), &io, BTREE_FILE_ID, meta.page_size)?;
+        let (pager, cp, recovery) =
+            Pager::open_journaled(dir.clone(), BTREE_FILE, raw.clone(), &io, BTREE_FILE_ID)?;
+        if recovery.pages_restored > 0 {
+            log::info!(
+                "B+-tree {}: rolled back {} pages to checkpoint {}",
+                pager.name(),
+                recovery.pages_restored,
+                cp.number
+            );
+        }
+        let meta = Meta::from_checkpoint(&cp);
+        meta.check(raw.name())?;
+        cp.check_file(raw.as_ref())?;
         io.page_size = meta.page_size;
         let mut tree = BTree {
             pager,
