@@ -1,6 +1,7 @@
 //! Writes the seed corpora: `corpus/<target>/seed-<i>` for every target
 //! (valid encodings of at most 16 KiB), after running each through its
-//! target. `cargo run --bin seeds [-- DIR]` (default: `corpus` beside
+//! target. `RUSTFLAGS="--cfg fuzzing" cargo +nightly run --bin seeds [-- DIR]`
+//! (the library's fuzz entry points exist only under `cfg(fuzzing)`; default: `corpus` beside
 //! this crate's manifest).
 
 fn main() {
