@@ -30,7 +30,9 @@
 //! - [`tune`]: the storage cost model, AirTune and its kind `air`;
 //! - [`db`]: the durable hybrid store [`Db`] (WAL on [`log`](mod@log),
 //!   dynamic stage, learned static stage);
-//! - `lsm`, `join`: rungs reserved for the coming wings (not built yet);
+//! - [`lsm`]: the LSM-tree key-value store (byte-string keys, SSTables with
+//!   pluggable learned indexes, leveled compaction);
+//! - `join`: a rung reserved for the coming wing (not built yet);
 //! - [`registry`]: every kind of this build, and [`registry::build`] /
 //!   [`registry::open`] by kind name.
 //!
@@ -64,6 +66,8 @@ pub mod fuzzing;
 pub mod index;
 #[warn(unreachable_pub)]
 pub mod log;
+#[warn(unreachable_pub)]
+pub mod lsm;
 #[warn(unreachable_pub)]
 pub mod model;
 #[warn(unreachable_pub)]
