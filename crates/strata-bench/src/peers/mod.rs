@@ -23,10 +23,14 @@ use std::path::Path;
 use strata::Result;
 use strata::index::{BuildReport, Index, IndexSpec, Records};
 
+#[cfg(feature = "fjall")]
+pub(crate) mod fjall;
+#[cfg(feature = "leveldb")]
+pub(crate) mod leveldb;
 #[cfg(feature = "lmdb")]
 mod lmdb;
 #[cfg(feature = "rocksdb")]
-mod rocksdb;
+pub(crate) mod rocksdb;
 
 /// Operations between two evictions of a cold peer's cached data pages.
 pub const COLD_EVERY: usize = 64;
