@@ -129,8 +129,10 @@ struct Worked {
     user_bytes: u64,
 }
 
+/// Latencies from 1 ns to 100 s at 3 significant digits (longer ones are
+/// recorded as 100 s).
 fn new_hist() -> Result<Histogram<u64>> {
-    Histogram::new(3).map_err(|e| Error::invalid(format!("histogram: {e}")))
+    Histogram::new_with_bounds(1, 100_000_000_000, 3).map_err(|e| Error::invalid(format!("histogram: {e}")))
 }
 
 /// Runs `ops` on `engine` in one thread.
@@ -411,6 +413,8 @@ pub fn run(opts: &KvOptions, on_event: &mut dyn FnMut(KvEvent)) -> Result<Vec<Kv
                 let (worked, background_writes) =
                     execute(engine, &plan, env, threads, wi as u32 + 1, &present, seed)?;
                 let secs = t0.elapsed().as_secs_f64();
+                // Memory as the workload left it (before the flush empties memtables).
+                let memory = engine.memory()?;
                 if workload.writes() {
                     engine.flush()?;
                     dirty = true;
@@ -421,7 +425,6 @@ pub fn run(opts: &KvOptions, on_event: &mut dyn FnMut(KvEvent)) -> Result<Vec<Kv
                     _ if io.write_bytes > 0 => (io.write_bytes, "device"),
                     _ => (io.wchar, "syscalls"),
                 };
-                let memory = engine.memory()?;
                 let disk_bytes = engine.disk_bytes()?;
                 records.push(record(
                     opts,

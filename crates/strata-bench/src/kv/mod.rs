@@ -34,7 +34,7 @@ use strata::{Error, Result};
 pub use driver::{KvEvent, KvOptions, run};
 pub use engines::{EngineSpec, engine_names, missing_engines, open_engine};
 pub use report::{KvCounts, KvRecord, format_kv_table};
-pub use workload::{KvWorkload, Plan, PlanOp};
+pub use workload::{KvWorkload, Live, Plan, PlanOp};
 
 /// One operation of a write batch.
 #[derive(Debug, Clone, Copy)]
