@@ -188,15 +188,18 @@ pub trait KvEngine: Send + Sync {
     fn close(self: Box<Self>) -> Result<()>;
 }
 
-/// Bytes of every file under `dir` (0 for a missing directory).
+/// Bytes of every file under `dir` (0 for a missing directory); a sparse
+/// file counts the bytes it has allocated, not its holes (fjall sizes its
+/// journal ahead with `set_len`).
 pub fn dir_bytes(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
     fn walk(p: &Path) -> u64 {
         match std::fs::read_dir(p) {
             Ok(rd) => rd
                 .filter_map(|e| e.ok())
                 .map(|e| match e.file_type() {
                     Ok(t) if t.is_dir() => walk(&e.path()),
-                    _ => e.metadata().map(|m| m.len()).unwrap_or(0),
+                    _ => e.metadata().map(|m| m.len().min(m.blocks() * 512)).unwrap_or(0),
                 })
                 .sum(),
             Err(_) => 0,

@@ -12,7 +12,12 @@
 //! immutable memtable besides), 4 KiB blocks, no compression, Bloom filter
 //! policy of 10 bits/key; `sync=always` sets `WriteOptions::sync`.
 //!
-//! What it lacks beside RocksDB: index and filter blocks cannot go into the
+//! What it lacks beside RocksDB: LevelDB reads tables through `mmap` on
+//! 64-bit Linux (up to 1000 tables; the limit is not settable through the C
+//! API), and blocks read from a mapping bypass the block cache, so its reads
+//! are served by the OS page cache, whatever the budget (measured: 4 KiB in
+//! the cache after 10k random reads; cold runs drop the page cache first);
+//! index and filter blocks cannot go into the
 //! block cache (each open table holds them, in the table cache of up to
 //! 1000 tables), so they are outside the budget and LevelDB reports no
 //! figure for them; memory is one figure (`leveldb.approximate-memory-usage`:
@@ -98,6 +103,10 @@ pub(crate) fn open_kv(dir: &Path, env: &KvEnv) -> Result<Box<dyn KvEngine>> {
     db.config.insert("direct_reads".into(), Value::from(false));
     db.config
         .insert("index_filter_in_cache".into(), Value::from(false));
+    db.config.insert(
+        "table_reads".into(),
+        Value::from("mmap (bypasses the block cache)"),
+    );
     db.config.insert(
         "sync".into(),
         serde_json::to_value(env.sync).unwrap_or(Value::Null),
@@ -296,7 +305,8 @@ impl KvEngine for LevelKv {
             filter: None,
             note: Some(
                 "one figure (approximate-memory-usage: block cache + memtables) under block_cache; \
-                 index and filter blocks are held by open tables, outside the cache and not reported"
+                 tables are read through mmap, bypassing the block cache; index and filter blocks are \
+                 held by open tables, outside the cache and not reported"
                     .into(),
             ),
         })
