@@ -19,7 +19,8 @@
 #                   RocksDB bundled with the crate instead (hours on 2 cores).
 #   libleveldb-dev  Debian's LevelDB (1.23), linked by overriding the build
 #                   script of leveldb-sys (cargo --config ...leveldb.rustc-link-lib),
-#                   so its bundled LevelDB 1.22 is not compiled (cmake).
+#                   so its bundled LevelDB 1.22 is not compiled (its cmake
+#                   build fails with GCC: clang's -Wthread-safety).
 # fjall is pure Rust (crates.io) and needs nothing from the system.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,7 +36,6 @@ if [ -z "${STRATA_VENDORED_ROCKSDB:-}" ]; then
     need=()
     dpkg -s libclang-dev >/dev/null 2>&1 || need+=(libclang-dev)
     dpkg -s librocksdb-dev >/dev/null 2>&1 || need+=(librocksdb-dev)
-    dpkg -s libleveldb-dev >/dev/null 2>&1 || need+=(libleveldb-dev)
     if [ ${#need[@]} -gt 0 ]; then
         echo "peers: installing ${need[*]}"
         apt-get update -qq
@@ -45,13 +45,15 @@ if [ -z "${STRATA_VENDORED_ROCKSDB:-}" ]; then
     export ROCKSDB_LIB_DIR=${ROCKSDB_LIB_DIR:-/usr/lib/$multiarch}
 fi
 
-link=()
-if [ -z "${STRATA_VENDORED_ROCKSDB:-}" ]; then
-    triple=$(rustc -vV | sed -n 's/^host: //p')
-    link=(--config "target.$triple.leveldb.rustc-link-lib=[\"leveldb\"]")
+if ! dpkg -s libleveldb-dev >/dev/null 2>&1; then
+    echo "peers: installing libleveldb-dev"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libleveldb-dev
 fi
+triple=$(rustc -vV | sed -n 's/^host: //p')
+link=(--config "target.$triple.leveldb.rustc-link-lib=[\"leveldb\"]")
 t0=$(date +%s)
-cargo build --release -p strata-cli --features peers "${link[@]}"
+cargo build --release -p strata-cli --features peers,fjall,leveldb "${link[@]}"
 echo "peers: build took $(( $(date +%s) - t0 )) s"
 strata=${STRATA_BIN:-$root/target/release/strata}
 

@@ -1,11 +1,13 @@
 //! LevelDB (Liu et al.'s base) as a `kvbench` engine, through its C API
 //! (`leveldb/c.h`) as the `leveldb-sys` crate declares it.
 //!
-//! Which LevelDB: with the build-script override of `scripts/peers.sh`
-//! (`--config 'target.<triple>.leveldb.rustc-link-lib=["leveldb"]'`) this
-//! links Debian's `libleveldb` (1.23, package `libleveldb-dev`); without it,
-//! `leveldb-sys` builds the LevelDB 1.22 sources it bundles (with cmake).
-//! Both are Google's LevelDB; the record's config names the version.
+//! Which LevelDB: Debian's `libleveldb` (1.23, package `libleveldb-dev`),
+//! linked by overriding the build script of `leveldb-sys` as
+//! `scripts/peers.sh` does (`--config
+//! 'target.<triple>.leveldb.rustc-link-lib=["leveldb"]'`). Without the
+//! override `leveldb-sys` compiles the LevelDB 1.22 sources it bundles with
+//! cmake, which fails here with GCC 12 (its CMake file passes clang's
+//! `-Wthread-safety`). The record's config names the version linked.
 //!
 //! Configuration: block cache (LRU) = the budget less the write buffer
 //! ([`MemorySplit`]), write buffer of that size (LevelDB keeps one
@@ -255,8 +257,8 @@ impl KvEngine for LevelKv {
             ffi::leveldb_iter_seek(it, from.as_ptr().cast(), from.len());
             while n < count && ffi::leveldb_iter_valid(it) != 0 {
                 let (mut kl, mut vl) = (0usize, 0usize);
-                let k = ffi::leveldb_iter_key(it, &mut kl);
-                let v = ffi::leveldb_iter_value(it, &mut vl);
+                let k = ffi::leveldb_iter_key(it, ptr::addr_of_mut!(kl));
+                let v = ffi::leveldb_iter_value(it, ptr::addr_of_mut!(vl));
                 visit(
                     std::slice::from_raw_parts(k.cast::<u8>(), kl),
                     std::slice::from_raw_parts(v.cast::<u8>(), vl),
@@ -264,7 +266,7 @@ impl KvEngine for LevelKv {
                 n += 1;
                 ffi::leveldb_iter_next(it);
             }
-            ffi::leveldb_iter_get_error(it, &mut e);
+            ffi::leveldb_iter_get_error(it, ptr::addr_of_mut!(e));
             ffi::leveldb_iter_destroy(it);
         }
         take_err(&self.dir, "scan", e.cast_mut())?;
