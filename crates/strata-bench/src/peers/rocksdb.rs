@@ -151,6 +151,14 @@ impl Peer for RocksDb {
     }
 }
 
+/// An integer property of `db` (0 when RocksDB has none).
+fn int_prop(db: &DB, dir: &Path, name: &str) -> Result<u64> {
+    Ok(db
+        .property_int_value(name)
+        .map_err(|e| err(dir, "property", e))?
+        .unwrap_or(0))
+}
+
 fn config(cache_bytes: u64, env: &PeerEnv) -> Map<String, Value> {
     let mut c = Map::new();
     c.insert("block_cache_bytes".into(), Value::from(cache_bytes));
@@ -177,11 +185,7 @@ impl RocksIndex {
     }
 
     fn prop(&self, name: &str) -> Result<u64> {
-        Ok(self
-            .db
-            .property_int_value(name)
-            .map_err(|e| self.e("property", e))?
-            .unwrap_or(0))
+        int_prop(&self.db, &self.dir, name)
     }
 }
 
@@ -384,11 +388,7 @@ impl RocksKv {
     }
 
     fn prop(&self, name: &str) -> Result<u64> {
-        Ok(self
-            .db
-            .property_int_value(name)
-            .map_err(|e| self.e("property", e))?
-            .unwrap_or(0))
+        int_prop(&self.db, &self.dir, name)
     }
 }
 
