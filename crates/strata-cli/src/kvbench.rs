@@ -53,8 +53,9 @@ pub struct KvBenchArgs {
     /// Seed of the operation streams.
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Drop the OS page cache after each reopen (as root) and read with
-    /// O_DIRECT where the engine can.
+    /// Reopen the store and drop the OS page cache (as root) before every
+    /// workload that is not a fill, and read with O_DIRECT where the engine
+    /// can (RocksDB).
     #[arg(long)]
     cold: bool,
     /// Where stores are made (default: a temporary directory).

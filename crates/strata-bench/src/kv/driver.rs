@@ -39,7 +39,8 @@ pub struct KvOptions {
     pub threads: usize,
     /// Repeats; the engines run A B C A B C ...
     pub repeats: usize,
-    /// Drop the OS page cache (as root) after each reopen.
+    /// Reopen the store and drop the OS page cache (as root) before every
+    /// workload that is not a fill.
     pub cold: bool,
     /// Where stores are made (one directory per engine and repeat, removed after).
     pub work_dir: PathBuf,
@@ -389,7 +390,9 @@ pub fn run(opts: &KvOptions, on_event: &mut dyn FnMut(KvEvent)) -> Result<Vec<Kv
                 dirty = true;
             }
             for (wi, &workload) in opts.workloads.iter().enumerate() {
-                if !workload.is_fill() && dirty {
+                // Reads start on a reopened store: after writes (so every
+                // engine starts from its tables), and always when cold.
+                if !workload.is_fill() && (dirty || opts.cold) {
                     store.reopen(env, opts.cold, &mut notes)?;
                     dirty = false;
                 }

@@ -113,10 +113,11 @@ pub const BLOOM_BITS_PER_KEY: u32 = 10;
 /// Data block size of every engine.
 pub const BLOCK_SIZE: usize = 4096;
 
-/// The memory split every peer uses (the same as `strata::lsm::Options`):
-/// a quarter of the budget for the write buffer (one memtable), the rest
-/// for the block cache, which also holds index and filter blocks where the
-/// engine can put them there.
+/// The memory split every peer uses: a quarter of the budget for the write
+/// buffer (one memtable, as `strata::lsm::Options::with_memory`), the rest
+/// for the block cache, which also holds the index and filter blocks where
+/// the engine can put them there (strata's LSM keeps its indexes and
+/// filters resident in a quarter and caches blocks in half: the same total).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemorySplit {
     /// Bytes of one memtable.
