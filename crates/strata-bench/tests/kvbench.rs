@@ -246,3 +246,25 @@ fn db_refuses_other_sizes_and_unknown_engines_are_named() {
     .unwrap_or_default();
     assert!(e.contains("unknown engine"), "{e}");
 }
+
+#[test]
+fn synced_writes_from_threads_land_once_each() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut opts = options(
+        "db",
+        &[KvWorkload::FillRandom, KvWorkload::Overwrite, KvWorkload::ReadRandom],
+        dir.path(),
+        8,
+        8,
+    );
+    opts.num = 500;
+    opts.ops = 300;
+    opts.threads = 2;
+    opts.env.sync = SyncMode::Always;
+    let records = run(&opts);
+    assert_eq!(records[0].counts.puts, 500);
+    assert_eq!(records[1].counts.puts, 300);
+    assert_eq!(records[2].counts.found, 300);
+    assert!(records.iter().all(|r| r.wrong == 0 && r.sync == "always"));
+    assert_eq!(records[2].live_keys, 500);
+}
