@@ -29,7 +29,7 @@
 //!   [`Options::l0_slowdown`]).
 //! - **Locking.** A writer holds the directory's exclusive lock, a read-only
 //!   store its shared lock, until it is closed or dropped; a conflicting
-//!   open is [`Error::Locked`](crate::Error::Locked).
+//!   open is [`crate::Error::Locked`].
 //! - **Failures.** After a failed log write, sync, flush or compaction the
 //!   store refuses writes (reads go on) until it is reopened; nothing
 //!   acknowledged is lost. Corrupt files are errors, never data.
@@ -170,7 +170,7 @@ impl Snapshot {
     pub fn iter(&self) -> Result<StoreIter> {
         let pin: Arc<dyn Send + Sync> = self.registration.clone();
         Ok(StoreIter::new(
-            self.inner.version.load().merged(),
+            iter::merged(&self.inner.version.load()),
             self.seq,
             Some(pin),
         ))
@@ -221,7 +221,11 @@ impl Store {
     /// (user keys ascending; unpositioned until a seek).
     pub fn iter(&self) -> Result<StoreIter> {
         let seq = self.inner.visible.load(Ordering::SeqCst);
-        Ok(StoreIter::new(self.inner.version.load().merged(), seq, None))
+        Ok(StoreIter::new(
+            iter::merged(&self.inner.version.load()),
+            seq,
+            None,
+        ))
     }
 
     /// Makes every acknowledged write durable (syncs the log).
