@@ -58,13 +58,13 @@ echo "peers: build took $(( $(date +%s) - t0 )) s"
 strata=${STRATA_BIN:-$root/target/release/strata}
 
 # kvbench smoke: every workload on every engine, 10k keys (u64 keys and
-# values, with strata db), then 16-byte keys and 100-byte values; fails on
-# any wrong answer.
+# values, with strata db), then 16-byte keys and 100-byte values; strata's
+# LSM store first (the baseline of the ratios); fails on any wrong answer.
 kv_all=fillrandom,readrandom,readmissing,seekrandom,overwrite,readwhilewriting
 kv_all=$kv_all,ycsb-a,ycsb-b,ycsb-c,ycsb-d,ycsb-e,ycsb-f,deleterandom
-"$strata" kvbench --engines db,rocksdb,fjall,leveldb --workloads "$kv_all" --num 10000 \
+"$strata" kvbench --engines lsm:index=pgm,db,rocksdb,fjall,leveldb --workloads "$kv_all" --num 10000 \
     --key-size 8 --value-size 8 --memory 1M --json "$out/kvbench-smoke-8-8.jsonl"
-"$strata" kvbench --engines rocksdb,fjall,leveldb --workloads "$kv_all" --num 10000 \
+"$strata" kvbench --engines lsm:index=pgm,rocksdb,fjall,leveldb --workloads "$kv_all" --num 10000 \
     --key-size 16 --value-size 100 --memory 1M --json "$out/kvbench-smoke-16-100.jsonl"
 if [ -n "${KV_SMOKE_ONLY:-}" ]; then
     echo "peers: kvbench smoke in $out ($(( $(date +%s) - t0 )) s)"

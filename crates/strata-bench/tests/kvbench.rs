@@ -252,7 +252,11 @@ fn synced_writes_from_threads_land_once_each() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let mut opts = options(
         "db",
-        &[KvWorkload::FillRandom, KvWorkload::Overwrite, KvWorkload::ReadRandom],
+        &[
+            KvWorkload::FillRandom,
+            KvWorkload::Overwrite,
+            KvWorkload::ReadRandom,
+        ],
         dir.path(),
         8,
         8,
@@ -267,4 +271,52 @@ fn synced_writes_from_threads_land_once_each() {
     assert_eq!(records[2].counts.found, 300);
     assert!(records.iter().all(|r| r.wrong == 0 && r.sync == "always"));
     assert_eq!(records[2].live_keys, 500);
+}
+
+#[test]
+fn every_workload_on_lsm_beside_db_does_what_it_claims() {
+    check_every_workload("db,lsm:index=pgm,boundary=16", 8, 8);
+}
+
+#[test]
+fn every_workload_on_lsm_with_long_keys_and_values() {
+    check_every_workload("lsm:index=fp", 24, 100);
+    check_every_workload("lsm:index=pgm,boundary=16", 16, 1000);
+}
+
+#[test]
+fn lsm_takes_the_run_settings_and_its_own_options() {
+    let env = KvEnv {
+        memory_bytes: 1 << 20,
+        sync: SyncMode::Always,
+        key_size: 16,
+        value_size: 100,
+        direct_reads: true,
+    };
+    assert_eq!(
+        kv::lsm_spec("index=rmi,memory=2M", &env),
+        "memory=1048576,sync=always,direct=true,index=rmi,memory=2M"
+    );
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut opts = options(
+        "lsm:index=rs,boundary=32",
+        &[KvWorkload::FillRandom],
+        dir.path(),
+        16,
+        100,
+    );
+    opts.num = 500;
+    let r = run(&opts);
+    assert_eq!(r[0].config["index"], "rs");
+    assert_eq!(r[0].config["boundary"], 32);
+    assert_eq!(r[0].config["memory_bytes"], 256 << 10);
+    assert_eq!(r[0].bytes_written_source, "engine");
+    let e = kv::run(
+        &options("lsm:index=nosuch", &[KvWorkload::FillSeq], dir.path(), 8, 8),
+        &mut |_| {},
+    )
+    .err()
+    .map(|e| e.to_string())
+    .unwrap_or_default();
+    assert!(e.contains("nosuch"), "{e}");
 }

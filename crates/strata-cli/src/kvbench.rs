@@ -16,10 +16,11 @@ use crate::progress;
 pub struct KvBenchArgs {
     /// Engines, comma-separated; the first is the baseline of the ratios.
     /// An engine's own parameters follow it after `:` (commas allowed:
-    /// `lsm:index=pgm,boundary=16,rocksdb`). Engines: db (8-byte keys and
-    /// values only), and rocksdb, fjall, leveldb when built with their
-    /// features.
-    #[arg(long, default_value = "db")]
+    /// `lsm:index=pgm,boundary=16,rocksdb`). Engines: lsm (strata's LSM
+    /// store; its options as `strata::lsm::Options::parse_spec` reads them,
+    /// over the run's memory and sync), db (8-byte keys and values only),
+    /// and rocksdb, fjall, leveldb when built with their features.
+    #[arg(long, default_value = "lsm")]
     engines: String,
     /// Workloads, comma-separated, run in this order on one store per engine
     /// and repeat: fillseq, fillrandom, overwrite, readrandom, readmissing,

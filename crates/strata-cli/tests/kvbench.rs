@@ -19,7 +19,7 @@ fn kvbench_smoke_writes_json_lines_and_a_table() {
     let work = tmp.path().join("work");
     let out = strata(&[
         "--engines",
-        "db",
+        "db,lsm:index=pgm,boundary=16",
         "--workloads",
         "fillrandom,readrandom,readmissing,seekrandom,ycsb-a",
         "--num",
@@ -41,15 +41,20 @@ fn kvbench_smoke_writes_json_lines_and_a_table() {
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let table = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(table.lines().count(), 2 + 5, "{table}");
+    assert_eq!(table.lines().count(), 2 + 2 * 5, "{table}");
     let lines: Vec<serde_json::Value> = std::fs::read_to_string(&json)
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(lines.len(), 10, "5 workloads x 2 repeats");
+    assert_eq!(lines.len(), 20, "2 engines x 5 workloads x 2 repeats");
+    let engines: Vec<&str> = lines.iter().map(|r| r["index"].as_str().unwrap()).collect();
+    // Interleaved: each repeat runs db's workloads, then lsm's.
+    assert_eq!(
+        engines[..10],
+        ["db"; 5].iter().chain(&["lsm"; 5]).copied().collect::<Vec<_>>()[..]
+    );
     for r in &lines {
-        assert_eq!(r["index"], "db");
         assert_eq!(r["wrong"], 0);
         assert_eq!(r["dataset"], "kv-8-8");
     }
@@ -60,8 +65,8 @@ fn kvbench_smoke_writes_json_lines_and_a_table() {
             .map(|r| r["counts"]["found"].as_u64().unwrap())
             .collect::<Vec<_>>()
     };
-    assert_eq!(found("readrandom"), [500, 500]);
-    assert_eq!(found("readmissing"), [0, 0]);
+    assert_eq!(found("readrandom"), [500; 4]);
+    assert_eq!(found("readmissing"), [0; 4]);
     // The stores are removed after each engine's repeat.
     assert_eq!(std::fs::read_dir(&work).unwrap().count(), 0);
 }
@@ -78,6 +83,7 @@ fn kvbench_errors_are_one_clear_line() {
             "unknown kvbench workload",
         ),
         (vec!["--engines", "nosuch"], "unknown engine"),
+        (vec!["--engines", "lsm:index=nosuch"], "nosuch"),
         (vec!["--key-size", "12"], "--key-size must be 8, 16 or 24"),
     ] {
         let out = strata(&[&args[..], &["--num", "100"]].concat());

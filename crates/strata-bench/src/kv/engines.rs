@@ -68,7 +68,7 @@ impl EngineSpec {
 
 /// Every engine name this build can open.
 pub fn engine_names() -> Vec<&'static str> {
-    let mut v = vec!["db"];
+    let mut v = vec!["db", "lsm"];
     if cfg!(feature = "rocksdb") {
         v.push("rocksdb");
     }
@@ -108,6 +108,7 @@ pub fn open_engine(spec: &EngineSpec, dir: &Path, env: &KvEnv) -> Result<Box<dyn
             no_params()?;
             Ok(Box::new(DbEngine::open(dir, env)?))
         }
+        "lsm" => Ok(Box::new(super::LsmEngine::open(dir, &spec.params, env)?)),
         #[cfg(feature = "rocksdb")]
         "rocksdb" => {
             no_params()?;

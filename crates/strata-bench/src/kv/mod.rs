@@ -3,7 +3,8 @@
 //! - [`KvEngine`]: what a store must offer (put, get, delete, batches, a
 //!   forward scan, flush, memory per component, disk and written bytes);
 //! - [`EngineSpec`] and [`open_engine`]: engines by name: strata's `db`
-//!   (u64 → u64, 8-byte keys and values only) and the peers compiled into
+//!   (u64 → u64, 8-byte keys and values only), its LSM store `lsm`
+//!   (`lsm:index=pgm,boundary=16`), and the peers compiled into
 //!   this build (`rocksdb`, `fjall`, `leveldb`, each behind its feature);
 //! - [`KvWorkload`] and [`Plan`]: the db_bench and YCSB workloads as
 //!   deterministic operation lists over ids (`fillseq` ... `ycsb-f`);
@@ -22,6 +23,7 @@
 
 mod driver;
 mod engines;
+mod lsm;
 mod report;
 mod workload;
 
@@ -33,6 +35,7 @@ use strata::{Error, Result};
 
 pub use driver::{KvEvent, KvOptions, run};
 pub use engines::{EngineSpec, engine_names, missing_engines, open_engine};
+pub use lsm::{LsmEngine, lsm_spec};
 pub use report::{KvCounts, KvRecord, format_kv_table};
 pub use workload::{KvWorkload, Live, Plan, PlanOp};
 
