@@ -7,6 +7,7 @@
 #
 #   ./scripts/peers.sh                        # 10M keys, 20k operations per run
 #   N=1000000 OPS=5000 OUT=/tmp/peers ./scripts/peers.sh   # a quick look
+#   KV_SMOKE_ONLY=1 ./scripts/peers.sh        # build, then only the kvbench smoke
 #   (DATA_DIR: where keys and indexes go; KEYS_DIR: reuse $KEYS_DIR/$ds.keys
 #   when it holds N keys; STRATA_BIN: run this strata binary)
 #
@@ -16,6 +17,11 @@
 #                   ROCKSDB_LIB_DIR so that RocksDB's C++ sources are not
 #                   compiled here. STRATA_VENDORED_ROCKSDB=1 compiles the
 #                   RocksDB bundled with the crate instead (hours on 2 cores).
+#   libleveldb-dev  Debian's LevelDB (1.23), linked by overriding the build
+#                   script of leveldb-sys (cargo --config ...leveldb.rustc-link-lib),
+#                   so its bundled LevelDB 1.22 is not compiled (its cmake
+#                   build fails with GCC: clang's -Wthread-safety).
+# fjall is pure Rust (crates.io) and needs nothing from the system.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -39,10 +45,31 @@ if [ -z "${STRATA_VENDORED_ROCKSDB:-}" ]; then
     export ROCKSDB_LIB_DIR=${ROCKSDB_LIB_DIR:-/usr/lib/$multiarch}
 fi
 
+if ! dpkg -s libleveldb-dev >/dev/null 2>&1; then
+    echo "peers: installing libleveldb-dev"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libleveldb-dev
+fi
+triple=$(rustc -vV | sed -n 's/^host: //p')
+link=(--config "target.$triple.leveldb.rustc-link-lib=[\"leveldb\"]")
 t0=$(date +%s)
-cargo build --release -p strata-cli --features peers
+cargo build --release -p strata-cli --features peers,fjall,leveldb "${link[@]}"
 echo "peers: build took $(( $(date +%s) - t0 )) s"
 strata=${STRATA_BIN:-$root/target/release/strata}
+
+# kvbench smoke: every workload on every engine, 10k keys (u64 keys and
+# values, with strata db), then 16-byte keys and 100-byte values; strata's
+# LSM store first (the baseline of the ratios); fails on any wrong answer.
+kv_all=fillrandom,readrandom,readmissing,seekrandom,overwrite,readwhilewriting
+kv_all=$kv_all,ycsb-a,ycsb-b,ycsb-c,ycsb-d,ycsb-e,ycsb-f,deleterandom
+"$strata" kvbench --engines lsm:index=pgm,db,rocksdb,fjall,leveldb --workloads "$kv_all" --num 10000 \
+    --key-size 8 --value-size 8 --memory 1M --json "$out/kvbench-smoke-8-8.jsonl"
+"$strata" kvbench --engines lsm:index=pgm,rocksdb,fjall,leveldb --workloads "$kv_all" --num 10000 \
+    --key-size 16 --value-size 100 --memory 1M --json "$out/kvbench-smoke-16-100.jsonl"
+if [ -n "${KV_SMOKE_ONLY:-}" ]; then
+    echo "peers: kvbench smoke in $out ($(( $(date +%s) - t0 )) s)"
+    exit 0
+fi
 
 # Strata's B+-tree comes first: it is the baseline of the ratios and its
 # memory is the budget of the peers (RocksDB's block cache) and of the hybrid

@@ -13,4 +13,4 @@ mod dist;
 pub mod workload;
 
 pub use dist::{Dist, fnv1a64, generate};
-pub use workload::{KeyChoice, Op, Workload, WorkloadPlan};
+pub use workload::{KeyChoice, Op, Workload, WorkloadPlan, Zipfian};

@@ -253,9 +253,11 @@ pub struct WorkloadPlan {
     pub ops: Vec<Op>,
 }
 
-/// YCSB's Zipfian generator over `[0, items)` (Gray et al.), θ = 0.99.
+/// YCSB's Zipfian generator over `[0, items)` (Gray et al.), θ = 0.99:
+/// [`Zipfian::next`] draws a popularity rank (0 = most popular); callers
+/// scramble ranks themselves where they want YCSB's scrambled Zipfian.
 #[derive(Debug, Clone)]
-struct Zipfian {
+pub struct Zipfian {
     items: u64,
     theta: f64,
     alpha: f64,
@@ -264,7 +266,8 @@ struct Zipfian {
 }
 
 impl Zipfian {
-    fn new(items: u64) -> Self {
+    /// A generator over `[0, items)` (`items` = 0 is taken as 1).
+    pub fn new(items: u64) -> Self {
         let theta = 0.99;
         let zeta = |n: u64| (1..=n).map(|i| 1.0 / (i as f64).powf(theta)).sum::<f64>();
         let zetan = zeta(items.max(1));
@@ -280,8 +283,8 @@ impl Zipfian {
         }
     }
 
-    /// Rank of popularity (0 = most popular).
-    fn next(&self, r: &mut Pcg64Mcg) -> u64 {
+    /// Rank of popularity (0 = most popular), always `< items`.
+    pub fn next(&self, r: &mut Pcg64Mcg) -> u64 {
         let u: f64 = r.random();
         let uz = u * self.zetan;
         if uz < 1.0 {

@@ -7,7 +7,10 @@
 //! by `BENCHMARKS.md`: throughput, latency percentiles, pages/reads/bytes per
 //! operation, modelled time under a storage profile, memory and disk bytes.
 //! Peers (LMDB, RocksDB) plug in as index kinds behind cargo features.
+//! [`kv`] is `kvbench`, the db_bench-style runner over byte-string
+//! key-value engines (strata's stores, RocksDB, fjall, LevelDB).
 
+pub mod kv;
 pub mod peers;
 mod report;
 mod runner;

@@ -3,6 +3,7 @@
 
 mod db;
 mod demo;
+mod kvbench;
 mod tune;
 
 use std::io::{IsTerminal, Write};
@@ -64,6 +65,9 @@ enum Cmd {
     List,
     /// Tune the layers of an index for a storage profile (AirTune) and build it.
     Tune(tune::TuneArgs),
+    /// db_bench-style key-value benchmark (fill, read, seek, delete, YCSB A-F)
+    /// over strata's stores and the peers built in; JSON Lines and a table.
+    Kvbench(kvbench::KvBenchArgs),
 }
 
 #[derive(Args, Debug)]
@@ -267,6 +271,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Db(a) => db::run(a, quiet),
         Cmd::List => list(),
         Cmd::Tune(a) => tune::run(a, quiet),
+        Cmd::Kvbench(a) => kvbench::run(a, quiet),
     }
 }
 

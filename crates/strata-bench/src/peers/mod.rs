@@ -23,10 +23,14 @@ use std::path::Path;
 use strata::Result;
 use strata::index::{BuildReport, Index, IndexSpec, Records};
 
+#[cfg(feature = "fjall")]
+pub(crate) mod fjall;
+#[cfg(feature = "leveldb")]
+pub(crate) mod leveldb;
 #[cfg(feature = "lmdb")]
 mod lmdb;
 #[cfg(feature = "rocksdb")]
-mod rocksdb;
+pub(crate) mod rocksdb;
 
 /// Operations between two evictions of a cold peer's cached data pages.
 pub const COLD_EVERY: usize = 64;
@@ -68,13 +72,18 @@ pub trait Peer: Send + Sync {
 }
 
 /// Every peer compiled into this build.
-pub fn all() -> Vec<&'static dyn Peer> {
-    // Which pushes exist depends on the features.
-    #[allow(
-        unused_mut,
+#[cfg_attr(
+    not(any(feature = "lmdb", feature = "rocksdb")),
+    expect(unused_mut, reason = "no peer is compiled in: nothing is pushed")
+)]
+#[cfg_attr(
+    any(feature = "lmdb", feature = "rocksdb"),
+    expect(
         clippy::vec_init_then_push,
-        reason = "which pushes exist depends on the features: none, some or all"
-    )]
+        reason = "which pushes exist depends on the features: some or all"
+    )
+)]
+pub fn all() -> Vec<&'static dyn Peer> {
     let mut v: Vec<&'static dyn Peer> = Vec::new();
     #[cfg(feature = "lmdb")]
     v.push(&lmdb::Lmdb);

@@ -24,7 +24,7 @@ use std::time::Instant;
 
 use rocksdb::{
     BlockBasedOptions, Cache, DB, DBCompressionType, Direction, IteratorMode, Options, SstFileWriter,
-    WriteOptions,
+    WriteBatch, WriteOptions,
 };
 use serde_json::{Map, Value};
 use strata::index::{BuildReport, Index, IndexSpec, IndexStats, Record, Records};
@@ -32,6 +32,7 @@ use strata::storage::IoStats;
 use strata::{Error, Result};
 
 use super::{Opened, Peer, PeerEnv};
+use crate::kv::{self, BatchOp, KvEngine, KvEnv, MemorySplit, MemoryUse, SyncMode, dir_bytes};
 
 const BLOOM_BITS_PER_KEY: f64 = 10.0;
 const BULK_FILE: &str = "bulk.sst";
@@ -150,6 +151,14 @@ impl Peer for RocksDb {
     }
 }
 
+/// An integer property of `db` (0 when RocksDB has none).
+fn int_prop(db: &DB, dir: &Path, name: &str) -> Result<u64> {
+    Ok(db
+        .property_int_value(name)
+        .map_err(|e| err(dir, "property", e))?
+        .unwrap_or(0))
+}
+
 fn config(cache_bytes: u64, env: &PeerEnv) -> Map<String, Value> {
     let mut c = Map::new();
     c.insert("block_cache_bytes".into(), Value::from(cache_bytes));
@@ -159,22 +168,6 @@ fn config(cache_bytes: u64, env: &PeerEnv) -> Map<String, Value> {
     c.insert("direct_reads".into(), Value::from(env.cold));
     c.insert("bulk".into(), Value::from("SstFileWriter + ingest"));
     c
-}
-
-fn dir_bytes(dir: &Path) -> u64 {
-    fn walk(p: &Path) -> u64 {
-        match std::fs::read_dir(p) {
-            Ok(rd) => rd
-                .filter_map(|e| e.ok())
-                .map(|e| match e.file_type() {
-                    Ok(t) if t.is_dir() => walk(&e.path()),
-                    _ => e.metadata().map(|m| m.len()).unwrap_or(0),
-                })
-                .sum(),
-            Err(_) => 0,
-        }
-    }
-    walk(dir)
 }
 
 struct RocksIndex {
@@ -192,11 +185,7 @@ impl RocksIndex {
     }
 
     fn prop(&self, name: &str) -> Result<u64> {
-        Ok(self
-            .db
-            .property_int_value(name)
-            .map_err(|e| self.e("property", e))?
-            .unwrap_or(0))
+        int_prop(&self.db, &self.dir, name)
     }
 }
 
@@ -338,5 +327,150 @@ impl Index for RocksIndex {
 
     fn io(&self) -> &Arc<IoStats> {
         &self.io
+    }
+}
+
+/// RocksDB as a `kvbench` engine (see [`crate::kv`]): block-based tables of
+/// 4 KiB blocks, no compression, full Bloom filters of 10 bits/key, index and
+/// filter blocks in the LRU block cache (`cache_index_and_filter_blocks`),
+/// write buffer + block cache = the run's memory ([`MemorySplit`]), two
+/// memtables at most (one taking writes, one being flushed), WAL on and
+/// synced per write under `sync=always` only; O_DIRECT reads if asked.
+pub(crate) fn open_kv(dir: &Path, env: &KvEnv) -> Result<Box<dyn KvEngine>> {
+    let split = MemorySplit::of(env.memory_bytes);
+    let cache = Cache::new_lru_cache(split.block_cache as usize).map_err(|e| err(dir, "cache", e))?;
+    let mut t = BlockBasedOptions::default();
+    t.set_block_size(kv::BLOCK_SIZE);
+    t.set_block_cache(&cache);
+    t.set_bloom_filter(kv::BLOOM_BITS_PER_KEY as f64, false);
+    t.set_cache_index_and_filter_blocks(true);
+    let mut o = Options::default();
+    o.create_if_missing(true);
+    o.set_compression_type(DBCompressionType::None);
+    o.set_block_based_table_factory(&t);
+    o.set_write_buffer_size(split.write_buffer as usize);
+    o.set_max_write_buffer_number(2);
+    o.set_use_direct_reads(env.direct_reads);
+    o.set_db_log_dir(dir);
+    let db = DB::open(&o, dir.join("db")).map_err(|e| err(dir, "open", e))?;
+    let mut write = WriteOptions::default();
+    write.set_sync(env.sync == SyncMode::Always);
+    write.disable_wal(false);
+    let mut config = Map::new();
+    split.config(&mut config);
+    config.insert("cache_index_and_filter_blocks".into(), Value::from(true));
+    config.insert("max_write_buffer_number".into(), Value::from(2));
+    config.insert("direct_reads".into(), Value::from(env.direct_reads));
+    config.insert(
+        "sync".into(),
+        serde_json::to_value(env.sync).unwrap_or(Value::Null),
+    );
+    Ok(Box::new(RocksKv {
+        db,
+        cache,
+        dir: dir.to_path_buf(),
+        write,
+        config,
+    }))
+}
+
+struct RocksKv {
+    db: DB,
+    cache: Cache,
+    dir: PathBuf,
+    write: WriteOptions,
+    config: Map<String, Value>,
+}
+
+impl RocksKv {
+    fn e(&self, what: &str, x: rocksdb::Error) -> Error {
+        err(&self.dir, what, x)
+    }
+
+    fn prop(&self, name: &str) -> Result<u64> {
+        int_prop(&self.db, &self.dir, name)
+    }
+}
+
+impl KvEngine for RocksKv {
+    fn name(&self) -> &str {
+        "rocksdb"
+    }
+
+    fn config(&self) -> Map<String, Value> {
+        self.config.clone()
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.db
+            .put_opt(key, value, &self.write)
+            .map_err(|e| self.e("put", e))
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        Ok(self
+            .db
+            .get_pinned(key)
+            .map_err(|e| self.e("get", e))?
+            .map(|v| v.as_ref().to_vec()))
+    }
+
+    fn delete(&self, key: &[u8]) -> Result<()> {
+        self.db
+            .delete_opt(key, &self.write)
+            .map_err(|e| self.e("delete", e))
+    }
+
+    fn write_batch(&self, ops: &[BatchOp<'_>]) -> Result<()> {
+        let mut b = WriteBatch::default();
+        for op in ops {
+            match *op {
+                BatchOp::Put(k, v) => b.put(k, v),
+                BatchOp::Delete(k) => b.delete(k),
+            }
+        }
+        self.db.write_opt(b, &self.write).map_err(|e| self.e("write", e))
+    }
+
+    fn scan(&self, from: &[u8], count: usize, visit: &mut dyn FnMut(&[u8], &[u8])) -> Result<usize> {
+        let mut it = self.db.raw_iterator();
+        it.seek(from);
+        let mut n = 0;
+        while n < count {
+            match (it.key(), it.value()) {
+                (Some(k), Some(v)) => visit(k, v),
+                _ => break,
+            }
+            n += 1;
+            it.next();
+        }
+        it.status().map_err(|e| self.e("scan", e))?;
+        Ok(n)
+    }
+
+    fn flush(&self) -> Result<()> {
+        self.db.flush().map_err(|e| self.e("flush", e))?;
+        self.db.flush_wal(true).map_err(|e| self.e("sync", e))
+    }
+
+    fn memory(&self) -> Result<MemoryUse> {
+        Ok(MemoryUse {
+            memtable: self.prop("rocksdb.cur-size-all-mem-tables")?,
+            block_cache: self.cache.get_usage() as u64,
+            index: Some(self.prop("rocksdb.estimate-table-readers-mem")?),
+            filter: None,
+            note: Some(
+                "index and filter blocks are in the block cache; index = table readers' own memory".into(),
+            ),
+        })
+    }
+
+    fn disk_bytes(&self) -> Result<u64> {
+        Ok(dir_bytes(&self.dir))
+    }
+
+    fn close(self: Box<Self>) -> Result<()> {
+        self.db.cancel_all_background_work(true);
+        Ok(())
     }
 }

@@ -1,0 +1,199 @@
+//! `strata kvbench`: a db_bench-style benchmark of key-value engines.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Args;
+use indicatif::ProgressBar;
+use strata::index::parse_size;
+use strata::{Error, Result};
+use strata_bench::kv::{self, EngineSpec, KvEnv, KvEvent, KvOptions, KvWorkload, SyncMode};
+
+use crate::progress;
+
+/// `strata kvbench ...`.
+#[derive(Args, Debug)]
+pub struct KvBenchArgs {
+    /// Engines, comma-separated; the first is the baseline of the ratios.
+    /// An engine's own parameters follow it after `:` (commas allowed:
+    /// `lsm:index=pgm,boundary=16,rocksdb`). Engines: lsm (strata's LSM
+    /// store; its options as `strata::lsm::Options::parse_spec` reads them,
+    /// over the run's memory and sync), db (8-byte keys and values only),
+    /// and rocksdb, fjall, leveldb when built with their features.
+    #[arg(long, default_value = "lsm")]
+    engines: String,
+    /// Workloads, comma-separated, run in this order on one store per engine
+    /// and repeat: fillseq, fillrandom, overwrite, readrandom, readmissing,
+    /// seekrandom, readwhilewriting, deleterandom, ycsb-a … ycsb-f.
+    #[arg(long, default_value = "fillrandom,readrandom")]
+    workloads: String,
+    /// Keys written by a fill (and by the load before a first non-fill workload).
+    #[arg(long, default_value_t = 100_000)]
+    num: u64,
+    /// Operations of the other workloads (default: --num).
+    #[arg(long)]
+    reads: Option<u64>,
+    /// Key size in bytes: 8, 16 or 24.
+    #[arg(long, default_value_t = 16)]
+    key_size: usize,
+    /// Value size in bytes: 8, 100 or 1000.
+    #[arg(long, default_value_t = 100)]
+    value_size: usize,
+    /// Memory budget of every engine (memtables + block cache + index + filter), e.g. 4M.
+    #[arg(long, default_value = "8M")]
+    memory: String,
+    /// When writes are synced: always (every write) or never.
+    #[arg(long, default_value = "never")]
+    sync: String,
+    /// Worker threads (readers, for readwhilewriting).
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    /// Repeats; engines are interleaved in each (A B C A B C ...).
+    #[arg(long, default_value_t = 1)]
+    repeats: usize,
+    /// Seed of the operation streams.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Reopen the store and drop the OS page cache (as root) before every
+    /// workload that is not a fill, and read with O_DIRECT where the engine
+    /// can (RocksDB).
+    #[arg(long)]
+    cold: bool,
+    /// Where stores are made (default: a temporary directory).
+    #[arg(long)]
+    work_dir: Option<PathBuf>,
+    /// Write the JSON Lines here (otherwise to stdout, and the table to stderr).
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+/// Runs `strata kvbench`.
+pub fn run(a: KvBenchArgs, quiet: bool) -> Result<()> {
+    let engines = EngineSpec::parse_list(&a.engines)?;
+    let workloads = a
+        .workloads
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::parse::<KvWorkload>)
+        .collect::<Result<Vec<_>>>()?;
+    if ![8, 16, 24].contains(&a.key_size) {
+        return Err(Error::invalid(format!(
+            "--key-size must be 8, 16 or 24, got {}",
+            a.key_size
+        )));
+    }
+    if ![8, 100, 1000].contains(&a.value_size) {
+        return Err(Error::invalid(format!(
+            "--value-size must be 8, 100 or 1000, got {}",
+            a.value_size
+        )));
+    }
+    let memory_bytes = parse_size(&a.memory)
+        .ok_or_else(|| Error::invalid(format!("--memory: not a size: {:?}", a.memory)))?;
+    let sync: SyncMode = a.sync.parse()?;
+    let missing: Vec<String> = kv::missing_engines()
+        .into_iter()
+        .map(|(name, feature)| format!("{name} (--features {feature})"))
+        .collect();
+    if !quiet && !missing.is_empty() {
+        eprintln!("kvbench: this build lacks {}", missing.join(", "));
+    }
+    let tmp;
+    let work_dir = match a.work_dir {
+        Some(d) => d,
+        None => {
+            tmp = TempDir::new()?;
+            tmp.0.clone()
+        }
+    };
+    let opts = KvOptions {
+        engines,
+        workloads,
+        num: a.num,
+        ops: a.reads.unwrap_or(a.num),
+        seed: a.seed,
+        env: KvEnv {
+            memory_bytes,
+            sync,
+            key_size: a.key_size,
+            value_size: a.value_size,
+            direct_reads: a.cold,
+        },
+        threads: a.threads.max(1),
+        repeats: a.repeats.max(1),
+        cold: a.cold,
+        work_dir,
+    };
+    let mut sink: Box<dyn Write> = match &a.json {
+        Some(p) => Box::new(std::fs::File::create(p).map_err(|e| Error::io(p, e))?),
+        None => Box::new(std::io::stdout()),
+    };
+    let mut pb: Option<ProgressBar> = None;
+    let mut write_err: Option<Error> = None;
+    let mut on_event = |e: KvEvent| match e {
+        KvEvent::Loading { engine, repeat } => {
+            if let Some(p) = pb.take() {
+                p.finish_and_clear();
+            }
+            pb = Some(progress(quiet, None, &format!("{engine} load #{}", repeat + 1)));
+        }
+        KvEvent::Running {
+            engine,
+            workload,
+            repeat,
+            ..
+        } => {
+            if let Some(p) = pb.take() {
+                p.finish_and_clear();
+            }
+            pb = Some(progress(
+                quiet,
+                None,
+                &format!("{engine} {workload} #{}", repeat + 1),
+            ));
+        }
+        KvEvent::Done(rec) => {
+            let line = serde_json::to_string(&rec).unwrap_or_default();
+            if let Err(e) = writeln!(sink, "{line}").and_then(|_| sink.flush()) {
+                write_err.get_or_insert(Error::io("kvbench output", e));
+            }
+        }
+    };
+    let result = kv::run(&opts, &mut on_event);
+    if let Some(p) = pb.take() {
+        p.finish_and_clear();
+    }
+    if let Some(e) = write_err {
+        return Err(e);
+    }
+    let records = result?;
+    let table = kv::format_kv_table(&records);
+    match a.json {
+        Some(_) => print!("{table}"),
+        None if !quiet => eprint!("{table}"),
+        None => {}
+    }
+    let wrong: u64 = records.iter().map(|r| r.wrong).sum();
+    if wrong > 0 {
+        return Err(Error::invalid(format!("{wrong} reads got a wrong answer")));
+    }
+    Ok(())
+}
+
+/// A scratch directory removed on drop.
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> Result<TempDir> {
+        let p = std::env::temp_dir().join(format!("strata-kvbench-{}", std::process::id()));
+        std::fs::create_dir_all(&p).map_err(|e| Error::io(&p, e))?;
+        Ok(TempDir(p))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
