@@ -230,3 +230,30 @@ fn a_batch_is_one_sequence_range_and_later_writes_win() {
     assert_eq!(s.get(b"j").unwrap(), Some(b"3".to_vec()));
     assert_eq!(s.stats().last_seq, 4);
 }
+
+#[test]
+fn many_versions_of_few_keys_with_the_default_index() {
+    let dir = Arc::new(MemDirectory::new());
+    let mut o = small();
+    o.write_buffer_bytes = 8 << 10;
+    o.table = crate::lsm::table::TableOptions::default();
+    let s = Store::open_in(dir, o).unwrap();
+    let mut last = std::collections::BTreeMap::new();
+    for n in 1..20000u64 {
+        let key = format!("counter/{}/{:03}", n % 2, (n / 2) % 50).into_bytes();
+        s.put(&key, &n.to_be_bytes()).unwrap();
+        last.insert(key, n);
+        if n % 500 == 0 {
+            for (k, v) in &last {
+                let got = s.get(k).unwrap();
+                assert_eq!(
+                    got,
+                    Some(v.to_be_bytes().to_vec()),
+                    "n {n} key {:?} stats {:?}",
+                    String::from_utf8_lossy(k),
+                    s.stats().levels
+                );
+            }
+        }
+    }
+}
