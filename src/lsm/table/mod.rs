@@ -25,6 +25,8 @@ mod reader;
 mod tests;
 
 pub use builder::TableBuilder;
+#[cfg(any(fuzzing, test))]
+pub(crate) use layout::reseal;
 pub use reader::{Table, TableIter};
 
 use crate::storage::StorageProfile;

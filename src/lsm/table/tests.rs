@@ -441,6 +441,15 @@ fn wrong_build_id_truncation_and_unsorted_adds_are_errors() {
 }
 
 #[test]
+fn tables_and_iterators_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<Table>();
+    send::<TableIter>();
+    send::<TableBuilder>();
+}
+
+#[test]
 fn index_specs_parse_and_check() {
     assert_eq!(IndexSpec::parse("pgm").unwrap(), IndexSpec::default());
     let s = IndexSpec::parse("fp,boundary=64").unwrap();
