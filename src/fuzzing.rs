@@ -99,7 +99,10 @@ pub fn sstable_open(bytes: &[u8]) -> Result<u64> {
     crate::lsm::table::reseal(&mut image);
     let storage = MemStorage::new("fuzz.sst");
     storage.write_at(0, &image)?;
-    let table = std::sync::Arc::new(crate::lsm::table::Table::open(std::sync::Arc::new(storage), None)?);
+    let table = std::sync::Arc::new(crate::lsm::table::Table::open(
+        std::sync::Arc::new(storage),
+        None,
+    )?);
     let mut it = table.iter();
     it.seek_to_first()?;
     let mut seen = Vec::new();
@@ -114,7 +117,11 @@ pub fn sstable_open(bytes: &[u8]) -> Result<u64> {
             std::hint::black_box((got == *k, value == *v));
         }
     }
-    for t in [&b""[..], b"\xff\xff\xff\xff\xff\xff\xff\xff\xff", b"m\0\0\0\0\0\0\0\x01"] {
+    for t in [
+        &b""[..],
+        b"\xff\xff\xff\xff\xff\xff\xff\xff\xff",
+        b"m\0\0\0\0\0\0\0\x01",
+    ] {
         it.seek(t)?;
         std::hint::black_box(it.valid());
     }
@@ -140,7 +147,10 @@ pub fn sstable_seed(kind: &str, n: u64) -> Result<Vec<u8>> {
     let mut b = TableBuilder::new(&dir, "seed.sst", &opts)?;
     for i in 0..n {
         let user = format!("key{:05}", i * 7);
-        b.add(&encode(user.as_bytes(), 100 - i % 3, ValueKind::Put), &i.to_le_bytes())?;
+        b.add(
+            &encode(user.as_bytes(), 100 - i % 3, ValueKind::Put),
+            &i.to_le_bytes(),
+        )?;
     }
     b.finish()?;
     dir.file("seed.sst")

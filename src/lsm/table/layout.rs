@@ -2,7 +2,7 @@
 //! blocks, four checksummed sections (block handles, index, filter,
 //! properties) and the footer that locates them. Little-endian throughout.
 
-use crate::format::bytes::{Cursor, get_u32, get_u64, put_u32};
+use crate::format::bytes::{Cursor, get_u32, get_u64};
 use crate::{Error, Result};
 
 /// Magic number: `STRATASS`.
@@ -321,7 +321,7 @@ fn put_crc(b: &mut [u8], start: u64, end: u64) {
         return;
     };
     if let Some(crc) = b.get(s..e).map(crc32c::crc32c) {
-        put_u32(b, e, crc);
+        crate::format::bytes::put_u32(b, e, crc);
     }
 }
 
@@ -335,7 +335,12 @@ pub(crate) fn reseal(b: &mut [u8]) {
         return;
     };
     let sections: Vec<(u64, u64)> = (0..4)
-        .map(|i| (get_u64(b, f + 24 + 16 * i).unwrap_or(0), get_u64(b, f + 32 + 16 * i).unwrap_or(0)))
+        .map(|i| {
+            (
+                get_u64(b, f + 24 + 16 * i).unwrap_or(0),
+                get_u64(b, f + 32 + 16 * i).unwrap_or(0),
+            )
+        })
         .collect();
     if let Some(&(h, _)) = sections.first() {
         let blocks = usize::try_from(h)
@@ -344,7 +349,11 @@ pub(crate) fn reseal(b: &mut [u8]) {
             .map_or(0, |n| (n as usize).min(b.len() / 8));
         let offsets_at = h.saturating_add(4 + 4 * (blocks as u64 + 1));
         let offsets: Vec<u64> = (0..=blocks as u64)
-            .map_while(|i| usize::try_from(offsets_at + 8 * i).ok().and_then(|at| get_u64(b, at)))
+            .map_while(|i| {
+                usize::try_from(offsets_at + 8 * i)
+                    .ok()
+                    .and_then(|at| get_u64(b, at))
+            })
             .collect();
         for w in offsets.windows(2) {
             if let [start, end] = *w {

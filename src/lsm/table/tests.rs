@@ -85,7 +85,10 @@ fn check(t: &Arc<Table>, es: &Entries, absent: &[Vec<u8>], seed: u64) {
             // claim costs reads, not answers: check it directly).
             let (lo, hi) = t.index_range(&lookup).unwrap();
             let lb = lower_bound(es, &lookup) as u64;
-            assert!(lo <= lb && lb <= hi, "{what}: lower bound {lb} of {lookup:?} not in [{lo}, {hi}]");
+            assert!(
+                lo <= lb && lb <= hi,
+                "{what}: lower bound {lb} of {lookup:?} not in [{lo}, {hi}]"
+            );
         }
     }
     for u in absent {
@@ -296,7 +299,7 @@ fn index_ranges_hold_every_key_within_the_boundary() {
             match *kind {
                 "fp" => assert_eq!(max, b - 1),
                 "gap-zonemap-d" => assert!(max <= b, "{kind} {boundary}: {max}"),
-                "pgm" | "rs" | "plr" | "fiting" => {
+                "pgm" | "pgm-cpr" | "rs" | "plr" | "fiting" => {
                     assert!(max <= b, "{kind} {boundary}: {max}")
                 }
                 "air" => assert!(max <= 2 * b, "{kind} {boundary}: {max}"),
@@ -315,7 +318,17 @@ fn memory_of_fence_pointers_and_pgm_on_fb_like_keys() {
     let dir = MemDirectory::new();
     let es = fb_entries(100_000, 42, 8);
     let mut figures = Vec::new();
-    for kind in ["fp", "pgm", "rs", "rmi", "plr", "fiting", "gap-zonemap-d"] {
+    for kind in [
+        "fp",
+        "pgm",
+        "pgm-cpr",
+        "rs",
+        "rmi",
+        "plr",
+        "fiting",
+        "gap-zonemap-d",
+        "air",
+    ] {
         let meta = build(&dir, "m.sst", &es, &opts(kind, 16));
         figures.push((kind, meta.index_bytes));
         println!(
@@ -325,9 +338,11 @@ fn memory_of_fence_pointers_and_pgm_on_fb_like_keys() {
     }
     let fp = figures[0].1;
     let pgm = figures[1].1;
+    let cpr = figures[2].1;
     // 6,250 fences of 16-byte internal keys + offsets, and the block handles.
     assert!(fp > 6_250 * 20, "fp {fp}");
     assert!(pgm * 2 <= fp, "pgm {pgm} vs fp {fp}");
+    assert!(cpr * 5 <= fp, "pgm-cpr {cpr} vs fp {fp}");
 }
 
 #[test]
