@@ -318,17 +318,7 @@ fn memory_of_fence_pointers_and_pgm_on_fb_like_keys() {
     let dir = MemDirectory::new();
     let es = fb_entries(100_000, 42, 8);
     let mut figures = Vec::new();
-    for kind in [
-        "fp",
-        "pgm",
-        "pgm-cpr",
-        "rs",
-        "rmi",
-        "plr",
-        "fiting",
-        "gap-zonemap-d",
-        "air",
-    ] {
+    for kind in INDEX_KINDS {
         let meta = build(&dir, "m.sst", &es, &opts(kind, 16));
         figures.push((kind, meta.index_bytes));
         println!(
@@ -336,9 +326,8 @@ fn memory_of_fence_pointers_and_pgm_on_fb_like_keys() {
             meta.index_bytes, meta.filter_bytes, meta.file_size
         );
     }
-    let fp = figures[0].1;
-    let pgm = figures[1].1;
-    let cpr = figures[2].1;
+    let of = |kind: &str| figures.iter().find(|f| **f.0 == *kind).map_or(0, |f| f.1);
+    let (fp, pgm, cpr) = (of("fp"), of("pgm"), of("pgm-cpr"));
     // 6,250 fences of 16-byte internal keys + offsets, and the block handles.
     assert!(fp > 6_250 * 20, "fp {fp}");
     assert!(pgm * 2 <= fp, "pgm {pgm} vs fp {fp}");
