@@ -350,3 +350,12 @@ fn a_failed_flush_refuses_writes_and_loses_nothing() {
     }
     s.put(b"x", b"y").unwrap();
 }
+
+#[test]
+fn store_and_snapshot_are_send_and_sync_iterators_send() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<Store>();
+    send_sync::<Snapshot>();
+    send::<StoreIter>();
+}
