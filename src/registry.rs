@@ -32,9 +32,11 @@ use crate::index::{BuildOptions, BuildReport, Index, IndexKind, IndexSpec, OpenO
 use crate::storage::Directory;
 
 /// Every kind of this build, in `strata list` order: `index`'s kinds
-/// (`binary`, `btree`, the layered kinds), then `air`, then `db`.
+/// (`binary`, `btree`, the layered kinds), then `air`, then `db`, then `lsm`.
 pub fn standard() -> Registry {
-    crate::tune::registry().with(&crate::db::DbKind)
+    crate::tune::registry()
+        .with(&crate::db::DbKind)
+        .with(&crate::lsm::kind::LsmKind)
 }
 
 /// The kinds of the [`standard`] registry, in order.

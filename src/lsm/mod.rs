@@ -6,3 +6,4 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 pub mod key;
+pub mod kind;
