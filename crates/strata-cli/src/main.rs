@@ -3,6 +3,7 @@
 
 mod db;
 mod demo;
+mod lsm;
 mod tune;
 
 use std::io::{IsTerminal, Write};
@@ -60,6 +61,9 @@ enum Cmd {
     Analyze(AnalyzeArgs),
     /// The durable hybrid store: load, get, put, delete, scan, stress, stats.
     Db(db::DbArgs),
+    /// The LSM store of byte-string keys and values: load, put, get, delete,
+    /// scan, stats, compact, verify, stress.
+    Lsm(lsm::LsmArgs),
     /// List the index kinds, distributions, workloads and storage profiles.
     List,
     /// Tune the layers of an index for a storage profile (AirTune) and build it.
@@ -265,6 +269,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Demo(a) => demo::run(a, quiet),
         Cmd::Analyze(a) => analyze(a, quiet),
         Cmd::Db(a) => db::run(a, quiet),
+        Cmd::Lsm(a) => lsm::run(a, quiet),
         Cmd::List => list(),
         Cmd::Tune(a) => tune::run(a, quiet),
     }
