@@ -191,8 +191,8 @@ fn run_workload(dir: &MemDirectory, w: &Workload) -> Outcome {
         if op.run(&s).is_err() {
             let mut doubt = acked.clone();
             op.apply(&mut doubt);
-            // The power is off: dropping the store writes nothing more.
-            drop(s);
+            // As a process that dies here: no further I/O.
+            s.kill();
             let phase = if op.is_write() {
                 Phase::Write
             } else {
@@ -341,8 +341,8 @@ fn lsm_crash_torn_after_the_last_call() {
             op.run(&s).unwrap();
             op.apply(&mut acked);
         }
-        // No close: the store is dropped as a killed process would leave it.
-        drop(s);
+        // No close: the store stops as a killed process would.
+        s.kill();
         dir.crash_torn(seed);
         let out = Outcome {
             acked,

@@ -179,32 +179,22 @@ impl IndexKind for LsmKind {
         &self,
         manifest: &Manifest,
         dir: Arc<dyn Directory>,
-        io: IoContext,
+        // The store reads through counters and a block cache of its own.
+        _io: IoContext,
         _opts: &OpenOptions,
     ) -> Result<Box<dyn Index>> {
         let params = Params::from_map(manifest.config.clone());
         let cfg = config(&params)?;
         let store = Store::open_in(dir, cfg.opts)?;
-        Ok(Box::new(LsmIndex {
-            store,
-            blind: cfg.blind,
-            io: io.stats,
-        }))
+        Ok(Box::new(LsmIndex { store, blind: cfg.blind }))
     }
 }
 
 /// A store as an [`Index`].
+#[derive(Debug)]
 pub(super) struct LsmIndex {
     store: Store,
     blind: bool,
-    /// Counters of the context the registry opened the index with.
-    io: Arc<IoStats>,
-}
-
-impl std::fmt::Debug for LsmIndex {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LsmIndex").field("blind", &self.blind).finish_non_exhaustive()
-    }
 }
 
 impl LsmIndex {
@@ -266,27 +256,25 @@ impl Index for LsmIndex {
         Ok(old.is_some())
     }
 
-    /// Flushes the memtable to a table: every earlier write is durable on
-    /// return, whatever the sync mode.
+    /// [`Store::sync`]: every earlier write is durable on return, whatever
+    /// the sync mode.
     fn sync(&self) -> Result<()> {
-        self.store.flush()
+        self.store.sync()
     }
 
-    /// `memory_bytes`: memtables + index + filter + block cache held, as the
-    /// store reports them; `n`: entries in memtables and tables (an upper
-    /// bound counting every version and tombstone; exact after a build,
-    /// [`Index::len`] is exact).
+    /// `memory_bytes`: memtables + block cache held + index + filter
+    /// ([`StoreStats::memory_bytes`](super::StoreStats::memory_bytes));
+    /// `n`: entries in tables (every version and tombstone counted, the
+    /// memtables not: exact after a build; [`Index::len`] is exact).
     fn stats(&self) -> Result<IndexStats> {
         let s = self.store.stats();
-        let table_entries: u64 = s.levels.iter().map(|l| l.entries).sum();
-        let disk: u64 = s.levels.iter().map(|l| l.bytes).sum::<u64>() + s.wal_bytes;
         let mut st = IndexStats {
             kind: "lsm".into(),
-            n: table_entries + s.memtable_entries,
-            memory_bytes: s.memtable_bytes + s.index_bytes + s.filter_bytes + s.block_cache_bytes,
-            disk_bytes: disk,
+            n: s.levels.iter().map(|l| l.entries).sum(),
+            memory_bytes: s.memory_bytes(),
+            disk_bytes: s.levels.iter().map(|l| l.bytes).sum(),
             models: None,
-            height: Some(u32::try_from(s.levels.len()).unwrap_or(u32::MAX)),
+            height: Some(u32::try_from(s.levels.iter().filter(|l| l.files > 0).count()).unwrap_or(u32::MAX)),
             ..Default::default()
         };
         st.extra.insert(
@@ -296,15 +284,16 @@ impl Index for LsmIndex {
         Ok(st)
     }
 
-    /// [`Store::verify`]; returns the tables' blocks checked.
+    /// [`Store::verify`]; returns the table bytes checked, in 4 KiB pages.
     fn verify(&self, progress: &mut dyn FnMut(u64)) -> Result<u64> {
-        let r = self.store.verify()?;
-        progress(r.blocks);
-        Ok(r.blocks)
+        let pages = self.store.verify()?.bytes.div_ceil(4096);
+        progress(pages);
+        Ok(pages)
     }
 
+    /// The counters every table read of the store goes through.
     fn io(&self) -> &Arc<IoStats> {
-        &self.io
+        &self.store.inner.io.stats
     }
 }
 

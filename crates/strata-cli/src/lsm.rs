@@ -246,6 +246,15 @@ impl Codec {
     }
 }
 
+/// The text of an error without the "invalid input: " of its variant (for
+/// errors that are wrapped with a place).
+fn message(e: Error) -> String {
+    match e {
+        Error::InvalidInput(m) => m,
+        e => e.to_string(),
+    }
+}
+
 /// One key and value of a load, checked against the store's limits.
 type Entry = (Vec<u8>, Vec<u8>);
 
@@ -271,16 +280,17 @@ fn tsv_entries(path: &Path, codec: Codec) -> Result<impl Iterator<Item = Result<
                 return Some(Err(at("a line is KEY<TAB>VALUE; no tab found".into())));
             };
             let (k, v) = (line.get(..tab).unwrap_or_default(), line.get(tab + 1..).unwrap_or_default());
-            let entry = if codec.hex {
-                let text = |b: &[u8]| {
-                    std::str::from_utf8(b).map_err(|_| at("--hex input must be ASCII hex digits".into()))
-                };
-                text(k).and_then(from_hex).and_then(|k| Ok((k, text(v).and_then(from_hex)?)))
-            } else {
-                Ok((k.to_vec(), v.to_vec()))
+            let field = |b: &[u8]| -> Result<Vec<u8>> {
+                if !codec.hex {
+                    return Ok(b.to_vec());
+                }
+                std::str::from_utf8(b)
+                    .map_err(|_| at("--hex input must be ASCII hex digits".into()))
+                    .and_then(|t| from_hex(t).map_err(|e| at(message(e))))
             };
-            Some(entry.and_then(|(k, v)| {
-                strata::lsm::key::check_entry(&k, Some(&v)).map_err(|e| at(e.to_string()))?;
+            Some(field(k).and_then(|k| {
+                let v = field(v)?;
+                strata::lsm::key::check_entry(&k, Some(&v)).map_err(|e| at(message(e)))?;
                 Ok((k, v))
             }))
         }))
@@ -433,7 +443,10 @@ pub fn run(a: LsmArgs, quiet: bool) -> Result<()> {
         LsmCmd::Verify { store } => {
             let s = open_ro(&store)?;
             let r = s.verify()?;
-            out(format_args!("{r:?}"))
+            out(format_args!(
+                "{}",
+                serde_json::to_string(&r).map_err(|e| Error::invalid(e.to_string()))?
+            ))
         }
         LsmCmd::Stress {
             store,

@@ -260,9 +260,11 @@ impl PyLsmStore {
     }
 
     /// Reads every table's blocks and checks checksums, order and the level
-    /// invariants; CorruptionError if a check fails.
-    fn verify(&self, py: Python<'_>) -> PyResult<()> {
-        self.with(py, |s| s.verify().map(drop))
+    /// invariants; returns what it checked as a dict (tables, entries,
+    /// bytes, tables per level). CorruptionError if a check fails.
+    fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let r = self.with(py, |s| s.verify())?;
+        to_py_via_json(py, &r)
     }
 
     /// Puts `keys[i] -> values[i]` (uint64 arrays of one length) as 8-byte
