@@ -272,7 +272,8 @@ impl Index for LsmIndex {
             kind: "lsm".into(),
             n: s.levels.iter().map(|l| l.entries).sum(),
             memory_bytes: s.memory_bytes(),
-            disk_bytes: s.levels.iter().map(|l| l.bytes).sum(),
+            // Tables, log segments, manifests: every file of the directory.
+            disk_bytes: self.store.inner.dir.total_bytes()?,
             models: None,
             height: Some(u32::try_from(s.levels.iter().filter(|l| l.files > 0).count()).unwrap_or(u32::MAX)),
             ..Default::default()
