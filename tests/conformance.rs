@@ -234,7 +234,11 @@ fn lsm_after_updates_and_reopen() {
             let idx = strata::registry::open(tmp.path(), &OpenOptions::default()).unwrap();
             for (i, &k) in keys.iter().enumerate() {
                 let old = idx.insert(k, i as u64).unwrap();
-                assert_eq!(old.is_some(), i % 2 == 0, "{name}: insert of {k} returns the old value");
+                assert_eq!(
+                    old.is_some(),
+                    i % 2 == 0,
+                    "{name}: insert of {k} returns the old value"
+                );
             }
             idx.sync().unwrap();
         }

@@ -208,7 +208,11 @@ fn run_workload(dir: &MemDirectory, w: &Workload) -> Outcome {
         op.apply(&mut acked);
         writes += u64::from(op.is_write());
     }
-    let phase = if s.close().is_ok() { Phase::None } else { Phase::Close };
+    let phase = if s.close().is_ok() {
+        Phase::None
+    } else {
+        Phase::Close
+    };
     Outcome {
         acked,
         in_doubt: None,
@@ -232,7 +236,8 @@ fn contents(s: &Store) -> Model {
 /// the operation in flight was applied.
 fn check_reopen(dir: &MemDirectory, o: &Options, out: &Outcome, what: &str) -> bool {
     let shared: Arc<dyn Directory> = Arc::new(dir.clone());
-    let s = Store::open_in(shared.clone(), o.clone()).unwrap_or_else(|e| panic!("{what}: reopen failed: {e}"));
+    let s =
+        Store::open_in(shared.clone(), o.clone()).unwrap_or_else(|e| panic!("{what}: reopen failed: {e}"));
     let got = contents(&s);
     let applied = got != out.acked && out.in_doubt.as_ref() == Some(&got);
     if got != out.acked && !applied {
@@ -259,16 +264,22 @@ fn check_reopen(dir: &MemDirectory, o: &Options, out: &Outcome, what: &str) -> b
     }
     for id in 0..KEYS {
         let k = key(id);
-        assert_eq!(s.get(&k).unwrap().as_ref(), got.get(&k), "{what}: get disagrees with the scan");
+        assert_eq!(
+            s.get(&k).unwrap().as_ref(),
+            got.get(&k),
+            "{what}: get disagrees with the scan"
+        );
     }
     // Still writable: writes, a flush and a compaction survive a reopen.
     let mut model = got;
     for i in 0..5u8 {
         let k = vec![0xF0, i];
-        s.put(&k, &[i; 3]).unwrap_or_else(|e| panic!("{what}: put after reopen: {e}"));
+        s.put(&k, &[i; 3])
+            .unwrap_or_else(|e| panic!("{what}: put after reopen: {e}"));
         model.insert(k, vec![i; 3]);
     }
-    s.flush().unwrap_or_else(|e| panic!("{what}: flush after reopen: {e}"));
+    s.flush()
+        .unwrap_or_else(|e| panic!("{what}: flush after reopen: {e}"));
     s.compact_range(None, None)
         .unwrap_or_else(|e| panic!("{what}: compaction after reopen: {e}"));
     s.close().unwrap();
@@ -288,7 +299,11 @@ fn dry_run(w: &Workload, seed: u64) -> u64 {
 
 #[test]
 fn lsm_power_loss_at_every_kind_of_call() {
-    let (seeds, points_per_seed, ops) = if full() { (4, usize::MAX, 300) } else { (4, 25, 150) };
+    let (seeds, points_per_seed, ops) = if full() {
+        (4, usize::MAX, 300)
+    } else {
+        (4, 25, 150)
+    };
     let mut phases: BTreeMap<Phase, u64> = BTreeMap::new();
     let (mut total, mut acked_checked, mut applied, mut torn) = (0u64, 0u64, 0u64, 0u64);
     for seed in 0..seeds {

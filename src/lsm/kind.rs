@@ -56,9 +56,7 @@ fn config(params: &Params) -> Result<KindConfig> {
         "never" => SyncPolicy::Never,
         "every" | "always" => SyncPolicy::Always,
         ms => SyncPolicy::EveryMs(ms.parse().map_err(|_| {
-            Error::invalid(format!(
-                "sync must be never, always or milliseconds, got {ms:?}"
-            ))
+            Error::invalid(format!("sync must be never, always or milliseconds, got {ms:?}"))
         })?),
     };
     opts.background = params.bool("background", true)?;
@@ -186,7 +184,10 @@ impl IndexKind for LsmKind {
         let params = Params::from_map(manifest.config.clone());
         let cfg = config(&params)?;
         let store = Store::open_in(dir, cfg.opts)?;
-        Ok(Box::new(LsmIndex { store, blind: cfg.blind }))
+        Ok(Box::new(LsmIndex {
+            store,
+            blind: cfg.blind,
+        }))
     }
 }
 
@@ -229,7 +230,10 @@ impl Index for LsmIndex {
     }
 
     fn lower_bound(&self, key: u64) -> Result<Option<Record>> {
-        let mut c = LsmCursor { store: &self.store, iter: None };
+        let mut c = LsmCursor {
+            store: &self.store,
+            iter: None,
+        };
         c.seek(key)?;
         c.next()
     }
@@ -237,7 +241,10 @@ impl Index for LsmIndex {
     /// Over [`Store::iter`]: each seek repositions one iterator (the store's
     /// version when the cursor first read).
     fn cursor(&self) -> Result<Box<dyn Cursor + '_>> {
-        Ok(Box::new(LsmCursor { store: &self.store, iter: None }))
+        Ok(Box::new(LsmCursor {
+            store: &self.store,
+            iter: None,
+        }))
     }
 
     fn supports_updates(&self) -> bool {
@@ -393,7 +400,12 @@ mod tests {
     #[test]
     fn bad_parameters_are_refused_before_any_write() {
         let opts = BuildOptions::default();
-        for s in ["lsm:sync=sometimes", "lsm:insert=maybe", "lsm:bloom=1000", "lsm:bogus=1"] {
+        for s in [
+            "lsm:sync=sometimes",
+            "lsm:insert=maybe",
+            "lsm:bloom=1000",
+            "lsm:bogus=1",
+        ] {
             let spec: IndexSpec = s.parse().unwrap();
             assert!(registry().check_spec(&spec, &opts).is_err(), "{s}");
         }

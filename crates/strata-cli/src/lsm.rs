@@ -152,7 +152,9 @@ fn options(s: &StoreArgs) -> Result<Options> {
         "every" | "always" => SyncPolicy::Always,
         "never" => SyncPolicy::Never,
         ms => SyncPolicy::EveryMs(ms.parse().map_err(|_| {
-            Error::invalid(format!("--sync must be always, never or milliseconds, got {ms:?}"))
+            Error::invalid(format!(
+                "--sync must be always, never or milliseconds, got {ms:?}"
+            ))
         })?),
     };
     Ok(o)
@@ -194,7 +196,11 @@ fn to_hex(b: &[u8]) -> String {
 
 /// The bytes of a hexadecimal string (an even number of hex digits).
 fn from_hex(s: &str) -> Result<Vec<u8>> {
-    let bad = || Error::invalid(format!("{s:?} is not hexadecimal bytes (an even number of hex digits)"));
+    let bad = || {
+        Error::invalid(format!(
+            "{s:?} is not hexadecimal bytes (an even number of hex digits)"
+        ))
+    };
     if s.len() % 2 != 0 {
         return Err(bad());
     }
@@ -238,7 +244,11 @@ struct Codec {
 
 impl Codec {
     fn parse(self, s: &str) -> Result<Vec<u8>> {
-        if self.hex { from_hex(s) } else { Ok(s.as_bytes().to_vec()) }
+        if self.hex {
+            from_hex(s)
+        } else {
+            Ok(s.as_bytes().to_vec())
+        }
     }
 
     fn show(self, b: &[u8]) -> String {
@@ -279,7 +289,10 @@ fn tsv_entries(path: &Path, codec: Codec) -> Result<impl Iterator<Item = Result<
             let Some(tab) = line.iter().position(|&b| b == b'\t') else {
                 return Some(Err(at("a line is KEY<TAB>VALUE; no tab found".into())));
             };
-            let (k, v) = (line.get(..tab).unwrap_or_default(), line.get(tab + 1..).unwrap_or_default());
+            let (k, v) = (
+                line.get(..tab).unwrap_or_default(),
+                line.get(tab + 1..).unwrap_or_default(),
+            );
             let field = |b: &[u8]| -> Result<Vec<u8>> {
                 if !codec.hex {
                     return Ok(b.to_vec());
@@ -298,7 +311,12 @@ fn tsv_entries(path: &Path, codec: Codec) -> Result<impl Iterator<Item = Result<
 
 /// The entries of a SOSD key file: 8-byte big-endian keys, each with its
 /// rank as an 8-byte big-endian value.
-fn sosd_entries(path: &Path, dedup: bool, quiet: bool, what: &str) -> Result<impl Iterator<Item = Result<Entry>>> {
+fn sosd_entries(
+    path: &Path,
+    dedup: bool,
+    quiet: bool,
+    what: &str,
+) -> Result<impl Iterator<Item = Result<Entry>>> {
     let a = KeyFileArgs {
         data: path.to_path_buf(),
         dedup,
@@ -418,7 +436,11 @@ pub fn run(a: LsmArgs, quiet: bool) -> Result<()> {
             }
             let mut n = 0usize;
             while it.valid() && limit.is_none_or(|l| n < l) {
-                out(format_args!("{}\t{}", codec.show(it.key()), codec.show(it.value())))?;
+                out(format_args!(
+                    "{}\t{}",
+                    codec.show(it.key()),
+                    codec.show(it.value())
+                ))?;
                 n += 1;
                 it.next()?;
             }
@@ -469,7 +491,11 @@ pub fn run(a: LsmArgs, quiet: bool) -> Result<()> {
                 } else {
                     let value = stress_value(&mut r);
                     // An empty value prints as `=` (a field that is never empty).
-                    let v = if value.is_empty() { "=".to_string() } else { to_hex(&value) };
+                    let v = if value.is_empty() {
+                        "=".to_string()
+                    } else {
+                        to_hex(&value)
+                    };
                     out(format_args!("begin put {k} {v}"))?;
                     s.put(&key, &value)?;
                     out(format_args!("ack put {k} {v}"))?;

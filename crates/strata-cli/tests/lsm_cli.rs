@@ -25,14 +25,20 @@ fn fails(args: &[&str]) -> String {
     let out = run(args);
     assert!(!out.status.success(), "strata {args:?} succeeded");
     let e = String::from_utf8_lossy(&out.stderr).to_string();
-    assert_eq!(e.trim_end().lines().count(), 1, "strata {args:?}: not one line: {e}");
+    assert_eq!(
+        e.trim_end().lines().count(),
+        1,
+        "strata {args:?}: not one line: {e}"
+    );
     e
 }
 
 #[test]
 fn lsm_help_lists_every_subcommand() {
     let h = strata(&["lsm", "--help"]);
-    for sub in ["load", "put", "get", "delete", "scan", "stats", "compact", "verify", "stress"] {
+    for sub in [
+        "load", "put", "get", "delete", "scan", "stats", "compact", "verify", "stress",
+    ] {
         assert!(
             h.lines().any(|l| l.trim_start().starts_with(sub)),
             "{sub} missing from:\n{h}"
@@ -61,7 +67,10 @@ fn text_keys_put_get_delete_scan() {
         let v = with(args);
         strata(&v.iter().map(String::as_str).collect::<Vec<_>>())
     };
-    assert_eq!(call(&["lsm", "load", s, tsv.to_str().unwrap()]), "loaded 3000 records\n");
+    assert_eq!(
+        call(&["lsm", "load", s, tsv.to_str().unwrap()]),
+        "loaded 3000 records\n"
+    );
     assert_eq!(call(&["lsm", "get", s, "user:00042"]), "user:00042\tvalue 42\n");
     assert_eq!(call(&["lsm", "get", s, "nobody"]), "nobody\tnot found\n");
     call(&["lsm", "put", s, "user:00042", "new value"]);
@@ -108,7 +117,10 @@ fn hex_keys_and_sosd_loads() {
     strata(&["lsm", "put", s, "--hex", "ff09fe", ""]);
     assert_eq!(strata(&["lsm", "get", s, "--hex", "ff09fe"]), "ff09fe\t\n");
     // The same key in text output: escaped.
-    assert_eq!(strata(&["lsm", "scan", s, "--from", "\u{7f}"]), "\\xff\\t\\xfe\t\n");
+    assert_eq!(
+        strata(&["lsm", "scan", s, "--from", "\u{7f}"]),
+        "\\xff\\t\\xfe\t\n"
+    );
     let tsv = tmp.path().join("hex.tsv");
     std::fs::write(&tsv, "00\t01\n0a0b\t\n").unwrap();
     assert_eq!(
@@ -150,7 +162,9 @@ fn stress_prints_begin_and_ack_pairs() {
     let tmp = tempfile::tempdir().unwrap();
     let store = tmp.path().join("store");
     let s = store.to_str().unwrap();
-    let out = strata(&["lsm", "stress", s, "--ops", "300", "--keys", "50", "--memory", "256K"]);
+    let out = strata(&[
+        "lsm", "stress", s, "--ops", "300", "--keys", "50", "--memory", "256K",
+    ]);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 600);
     for pair in lines.chunks(2) {

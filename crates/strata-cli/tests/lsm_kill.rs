@@ -93,7 +93,9 @@ fn kill_nine_never_loses_an_acknowledged_write() {
     // with levels whatever the speed of the machine.
     let warm = stress(
         &dir,
-        &["--ops", "4000", "--keys", "2000", "--memory", "256K", "--sync", "never", "--seed", "0"],
+        &[
+            "--ops", "4000", "--keys", "2000", "--memory", "256K", "--sync", "never", "--seed", "0",
+        ],
     )
     .stdout(Stdio::null())
     .status()
@@ -107,12 +109,15 @@ fn kill_nine_never_loses_an_acknowledged_write() {
         (m, t)
     };
     assert!(warm_tables > 0, "4000 writes into a 256 KiB budget flush tables");
-    let (mut acked, mut in_flight_rounds, mut in_flight_landed, mut max_tables) = (0u64, 0u64, 0u64, warm_tables);
+    let (mut acked, mut in_flight_rounds, mut in_flight_landed, mut max_tables) =
+        (0u64, 0u64, 0u64, warm_tables);
     for round in 0..kills {
         let seed = (round as u64 + 1).to_string();
         let mut child = stress(
             &dir,
-            &["--ops", "1000000", "--keys", "2000", "--memory", "256K", "--sync", "always", "--seed", &seed],
+            &[
+                "--ops", "1000000", "--keys", "2000", "--memory", "256K", "--sync", "always", "--seed", &seed,
+            ],
         )
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -136,7 +141,10 @@ fn kill_nine_never_loses_an_acknowledged_write() {
         child.kill().unwrap(); // SIGKILL
         let status = child.wait().unwrap();
         let lines = reader.join().unwrap();
-        assert!(!status.success(), "round {round}: stress finished before the kill");
+        assert!(
+            !status.success(),
+            "round {round}: stress finished before the kill"
+        );
         let mut in_flight: Option<Write> = None;
         for l in &lines {
             let Some((ack, w)) = parse(l) else {
@@ -180,7 +188,11 @@ fn kill_nine_never_loses_an_acknowledged_write() {
             panic!("round {round}: acknowledged writes missing or changed {missing:?}, unexpected {extra:?}");
         }
         for (k, v) in expect.iter().step_by(7) {
-            assert_eq!(s.get(k).unwrap().as_ref(), Some(v), "round {round}: get disagrees with the scan");
+            assert_eq!(
+                s.get(k).unwrap().as_ref(),
+                Some(v),
+                "round {round}: get disagrees with the scan"
+            );
         }
         model = got;
         max_tables = max_tables.max(s.stats().levels.iter().map(|l| l.files).sum());

@@ -37,7 +37,11 @@ pub struct PyLsmStore {
 impl PyLsmStore {
     /// Runs `f` on the open store with the GIL released; InvalidInputError
     /// if it was closed.
-    fn with<T: Send>(&self, py: Python<'_>, f: impl FnOnce(&Store) -> strata::Result<T> + Send) -> PyResult<T> {
+    fn with<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&Store) -> strata::Result<T> + Send,
+    ) -> PyResult<T> {
         py.run_detached(|| {
             let g = self.inner.read();
             match g.as_ref() {
@@ -104,7 +108,8 @@ impl PyLsmStore {
             SyncPolicy::Never => "never".to_string(),
             SyncPolicy::EveryMs(ms) => format!("{ms} ms"),
         };
-        let mut opts = Options::parse_spec(&format!("index={index},boundary={boundary},memory={memory}")).py()?;
+        let mut opts =
+            Options::parse_spec(&format!("index={index},boundary={boundary},memory={memory}")).py()?;
         opts.sync = sync;
         opts.read_only = read_only;
         if read_only && !path.is_dir() {
@@ -193,9 +198,9 @@ impl PyLsmStore {
         let mut b = WriteBatch::new();
         for item in ops.try_iter()? {
             let item = item?;
-            let (k, v): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item.extract().map_err(|_| {
-                InvalidInputError::new_err("write_batch takes (key, value or None) pairs")
-            })?;
+            let (k, v): (Bound<'_, PyAny>, Bound<'_, PyAny>) = item
+                .extract()
+                .map_err(|_| InvalidInputError::new_err("write_batch takes (key, value or None) pairs"))?;
             let k = k.extract::<Cow<'_, [u8]>>()?;
             if v.is_none() {
                 b.delete(&k);
@@ -270,7 +275,12 @@ impl PyLsmStore {
     /// Puts `keys[i] -> values[i]` (uint64 arrays of one length) as 8-byte
     /// big-endian keys and values, in atomic write batches of up to 65,536
     /// records (no Python loop; the GIL is released).
-    fn put_u64<'py>(&self, py: Python<'py>, keys: Bound<'py, PyAny>, values: Bound<'py, PyAny>) -> PyResult<()> {
+    fn put_u64<'py>(
+        &self,
+        py: Python<'py>,
+        keys: Bound<'py, PyAny>,
+        values: Bound<'py, PyAny>,
+    ) -> PyResult<()> {
         let keys = u64_array(&keys, "keys")?;
         let values = u64_array(&values, "values")?;
         let (mut ok, mut ov) = (Vec::new(), Vec::new());
