@@ -132,7 +132,7 @@ impl IndexKind for LsmKind {
     }
 
     /// Opens (creates) the store in `dir`, writes the records in batches of
-    /// [`BUILD_BATCH`], flushes them to tables and closes the store. The
+    /// 4,096, flushes them to tables and closes the store. The
     /// tables draw build ids of their own (the store's manifest records
     /// them).
     fn build_shared(

@@ -353,7 +353,7 @@ fn put_all(store: &Store, entries: impl Iterator<Item = Result<Entry>>) -> Resul
 /// the same for the same id (so that writes overwrite and delete earlier
 /// ones).
 fn stress_key(id: u64) -> Vec<u8> {
-    let mut r = rand_pcg::Pcg64Mcg::seed_from_u64(id ^ 0x5EED_0F_1A_B5);
+    let mut r = rand_pcg::Pcg64Mcg::seed_from_u64(id ^ 0x005E_ED0F_1AB5);
     let len = r.random_range(4..28);
     (0..len).map(|_| r.random()).collect()
 }
