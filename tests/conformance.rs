@@ -222,27 +222,5 @@ fn lsm() {
 
 #[test]
 fn lsm_after_updates_and_reopen() {
-    // Build over half the keys, insert the other half through the index
-    // (values = final rank), close, reopen: the store answers like a bulk load.
-    use strata::index::{BuildOptions, IndexSpec, OpenOptions};
-    for (name, keys) in common::datasets() {
-        let tmp = tempfile::tempdir().unwrap();
-        let spec: IndexSpec = "lsm:memory=256K,index=rs".parse().unwrap();
-        let half: Vec<u64> = keys.iter().copied().step_by(2).collect();
-        strata::registry::build(&spec, &half, tmp.path(), &BuildOptions::default()).unwrap();
-        {
-            let idx = strata::registry::open(tmp.path(), &OpenOptions::default()).unwrap();
-            for (i, &k) in keys.iter().enumerate() {
-                let old = idx.insert(k, i as u64).unwrap();
-                assert_eq!(
-                    old.is_some(),
-                    i % 2 == 0,
-                    "{name}: insert of {k} returns the old value"
-                );
-            }
-            idx.sync().unwrap();
-        }
-        let idx = strata::registry::open(tmp.path(), &OpenOptions::default()).unwrap();
-        common::check_against_oracle(idx.as_ref(), &keys, &format!("lsm after updates on {name}"));
-    }
+    common::battery_after_updates("lsm:memory=256K,index=rs");
 }

@@ -28,7 +28,8 @@ const BUILD_BATCH: usize = 4096;
 ///   64M), split by [`Options::parse_spec`] into memtables, block cache,
 ///   index and filter;
 /// - `sync`: `never` (default: the [`Index`] contract — durable at
-///   [`Index::sync`]), `always` (or `every`) or a number of milliseconds;
+///   [`Index::sync`]), `every` (or `always`) or a number of milliseconds,
+///   as for `db`;
 /// - `background`: flushes and compactions on a background thread (`true`,
 ///   default) or inline in the writer (`false`);
 /// - `bloom`: Bloom filter bits per key (default: the table default, 10);
@@ -51,29 +52,14 @@ fn config(params: &Params) -> Result<KindConfig> {
     let boundary = params.u64("boundary", 16)?;
     let memory = params.u64("memory", 64 << 20)?;
     let mut opts = Options::parse_spec(&format!("index={index},boundary={boundary},memory={memory}"))?;
-    let sync_text = params.str("sync", "never")?;
-    opts.sync = match sync_text.as_str() {
-        "never" => SyncPolicy::Never,
-        "every" | "always" => SyncPolicy::Always,
-        ms => SyncPolicy::EveryMs(ms.parse().map_err(|_| {
-            Error::invalid(format!("sync must be never, always or milliseconds, got {ms:?}"))
-        })?),
-    };
+    opts.sync = crate::db::sync_param(params)?;
     opts.background = params.bool("background", true)?;
     let bloom = params.u64("bloom", u64::from(opts.table.bloom_bits_per_key))?;
     opts.table.bloom_bits_per_key = u32::try_from(bloom)
         .ok()
         .filter(|&b| b <= 64)
         .ok_or_else(|| Error::invalid(format!("bloom must be 0..=64 bits per key, got {bloom}")))?;
-    let blind = match params.str("insert", "checked")?.as_str() {
-        "checked" => false,
-        "blind" => true,
-        other => {
-            return Err(Error::invalid(format!(
-                "insert must be checked or blind, got {other:?}"
-            )));
-        }
-    };
+    let blind = crate::db::blind_param(params)?;
     Ok(KindConfig { opts, blind })
 }
 

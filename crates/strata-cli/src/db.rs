@@ -98,19 +98,27 @@ enum DbCmd {
     },
 }
 
-fn options(s: &StoreArgs) -> Result<Options> {
-    let memory = strata::index::parse_size(&s.memory)
-        .ok_or_else(|| Error::invalid(format!("--memory must be a size such as 64M, got {:?}", s.memory)))?;
-    let sync = match s.sync.as_str() {
+/// The value of `--memory`: a size such as `64M`.
+pub(crate) fn memory_arg(memory: &str) -> Result<u64> {
+    strata::index::parse_size(memory)
+        .ok_or_else(|| Error::invalid(format!("--memory must be a size such as 64M, got {memory:?}")))
+}
+
+/// The value of `--sync`: `every` (or `always`), `never` or milliseconds.
+pub(crate) fn sync_arg(sync: &str) -> Result<SyncPolicy> {
+    Ok(match sync {
         "every" | "always" => SyncPolicy::Always,
         "never" => SyncPolicy::Never,
         ms => SyncPolicy::EveryMs(ms.parse().map_err(|_| {
             Error::invalid(format!("--sync must be every, never or milliseconds, got {ms:?}"))
         })?),
-    };
+    })
+}
+
+fn options(s: &StoreArgs) -> Result<Options> {
     Ok(Options {
-        memory_budget: memory,
-        sync,
+        memory_budget: memory_arg(&s.memory)?,
+        sync: sync_arg(&s.sync)?,
         ..Options::default()
     })
 }
@@ -125,7 +133,9 @@ fn read_only(s: &StoreArgs) -> Result<Options> {
     })
 }
 
-fn out(line: std::fmt::Arguments<'_>) -> Result<()> {
+/// Prints `line` and a newline to stdout, flushed (so a kill loses no
+/// printed line).
+pub(crate) fn out(line: std::fmt::Arguments<'_>) -> Result<()> {
     let mut o = std::io::stdout().lock();
     o.write_fmt(line)
         .and_then(|_| o.write_all(b"\n"))

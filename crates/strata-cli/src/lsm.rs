@@ -6,16 +6,16 @@
 //! byte that is not UTF-8 as `\t`, `\n`, `\r`, `\\`, `\xNN`); `--hex` reads
 //! and prints them as hexadecimal bytes instead.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
 use rand::{Rng, SeedableRng};
-use strata::log::SyncPolicy;
 use strata::lsm::{Options, Store, WriteBatch};
 use strata::{Error, Result};
 
 use crate::KeyFileArgs;
+use crate::db::out;
 
 /// `strata lsm ...`.
 #[derive(Args, Debug)]
@@ -41,7 +41,7 @@ struct StoreArgs {
     /// Total memory budget (memtables + block cache + index + filter), e.g. 64M.
     #[arg(long, default_value = "64M")]
     memory: String,
-    /// When writes are synced: always (or every), never, or a number of
+    /// When writes are synced: every (or always), never, or a number of
     /// milliseconds.
     #[arg(long, default_value = "always")]
     sync: String,
@@ -142,21 +142,12 @@ enum LsmCmd {
 /// The store options of `s`: index, boundary and memory through
 /// [`Options::parse_spec`], then the sync mode.
 fn options(s: &StoreArgs) -> Result<Options> {
-    let memory = strata::index::parse_size(&s.memory)
-        .ok_or_else(|| Error::invalid(format!("--memory must be a size such as 64M, got {:?}", s.memory)))?;
+    let memory = crate::db::memory_arg(&s.memory)?;
     let mut o = Options::parse_spec(&format!(
         "index={},boundary={},memory={memory}",
         s.index, s.boundary
     ))?;
-    o.sync = match s.sync.as_str() {
-        "every" | "always" => SyncPolicy::Always,
-        "never" => SyncPolicy::Never,
-        ms => SyncPolicy::EveryMs(ms.parse().map_err(|_| {
-            Error::invalid(format!(
-                "--sync must be always, never or milliseconds, got {ms:?}"
-            ))
-        })?),
-    };
+    o.sync = crate::db::sync_arg(&s.sync)?;
     Ok(o)
 }
 
@@ -174,14 +165,6 @@ fn open_ro(s: &StoreArgs) -> Result<Store> {
     let mut o = options(s)?;
     o.read_only = true;
     Store::open(&s.dir, o)
-}
-
-fn out(line: std::fmt::Arguments<'_>) -> Result<()> {
-    let mut o = std::io::stdout().lock();
-    o.write_fmt(line)
-        .and_then(|_| o.write_all(b"\n"))
-        .and_then(|_| o.flush())
-        .map_err(|e| Error::io("stdout", e))
 }
 
 /// Lowercase hexadecimal of `b`.
