@@ -4,8 +4,9 @@
 //! acceptance run of 200 kills (`STRATA_KILLS=N` sets another count); the
 //! default runs a few.
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -113,34 +114,14 @@ fn kill_nine_never_loses_an_acknowledged_write() {
         (0u64, 0u64, 0u64, warm_tables);
     for round in 0..kills {
         let seed = (round as u64 + 1).to_string();
-        let mut child = stress(
+        let cmd = stress(
             &dir,
             &[
                 "--ops", "1000000", "--keys", "2000", "--memory", "256K", "--sync", "always", "--seed", &seed,
             ],
-        )
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let reader = std::thread::spawn(move || {
-            // Only whole lines count: a line cut by the kill is not an ack.
-            let mut r = BufReader::new(stdout);
-            let mut lines = Vec::new();
-            let mut buf = Vec::new();
-            while r.read_until(b'\n', &mut buf).unwrap_or(0) > 0 {
-                if buf.last() == Some(&b'\n') {
-                    lines.push(String::from_utf8_lossy(&buf).trim_end().to_string());
-                }
-                buf.clear();
-            }
-            lines
-        });
-        std::thread::sleep(Duration::from_millis(rng.random_range(50..600)));
-        child.kill().unwrap(); // SIGKILL
-        let status = child.wait().unwrap();
-        let lines = reader.join().unwrap();
+        );
+        let after = Duration::from_millis(rng.random_range(50..600));
+        let (status, lines) = common::run_and_kill(cmd, after);
         assert!(
             !status.success(),
             "round {round}: stress finished before the kill"
