@@ -121,7 +121,9 @@ fn trailer(ikey: &[u8]) -> u64 {
 /// The order of internal keys: user key ascending, then trailer descending
 /// (newest sequence number first).
 pub fn compare(a: &[u8], b: &[u8]) -> Ordering {
-    user_key(a).cmp(user_key(b)).then_with(|| trailer(b).cmp(&trailer(a)))
+    user_key(a)
+        .cmp(user_key(b))
+        .then_with(|| trailer(b).cmp(&trailer(a)))
 }
 
 /// A forward iterator over internal keys in [`compare`] order: memtables,

@@ -7,3 +7,4 @@
 
 pub mod key;
 pub mod kind;
+pub mod table;

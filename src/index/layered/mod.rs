@@ -23,6 +23,7 @@ mod kinds;
 mod layer;
 mod pgm_design;
 mod radix_design;
+mod resident;
 mod tree_design;
 mod zone_design;
 
@@ -40,6 +41,7 @@ pub(crate) use kinds::LAYERED_KINDS;
 pub(crate) use layer::{Access, band_range, step};
 pub use layer::{LayerKind, layer_spec};
 pub(crate) use pgm_design::{compressed_band, page_aware_lines};
+pub use resident::{LayerStack, STACK_VERSION, plr_design};
 pub(crate) use zone_design::{PAGE_BOUND_KINDS, design_from_page_bounds};
 
 use super::{ApproxPos, Cursor, DataRunReader, Fetch, Index, IndexStats, Manifest, Record};
@@ -263,53 +265,33 @@ impl LayeredIndex {
 
     /// The predicted range of the data run for `key`.
     pub fn predict(&self, key: u64) -> Result<ApproxPos> {
-        let n = self.data.len();
-        let Some(top) = self.layers.last() else {
-            return Ok(ApproxPos { pos: 0, lo: 0, hi: n });
-        };
-        let mut window = (0u64, top.count());
-        for (l, layer) in self.layers.iter().enumerate().rev() {
-            let below = match l.checked_sub(1).and_then(|i| self.layers.get(i)) {
-                Some(b) => b.count(),
-                None => n,
-            };
-            let (lo, hi) = window;
-            let range = if lo >= hi {
-                (lo.min(below), lo.min(below))
-            } else {
+        let layers = &self.layers;
+        resident::descend(
+            layers.len(),
+            self.data.len(),
+            |l| layers.get(l).map_or(0, OpenLayer::count),
+            |l| layers.get(l).is_some_and(|x| x.kind.exact()),
+            |l, lo, hi, below| {
+                let layer = layers
+                    .get(l)
+                    .ok_or_else(|| Error::invalid(format!("no layer {l}")))?;
                 match &layer.resident {
                     Some(Resident::Entries(res)) => {
-                        step(&layer.kind, Access::Entries(res), key, lo, hi, below)?
+                        step(&layer.kind, Access::Entries(res), key, lo, hi, below)
                     }
-                    Some(Resident::Blob(b)) => step(&layer.kind, Access::Blob(b), key, lo, hi, below)?,
+                    Some(Resident::Blob(b)) => step(&layer.kind, Access::Blob(b), key, lo, hi, below),
                     None if layer.kind.is_blob() => {
                         let name = layer.file.storage().name().to_string();
                         let b = decode_blob(&layer.kind, &read_blob(&layer.file)?, &name)?;
-                        step(&layer.kind, Access::Blob(&b), key, lo, hi, below)?
+                        step(&layer.kind, Access::Blob(&b), key, lo, hi, below)
                     }
                     None => {
                         let run = layer.file.read_entries(lo, hi)?;
-                        step(&layer.kind, Access::Entries(&run), key, lo, hi, below)?
+                        step(&layer.kind, Access::Entries(&run), key, lo, hi, below)
                     }
                 }
-            };
-            window = if l > 0 && !layer.kind.exact() {
-                // The wanted entry below is the last one <= key: one before
-                // the lower bound at most, and the bound may be `hi`.
-                (range.0.saturating_sub(1), range.1.saturating_add(1).min(below))
-            } else {
-                range
-            };
-            if l > 0 && window.0 >= window.1 && below > 0 {
-                // Never hand an empty window to an index layer.
-                window = (window.0.min(below - 1), window.0.min(below - 1) + 1);
-            }
-        }
-        Ok(ApproxPos {
-            pos: window.0 + (window.1 - window.0) / 2,
-            lo: window.0,
-            hi: window.1,
-        })
+            },
+        )
     }
 
     /// Sizes of the layers (entries, bytes, kind), bottom-up.
