@@ -317,7 +317,7 @@ fn lsm_power_loss_at_every_kind_of_call() {
             let dir = MemDirectory::new();
             dir.cut_power_after(k);
             let out = run_workload(&dir, &w);
-            let tear = k % 2 == 1;
+            let tear = total % 2 == 1;
             if tear {
                 dir.crash_torn(seed * 100_000 + k);
                 torn += 1;
