@@ -75,7 +75,7 @@ impl Inner {
 
     pub(super) fn finish_merge(&self, r: &Result<()>) {
         if let Err(e) = r {
-            if !self.killed.load(Ordering::SeqCst) {
+            if !self.health.is_killed() {
                 log::error!("merge failed: {e}");
             }
             self.poison(e);
@@ -90,7 +90,7 @@ impl Inner {
     pub(super) fn merge_loop(&self) {
         loop {
             let mut ms = self.merge.lock();
-            while !ms.pending && !self.shutdown.load(Ordering::SeqCst) {
+            while !ms.pending && !self.health.shutdown.load(Ordering::SeqCst) {
                 self.merge_cv.wait(&mut ms);
             }
             if !ms.pending {
@@ -104,7 +104,7 @@ impl Inner {
     }
 
     pub(super) fn check_killed(&self) -> Result<()> {
-        if self.killed.load(Ordering::SeqCst) {
+        if self.health.is_killed() {
             return Err(Error::invalid("the store was killed during a merge"));
         }
         Ok(())

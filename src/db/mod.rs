@@ -68,8 +68,7 @@ mod wal;
 mod write;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::thread::JoinHandle;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex, RwLock};
@@ -87,7 +86,7 @@ pub(crate) use stage::gen_of;
 pub use wal::{SyncPolicy, WalOp, WalWriter, replay};
 pub use write::{MAX_BATCH_OPS, WriteBatch};
 
-use crate::log::SyncThread;
+use crate::log::{Health, Workers, read_only_error};
 use crate::storage::{DirLock, Directory, IoContext, IoSnapshot, IoStats};
 use crate::{Error, Result};
 use stage::StaticStage;
@@ -156,13 +155,6 @@ impl WalState {
     }
 }
 
-fn read_only_error(dir: &dyn Directory) -> Error {
-    Error::Unsupported(format!(
-        "the store in {} is open read-only; open it without read_only to write",
-        dir.describe()
-    ))
-}
-
 struct MergeState {
     /// The manifest as last stored.
     manifest: DbManifest,
@@ -187,10 +179,8 @@ struct Inner {
     next_seq: AtomicU64,
     merge: Mutex<MergeState>,
     merge_cv: Condvar,
-    /// Why the store refuses writes, if it does.
-    poisoned: Mutex<Option<String>>,
-    shutdown: AtomicBool,
-    killed: AtomicBool,
+    /// Shutdown and kill flags, and why the store refuses writes, if it does.
+    health: Health,
     peak_memory: AtomicU64,
     /// What recovery dropped from the end of the log when the store opened,
     /// and the segment it was dropped from.
@@ -204,10 +194,8 @@ struct Inner {
 /// its durability, ordering and thread-safety contracts.
 pub struct Db {
     inner: Arc<Inner>,
-    threads: Mutex<Vec<JoinHandle<()>>>,
-    /// The background log sync under [`SyncPolicy::EveryMs`].
-    syncer: Mutex<Option<SyncThread>>,
-    closed: AtomicBool,
+    /// The merge thread and the background log sync under [`SyncPolicy::EveryMs`].
+    workers: Workers,
     /// The directory lock (exclusive for a writer, shared read-only),
     /// released when the store is dropped, after `shutdown`.
     _lock: DirLock,
@@ -219,10 +207,6 @@ impl std::fmt::Debug for Db {
             .field("dir", &self.inner.dir.describe())
             .finish()
     }
-}
-
-fn closed_error() -> Error {
-    Error::invalid("the store is closed")
 }
 
 impl Db {
@@ -253,26 +237,20 @@ impl Db {
     /// manifest is written) and does no further I/O — the log is not synced.
     #[doc(hidden)]
     pub fn kill(self) {
-        self.inner.killed.store(true, Ordering::SeqCst);
+        self.inner.health.killed.store(true, Ordering::SeqCst);
         let _ = self.shutdown(false);
     }
 
     fn shutdown(&self, sync: bool) -> Result<()> {
-        if self.closed.swap(true, Ordering::SeqCst) {
+        let inner = &self.inner;
+        let wake = || {
+            let _ms = inner.merge.lock();
+            inner.merge_cv.notify_all();
+        };
+        if !self.workers.stop(&inner.health, wake) {
             return Ok(());
         }
-        self.inner.shutdown.store(true, Ordering::SeqCst);
-        {
-            let _ms = self.inner.merge.lock();
-            self.inner.merge_cv.notify_all();
-        }
-        if let Some(mut t) = self.syncer.lock().take() {
-            t.stop();
-        }
-        for t in self.threads.lock().drain(..) {
-            let _ = t.join();
-        }
-        if sync && self.inner.poisoned.lock().is_none() {
+        if sync && inner.health.failure().is_none() {
             if let Some(wal) = self.inner.gate.read().wal.clone() {
                 wal.sync()?;
             }

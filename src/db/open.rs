@@ -1,13 +1,12 @@
 //! Opening a store (recovery) and bulk loading a new one.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::time::Duration;
+use std::sync::atomic::AtomicU64;
 
 use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use crate::log::{self, Dropped, LogSpec, Recovery, SyncThread, WAL_HEADER_LEN, WalChain, wal_id};
+use crate::log::{self, Health, LogSpec, Recovery, WAL_HEADER_LEN, WalChain, Workers, wal_id};
 use crate::storage::{Directory, FsDirectory, IoContext, IoStats, LockMode};
 use crate::{Error, Result};
 
@@ -16,7 +15,7 @@ use super::memtable::MemTable;
 use super::options::Options;
 use super::prefix::PrefixDirectory;
 use super::stage::{RunBuilder, StaticStage, gen_of, gen_prefix, page_bounds_suffice};
-use super::wal::{SyncPolicy, WalOp};
+use super::wal::WalOp;
 use super::write::apply_ops;
 use super::{Db, Inner, MergeState, Version, WalState};
 
@@ -189,14 +188,7 @@ impl Db {
             }
             (Some(Arc::new(rec.writer)), rec.segment, rec.max_seq, rec.dropped)
         };
-        if dropped != Dropped::default() {
-            ::log::warn!(
-                "{}: recovery dropped {} log frame(s) failing their checksum and {} byte(s) from the end of the newest log segment",
-                dir.describe(),
-                dropped.frames,
-                dropped.bytes
-            );
-        }
+        log::warn_dropped(dir.as_ref(), &dropped);
         let recovery_segment = format!("{}/{}", dir.describe(), log::wal_name(segment));
         let page_size = manifest.page_size;
         let inner = Arc::new(Inner {
@@ -219,9 +211,7 @@ impl Db {
                 next_segment: segment + 1,
             }),
             merge_cv: Condvar::new(),
-            poisoned: Mutex::new(None),
-            shutdown: AtomicBool::new(false),
-            killed: AtomicBool::new(false),
+            health: Health::default(),
             peak_memory: AtomicU64::new(0),
             recovery_dropped: dropped,
             recovery_segment,
@@ -233,36 +223,19 @@ impl Db {
         let mut threads = Vec::new();
         if inner.opts.background_merge && !read_only {
             let i = inner.clone();
-            threads.push(
-                std::thread::Builder::new()
-                    .name("strata-db-merge".into())
-                    .spawn(move || i.merge_loop())
-                    .map_err(|e| Error::io("merge thread", e))?,
-            );
+            threads.push(log::spawn_thread("strata-db-merge", move || i.merge_loop())?);
         }
-        let syncer = match inner.opts.sync {
-            SyncPolicy::EveryMs(ms) if !read_only => {
-                let i = inner.clone();
-                Some(SyncThread::spawn(
-                    "strata-db-sync",
-                    Duration::from_millis(ms),
-                    move || {
-                        let wal = i.gate.read().wal.clone();
-                        if let Some(wal) = wal.filter(|w| !w.is_failed()) {
-                            if let Err(e) = wal.sync() {
-                                i.poison(&e);
-                            }
-                        }
-                    },
-                )?)
-            }
-            _ => None,
-        };
+        let (w, p) = (inner.clone(), inner.clone());
+        let syncer = log::spawn_sync(
+            "strata-db-sync",
+            inner.opts.sync,
+            read_only,
+            move || w.gate.read().wal.clone(),
+            move |e| p.poison(e),
+        )?;
         Ok(Db {
             inner,
-            threads: Mutex::new(threads),
-            syncer: Mutex::new(syncer),
-            closed: AtomicBool::new(false),
+            workers: Workers::new(threads, syncer),
             _lock: lock,
         })
     }

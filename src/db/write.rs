@@ -10,7 +10,7 @@ use super::manifest::DbEdit;
 use super::memtable::MemTable;
 use super::options::{MIN_DYNAMIC_BYTES, MIN_RATIO_ENTRIES, MergeTrigger};
 use super::wal::WalOp;
-use super::{Db, Inner, MergeState, Version, closed_error};
+use super::{Db, Inner, MergeState, Version};
 
 /// Most operations one batch may hold.
 pub const MAX_BATCH_OPS: usize = 1 << 20;
@@ -129,28 +129,11 @@ impl Db {
 
 impl Inner {
     pub(super) fn poison(&self, e: &Error) {
-        let mut p = self.poisoned.lock();
-        if p.is_none() {
-            *p = Some(e.to_string());
-        }
+        self.health.poison(e);
     }
 
     pub(super) fn check_writable(&self) -> Result<()> {
-        if self.shutdown.load(Ordering::SeqCst) {
-            return Err(closed_error());
-        }
-        if self.opts.read_only {
-            return Err(super::read_only_error(self.dir.as_ref()));
-        }
-        match &*self.poisoned.lock() {
-            Some(e) => Err(Error::Io {
-                file: self.dir.describe(),
-                source: std::io::Error::other(format!(
-                    "the store refuses writes after an earlier failure (reopen it to recover): {e}"
-                )),
-            }),
-            None => Ok(()),
-        }
+        self.health.check_writable(self.dir.as_ref(), self.opts.read_only)
     }
 
     pub(super) fn should_freeze(&self, v: &Version) -> bool {

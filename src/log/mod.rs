@@ -31,6 +31,7 @@ pub mod manifest;
 mod record;
 mod segment;
 mod segments;
+mod service;
 mod sync;
 mod writer;
 
@@ -43,7 +44,9 @@ pub use segment::{
 };
 pub(crate) use segments::create_segment;
 pub use segments::{Dropped, LogSpec, Recovered, Replayed, recover, replay_segments, wal_id, wal_name};
-pub(crate) use sync::SyncThread;
+pub(crate) use service::{Health, Workers, read_only_error, spawn_sync, spawn_thread, warn_dropped};
+#[cfg(test)]
+use sync::SyncThread;
 pub use writer::{SyncPolicy, WalWriter};
 
 #[cfg(test)]

@@ -1,0 +1,251 @@
+//! How a store is opened: [`Options`] and their spec strings.
+
+use crate::index::parse_size;
+use crate::log::SyncPolicy;
+use crate::lsm::table::{IndexSpec, TableOptions};
+use crate::storage::StorageProfile;
+use crate::{Error, Result};
+
+/// Default memory budget: 64 MiB.
+pub(super) const DEFAULT_MEMORY: u64 = 64 << 20;
+/// The smallest memtable [`Options::with_memory`] gives (64 KiB).
+const MIN_WRITE_BUFFER: u64 = 64 << 10;
+/// The largest memtable [`Options::with_memory`] gives (64 MiB).
+const MAX_WRITE_BUFFER: u64 = 64 << 20;
+/// Page size of the block cache.
+pub(super) const CACHE_PAGE: usize = 4096;
+
+/// How a store is opened. `Default` is [`Options::with_memory`] of 64 MiB.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The total memory budget: memtables, block cache, indexes and filters
+    /// (default 64 MiB). [`Options::with_memory`] splits it; `stats()`
+    /// reports each part. Indexes and filters of open tables are resident;
+    /// what they take is whatever the memtables and the cache leave.
+    pub memory_bytes: u64,
+    /// Bytes of one memtable before it is frozen and flushed (default a
+    /// quarter of the budget, 64 KiB to 64 MiB).
+    pub write_buffer_bytes: u64,
+    /// Frozen memtables waiting for their flush before writers wait (default 2).
+    pub max_immutable: usize,
+    /// The shared LRU block cache in bytes (pages of 4 KiB; default half of
+    /// the budget; 0: no cache).
+    pub block_cache_bytes: u64,
+    /// How tables are built: block size, restart interval, Bloom bits per
+    /// key and the index ([`IndexSpec`]). Its `build_id` is ignored: every
+    /// table gets a fresh one.
+    pub table: TableOptions,
+    /// Compactions cut their output tables at this size (default 8 MiB).
+    pub target_file_bytes: u64,
+    /// Each level below L1 may hold this many times the bytes of the one
+    /// above (default 10).
+    pub level_ratio: u64,
+    /// Bytes L1 may hold before it is compacted into L2 (default 64 MiB).
+    pub l1_bytes: u64,
+    /// L0 tables that start a compaction into L1 (default 4).
+    pub l0_compaction_trigger: usize,
+    /// L0 tables from which each write batch sleeps 1 ms first (default 8).
+    pub l0_slowdown: usize,
+    /// L0 tables from which writers wait for a compaction (default 12).
+    pub l0_stop: usize,
+    /// When log writes are synced (default every write): as [`crate::db::Options::sync`].
+    pub sync: SyncPolicy,
+    /// Read tables with `O_DIRECT` (local directories opened by
+    /// [`super::Store::open`] only; default false).
+    pub direct_io: bool,
+    /// Open for reading only: the directory's shared lock, no recovery
+    /// writes, writes are [`Error::Unsupported`] (default false).
+    pub read_only: bool,
+    /// Flushes and compactions on a background thread (default true). When
+    /// false the writer that fills a memtable flushes it and runs the
+    /// compactions due itself (deterministic, for tests).
+    pub background: bool,
+    /// Refuse to open rather than drop a complete last log frame that fails
+    /// its checksum (as [`crate::db::Options::strict_recovery`]; default false).
+    pub strict_recovery: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options::with_memory(DEFAULT_MEMORY)
+    }
+}
+
+impl Options {
+    /// Options whose budget is `bytes`: a quarter for the memtable (64 KiB
+    /// to 64 MiB), half for the block cache, the rest for the resident
+    /// indexes and filters; every other field at its default.
+    pub fn with_memory(bytes: u64) -> Options {
+        let write_buffer = (bytes / 4).clamp(MIN_WRITE_BUFFER, MAX_WRITE_BUFFER);
+        Options {
+            memory_bytes: bytes,
+            write_buffer_bytes: write_buffer,
+            max_immutable: 2,
+            block_cache_bytes: bytes / 2,
+            table: TableOptions::default(),
+            target_file_bytes: 8 << 20,
+            level_ratio: 10,
+            l1_bytes: 64 << 20,
+            l0_compaction_trigger: 4,
+            l0_slowdown: 8,
+            l0_stop: 12,
+            sync: SyncPolicy::Always,
+            direct_io: false,
+            read_only: false,
+            background: true,
+            strict_recovery: false,
+        }
+    }
+
+    /// Parses a spec of comma-separated `name=value` pairs, e.g.
+    /// `index=pgm,boundary=16,memory=4M,sync=always`. `memory` is applied
+    /// first (it sets the split), the others override it in any order:
+    /// `index` (a kind of [`IndexSpec`]), `boundary`, `profile` (storage
+    /// profile for `air`), `memory`, `write_buffer`, `max_immutable`,
+    /// `block_cache`, `block` (block size), `restart`, `bloom` (bits per
+    /// key), `target_file`, `ratio`, `l1`, `l0_trigger`, `l0_slowdown`,
+    /// `l0_stop`, `sync` (`always`, `never` or a period such as `10ms`),
+    /// `direct`, `read_only`, `background`, `strict` (booleans `true`/`false`).
+    /// Sizes take `k`/`M`/`G` suffixes. Anything else is
+    /// [`Error::InvalidInput`].
+    pub fn parse_spec(s: &str) -> Result<Options> {
+        let mut pairs = Vec::new();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (k, v) = part
+                .split_once('=')
+                .ok_or_else(|| Error::invalid(format!("lsm option `{part}` is not name=value")))?;
+            pairs.push((k.trim(), v.trim()));
+        }
+        let mut o = match pairs.iter().rev().find(|(k, _)| *k == "memory") {
+            Some((_, v)) => Options::with_memory(size(v, "memory")?),
+            None => Options::default(),
+        };
+        for (k, v) in pairs {
+            match k {
+                "memory" => {}
+                "index" => o.table.index.kind = v.to_string(),
+                "boundary" => o.table.index.boundary = int(v, k)?,
+                "profile" => o.table.index.profile = Some(StorageProfile::named(v)?),
+                "write_buffer" => o.write_buffer_bytes = size(v, k)?,
+                "max_immutable" => o.max_immutable = int(v, k)?,
+                "block_cache" => o.block_cache_bytes = size(v, k)?,
+                "block" => o.table.block_size = int(v, k)?,
+                "restart" => o.table.restart_interval = int(v, k)?,
+                "bloom" => o.table.bloom_bits_per_key = int(v, k)?,
+                "target_file" => o.target_file_bytes = size(v, k)?,
+                "ratio" => o.level_ratio = int(v, k)?,
+                "l1" => o.l1_bytes = size(v, k)?,
+                "l0_trigger" => o.l0_compaction_trigger = int(v, k)?,
+                "l0_slowdown" => o.l0_slowdown = int(v, k)?,
+                "l0_stop" => o.l0_stop = int(v, k)?,
+                "sync" => o.sync = parse_sync(v)?,
+                "direct" => o.direct_io = boolean(v, k)?,
+                "read_only" => o.read_only = boolean(v, k)?,
+                "background" => o.background = boolean(v, k)?,
+                "strict" => o.strict_recovery = boolean(v, k)?,
+                _ => return Err(Error::invalid(format!("unknown lsm option `{k}` in `{s}`"))),
+            }
+        }
+        o.check()?;
+        Ok(o)
+    }
+
+    /// Checks the options before any I/O: positive sizes and ratios, the
+    /// L0 thresholds in order, a valid index spec.
+    pub fn check(&self) -> Result<()> {
+        let positive = [
+            ("write_buffer", self.write_buffer_bytes),
+            ("target_file", self.target_file_bytes),
+            ("l1", self.l1_bytes),
+            ("block", self.table.block_size as u64),
+            ("restart", self.table.restart_interval as u64),
+            ("max_immutable", self.max_immutable as u64),
+            ("l0_trigger", self.l0_compaction_trigger as u64),
+        ];
+        if let Some((name, _)) = positive.iter().find(|(_, v)| *v == 0) {
+            return Err(Error::invalid(format!("lsm option {name} must be positive")));
+        }
+        if self.level_ratio < 2 {
+            return Err(Error::invalid("lsm option ratio must be at least 2"));
+        }
+        if !(self.l0_compaction_trigger <= self.l0_slowdown && self.l0_slowdown <= self.l0_stop) {
+            return Err(Error::invalid(format!(
+                "lsm L0 thresholds must satisfy trigger ({}) <= slowdown ({}) <= stop ({})",
+                self.l0_compaction_trigger, self.l0_slowdown, self.l0_stop
+            )));
+        }
+        if let SyncPolicy::EveryMs(0) = self.sync {
+            return Err(Error::invalid("a sync interval must be at least 1 ms"));
+        }
+        self.table.index.check()
+    }
+
+    /// The index spec tables are built with.
+    pub fn index(&self) -> &IndexSpec {
+        &self.table.index
+    }
+}
+
+fn size(v: &str, name: &str) -> Result<u64> {
+    parse_size(v).ok_or_else(|| Error::invalid(format!("lsm option {name}: `{v}` is not a size")))
+}
+
+fn int<T: std::str::FromStr>(v: &str, name: &str) -> Result<T> {
+    v.parse()
+        .map_err(|_| Error::invalid(format!("lsm option {name}: `{v}` is not a number")))
+}
+
+fn boolean(v: &str, name: &str) -> Result<bool> {
+    match v {
+        "true" | "1" | "yes" => Ok(true),
+        "false" | "0" | "no" => Ok(false),
+        _ => Err(Error::invalid(format!(
+            "lsm option {name}: `{v}` is not true or false"
+        ))),
+    }
+}
+
+/// `always`, `never`, or a period `N` / `Nms`.
+fn parse_sync(v: &str) -> Result<SyncPolicy> {
+    match v {
+        "always" => Ok(SyncPolicy::Always),
+        "never" => Ok(SyncPolicy::Never),
+        _ => {
+            let ms = v.strip_suffix("ms").unwrap_or(v);
+            Ok(SyncPolicy::EveryMs(int(ms, "sync")?))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_parse_and_bad_ones_are_errors() {
+        let o = Options::parse_spec("index=fp,boundary=64,memory=4M,sync=10ms,background=false").unwrap();
+        assert_eq!(o.table.index.kind, "fp");
+        assert_eq!(o.table.index.boundary, 64);
+        assert_eq!(o.memory_bytes, 4 << 20);
+        assert_eq!(o.write_buffer_bytes, 1 << 20);
+        assert_eq!(o.block_cache_bytes, 2 << 20);
+        assert_eq!(o.sync, SyncPolicy::EveryMs(10));
+        assert!(!o.background);
+        let o = Options::parse_spec("write_buffer=1k,memory=1G").unwrap();
+        assert_eq!((o.write_buffer_bytes, o.memory_bytes), (1024, 1 << 30));
+        for bad in [
+            "index=nope",
+            "boundary=0",
+            "memory=lots",
+            "sync=sometimes",
+            "frobnicate=1",
+            "index",
+            "l0_trigger=20",
+            "ratio=1",
+            "sync=0ms",
+        ] {
+            assert!(Options::parse_spec(bad).is_err(), "{bad}");
+        }
+        assert_eq!(Options::default().write_buffer_bytes, 16 << 20);
+    }
+}

@@ -1,0 +1,232 @@
+//! Store tests over a `MemDirectory`: the write and read paths, flushes,
+//! compactions, snapshots, recovery, errors.
+
+use std::sync::Arc;
+
+use super::*;
+use crate::log::SyncPolicy;
+use crate::storage::MemDirectory;
+
+/// Small memtables and tables so flushes and compactions happen.
+fn small() -> Options {
+    let mut o = Options::with_memory(1 << 20);
+    o.write_buffer_bytes = 4 << 10;
+    o.target_file_bytes = 4 << 10;
+    o.l1_bytes = 16 << 10;
+    o.level_ratio = 4;
+    o.background = false;
+    o.sync = SyncPolicy::Never;
+    o
+}
+
+fn k(i: u32) -> Vec<u8> {
+    format!("key{i:06}").into_bytes()
+}
+
+fn scan(s: &Store) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut it = s.iter().unwrap();
+    it.seek_to_first().unwrap();
+    let mut out = Vec::new();
+    while it.valid() {
+        out.push((it.key().to_vec(), it.value().to_vec()));
+        it.next().unwrap();
+    }
+    out
+}
+
+#[test]
+fn put_get_delete_across_flushes_and_compactions() {
+    let dir = Arc::new(MemDirectory::new());
+    let s = Store::open_in(dir.clone(), small()).unwrap();
+    for i in 0..3000u32 {
+        s.put(&k(i % 1000), &i.to_le_bytes()).unwrap();
+        if i % 7 == 0 {
+            s.delete(&k((i * 13) % 1000)).unwrap();
+        }
+    }
+    let mut model = std::collections::BTreeMap::new();
+    for i in 0..3000u32 {
+        model.insert(k(i % 1000), i.to_le_bytes().to_vec());
+        if i % 7 == 0 {
+            model.remove(&k((i * 13) % 1000));
+        }
+    }
+    let st = s.stats();
+    assert!(st.flushes > 0 && st.compactions > 0, "{st:?}");
+    for i in 0..1000u32 {
+        assert_eq!(s.get(&k(i)).unwrap(), model.get(&k(i)).cloned(), "key {i}");
+    }
+    let want: Vec<_> = model.clone().into_iter().collect();
+    assert_eq!(scan(&s), want);
+    s.verify().unwrap();
+    s.compact_range(None, None).unwrap();
+    assert_eq!(scan(&s), want);
+    s.verify().unwrap();
+    s.close().unwrap();
+    let s = Store::open_in(dir, small()).unwrap();
+    assert_eq!(scan(&s), want);
+    let mut it = s.iter().unwrap();
+    it.seek(&k(500)).unwrap();
+    assert_eq!(it.key(), model.range(k(500)..).next().unwrap().0.as_slice());
+}
+
+#[test]
+fn snapshots_keep_their_versions_through_compaction() {
+    let dir = Arc::new(MemDirectory::new());
+    let s = Store::open_in(dir, small()).unwrap();
+    s.put(b"a", b"1").unwrap();
+    s.put(b"b", b"1").unwrap();
+    let snap = s.snapshot();
+    s.put(b"a", b"2").unwrap();
+    s.delete(b"b").unwrap();
+    let snap2 = s.snapshot();
+    s.put(b"b", b"3").unwrap();
+    s.compact_range(None, None).unwrap();
+    s.compact_range(None, None).unwrap();
+    assert_eq!(snap.get(b"a").unwrap(), Some(b"1".to_vec()));
+    assert_eq!(snap.get(b"b").unwrap(), Some(b"1".to_vec()));
+    assert_eq!(snap2.get(b"a").unwrap(), Some(b"2".to_vec()));
+    assert_eq!(snap2.get(b"b").unwrap(), None);
+    assert_eq!(s.get(b"b").unwrap(), Some(b"3".to_vec()));
+    let mut it = snap.iter().unwrap();
+    it.seek_to_first().unwrap();
+    assert_eq!((it.key(), it.value()), (&b"a"[..], &b"1"[..]));
+    drop(snap);
+    drop(snap2);
+    drop(it);
+    s.compact_range(None, None).unwrap();
+    assert_eq!(s.stats().levels.iter().map(|l| l.entries).sum::<u64>(), 2);
+}
+
+#[test]
+fn errors_oversize_locked_read_only_corrupt_manifest() {
+    let dir = Arc::new(MemDirectory::new());
+    let s = Store::open_in(dir.clone(), small()).unwrap();
+    assert!(matches!(
+        s.put(&vec![0; key::MAX_KEY_LEN + 1], b""),
+        Err(Error::InvalidInput(_))
+    ));
+    assert!(matches!(
+        s.put(b"k", &vec![0; key::MAX_VALUE_LEN + 1]),
+        Err(Error::InvalidInput(_))
+    ));
+    let mut b = WriteBatch::new();
+    b.put(b"ok", b"1").put(&vec![1; key::MAX_KEY_LEN + 1], b"x");
+    assert!(s.write_batch(&b).is_err());
+    assert_eq!(
+        s.get(b"ok").unwrap(),
+        None,
+        "nothing of a refused batch is written"
+    );
+    assert!(matches!(
+        Store::open_in(dir.clone(), small()),
+        Err(Error::Locked { .. })
+    ));
+    s.put(b"k", b"v").unwrap();
+    s.close().unwrap();
+    let mut ro = small();
+    ro.read_only = true;
+    let r = Store::open_in(dir.clone(), ro.clone()).unwrap();
+    assert_eq!(r.get(b"k").unwrap(), Some(b"v".to_vec()));
+    assert!(matches!(r.put(b"x", b"y"), Err(Error::Unsupported(_))));
+    drop(r);
+    let f = dir.file(LSM_MANIFEST_FILE).unwrap();
+    f.corrupt_byte(40);
+    assert!(Store::open_in(dir.clone(), small()).is_err());
+    assert!(Store::open_in(Arc::new(MemDirectory::new()), ro).is_err());
+}
+
+#[test]
+fn large_values_and_empty_keys() {
+    let dir = Arc::new(MemDirectory::new());
+    let s = Store::open_in(dir.clone(), small()).unwrap();
+    let big = vec![7u8; 3 << 20];
+    s.put(b"", b"empty key").unwrap();
+    s.put(b"big", &big).unwrap();
+    s.flush().unwrap();
+    assert_eq!(s.get(b"big").unwrap().as_deref(), Some(big.as_slice()));
+    assert_eq!(s.get(b"").unwrap(), Some(b"empty key".to_vec()));
+    s.close().unwrap();
+    let s = Store::open_in(dir, small()).unwrap();
+    assert_eq!(s.get(b"big").unwrap().map(|v| v.len()), Some(big.len()));
+}
+
+#[test]
+fn crash_keeps_every_synced_write() {
+    let dir = Arc::new(MemDirectory::new());
+    let mut o = small();
+    o.sync = SyncPolicy::Always;
+    let s = Store::open_in(dir.clone(), o.clone()).unwrap();
+    for i in 0..2000u32 {
+        s.put(&k(i), &k(i + 1)).unwrap();
+    }
+    s.kill();
+    dir.crash();
+    let s = Store::open_in(dir.clone(), o).unwrap();
+    for i in 0..2000u32 {
+        assert_eq!(s.get(&k(i)).unwrap(), Some(k(i + 1)), "key {i}");
+    }
+}
+
+#[test]
+fn background_mode_flushes_compacts_and_closes() {
+    let dir = Arc::new(MemDirectory::new());
+    let mut o = small();
+    o.background = true;
+    let s = Store::open_in(dir.clone(), o.clone()).unwrap();
+    for i in 0..4000u32 {
+        s.put(&k(i % 1500), &k(i)).unwrap();
+    }
+    s.flush().unwrap();
+    let st = s.stats();
+    assert!(st.flushes > 0, "{st:?}");
+    assert_eq!(st.immutable_memtables, 0);
+    s.verify().unwrap();
+    s.close().unwrap();
+    let s = Store::open_in(dir, o).unwrap();
+    for i in 2500..4000u32 {
+        assert_eq!(s.get(&k(i % 1500)).unwrap(), Some(k(i)));
+    }
+}
+
+#[test]
+fn stats_count_what_was_written() {
+    let dir = Arc::new(MemDirectory::new());
+    let s = Store::open_in(dir, small()).unwrap();
+    let mut b = WriteBatch::new();
+    b.put(b"ab", b"cde").delete(b"x");
+    assert_eq!(b.len(), 2);
+    s.write_batch(&b).unwrap();
+    s.put(b"k", b"").unwrap();
+    let st = s.stats();
+    assert_eq!(st.user_bytes_written, 2 + 3 + 1 + 1);
+    assert_eq!(st.last_seq, 3);
+    assert_eq!(st.levels.len(), NUM_LEVELS);
+    assert_eq!(st.block_cache_capacity, 512 << 10);
+    assert!(st.memtable_bytes > 0);
+    s.flush().unwrap();
+    let st = s.stats();
+    assert_eq!((st.flushes, st.memtable_bytes), (1, 0));
+    assert_eq!(st.levels[0].entries, 3);
+    b.clear();
+    assert!(b.is_empty());
+}
+
+#[test]
+fn a_batch_is_one_sequence_range_and_later_writes_win() {
+    let dir = Arc::new(MemDirectory::new());
+    let mut o = small();
+    o.sync = SyncPolicy::Always;
+    let s = Store::open_in(dir.clone(), o.clone()).unwrap();
+    let mut b = WriteBatch::new();
+    b.put(b"k", b"1").put(b"k", b"2").delete(b"j").put(b"j", b"3");
+    s.write_batch(&b).unwrap();
+    assert_eq!(s.get(b"k").unwrap(), Some(b"2".to_vec()));
+    assert_eq!(s.get(b"j").unwrap(), Some(b"3".to_vec()));
+    s.kill();
+    dir.crash();
+    let s = Store::open_in(dir, o).unwrap();
+    assert_eq!(s.get(b"k").unwrap(), Some(b"2".to_vec()));
+    assert_eq!(s.get(b"j").unwrap(), Some(b"3".to_vec()));
+    assert_eq!(s.stats().last_seq, 4);
+}
