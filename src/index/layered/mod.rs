@@ -41,7 +41,7 @@ pub(crate) use kinds::LAYERED_KINDS;
 pub(crate) use layer::{Access, band_range, step};
 pub use layer::{LayerKind, layer_spec};
 pub(crate) use pgm_design::{compressed_band, page_aware_lines};
-pub use resident::{LayerStack, STACK_VERSION, plr_design};
+pub use resident::{LayerStack, STACK_VERSION};
 pub(crate) use zone_design::{PAGE_BOUND_KINDS, design_from_page_bounds};
 
 use super::{ApproxPos, Cursor, DataRunReader, Fetch, Index, IndexStats, Manifest, Record};

@@ -14,9 +14,6 @@
 //! Decoding checks every length against the bytes left and every layer's
 //! entry bytes against its kind (a corrupt stack is an error, never a panic).
 
-use serde_json::Value;
-
-use super::build::{LayerBuild, band_layer, lines_of};
 use super::compressed::Decoded;
 use super::design::Design;
 use super::entries::ResidentEntries;
@@ -237,26 +234,6 @@ impl LayerStack {
     }
 }
 
-/// Greedy PLR (Bourbon's shrinking cone, Xiao et al.'s greedy PLA): one band
-/// layer of segments within `eps` positions of every key, searched by
-/// binary search (no layer above it).
-pub fn plr_design(keys: &[u64], eps: u64) -> Result<Design> {
-    if keys.is_empty() {
-        return Ok(Design {
-            layers: vec![],
-            models: Some(0),
-            notes: Value::Null,
-        });
-    }
-    let segs = crate::model::greedy_cone(keys, eps);
-    let band: LayerBuild = band_layer(keys, &lines_of(&segs), 1, 0)?;
-    Ok(Design {
-        layers: vec![band],
-        models: Some(segs.len() as u64),
-        notes: Value::Null,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,13 +263,6 @@ mod tests {
             }
             assert!(s.memory_bytes() > 0);
         }
-        let d = plr_design(&keys, 8).unwrap();
-        let s = LayerStack::from_design(&d, keys.len() as u64).unwrap();
-        for (i, &k) in keys.iter().enumerate() {
-            let a = s.predict(k).unwrap();
-            assert!(a.lo <= i as u64 && (i as u64) < a.hi);
-            assert!(a.hi - a.lo <= 2 * 8 + 2, "plr width {a:?}");
-        }
     }
 
     #[test]
@@ -317,8 +287,12 @@ mod tests {
                 }
             }
         }
-        let empty =
-            LayerStack::decode(&LayerStack::encode_design(&plr_design(&[], 4).unwrap(), 0), "t").unwrap();
+        let none = Design {
+            layers: vec![],
+            models: None,
+            notes: serde_json::Value::Null,
+        };
+        let empty = LayerStack::decode(&LayerStack::encode_design(&none, 0), "t").unwrap();
         assert_eq!(empty.predict(5).unwrap(), ApproxPos { pos: 0, lo: 0, hi: 0 });
     }
 }

@@ -25,7 +25,7 @@ use super::IndexSpec;
 use super::keymap::{KeyMap, Ordinals};
 use crate::format::bytes::Cursor;
 use crate::index::Params;
-use crate::index::layered::{Design, LAYERED_KINDS, LayerStack, plr_design};
+use crate::index::layered::{Design, LAYERED_KINDS, LayerStack};
 use crate::lsm::key;
 use crate::storage::StorageProfile;
 use crate::{Error, Result};
@@ -256,7 +256,11 @@ pub(super) fn build_learned(
     let ords = Ordinals::from_firsts(&group_firsts, entries);
     let design = if xs.len() <= spec.boundary {
         // The whole table is within the boundary: no model at all.
-        plr_design(&[], 0)?
+        Design {
+            layers: vec![],
+            models: None,
+            notes: Value::Null,
+        }
     } else {
         design(spec, &xs)?
     };
@@ -299,7 +303,13 @@ fn design(spec: &IndexSpec, xs: &[u64]) -> Result<Design> {
         "rs" => layered("rs", &params(&[("epsilon", eps), ("radix_bits", 1)]), xs, b),
         "fiting" => layered("fiting-static", &params(&[("epsilon", eps)]), xs, b),
         "gap-zonemap-d" => layered("gap-zonemap-d", &params(&[]), xs, b),
-        "plr" => plr_design(xs, eps),
+        "plr" => {
+            // Greedy PLR (Bourbon): FITing-tree's shrinking-cone segments,
+            // one band layer searched by binary search (no tree above).
+            let mut d = layered("fiting-static", &params(&[("epsilon", eps)]), xs, b)?;
+            d.layers.truncate(1);
+            Ok(d)
+        }
         "rmi" => rmi_design(xs, b),
         "air" => {
             let profile = match &spec.profile {
