@@ -119,6 +119,7 @@ mod tests {
                 "fiting-static",
                 "air",
                 "db",
+                "lsm",
             ]
         );
     }
@@ -131,7 +132,8 @@ mod tests {
         assert!(index.find("air").is_err() && index.find("db").is_err());
         let tune = crate::tune::registry();
         assert!(tune.find("air").is_ok() && tune.find("db").is_err());
-        assert_eq!(tune.kinds().len() + 1, standard().kinds().len());
+        // `db` and `lsm` above it.
+        assert_eq!(tune.kinds().len() + 2, standard().kinds().len());
     }
 
     #[test]
