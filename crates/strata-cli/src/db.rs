@@ -81,21 +81,28 @@ enum DbCmd {
     Stress {
         #[command(flatten)]
         store: StoreArgs,
-        /// Number of writes.
-        #[arg(long, default_value_t = 100_000)]
-        ops: u64,
-        /// Random seed.
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        /// Keys are drawn from [0, keys).
-        #[arg(long, default_value_t = 100_000)]
-        keys: u64,
+        #[command(flatten)]
+        stress: StressArgs,
     },
     /// Print the store's statistics as JSON.
     Stats {
         #[command(flatten)]
         store: StoreArgs,
     },
+}
+
+/// The options of `db stress` and `lsm stress`.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct StressArgs {
+    /// Number of writes.
+    #[arg(long, default_value_t = 100_000)]
+    pub(crate) ops: u64,
+    /// Random seed.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+    /// Number of distinct keys the writes draw from.
+    #[arg(long, default_value_t = 100_000)]
+    pub(crate) keys: u64,
 }
 
 /// The value of `--memory`: a size such as `64M`.
@@ -220,9 +227,7 @@ pub fn run(a: DbArgs, quiet: bool) -> Result<()> {
         }
         DbCmd::Stress {
             store,
-            ops,
-            seed,
-            keys,
+            stress: StressArgs { ops, seed, keys },
         } => {
             if keys == 0 {
                 return Err(Error::invalid("--keys must be positive"));

@@ -15,7 +15,7 @@ use strata::lsm::{Options, Store, WriteBatch};
 use strata::{Error, Result};
 
 use crate::KeyFileArgs;
-use crate::db::out;
+use crate::db::{StressArgs, out};
 
 /// `strata lsm ...`.
 #[derive(Args, Debug)]
@@ -127,15 +127,8 @@ enum LsmCmd {
     Stress {
         #[command(flatten)]
         store: StoreArgs,
-        /// Number of writes.
-        #[arg(long, default_value_t = 100_000)]
-        ops: u64,
-        /// Random seed.
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        /// Keys are drawn from this many distinct byte strings.
-        #[arg(long, default_value_t = 100_000)]
-        keys: u64,
+        #[command(flatten)]
+        stress: StressArgs,
     },
 }
 
@@ -455,9 +448,7 @@ pub fn run(a: LsmArgs, quiet: bool) -> Result<()> {
         }
         LsmCmd::Stress {
             store,
-            ops,
-            seed,
-            keys,
+            stress: StressArgs { ops, seed, keys },
         } => {
             if keys == 0 {
                 return Err(Error::invalid("--keys must be positive"));

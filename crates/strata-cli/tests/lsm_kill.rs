@@ -81,11 +81,7 @@ fn stress(dir: &std::path::Path, args: &[&str]) -> Command {
 
 #[test]
 fn kill_nine_never_loses_an_acknowledged_write() {
-    let full = std::env::var("STRATA_FULL").is_ok_and(|v| v == "1");
-    let kills: usize = std::env::var("STRATA_KILLS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(if full { 200 } else { 5 });
+    let kills = common::kills(5);
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("store");
     let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(42);

@@ -27,3 +27,13 @@ pub fn run_and_kill(mut cmd: Command, after: Duration) -> (ExitStatus, Vec<Strin
     let status = child.wait().unwrap();
     (status, reader.join().unwrap())
 }
+
+/// How many kills a kill -9 test runs: `STRATA_KILLS` if set, else 200 under
+/// `STRATA_FULL=1` (the acceptance run), else `default` (a few, for CI).
+pub fn kills(default: usize) -> usize {
+    let full = std::env::var("STRATA_FULL").is_ok_and(|v| v == "1");
+    std::env::var("STRATA_KILLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(if full { 200 } else { default })
+}
