@@ -88,9 +88,96 @@ pub fn btree_inner_page(page_size: usize, page_no: u64, keys: &[u64], children: 
     Ok(page)
 }
 
+/// Opens `bytes` as an SSTable after recomputing its checksums (so that
+/// mutations reach the decoders behind them), then scans it (at most 4096
+/// entries), looks every scanned key up, and seeks to a few targets.
+/// Returns the entries scanned; lookups must agree with the scan.
+pub fn sstable_open(bytes: &[u8]) -> Result<u64> {
+    use crate::lsm::key::InternalIterator;
+    use crate::storage::{MemStorage, Storage};
+    let mut image = bytes.to_vec();
+    crate::lsm::table::reseal(&mut image);
+    let storage = MemStorage::new("fuzz.sst");
+    storage.write_at(0, &image)?;
+    let table = std::sync::Arc::new(crate::lsm::table::Table::open(
+        std::sync::Arc::new(storage),
+        None,
+    )?);
+    let mut it = table.iter();
+    it.seek_to_first()?;
+    let mut seen = Vec::new();
+    while it.valid() && seen.len() < 4096 {
+        seen.push((it.key().to_vec(), it.value().to_vec()));
+        it.next()?;
+    }
+    for (k, v) in seen.iter().take(256) {
+        if let Some((got, value)) = table.get(k)? {
+            // The first entry >= k is k itself in a well-formed table; a
+            // corrupt but checksum-valid table may disagree: only no panic.
+            std::hint::black_box((got == *k, value == *v));
+        }
+    }
+    for t in [
+        &b""[..],
+        b"\xff\xff\xff\xff\xff\xff\xff\xff\xff",
+        b"m\0\0\0\0\0\0\0\x01",
+    ] {
+        it.seek(t)?;
+        std::hint::black_box(it.valid());
+    }
+    Ok(seen.len() as u64)
+}
+
+/// A valid SSTable image of `n` keys with index `kind` (seed corpora).
+pub fn sstable_seed(kind: &str, n: u64) -> Result<Vec<u8>> {
+    use crate::lsm::key::{ValueKind, encode};
+    use crate::lsm::table::{IndexSpec, TableBuilder, TableOptions};
+    use crate::storage::MemDirectory;
+    let dir = MemDirectory::new();
+    let opts = TableOptions {
+        block_size: 256,
+        restart_interval: 4,
+        index: IndexSpec {
+            kind: kind.to_string(),
+            boundary: 4,
+            profile: None,
+        },
+        ..TableOptions::default()
+    };
+    let mut b = TableBuilder::new(&dir, "seed.sst", &opts)?;
+    for i in 0..n {
+        let user = format!("key{:05}", i * 7);
+        b.add(
+            &encode(user.as_bytes(), 100 - i % 3, ValueKind::Put),
+            &i.to_le_bytes(),
+        )?;
+    }
+    b.finish()?;
+    dir.file("seed.sst")
+        .map(|f| f.contents())
+        .ok_or_else(|| crate::Error::invalid("seed table missing"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sstable_seeds_open_and_mutations_do_not_panic() {
+        for kind in ["fp", "pgm", "gap-zonemap-d"] {
+            let seed = sstable_seed(kind, 200).unwrap();
+            assert_eq!(sstable_open(&seed).unwrap(), 200, "{kind}");
+            // Resealed mutations reach every decoder: errors, never panics.
+            let mut failed = 0;
+            for i in (0..seed.len()).step_by(3) {
+                let mut m = seed.clone();
+                m[i] ^= 0x21;
+                failed += u32::from(sstable_open(&m).is_err());
+            }
+            assert!(failed > 0, "{kind}");
+            assert!(sstable_open(&seed[..seed.len() - 1]).is_err());
+        }
+    }
 
     #[test]
     fn seeds_round_trip() {

@@ -48,7 +48,7 @@ fn check_groups(seen: &[(Vec<u8>, Vec<u8>)]) {
 
 #[test]
 fn writers_readers_and_a_scanner() {
-    let batches: u64 = if full() { 20_000 } else { 2_500 };
+    let batches: u64 = if full() { 20_000 } else { 6_000 };
     let dir = Arc::new(MemDirectory::new());
     let mut o = Options::with_memory(1 << 20);
     o.write_buffer_bytes = 8 << 10;

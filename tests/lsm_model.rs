@@ -342,6 +342,16 @@ fn model_with_reboots_crashes_and_power_cuts() {
     assert!(total >= 12_000);
 }
 
+/// The same steps with flushes and compactions on the background thread
+/// (crashes then also cut a flush or compaction under way short).
+#[test]
+fn model_with_a_background_thread() {
+    let mut o = opts(3);
+    o.background = true;
+    let f = run(&gen_steps(7, if full() { 10_000 } else { 2_000 }, 300), &o);
+    println!("background: {f:?}");
+}
+
 #[test]
 fn model_with_few_keys_many_versions() {
     let f = run(&gen_steps(99, 2_000, 12), &opts(3));

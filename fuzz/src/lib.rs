@@ -46,6 +46,7 @@ pub const TARGETS: &[&str] = &[
     "index_manifest",
     "sosd",
     "index_dir",
+    "sstable",
 ];
 
 /// Runs target `name` on `data`. Panics on an unknown name.
@@ -105,6 +106,9 @@ pub fn run(name: &str, data: &[u8]) {
         "index_manifest" => index_manifest(data),
         "sosd" => sosd(data),
         "index_dir" => index_dir(data),
+        "sstable" => {
+            let _ = strata::fuzzing::sstable_open(data);
+        }
         other => panic!("no fuzz target {other}"),
     }
 }

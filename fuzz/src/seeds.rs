@@ -164,6 +164,13 @@ pub fn seeds() -> Vec<(&'static str, Vec<Vec<u8>>)> {
         }
     }
     out.push(("index_dir", dirs));
+    out.push((
+        "sstable",
+        ["fp", "pgm", "rs", "gap-zonemap-d"]
+            .iter()
+            .map(|kind| strata::fuzzing::sstable_seed(kind, 120).unwrap())
+            .collect(),
+    ));
     for (_, inputs) in &mut out {
         inputs.retain(|b| b.len() <= MAX_SEED);
     }

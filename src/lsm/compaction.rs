@@ -356,8 +356,11 @@ impl Inner {
                 .ok_or_else(|| Error::invalid("empty compaction"))?;
             return self.install(&remove, vec![(out_level, t)], c.level, largest_input, t0, 0, 0);
         }
-        // Versions a reader may still need: every live snapshot, and the
-        // newest visible sequence number (a plain read may be at it).
+        // Reader floors: every live snapshot, and the newest visible
+        // sequence number V. A plain read loads its version before its
+        // sequence number, so a read of the version this compaction
+        // installs reads at V or later; versions above V (perhaps not yet
+        // visible) are all kept.
         let mut floors = self.snapshot_seqs_with_visible();
         floors.sort_unstable();
         floors.dedup();
@@ -405,7 +408,9 @@ impl Inner {
             }
             // The stripe of a version: the oldest reader floor at or above it.
             let stripe = floors.partition_point(|&s| s < p.seq);
-            let keep = if last_stripe == Some(stripe) {
+            let keep = if stripe == floors.len() {
+                true // newer than every floor: a reader may need any of them
+            } else if last_stripe == Some(stripe) {
                 false // shadowed by a newer version every reader of this stripe sees
             } else {
                 last_stripe = Some(stripe);

@@ -8,7 +8,27 @@ use crate::lsm::key::{self, InternalIterator, ValueKind};
 use crate::lsm::table::TableIter;
 use crate::{Error, Result};
 
-use super::version::TableFile;
+use super::version::{TableFile, Version};
+
+/// A merging iterator over every source of `v`, newest first: the active
+/// memtable, the frozen ones, each L0 table, one [`LevelIter`] per level below.
+pub(super) fn merged(v: &Version) -> MergingIter {
+    let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+    children.push(Box::new(v.active.iter()));
+    for fr in &v.frozen {
+        children.push(Box::new(fr.mem.iter()));
+    }
+    for (level, files) in v.levels.iter().enumerate() {
+        if level == 0 {
+            for t in files {
+                children.push(Box::new(t.table.iter()));
+            }
+        } else if !files.is_empty() {
+            children.push(Box::new(LevelIter::new(files.clone())));
+        }
+    }
+    MergingIter::new(children)
+}
 
 /// The merge of several [`InternalIterator`]s in [`key::compare`] order.
 /// Among equal keys the child listed first wins (sources are listed newest

@@ -29,7 +29,7 @@
 //!   [`Options::l0_slowdown`]).
 //! - **Locking.** A writer holds the directory's exclusive lock, a read-only
 //!   store its shared lock, until it is closed or dropped; a conflicting
-//!   open is [`Error::Locked`](crate::Error::Locked).
+//!   open is [`crate::Error::Locked`].
 //! - **Failures.** After a failed log write, sync, flush or compaction the
 //!   store refuses writes (reads go on) until it is reopened; nothing
 //!   acknowledged is lost. Corrupt files are errors, never data.
@@ -164,14 +164,14 @@ impl Snapshot {
 
     /// The value of `key` as of the snapshot.
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.inner.get_at(key, self.seq)
+        self.inner.get_in(&self.inner.version.load(), key, self.seq)
     }
 
     /// An iterator over the store as of the snapshot.
     pub fn iter(&self) -> Result<StoreIter> {
         let pin: Arc<dyn Send + Sync> = self.registration.clone();
         Ok(StoreIter::new(
-            self.inner.version.load().merged(),
+            iter::merged(&self.inner.version.load()),
             self.seq,
             Some(pin),
         ))
@@ -197,8 +197,13 @@ impl Store {
     /// never written or is deleted. A key longer than 64 KiB is
     /// [`Error::InvalidInput`].
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        // The version first, then the sequence number: every compaction in
+        // that version started at a visible sequence number <= `seq` and
+        // kept everything newer (see `compaction.rs`), so `seq`'s versions
+        // are all there.
+        let v = self.inner.version.load();
         let seq = self.inner.visible.load(Ordering::SeqCst);
-        self.inner.get_at(key, seq)
+        self.inner.get_in(&v, key, seq)
     }
 
     /// A snapshot at the newest visible sequence number.
@@ -221,8 +226,10 @@ impl Store {
     /// An iterator over the store at the newest visible sequence number
     /// (user keys ascending; unpositioned until a seek).
     pub fn iter(&self) -> Result<StoreIter> {
+        // The version first, then the sequence number (as `get`).
+        let merged = iter::merged(&self.inner.version.load());
         let seq = self.inner.visible.load(Ordering::SeqCst);
-        Ok(StoreIter::new(self.inner.version.load().merged(), seq, None))
+        Ok(StoreIter::new(merged, seq, None))
     }
 
     /// Makes every acknowledged write durable (syncs the log).
@@ -281,9 +288,9 @@ impl Drop for Store {
 }
 
 impl Inner {
-    fn get_at(&self, key: &[u8], seq: u64) -> Result<Option<Vec<u8>>> {
+    /// The value of `key` at `seq` in version `v`.
+    fn get_in(&self, v: &Version, key: &[u8], seq: u64) -> Result<Option<Vec<u8>>> {
         key::check_entry(key, None)?;
-        let v = self.version.load();
         Ok(match v.get(key, seq)? {
             Some(Found::Value(v)) => Some(v),
             Some(Found::Deleted) | None => None,

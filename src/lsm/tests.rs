@@ -230,3 +230,123 @@ fn a_batch_is_one_sequence_range_and_later_writes_win() {
     assert_eq!(s.get(b"j").unwrap(), Some(b"3".to_vec()));
     assert_eq!(s.stats().last_seq, 4);
 }
+
+#[test]
+fn many_versions_of_few_keys_with_the_default_index() {
+    let dir = Arc::new(MemDirectory::new());
+    let mut o = small();
+    o.write_buffer_bytes = 8 << 10;
+    o.table = crate::lsm::table::TableOptions::default();
+    let s = Store::open_in(dir, o).unwrap();
+    let mut last = std::collections::BTreeMap::new();
+    for n in 1..20000u64 {
+        let key = format!("counter/{}/{:03}", n % 2, (n / 2) % 50).into_bytes();
+        s.put(&key, &n.to_be_bytes()).unwrap();
+        last.insert(key, n);
+        if n % 500 == 0 {
+            for (k, v) in &last {
+                let got = s.get(k).unwrap();
+                assert_eq!(
+                    got,
+                    Some(v.to_be_bytes().to_vec()),
+                    "n {n} key {:?} stats {:?}",
+                    String::from_utf8_lossy(k),
+                    s.stats().levels
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn largest_key_and_value_round_trip_through_log_table_and_compaction() {
+    let dir = Arc::new(MemDirectory::new());
+    let mut o = small();
+    o.sync = SyncPolicy::Always;
+    let s = Store::open_in(dir.clone(), o.clone()).unwrap();
+    let big_key = vec![b'k'; key::MAX_KEY_LEN];
+    let big_value: Vec<u8> = (0..key::MAX_VALUE_LEN).map(|i| (i % 251) as u8).collect();
+    s.put(&big_key, &big_value).unwrap();
+    s.put(b"small", b"v").unwrap();
+    s.kill();
+    dir.crash();
+    // Replayed from the log.
+    let s = Store::open_in(dir.clone(), o.clone()).unwrap();
+    assert!(s.get(&big_key).unwrap().as_deref() == Some(big_value.as_slice()));
+    s.compact_range(None, None).unwrap();
+    s.verify().unwrap();
+    assert!(s.get(&big_key).unwrap().as_deref() == Some(big_value.as_slice()));
+    assert_eq!(s.get(b"small").unwrap(), Some(b"v".to_vec()));
+}
+
+#[test]
+fn corrupt_tables_are_errors_never_wrong_answers() {
+    let dir = Arc::new(MemDirectory::new());
+    let s = Store::open_in(dir.clone(), small()).unwrap();
+    for i in 0..300u32 {
+        s.put(&k(i), &k(i + 7)).unwrap();
+    }
+    s.compact_range(None, None).unwrap();
+    s.close().unwrap();
+    let tables: Vec<String> = dir
+        .list()
+        .unwrap()
+        .into_iter()
+        .filter(|n| n.ends_with(".sst"))
+        .collect();
+    assert!(!tables.is_empty());
+    let name = &tables[0];
+    let len = dir.file(name).unwrap().contents().len() as u64;
+    let mut errors = 0;
+    for at in (0..len).step_by(61) {
+        let f = dir.file(name).unwrap();
+        f.corrupt_byte(at);
+        let outcome = Store::open_in(dir.clone(), small()).and_then(|s| {
+            s.verify()?;
+            for i in 0..300u32 {
+                if let Some(v) = s.get(&k(i))? {
+                    assert_eq!(v, k(i + 7), "a corrupt byte at {at} gave a wrong value");
+                }
+            }
+            Ok(())
+        });
+        if outcome.is_err() {
+            errors += 1;
+        }
+        f.corrupt_byte(at); // flips back
+    }
+    assert!(errors > 0);
+    let s = Store::open_in(dir, small()).unwrap();
+    s.verify().unwrap();
+}
+
+#[test]
+fn a_failed_flush_refuses_writes_and_loses_nothing() {
+    use crate::storage::{FaultKind, FaultOp, FaultyDirectory};
+    let fd = FaultyDirectory::new();
+    let dir: Arc<dyn crate::storage::Directory> = Arc::new(fd.clone());
+    let mut o = small();
+    o.sync = SyncPolicy::Always;
+    let s = Store::open_in(dir.clone(), o.clone()).unwrap();
+    for i in 0..50u32 {
+        s.put(&k(i), &k(i)).unwrap();
+    }
+    fd.plan().inject(FaultOp::Sync, 0, FaultKind::Eio, true);
+    let mut failed = false;
+    for i in 50..400u32 {
+        if s.put(&k(i), &k(i)).is_err() {
+            failed = true;
+            break;
+        }
+    }
+    assert!(failed, "the injected sync error surfaced");
+    assert!(s.put(b"x", b"y").is_err(), "a poisoned store refuses writes");
+    assert_eq!(s.get(&k(3)).unwrap(), Some(k(3)), "reads go on");
+    drop(s);
+    fd.plan().clear();
+    let s = Store::open_in(dir, o).unwrap();
+    for i in 0..50u32 {
+        assert_eq!(s.get(&k(i)).unwrap(), Some(k(i)));
+    }
+    s.put(b"x", b"y").unwrap();
+}

@@ -5,11 +5,10 @@
 
 use std::sync::Arc;
 
-use crate::lsm::key::{self, InternalIterator};
+use crate::lsm::key;
 use crate::lsm::table::Table;
 use crate::{Error, Result};
 
-use super::iter::{LevelIter, MergingIter};
 use super::manifest::{NUM_LEVELS, TableRecord};
 use super::memtable::{Found, MemTable};
 
@@ -107,25 +106,6 @@ impl Version {
             }
         }
         Ok(None)
-    }
-
-    /// A merging iterator over every source, newest first.
-    pub(super) fn merged(&self) -> MergingIter {
-        let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
-        children.push(Box::new(self.active.iter()));
-        for fr in &self.frozen {
-            children.push(Box::new(fr.mem.iter()));
-        }
-        for (level, files) in self.levels.iter().enumerate() {
-            if level == 0 {
-                for t in files {
-                    children.push(Box::new(t.table.iter()));
-                }
-            } else if !files.is_empty() {
-                children.push(Box::new(LevelIter::new(files.clone())));
-            }
-        }
-        MergingIter::new(children)
     }
 
     /// The levels after removing `remove` (`(level, number)`) and adding

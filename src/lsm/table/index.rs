@@ -25,7 +25,7 @@ use super::IndexSpec;
 use super::keymap::{KeyMap, Ordinals};
 use crate::format::bytes::Cursor;
 use crate::index::Params;
-use crate::index::layered::{Design, LAYERED_KINDS, LayerStack};
+use crate::index::layered::{Design, LAYERED_KINDS, LayerStack, compressed_band};
 use crate::lsm::key;
 use crate::storage::StorageProfile;
 use crate::{Error, Result};
@@ -300,6 +300,17 @@ fn design(spec: &IndexSpec, xs: &[u64]) -> Result<Design> {
     let eps = epsilon(b);
     match spec.kind.as_str() {
         "pgm" => layered("pgm", &params(&[("epsilon", eps), ("epsilon_rec", 4)]), xs, b),
+        "pgm-cpr" => {
+            // PGM's optimal segments, stored compressed (Zhang G4): one blob
+            // searched by binary search, no recursive layers.
+            let segs = crate::model::optimal_pla(xs, eps);
+            let blob = compressed_band(xs, &segs, eps, 0, f64::INFINITY)?;
+            Ok(Design {
+                layers: vec![blob],
+                models: Some(segs.len() as u64),
+                notes: Value::Null,
+            })
+        }
         "rs" => layered("rs", &params(&[("epsilon", eps), ("radix_bits", 1)]), xs, b),
         "fiting" => layered("fiting-static", &params(&[("epsilon", eps)]), xs, b),
         "gap-zonemap-d" => layered("gap-zonemap-d", &params(&[]), xs, b),

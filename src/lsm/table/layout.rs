@@ -314,6 +314,63 @@ impl Handles {
     }
 }
 
+/// Writes the crc32c of `b[start..end]` at `end` (nothing out of range).
+#[cfg(any(fuzzing, test))]
+fn put_crc(b: &mut [u8], start: u64, end: u64) {
+    let (Ok(s), Ok(e)) = (usize::try_from(start), usize::try_from(end)) else {
+        return;
+    };
+    if let Some(crc) = b.get(s..e).map(crc32c::crc32c) {
+        crate::format::bytes::put_u32(b, e, crc);
+    }
+}
+
+/// Recomputes every checksum of a table image in place, as far as its own
+/// offsets locate them: each data block's (from the block handles), each
+/// section's, the footer's. Lets a fuzzer's mutations reach the decoders
+/// behind the checksums.
+#[cfg(any(fuzzing, test))]
+pub(crate) fn reseal(b: &mut [u8]) {
+    let Some(f) = b.len().checked_sub(FOOTER_LEN).filter(|&f| f >= HEADER_LEN) else {
+        return;
+    };
+    let sections: Vec<(u64, u64)> = (0..4)
+        .map(|i| {
+            (
+                get_u64(b, f + 24 + 16 * i).unwrap_or(0),
+                get_u64(b, f + 32 + 16 * i).unwrap_or(0),
+            )
+        })
+        .collect();
+    if let Some(&(h, _)) = sections.first() {
+        let blocks = usize::try_from(h)
+            .ok()
+            .and_then(|h| get_u32(b, h))
+            .map_or(0, |n| (n as usize).min(b.len() / 8));
+        let offsets_at = h.saturating_add(4 + 4 * (blocks as u64 + 1));
+        let offsets: Vec<u64> = (0..=blocks as u64)
+            .map_while(|i| {
+                usize::try_from(offsets_at + 8 * i)
+                    .ok()
+                    .and_then(|at| get_u64(b, at))
+            })
+            .collect();
+        for w in offsets.windows(2) {
+            if let [start, end] = *w {
+                if start < end && end <= f as u64 {
+                    put_crc(b, start, end - 4);
+                }
+            }
+        }
+    }
+    for (off, len) in sections {
+        if let Some(end) = off.checked_add(len).filter(|&e| e.saturating_add(4) <= f as u64) {
+            put_crc(b, off, end);
+        }
+    }
+    put_crc(b, f as u64, (f + FOOTER_LEN - 8) as u64);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,13 +25,25 @@ mod reader;
 mod tests;
 
 pub use builder::TableBuilder;
+#[cfg(any(fuzzing, test))]
+pub(crate) use layout::reseal;
 pub use reader::{Table, TableIter};
 
 use crate::storage::StorageProfile;
 use crate::{Error, Result};
 
 /// The index kinds a table may carry.
-pub const INDEX_KINDS: &[&str] = &["fp", "pgm", "rs", "rmi", "plr", "fiting", "gap-zonemap-d", "air"];
+pub const INDEX_KINDS: &[&str] = &[
+    "fp",
+    "pgm",
+    "pgm-cpr",
+    "rs",
+    "rmi",
+    "plr",
+    "fiting",
+    "gap-zonemap-d",
+    "air",
+];
 
 /// Largest position boundary.
 pub const MAX_BOUNDARY: usize = 65_536;
@@ -40,8 +52,9 @@ pub const MAX_BOUNDARY: usize = 65_536;
 /// position boundary; the granularity is the table).
 #[derive(Debug, Clone, PartialEq)]
 pub struct IndexSpec {
-    /// One of [`INDEX_KINDS`]: `fp` (fence pointers), `pgm`, `rs`, `rmi`,
-    /// `plr`, `fiting`, `gap-zonemap-d` or `air`.
+    /// One of [`INDEX_KINDS`]: `fp` (fence pointers), `pgm`, `pgm-cpr`
+    /// (PGM's segments compressed), `rs`, `rmi`, `plr`, `fiting`,
+    /// `gap-zonemap-d` or `air`.
     pub kind: String,
     /// Position boundary: the most entries a lookup searches after the
     /// index (for `fp`, entries per fence; for the learned kinds the width of

@@ -85,7 +85,10 @@ fn check(t: &Arc<Table>, es: &Entries, absent: &[Vec<u8>], seed: u64) {
             // claim costs reads, not answers: check it directly).
             let (lo, hi) = t.index_range(&lookup).unwrap();
             let lb = lower_bound(es, &lookup) as u64;
-            assert!(lo <= lb && lb <= hi, "{what}: lower bound {lb} of {lookup:?} not in [{lo}, {hi}]");
+            assert!(
+                lo <= lb && lb <= hi,
+                "{what}: lower bound {lb} of {lookup:?} not in [{lo}, {hi}]"
+            );
         }
     }
     for u in absent {
@@ -296,7 +299,7 @@ fn index_ranges_hold_every_key_within_the_boundary() {
             match *kind {
                 "fp" => assert_eq!(max, b - 1),
                 "gap-zonemap-d" => assert!(max <= b, "{kind} {boundary}: {max}"),
-                "pgm" | "rs" | "plr" | "fiting" => {
+                "pgm" | "pgm-cpr" | "rs" | "plr" | "fiting" => {
                     assert!(max <= b, "{kind} {boundary}: {max}")
                 }
                 "air" => assert!(max <= 2 * b, "{kind} {boundary}: {max}"),
@@ -315,7 +318,7 @@ fn memory_of_fence_pointers_and_pgm_on_fb_like_keys() {
     let dir = MemDirectory::new();
     let es = fb_entries(100_000, 42, 8);
     let mut figures = Vec::new();
-    for kind in ["fp", "pgm", "rs", "rmi", "plr", "fiting", "gap-zonemap-d"] {
+    for kind in INDEX_KINDS {
         let meta = build(&dir, "m.sst", &es, &opts(kind, 16));
         figures.push((kind, meta.index_bytes));
         println!(
@@ -323,11 +326,12 @@ fn memory_of_fence_pointers_and_pgm_on_fb_like_keys() {
             meta.index_bytes, meta.filter_bytes, meta.file_size
         );
     }
-    let fp = figures[0].1;
-    let pgm = figures[1].1;
+    let of = |kind: &str| figures.iter().find(|f| **f.0 == *kind).map_or(0, |f| f.1);
+    let (fp, pgm, cpr) = (of("fp"), of("pgm"), of("pgm-cpr"));
     // 6,250 fences of 16-byte internal keys + offsets, and the block handles.
     assert!(fp > 6_250 * 20, "fp {fp}");
     assert!(pgm * 2 <= fp, "pgm {pgm} vs fp {fp}");
+    assert!(cpr * 5 <= fp, "pgm-cpr {cpr} vs fp {fp}");
 }
 
 #[test]
@@ -438,6 +442,15 @@ fn wrong_build_id_truncation_and_unsorted_adds_are_errors() {
             .is_err()
     );
     assert!(TableBuilder::new(&dir, "k.sst", &opts("btree", 16)).is_err());
+}
+
+#[test]
+fn tables_and_iterators_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<Table>();
+    send::<TableIter>();
+    send::<TableBuilder>();
 }
 
 #[test]
