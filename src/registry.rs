@@ -32,9 +32,11 @@ use crate::index::{BuildOptions, BuildReport, Index, IndexKind, IndexSpec, OpenO
 use crate::storage::Directory;
 
 /// Every kind of this build, in `strata list` order: `index`'s kinds
-/// (`binary`, `btree`, the layered kinds), then `air`, then `db`.
+/// (`binary`, `btree`, the layered kinds), then `air`, then `db`, then `lsm`.
 pub fn standard() -> Registry {
-    crate::tune::registry().with(&crate::db::DbKind)
+    crate::tune::registry()
+        .with(&crate::db::DbKind)
+        .with(&crate::lsm::kind::LsmKind)
 }
 
 /// The kinds of the [`standard`] registry, in order.
@@ -117,6 +119,7 @@ mod tests {
                 "fiting-static",
                 "air",
                 "db",
+                "lsm",
             ]
         );
     }
@@ -129,7 +132,8 @@ mod tests {
         assert!(index.find("air").is_err() && index.find("db").is_err());
         let tune = crate::tune::registry();
         assert!(tune.find("air").is_ok() && tune.find("db").is_err());
-        assert_eq!(tune.kinds().len() + 1, standard().kinds().len());
+        // `db` and `lsm` above it.
+        assert_eq!(tune.kinds().len() + 2, standard().kinds().len());
     }
 
     #[test]

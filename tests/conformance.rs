@@ -211,3 +211,16 @@ fn rs_disk() {
     common::battery("rs-disk:epsilon=16,radix_bits=10");
     common::battery("rs-disk:epsilon=128");
 }
+
+#[test]
+fn lsm() {
+    // Learned (PGM) and fence-pointer tables, background and inline
+    // flushes, a budget small enough that the larger sets span tables.
+    common::battery("lsm:memory=1M");
+    common::battery("lsm:index=fp,boundary=64,memory=256K,background=false");
+}
+
+#[test]
+fn lsm_after_updates_and_reopen() {
+    common::battery_after_updates("lsm:memory=256K,index=rs");
+}

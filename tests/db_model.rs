@@ -409,27 +409,7 @@ fn conformance_battery() {
 
 #[test]
 fn db_kind_after_updates() {
-    use strata::index::{BuildOptions, IndexSpec, OpenOptions};
-    for (name, keys) in common::datasets() {
-        let tmp = tempfile::tempdir().unwrap();
-        let spec: IndexSpec = "db:memory=128K,sync=never".parse().unwrap();
-        let half: Vec<u64> = keys.iter().copied().step_by(2).collect();
-        strata::registry::build(&spec, &half, tmp.path(), &BuildOptions::default()).unwrap();
-        {
-            let idx = strata::registry::open(tmp.path(), &OpenOptions::default()).unwrap();
-            for (i, &k) in keys.iter().enumerate() {
-                let old = idx.insert(k, i as u64).unwrap();
-                assert_eq!(
-                    old.is_some(),
-                    i % 2 == 0,
-                    "{name}: insert of {k} returns the old value"
-                );
-            }
-            idx.sync().unwrap();
-        }
-        let idx = strata::registry::open(tmp.path(), &OpenOptions::default()).unwrap();
-        common::check_against_oracle(idx.as_ref(), &keys, &format!("db after updates on {name}"));
-    }
+    common::battery_after_updates("db:memory=128K,sync=never");
 }
 
 /// The store of `tests/fixtures/db-v1/` (see its README): a bulk load, a few

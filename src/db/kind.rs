@@ -36,6 +36,33 @@ struct KindConfig {
     blind: bool,
 }
 
+/// The `sync` parameter of a store kind: `never` (default), `every` (or
+/// `always`) or a number of milliseconds.
+pub(crate) fn sync_param(params: &Params) -> Result<SyncPolicy> {
+    let sync_text = params.str("sync", "never")?;
+    Ok(match sync_text.as_str() {
+        "never" => SyncPolicy::Never,
+        "every" | "always" => SyncPolicy::Always,
+        ms => {
+            SyncPolicy::EveryMs(ms.parse().map_err(|_| {
+                Error::invalid(format!("sync must be never, every or milliseconds, got {ms:?}"))
+            })?)
+        }
+    })
+}
+
+/// The `insert` parameter of a store kind: `checked` (default, false) or
+/// `blind` (true).
+pub(crate) fn blind_param(params: &Params) -> Result<bool> {
+    match params.str("insert", "checked")?.as_str() {
+        "checked" => Ok(false),
+        "blind" => Ok(true),
+        other => Err(Error::invalid(format!(
+            "insert must be checked or blind, got {other:?}"
+        ))),
+    }
+}
+
 fn config(params: &Params, page_size: usize) -> Result<KindConfig> {
     let memory = params.u64("memory", 64 << 20)?;
     let static_name = params.str("static", "auto")?;
@@ -61,15 +88,7 @@ fn config(params: &Params, page_size: usize) -> Result<KindConfig> {
             )));
         }
     };
-    let sync_text = params.str("sync", "never")?;
-    let sync =
-        match sync_text.as_str() {
-            "never" => SyncPolicy::Never,
-            "every" | "always" => SyncPolicy::Always,
-            ms => SyncPolicy::EveryMs(ms.parse().map_err(|_| {
-                Error::invalid(format!("sync must be never, every or milliseconds, got {ms:?}"))
-            })?),
-        };
+    let sync = sync_param(params)?;
     let background_merge = match params.str("merge", "background")?.as_str() {
         "background" => true,
         "inline" => false,
@@ -79,15 +98,7 @@ fn config(params: &Params, page_size: usize) -> Result<KindConfig> {
             )));
         }
     };
-    let blind = match params.str("insert", "checked")?.as_str() {
-        "checked" => false,
-        "blind" => true,
-        other => {
-            return Err(Error::invalid(format!(
-                "insert must be checked or blind, got {other:?}"
-            )));
-        }
-    };
+    let blind = blind_param(params)?;
     let opts = Options {
         sync,
         memory_budget: memory,

@@ -76,6 +76,7 @@ use serde::Serialize;
 
 pub use crate::log::wal_id;
 pub use kind::DbKind;
+pub(crate) use kind::{blind_param, sync_param};
 pub use manifest::{DB_MANIFEST_FILE, DbManifest};
 pub(crate) use memtable::{MemTable, Slot};
 pub use options::{MergeTrigger, Options};

@@ -134,6 +134,21 @@ pub trait IndexKind: Send + Sync {
         io: IoContext,
         opts: &OpenOptions,
     ) -> Result<Box<dyn Index>>;
+    /// [`build`](IndexKind::build) for a kind that needs a shared handle on
+    /// its directory (a store opened with `open_in`): what
+    /// [`Registry::build_in`] calls for kinds whose
+    /// [`dir_lock`](IndexKind::dir_lock) is `None`. The default calls
+    /// [`build`](IndexKind::build).
+    fn build_shared(
+        &self,
+        params: &Params,
+        records: Records<'_>,
+        dir: Arc<dyn Directory>,
+        opts: &BuildOptions,
+        build_id: u64,
+    ) -> Result<(Vec<String>, Value)> {
+        self.build(params, records, dir.as_ref(), opts, build_id)
+    }
     /// The directory lock [`Registry::open`] holds while an index of this
     /// kind is open: [`LockMode::Shared`] for static kinds (the default),
     /// [`LockMode::Exclusive`] for kinds updated in place, `None` for a kind
@@ -464,8 +479,11 @@ impl Registry {
         // The kind's files, then the manifest (last, so a half-built
         // directory has none), into `into`.
         let build_id = super::new_build_id();
-        let write = |into: &dyn Directory| -> Result<(Manifest, f64)> {
-            let (files, description) = kind.build(&params, records, into, opts, build_id)?;
+        let write = |into: &dyn Directory, shared: Option<&Arc<dyn Directory>>| -> Result<(Manifest, f64)> {
+            let (files, description) = match shared {
+                Some(d) => kind.build_shared(&params, records, d.clone(), opts, build_id)?,
+                None => kind.build(&params, records, into, opts, build_id)?,
+            };
             params.finish(kind.name())?;
             let build_s = t0.elapsed().as_secs_f64();
             let mut m = Manifest::new(kind.name(), params.resolved(), keys.len() as u64, opts.page_size);
@@ -480,7 +498,7 @@ impl Registry {
             let staging = Staging { dir: dir.as_ref() };
             // Leftovers of a build that crashed.
             staging.clear()?;
-            match write(&staging) {
+            match write(&staging, None) {
                 Ok(r) => {
                     staging.publish()?;
                     r
@@ -497,7 +515,7 @@ impl Registry {
                 dir.remove(super::MANIFEST_FILE)?;
                 dir.sync_dir()?;
             }
-            write(dir.as_ref())?
+            write(dir.as_ref(), Some(&dir))?
         };
         let idx = self.open_in(dir, &OpenOptions::default())?;
         let st = idx.stats()?;

@@ -38,6 +38,7 @@
 mod compaction;
 mod iter;
 pub mod key;
+pub mod kind;
 mod manifest;
 mod memtable;
 mod open;

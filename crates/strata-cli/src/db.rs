@@ -81,15 +81,8 @@ enum DbCmd {
     Stress {
         #[command(flatten)]
         store: StoreArgs,
-        /// Number of writes.
-        #[arg(long, default_value_t = 100_000)]
-        ops: u64,
-        /// Random seed.
-        #[arg(long, default_value_t = 1)]
-        seed: u64,
-        /// Keys are drawn from [0, keys).
-        #[arg(long, default_value_t = 100_000)]
-        keys: u64,
+        #[command(flatten)]
+        stress: StressArgs,
     },
     /// Print the store's statistics as JSON.
     Stats {
@@ -98,19 +91,41 @@ enum DbCmd {
     },
 }
 
-fn options(s: &StoreArgs) -> Result<Options> {
-    let memory = strata::index::parse_size(&s.memory)
-        .ok_or_else(|| Error::invalid(format!("--memory must be a size such as 64M, got {:?}", s.memory)))?;
-    let sync = match s.sync.as_str() {
+/// The options of `db stress` and `lsm stress`.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct StressArgs {
+    /// Number of writes.
+    #[arg(long, default_value_t = 100_000)]
+    pub(crate) ops: u64,
+    /// Random seed.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+    /// Number of distinct keys the writes draw from.
+    #[arg(long, default_value_t = 100_000)]
+    pub(crate) keys: u64,
+}
+
+/// The value of `--memory`: a size such as `64M`.
+pub(crate) fn memory_arg(memory: &str) -> Result<u64> {
+    strata::index::parse_size(memory)
+        .ok_or_else(|| Error::invalid(format!("--memory must be a size such as 64M, got {memory:?}")))
+}
+
+/// The value of `--sync`: `every` (or `always`), `never` or milliseconds.
+pub(crate) fn sync_arg(sync: &str) -> Result<SyncPolicy> {
+    Ok(match sync {
         "every" | "always" => SyncPolicy::Always,
         "never" => SyncPolicy::Never,
         ms => SyncPolicy::EveryMs(ms.parse().map_err(|_| {
             Error::invalid(format!("--sync must be every, never or milliseconds, got {ms:?}"))
         })?),
-    };
+    })
+}
+
+fn options(s: &StoreArgs) -> Result<Options> {
     Ok(Options {
-        memory_budget: memory,
-        sync,
+        memory_budget: memory_arg(&s.memory)?,
+        sync: sync_arg(&s.sync)?,
         ..Options::default()
     })
 }
@@ -125,7 +140,9 @@ fn read_only(s: &StoreArgs) -> Result<Options> {
     })
 }
 
-fn out(line: std::fmt::Arguments<'_>) -> Result<()> {
+/// Prints `line` and a newline to stdout, flushed (so a kill loses no
+/// printed line).
+pub(crate) fn out(line: std::fmt::Arguments<'_>) -> Result<()> {
     let mut o = std::io::stdout().lock();
     o.write_fmt(line)
         .and_then(|_| o.write_all(b"\n"))
@@ -210,9 +227,7 @@ pub fn run(a: DbArgs, quiet: bool) -> Result<()> {
         }
         DbCmd::Stress {
             store,
-            ops,
-            seed,
-            keys,
+            stress: StressArgs { ops, seed, keys },
         } => {
             if keys == 0 {
                 return Err(Error::invalid("--keys must be positive"));

@@ -4,6 +4,7 @@
 mod db;
 mod demo;
 mod kvbench;
+mod lsm;
 mod tune;
 
 use std::io::{IsTerminal, Write};
@@ -61,6 +62,9 @@ enum Cmd {
     Analyze(AnalyzeArgs),
     /// The durable hybrid store: load, get, put, delete, scan, stress, stats.
     Db(db::DbArgs),
+    /// The LSM store of byte-string keys and values: load, put, get, delete,
+    /// scan, stats, compact, verify, stress.
+    Lsm(lsm::LsmArgs),
     /// List the index kinds, distributions, workloads and storage profiles.
     List,
     /// Tune the layers of an index for a storage profile (AirTune) and build it.
@@ -269,6 +273,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Demo(a) => demo::run(a, quiet),
         Cmd::Analyze(a) => analyze(a, quiet),
         Cmd::Db(a) => db::run(a, quiet),
+        Cmd::Lsm(a) => lsm::run(a, quiet),
         Cmd::List => list(),
         Cmd::Tune(a) => tune::run(a, quiet),
         Cmd::Kvbench(a) => kvbench::run(a, quiet),

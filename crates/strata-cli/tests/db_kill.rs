@@ -3,8 +3,9 @@
 //! the acceptance run of 200 kills (`STRATA_KILLS=N` sets another count); CI
 //! runs a handful.
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -37,11 +38,7 @@ fn parse(line: &str) -> Option<(bool, Write)> {
 
 #[test]
 fn kill_nine_never_loses_an_acknowledged_write() {
-    let full = std::env::var("STRATA_FULL").is_ok_and(|v| v == "1");
-    let kills: usize = std::env::var("STRATA_KILLS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(if full { 200 } else { 6 });
+    let kills = common::kills(6);
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("store");
     let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(42);
@@ -69,35 +66,15 @@ fn kill_nine_never_loses_an_acknowledged_write() {
     let mut merges_seen = warm_generation;
     let (mut acked, mut in_flight_rounds, mut in_flight_landed) = (0u64, 0u64, 0u64);
     for round in 0..kills {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_strata"))
-            .args(["db", "stress"])
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_strata"));
+        cmd.args(["db", "stress"])
             .arg(&dir)
             .args([
                 "--ops", "1000000", "--keys", "2000", "--memory", "32K", "--sync", "every",
             ])
-            .args(["--seed", &(round as u64 + 1).to_string()])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let reader = std::thread::spawn(move || {
-            // Only whole lines count: a line cut by the kill is not an ack.
-            let mut r = BufReader::new(stdout);
-            let mut lines = Vec::new();
-            let mut buf = Vec::new();
-            while r.read_until(b'\n', &mut buf).unwrap_or(0) > 0 {
-                if buf.last() == Some(&b'\n') {
-                    lines.push(String::from_utf8_lossy(&buf).trim_end().to_string());
-                }
-                buf.clear();
-            }
-            lines
-        });
-        std::thread::sleep(Duration::from_millis(rng.random_range(50..600)));
-        child.kill().unwrap(); // SIGKILL
-        let status = child.wait().unwrap();
-        let lines = reader.join().unwrap();
+            .args(["--seed", &(round as u64 + 1).to_string()]);
+        let after = Duration::from_millis(rng.random_range(50..600));
+        let (status, lines) = common::run_and_kill(cmd, after);
         if status.success() {
             panic!("round {round}: stress finished before the kill");
         }

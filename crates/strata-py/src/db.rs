@@ -17,14 +17,14 @@ use crate::errors::{Detach, IntoPyResult, InvalidInputError};
 use crate::index::{key_slice, lookup_many, records_array, u64_array, values_and_found};
 
 /// A byte count from Python: an int, or a string with a unit (`"64M"`).
-fn size_param(name: &str, v: &Bound<'_, PyAny>) -> PyResult<u64> {
+pub(crate) fn size_param(name: &str, v: &Bound<'_, PyAny>) -> PyResult<u64> {
     let mut map = serde_json::Map::new();
     map.insert(name.to_string(), py_to_param(name, v)?);
     Params::from_map(map).u64(name, 0).py()
 }
 
 /// `"always"`, `"never"` or a number of milliseconds (int).
-fn sync_policy(v: &Bound<'_, PyAny>) -> PyResult<SyncPolicy> {
+pub(crate) fn sync_policy(v: &Bound<'_, PyAny>) -> PyResult<SyncPolicy> {
     if let Ok(s) = v.extract::<String>() {
         return match s.as_str() {
             "always" | "every" => Ok(SyncPolicy::Always),

@@ -10,6 +10,7 @@
 //! | `data.rs` | `gen`, `read_keys`, `write_keys`, `dists` |
 //! | `index.rs` | `Index`, `build`, `open` |
 //! | `db.rs` | `Db` (the hybrid store `strata::Db`) |
+//! | `lsm.rs` | `LsmStore` (the LSM store `strata::lsm::Store`) |
 //! | `bench.rs` | `bench`, `workloads`, `peers` |
 //! | `tune.rs` | `tune` (AirTune) |
 //! | this file | `kinds`, `profiles`, `__version__` |
@@ -26,6 +27,7 @@ mod data;
 mod db;
 mod errors;
 mod index;
+mod lsm;
 mod tune;
 
 use pyo3::prelude::*;
@@ -56,6 +58,7 @@ fn _strata(m: &Bound<'_, PyModule>) -> PyResult<()> {
     data::register(m)?;
     index::register(m)?;
     db::register(m)?;
+    lsm::register(m)?;
     bench::register(m)?;
     tune::register(m)?;
     m.add_function(wrap_pyfunction!(kinds, m)?)?;

@@ -1,0 +1,407 @@
+//! The index kind `lsm`: the LSM store behind the [`Index`] trait, so the CLI
+//! and the benchmark runner treat it like every other kind. Keys and values
+//! are `u64`s stored as 8-byte big-endian byte strings (big-endian keeps the
+//! byte order of the store equal to the numeric order of the keys). Building
+//! it writes the records in write batches and flushes them to tables.
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::{Options, Store, StoreIter, WriteBatch};
+use crate::index::{
+    BuildOptions, Cursor, Index, IndexKind, IndexStats, Manifest, OpenOptions, Params, Record, Records,
+};
+use crate::log::SyncPolicy;
+use crate::storage::{Directory, IoContext, IoStats};
+use crate::{Error, Result};
+
+/// Records per write batch while a build loads the store.
+const BUILD_BATCH: usize = 4096;
+
+/// The `lsm` kind. Parameters:
+/// - `index`: the SSTable index, `fp` or a learned kind (`pgm`, `rs`, `rmi`,
+///   `plr`, `fiting`, `gap-zonemap-d`, `air`; default `pgm`);
+/// - `boundary`: the position boundary of that index (default 16);
+/// - `memory`: the store's total memory budget (`1M`, `64M`, ...; default
+///   64M), split by [`Options::parse_spec`] into memtables, block cache,
+///   index and filter;
+/// - `sync`: `never` (default: the [`Index`] contract — durable at
+///   [`Index::sync`]), `every` (or `always`) or a number of milliseconds,
+///   as for `db`;
+/// - `background`: flushes and compactions on a background thread (`true`,
+///   default) or inline in the writer (`false`);
+/// - `bloom`: Bloom filter bits per key (default: the table default, 10);
+/// - `insert`: `checked` (default: [`Index::insert`] reads the old value, as
+///   the trait promises) or `blind` (a plain [`Store::put`] returning `None`:
+///   valid only for workloads whose inserts are new keys).
+#[derive(Debug)]
+pub struct LsmKind;
+
+/// The store options and the insert mode a spec asks for.
+struct KindConfig {
+    opts: Options,
+    blind: bool,
+}
+
+/// Reads every parameter of the kind from `params` (so that
+/// [`Params::finish`] knows them all) and checks them.
+fn config(params: &Params) -> Result<KindConfig> {
+    let index = params.str("index", "pgm")?;
+    let boundary = params.u64("boundary", 16)?;
+    let memory = params.u64("memory", 64 << 20)?;
+    let mut opts = Options::parse_spec(&format!("index={index},boundary={boundary},memory={memory}"))?;
+    opts.sync = crate::db::sync_param(params)?;
+    opts.background = params.bool("background", true)?;
+    let bloom = params.u64("bloom", u64::from(opts.table.bloom_bits_per_key))?;
+    opts.table.bloom_bits_per_key = u32::try_from(bloom)
+        .ok()
+        .filter(|&b| b <= 64)
+        .ok_or_else(|| Error::invalid(format!("bloom must be 0..=64 bits per key, got {bloom}")))?;
+    let blind = crate::db::blind_param(params)?;
+    Ok(KindConfig { opts, blind })
+}
+
+/// The 8-byte big-endian key of `key`.
+fn encode(key: u64) -> [u8; 8] {
+    key.to_be_bytes()
+}
+
+/// The `u64` an 8-byte big-endian key or value holds; anything else is
+/// [`Error::Corruption`] (a store this kind did not write).
+fn decode(bytes: &[u8], what: &str) -> Result<u64> {
+    let b: [u8; 8] = bytes.try_into().map_err(|_| {
+        Error::corruption(
+            "lsm store",
+            0,
+            format!("a {what} of the lsm kind is 8 bytes, found {} bytes", bytes.len()),
+        )
+    })?;
+    Ok(u64::from_be_bytes(b))
+}
+
+impl IndexKind for LsmKind {
+    fn name(&self) -> &'static str {
+        "lsm"
+    }
+
+    fn summary(&self) -> &'static str {
+        "LSM-tree store (Liu et al.): WAL + memtable + leveled SSTables with learned indexes; \
+         u64 keys big-endian; `memory` = total budget"
+    }
+
+    /// The store takes its own lock ([`Store::open_in`]).
+    fn dir_lock(&self) -> Option<crate::storage::LockMode> {
+        None
+    }
+
+    /// Reads and checks the parameters without opening a store.
+    fn check_params(&self, params: &Params, _opts: &BuildOptions) -> Result<()> {
+        let probe = params.clone();
+        config(&probe)?;
+        probe.finish(self.name())
+    }
+
+    /// Needs a shared directory handle: see [`IndexKind::build_shared`].
+    fn build(
+        &self,
+        _params: &Params,
+        _records: Records<'_>,
+        _dir: &dyn Directory,
+        _opts: &BuildOptions,
+        _build_id: u64,
+    ) -> Result<(Vec<String>, Value)> {
+        Err(Error::Unsupported(
+            "the lsm kind builds through a shared directory handle (build_shared)".into(),
+        ))
+    }
+
+    /// Opens (creates) the store in `dir`, writes the records in batches of
+    /// 4,096, flushes them to tables and closes the store. The
+    /// tables draw build ids of their own (the store's manifest records
+    /// them).
+    fn build_shared(
+        &self,
+        params: &Params,
+        records: Records<'_>,
+        dir: Arc<dyn Directory>,
+        _opts: &BuildOptions,
+        _build_id: u64,
+    ) -> Result<(Vec<String>, Value)> {
+        let cfg = config(params)?;
+        // The load is made durable by the flush and the close; syncing the
+        // log per batch would only slow it down.
+        let opts = Options {
+            sync: SyncPolicy::Never,
+            ..cfg.opts
+        };
+        let store = Store::open_in(dir.clone(), opts)?;
+        let mut batch = WriteBatch::new();
+        for (k, v) in records.iter() {
+            batch.put(&encode(k), &encode(v));
+            if batch.len() >= BUILD_BATCH {
+                store.write_batch(&batch)?;
+                batch.clear();
+            }
+        }
+        if !batch.is_empty() {
+            store.write_batch(&batch)?;
+        }
+        store.flush()?;
+        let levels: Vec<u64> = store.stats().levels.iter().map(|l| l.files).collect();
+        store.close()?;
+        let files: Vec<String> = dir
+            .list()?
+            .into_iter()
+            .filter(|n| n != crate::index::MANIFEST_FILE && n != crate::storage::LOCK_FILE)
+            .collect();
+        Ok((files, json!({ "level_files": levels })))
+    }
+
+    fn open(
+        &self,
+        manifest: &Manifest,
+        dir: Arc<dyn Directory>,
+        // The store reads through counters and a block cache of its own.
+        _io: IoContext,
+        _opts: &OpenOptions,
+    ) -> Result<Box<dyn Index>> {
+        let params = Params::from_map(manifest.config.clone());
+        let cfg = config(&params)?;
+        let store = Store::open_in(dir, cfg.opts)?;
+        Ok(Box::new(LsmIndex {
+            store,
+            blind: cfg.blind,
+        }))
+    }
+}
+
+/// A store as an [`Index`].
+#[derive(Debug)]
+pub(super) struct LsmIndex {
+    store: Store,
+    blind: bool,
+}
+
+impl LsmIndex {
+    /// Live records, by a full scan.
+    fn count(&self) -> Result<u64> {
+        let mut it = self.store.iter()?;
+        it.seek_to_first()?;
+        let mut n = 0;
+        while it.valid() {
+            n += 1;
+            it.next()?;
+        }
+        Ok(n)
+    }
+}
+
+impl Index for LsmIndex {
+    fn kind(&self) -> &str {
+        "lsm"
+    }
+
+    /// Exact: a full scan of the store (0 if it fails).
+    fn len(&self) -> u64 {
+        self.count().unwrap_or(0)
+    }
+
+    fn get(&self, key: u64) -> Result<Option<u64>> {
+        self.store
+            .get(&encode(key))?
+            .map(|v| decode(&v, "value"))
+            .transpose()
+    }
+
+    fn lower_bound(&self, key: u64) -> Result<Option<Record>> {
+        let mut c = LsmCursor {
+            store: &self.store,
+            iter: None,
+        };
+        c.seek(key)?;
+        c.next()
+    }
+
+    /// Over [`Store::iter`]: each seek repositions one iterator (the store's
+    /// version when the cursor first read).
+    fn cursor(&self) -> Result<Box<dyn Cursor + '_>> {
+        Ok(Box::new(LsmCursor {
+            store: &self.store,
+            iter: None,
+        }))
+    }
+
+    fn supports_updates(&self) -> bool {
+        true
+    }
+
+    fn insert(&self, key: u64, value: u64) -> Result<Option<u64>> {
+        let old = if self.blind { None } else { self.get(key)? };
+        self.store.put(&encode(key), &encode(value))?;
+        Ok(old)
+    }
+
+    fn delete(&self, key: u64) -> Result<bool> {
+        let old = self.get(key)?;
+        self.store.delete(&encode(key))?;
+        Ok(old.is_some())
+    }
+
+    /// [`Store::sync`]: every earlier write is durable on return, whatever
+    /// the sync mode.
+    fn sync(&self) -> Result<()> {
+        self.store.sync()
+    }
+
+    /// `memory_bytes`: memtables + block cache held + index + filter
+    /// ([`StoreStats::memory_bytes`](super::StoreStats::memory_bytes));
+    /// `n`: entries in tables (every version and tombstone counted, the
+    /// memtables not: exact after a build; [`Index::len`] is exact).
+    fn stats(&self) -> Result<IndexStats> {
+        let s = self.store.stats();
+        let mut st = IndexStats {
+            kind: "lsm".into(),
+            n: s.levels.iter().map(|l| l.entries).sum(),
+            memory_bytes: s.memory_bytes(),
+            // Tables, log segments, manifests: every file of the directory.
+            disk_bytes: self.store.inner.dir.total_bytes()?,
+            models: None,
+            height: Some(u32::try_from(s.levels.iter().filter(|l| l.files > 0).count()).unwrap_or(u32::MAX)),
+            ..Default::default()
+        };
+        st.extra.insert(
+            "lsm".into(),
+            serde_json::to_value(&s).map_err(|e| Error::invalid(e.to_string()))?,
+        );
+        Ok(st)
+    }
+
+    /// [`Store::verify`]; returns the table bytes checked, in 4 KiB pages.
+    fn verify(&self, progress: &mut dyn FnMut(u64)) -> Result<u64> {
+        let pages = self.store.verify()?.bytes.div_ceil(4096);
+        progress(pages);
+        Ok(pages)
+    }
+
+    /// The counters every table read of the store goes through.
+    fn io(&self) -> &Arc<IoStats> {
+        &self.store.inner.io.stats
+    }
+}
+
+/// A [`Cursor`] over a store's iterator.
+struct LsmCursor<'a> {
+    store: &'a Store,
+    /// `None` until the first seek or read (then as after `seek(0)`).
+    iter: Option<StoreIter>,
+}
+
+impl LsmCursor<'_> {
+    fn iter(&mut self) -> Result<&mut StoreIter> {
+        if self.iter.is_none() {
+            let mut it = self.store.iter()?;
+            it.seek_to_first()?;
+            self.iter = Some(it);
+        }
+        self.iter
+            .as_mut()
+            .ok_or_else(|| Error::invalid("lsm cursor has no iterator"))
+    }
+}
+
+impl Cursor for LsmCursor<'_> {
+    fn seek(&mut self, key: u64) -> Result<()> {
+        match &mut self.iter {
+            Some(it) => it.seek(&encode(key)),
+            None => {
+                let mut it = self.store.iter()?;
+                it.seek(&encode(key))?;
+                self.iter = Some(it);
+                Ok(())
+            }
+        }
+    }
+
+    fn next(&mut self) -> Result<Option<Record>> {
+        let it = self.iter()?;
+        if !it.valid() {
+            return Ok(None);
+        }
+        let rec = (decode(it.key(), "key")?, decode(it.value(), "value")?);
+        it.next()?;
+        Ok(Some(rec))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::{IndexSpec, Registry};
+    use crate::storage::MemDirectory;
+
+    /// A registry of this kind alone (the standard one is a rung above).
+    fn registry() -> Registry {
+        Registry::new(vec![&LsmKind])
+    }
+
+    fn build(spec: &str, keys: &[u64]) -> Box<dyn Index> {
+        let dir: Arc<dyn Directory> = Arc::new(MemDirectory::new());
+        let s: IndexSpec = spec.parse().unwrap();
+        registry()
+            .build_in(&s, Records::ranked(keys), dir.clone(), &BuildOptions::default())
+            .unwrap();
+        registry().open_in(dir, &OpenOptions::default()).unwrap()
+    }
+
+    #[test]
+    fn keys_are_big_endian_so_byte_order_is_numeric_order() {
+        // Little-endian keys would put 256 (00 01 ..) before 1 (01 00 ..).
+        let keys = [1u64, 255, 256, 65_536, 1 << 40, u64::MAX];
+        let idx = build("lsm:memory=1M,background=false", &keys);
+        let mut out = Vec::new();
+        idx.scan(0, 10, &mut out).unwrap();
+        let want: Vec<Record> = keys.iter().enumerate().map(|(i, &k)| (k, i as u64)).collect();
+        assert_eq!(out, want);
+        assert_eq!(idx.lower_bound(2).unwrap(), Some((255, 1)));
+        assert_eq!(idx.lower_bound(257).unwrap(), Some((65_536, 3)));
+        assert_eq!(idx.get(u64::MAX).unwrap(), Some(5));
+        assert_eq!(idx.len(), 6);
+    }
+
+    #[test]
+    fn updates_return_the_old_value_and_deletes_whether_present() {
+        let idx = build("lsm:memory=1M,background=false", &[10, 20, 30]);
+        assert_eq!(idx.insert(20, 7).unwrap(), Some(1));
+        assert_eq!(idx.insert(25, 8).unwrap(), None);
+        assert!(idx.delete(10).unwrap());
+        assert!(!idx.delete(11).unwrap());
+        idx.sync().unwrap();
+        let mut out = Vec::new();
+        idx.scan(0, 10, &mut out).unwrap();
+        assert_eq!(out, vec![(20, 7), (25, 8), (30, 2)]);
+    }
+
+    #[test]
+    fn bad_parameters_are_refused_before_any_write() {
+        let opts = BuildOptions::default();
+        for s in [
+            "lsm:sync=sometimes",
+            "lsm:insert=maybe",
+            "lsm:bloom=1000",
+            "lsm:bogus=1",
+        ] {
+            let spec: IndexSpec = s.parse().unwrap();
+            assert!(registry().check_spec(&spec, &opts).is_err(), "{s}");
+        }
+        let spec: IndexSpec = "lsm:index=fp,boundary=64,memory=4M,sync=always".parse().unwrap();
+        registry().check_spec(&spec, &opts).unwrap();
+    }
+
+    #[test]
+    fn a_value_that_is_not_8_bytes_is_corruption_not_a_panic() {
+        assert!(decode(&[1, 2, 3], "value").unwrap_err().is_corruption());
+        assert_eq!(decode(&[0, 0, 0, 0, 0, 0, 1, 0], "key").unwrap(), 256);
+    }
+}
