@@ -179,6 +179,18 @@ mod tests {
         }
     }
 
+    /// Fuzz regression 1 (target `sstable`): a block handle ending before
+    /// byte 4 made the checksum repair subtract with overflow.
+    #[test]
+    fn sstable_regression_1_short_block_handle() {
+        let hex = "53545241544153530100005354524154415353010010086b65793000000000000010086a6579c730303030000000000000640100000000000000000709083700000000000063010100000000000000060a083134000000000000620102001e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e000000000000060a00000000000000000000000000000000000000000000000002000000000000000000000000000000000000003030300000000000cfcfcfcfcfcfcfcfcfcfcfcfcfcfcfcfcfcfcfcfcf00";
+        let bytes: Vec<u8> = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect();
+        assert!(sstable_open(&bytes).is_err());
+    }
+
     #[test]
     fn seeds_round_trip() {
         let packed = bitpack_encode(&[5, -3, 1 << 40, 0]);
