@@ -275,7 +275,7 @@ impl Handles {
         let increasing = firsts.windows(2).all(|w| matches!(w, [a, b] if a < b))
             && offsets
                 .windows(2)
-                .all(|w| matches!(w, [a, b] if a + super::block::TRAILER as u64 <= *b));
+                .all(|w| matches!(w, [a, b] if a.checked_add(super::block::TRAILER as u64).is_some_and(|x| x <= *b)));
         let ends = firsts.first() == Some(&0)
             && firsts.last().map(|&l| u64::from(l)) == Some(entries)
             && offsets.first() == Some(&(HEADER_LEN as u64))
