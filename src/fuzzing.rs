@@ -179,6 +179,33 @@ mod tests {
         }
     }
 
+    fn unhex(hex: &str) -> Vec<u8> {
+        (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    /// Fuzz regression 2 (target `sstable`): a block offset near
+    /// `u64::MAX` overflowed the handles' order check (`Handles::decode`).
+    #[test]
+    fn sstable_regression_2_block_offset_overflow() {
+        let mut t = sstable_seed("fp", 120).unwrap();
+        let f = t.len() - 96;
+        let h = u64::from_le_bytes(t[f + 24..f + 32].try_into().unwrap()) as usize;
+        let blocks = u32::from_le_bytes(t[h..h + 4].try_into().unwrap()) as usize;
+        let second = h + 4 + 4 * (blocks + 1) + 8;
+        t[second..second + 8].copy_from_slice(&(u64::MAX - 2).to_le_bytes());
+        assert!(sstable_open(&t).is_err());
+    }
+
+    /// Fuzz regression 1 (target `sstable`): a block handle ending before
+    /// byte 4 made the checksum repair subtract with overflow.
+    #[test]
+    fn sstable_regression_1_short_block_handle() {
+        assert!(sstable_open(&unhex("53545241544153530100005354524154415353010010086b65793000000000000010086a6579c730303030000000000000640100000000000000000709083700000000000063010100000000000000060a083134000000000000620102001e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e1e000000000000060a00000000000000000000000000000000000000000000000002000000000000000000000000000000000000003030300000000000cfcfcfcfcfcfcfcfcfcfcfcfcfcfcfcfcfcfcfcfcf00")).is_err());
+    }
+
     #[test]
     fn seeds_round_trip() {
         let packed = bitpack_encode(&[5, -3, 1 << 40, 0]);

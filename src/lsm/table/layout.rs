@@ -275,7 +275,7 @@ impl Handles {
         let increasing = firsts.windows(2).all(|w| matches!(w, [a, b] if a < b))
             && offsets
                 .windows(2)
-                .all(|w| matches!(w, [a, b] if a + super::block::TRAILER as u64 <= *b));
+                .all(|w| matches!(w, [a, b] if a.checked_add(super::block::TRAILER as u64).is_some_and(|x| x <= *b)));
         let ends = firsts.first() == Some(&0)
             && firsts.last().map(|&l| u64::from(l)) == Some(entries)
             && offsets.first() == Some(&(HEADER_LEN as u64))
@@ -350,15 +350,15 @@ pub(crate) fn reseal(b: &mut [u8]) {
         let offsets_at = h.saturating_add(4 + 4 * (blocks as u64 + 1));
         let offsets: Vec<u64> = (0..=blocks as u64)
             .map_while(|i| {
-                usize::try_from(offsets_at + 8 * i)
+                usize::try_from(offsets_at.saturating_add(8 * i))
                     .ok()
                     .and_then(|at| get_u64(b, at))
             })
             .collect();
         for w in offsets.windows(2) {
             if let [start, end] = *w {
-                if start < end && end <= f as u64 {
-                    put_crc(b, start, end - 4);
+                if let Some(crc_at) = end.checked_sub(4).filter(|&c| start <= c && end <= f as u64) {
+                    put_crc(b, start, crc_at);
                 }
             }
         }
