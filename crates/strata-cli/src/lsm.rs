@@ -30,7 +30,7 @@ struct StoreArgs {
     /// missing; get, scan, stats and verify open an existing store
     /// read-only).
     dir: PathBuf,
-    /// Index of the tables the store writes: fp, pgm, rs, rmi, plr, fiting,
+    /// Index of the tables the store writes: fp, pgm, pgm-cpr, rs, rmi, plr, fiting,
     /// gap-zonemap-d or air (tables written before keep theirs).
     #[arg(long, default_value = "pgm")]
     index: String,
