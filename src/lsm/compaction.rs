@@ -80,11 +80,17 @@ impl Store {
             .unwrap_or(1);
         for level in 0..=deepest {
             let v = inner.version.load_full();
-            let inputs: Vec<Arc<TableFile>> = v
-                .levels
-                .get(level)
-                .map(|f| f.iter().filter(|t| overlaps(t)).cloned().collect())
-                .unwrap_or_default();
+            // L0 tables overlap one another: moving some of them down while
+            // an older one that shares keys with them stays in L0 would let
+            // a lookup (L0 before L1) meet the older version first. So L0 is
+            // compacted whole once any of its tables meets the range (as
+            // `pick` does).
+            let files = v.levels.get(level).map(Vec::as_slice).unwrap_or_default();
+            let inputs: Vec<Arc<TableFile>> = if level == 0 && files.iter().any(|t| overlaps(t)) {
+                files.to_vec()
+            } else {
+                files.iter().filter(|t| overlaps(t)).cloned().collect()
+            };
             if inputs.is_empty() {
                 continue;
             }
