@@ -273,4 +273,32 @@ mod tests {
         assert!(old.check_build_id("data.run", 0).is_ok());
         assert!(old.check_build_id("data.run", 12).unwrap_err().is_corruption());
     }
+
+    /// Fuzz regression (target `index_manifest`, 1,087,713 executions in):
+    /// a float in the description reparsed to a neighbouring f64
+    /// (`1.8888888888888892e+100` → `1.888888888888889e+100`), so a stored
+    /// and reloaded manifest was not the one written. serde_json's
+    /// `float_roundtrip` feature makes parsing exact.
+    #[test]
+    fn fuzz_regression_description_float_round_trips_exactly() {
+        let fill = format!("1{}00", "8".repeat(98));
+        let text = format!(
+            "{{\"magic\":\"strata-index\",\"format_version\":1,\"kind\":\"btree\",\"config\":{{}},\
+             \"n\":300,\"page_size\":4096,\"files\":[\"b.run\"],\"build_s\":5.000582303,\
+             \"description\":{{\"fanout\":256,\"fill\":{fill},\"leaves\":2}},\"strata_version\":\"0.1.0\"}}"
+        );
+        let dir = MemDirectory::new();
+        dir.create(MANIFEST_FILE)
+            .unwrap()
+            .write_at(0, text.as_bytes())
+            .unwrap();
+        let m = Manifest::load(&dir).unwrap();
+        let again = MemDirectory::new();
+        m.store(&again).unwrap();
+        let m2 = Manifest::load(&again).unwrap();
+        assert_eq!(
+            serde_json::to_string(&m2).unwrap(),
+            serde_json::to_string(&m).unwrap()
+        );
+    }
 }
