@@ -320,11 +320,11 @@ impl Inner {
                 frozen.pop();
             }
             let levels = cur.edited_levels(&[], &[(0, file)]);
-            self.version.store(Arc::new(Version {
+            self.set_version(Version {
                 active: cur.active.clone(),
                 frozen,
                 levels,
-            }));
+            });
             self.state_cv.notify_all();
         }
         for id in old_first..new_first {
@@ -500,7 +500,7 @@ impl Inner {
             levels: cur.edited_levels(remove, &add),
         };
         next.check_levels()?;
-        self.version.store(Arc::new(next));
+        self.set_version(next);
         if let Some(p) = st.compact_pointer.get_mut(level) {
             *p = largest_input;
         }

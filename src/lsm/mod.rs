@@ -305,7 +305,42 @@ impl Inner {
     fn check_writable(&self) -> Result<()> {
         self.health.check_writable(self.dir.as_ref(), self.opts.read_only)
     }
+
+    /// Swaps in `v` and refits the block cache to it.
+    fn set_version(&self, v: Version) {
+        self.version.store(Arc::new(v));
+        self.fit_cache();
+    }
+
+    /// Sizes the block cache to what the budget leaves: the memory budget
+    /// less a full active memtable, the frozen memtables, and the resident
+    /// indexes and filters of every table, at most
+    /// [`Options::block_cache_bytes`] and at least [`MIN_CACHE_BYTES`] (or
+    /// the configured size, if smaller). So memtables + cache + indexes +
+    /// filters stay within [`Options::memory_bytes`] whenever the indexes
+    /// and filters alone leave room for the floor; `stats()` shows it.
+    fn fit_cache(&self) {
+        let Some(cache) = &self.cache else { return };
+        let v = self.version.load();
+        let mut used = self.opts.write_buffer_bytes;
+        used += v.frozen.iter().map(|f| f.mem.memory_bytes()).sum::<u64>();
+        for t in v.levels.iter().flatten() {
+            let m = t.table.memory();
+            used += m.index_bytes + m.filter_bytes;
+        }
+        let ceiling = self.opts.block_cache_bytes;
+        let bytes = self
+            .opts
+            .memory_bytes
+            .saturating_sub(used)
+            .clamp(MIN_CACHE_BYTES.min(ceiling), ceiling);
+        cache.resize(usize::try_from(bytes / options::CACHE_PAGE as u64).unwrap_or(usize::MAX));
+    }
 }
+
+/// The block cache is never shrunk below this (256 KiB), so that a store
+/// whose indexes and filters outgrow its budget still caches a few blocks.
+pub const MIN_CACHE_BYTES: u64 = 256 << 10;
 
 #[cfg(test)]
 mod tests;

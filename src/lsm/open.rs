@@ -220,6 +220,7 @@ impl Store {
             recovery_dropped_frames: dropped.frames,
             opts,
         });
+        inner.fit_cache();
         let mut threads = Vec::new();
         if inner.opts.background && !read_only {
             let i = inner.clone();

@@ -21,15 +21,20 @@ pub struct Options {
     /// The total memory budget: memtables, block cache, indexes and filters
     /// (default 64 MiB). [`Options::with_memory`] splits it; `stats()`
     /// reports each part. Indexes and filters of open tables are resident;
-    /// what they take is whatever the memtables and the cache leave.
+    /// the block cache gets what they and the memtables leave.
     pub memory_bytes: u64,
     /// Bytes of one memtable before it is frozen and flushed (default a
     /// quarter of the budget, 64 KiB to 64 MiB).
     pub write_buffer_bytes: u64,
     /// Frozen memtables waiting for their flush before writers wait (default 2).
     pub max_immutable: usize,
-    /// The shared LRU block cache in bytes (pages of 4 KiB; default half of
-    /// the budget; 0: no cache).
+    /// The most the shared LRU block cache may hold, in bytes (pages of
+    /// 4 KiB; default: the budget less the memtable; 0: no cache). The
+    /// store sizes it below this to what the budget leaves once a full
+    /// memtable, the frozen memtables and the resident indexes and filters
+    /// are counted (never below 256 KiB, [`super::MIN_CACHE_BYTES`], or the
+    /// configured size if smaller), after every flush, compaction and
+    /// memtable switch.
     pub block_cache_bytes: u64,
     /// How tables are built: block size, restart interval, Bloom bits per
     /// key and the index ([`IndexSpec`]). Its `build_id` is ignored: every
@@ -73,15 +78,17 @@ impl Default for Options {
 
 impl Options {
     /// Options whose budget is `bytes`: a quarter for the memtable (64 KiB
-    /// to 64 MiB), half for the block cache, the rest for the resident
-    /// indexes and filters; every other field at its default.
+    /// to 64 MiB), the rest for the block cache, which the store shrinks by
+    /// what the frozen memtables and the resident indexes and filters take
+    /// (so the whole stays within `bytes`); every other field at its
+    /// default.
     pub fn with_memory(bytes: u64) -> Options {
         let write_buffer = (bytes / 4).clamp(MIN_WRITE_BUFFER, MAX_WRITE_BUFFER);
         Options {
             memory_bytes: bytes,
             write_buffer_bytes: write_buffer,
             max_immutable: 2,
-            block_cache_bytes: bytes / 2,
+            block_cache_bytes: bytes.saturating_sub(write_buffer),
             table: TableOptions::default(),
             target_file_bytes: 8 << 20,
             level_ratio: 10,
@@ -228,7 +235,7 @@ mod tests {
         assert_eq!(o.table.index.boundary, 64);
         assert_eq!(o.memory_bytes, 4 << 20);
         assert_eq!(o.write_buffer_bytes, 1 << 20);
-        assert_eq!(o.block_cache_bytes, 2 << 20);
+        assert_eq!(o.block_cache_bytes, 3 << 20);
         assert_eq!(o.sync, SyncPolicy::EveryMs(10));
         assert!(!o.background);
         let o = Options::parse_spec("write_buffer=1k,memory=1G").unwrap();

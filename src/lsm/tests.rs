@@ -202,7 +202,7 @@ fn stats_count_what_was_written() {
     assert_eq!(st.user_bytes_written, 2 + 3 + 1 + 1);
     assert_eq!(st.last_seq, 3);
     assert_eq!(st.levels.len(), NUM_LEVELS);
-    assert_eq!(st.block_cache_capacity, 512 << 10);
+    assert_eq!(st.block_cache_capacity, 768 << 10);
     assert!(st.memtable_bytes > 0);
     s.flush().unwrap();
     let st = s.stats();
@@ -386,4 +386,39 @@ fn a_ranged_compaction_never_leaves_an_older_l0_table_above_a_newer_version() {
         vec![(b"a".to_vec(), b"x".to_vec()), (b"m".to_vec(), b"new".to_vec())]
     );
     assert_eq!(s.stats().levels[0].files, 0);
+}
+
+/// The block cache gives way to the resident indexes and filters: with
+/// them, the memtables and the cache, a store stays within its budget,
+/// and the cache shrinks as tables come in.
+#[test]
+fn memory_stays_within_the_budget_as_indexes_and_filters_grow() {
+    let dir = Arc::new(MemDirectory::new());
+    let mut o = Options::with_memory(1 << 20);
+    o.write_buffer_bytes = 64 << 10;
+    o.table.index = crate::lsm::table::IndexSpec::parse("fp,boundary=4").unwrap();
+    o.background = false;
+    o.sync = SyncPolicy::Never;
+    let ceiling = o.block_cache_bytes;
+    let s = Store::open_in(dir.clone(), o).unwrap();
+    assert_eq!(s.stats().block_cache_capacity, ceiling);
+    let n = 60_000u32;
+    for i in 0..n {
+        s.put(&k((u64::from(i) * 7919 % u64::from(n)) as u32), &i.to_le_bytes())
+            .unwrap();
+    }
+    s.flush().unwrap();
+    for i in 0..n {
+        assert!(s.get(&k(i)).unwrap().is_some(), "key {i}");
+    }
+    let st = s.stats();
+    let resident = st.index_bytes + st.filter_bytes;
+    assert!(resident > 200 << 10, "{st:?}");
+    assert!(st.block_cache_capacity < ceiling, "{st:?}");
+    assert!(
+        st.block_cache_capacity + resident + (64 << 10) <= 1 << 20,
+        "{st:?}"
+    );
+    assert!(st.memory_bytes() <= 1 << 20, "{st:?}");
+    assert!(st.block_cache_bytes > 0, "{st:?}");
 }

@@ -251,11 +251,11 @@ impl Inner {
                 log_end: next.newest,
             },
         );
-        self.version.store(Arc::new(Version {
+        self.set_version(Version {
             active: Arc::new(MemTable::new()),
             frozen,
             levels: cur.levels.clone(),
-        }));
+        });
         drop(g);
         Ok(())
     }

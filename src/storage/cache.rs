@@ -2,7 +2,7 @@
 
 use std::num::NonZeroUsize;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 use lru::LruCache;
 use parking_lot::Mutex;
@@ -23,7 +23,7 @@ type PageMap = LruCache<(u64, u64), Arc<[u8]>>;
 #[derive(Debug)]
 pub struct PageCache {
     page_size: usize,
-    capacity: usize,
+    capacity: AtomicUsize,
     lru: Mutex<PageMap>,
     hits: AtomicU64,
     misses: AtomicU64,
@@ -48,7 +48,7 @@ impl PageCache {
         let cap = NonZeroUsize::new(capacity.max(1)).unwrap_or(NonZeroUsize::MIN);
         PageCache {
             page_size: page_size.max(1),
-            capacity: cap.get(),
+            capacity: AtomicUsize::new(cap.get()),
             lru: Mutex::new(LruCache::new(cap)),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -66,7 +66,18 @@ impl PageCache {
             hits: self.hits.load(Relaxed),
             misses: self.misses.load(Relaxed),
             resident: self.lru.lock().len() as u64,
-            capacity: self.capacity as u64,
+            capacity: self.capacity.load(Relaxed) as u64,
+        }
+    }
+
+    /// Changes the capacity to `pages` (0 is raised to 1), evicting the
+    /// least recently used pages beyond it.
+    pub fn resize(&self, pages: usize) {
+        let cap = NonZeroUsize::new(pages.max(1)).unwrap_or(NonZeroUsize::MIN);
+        let mut lru = self.lru.lock();
+        if lru.cap() != cap {
+            lru.resize(cap);
+            self.capacity.store(cap.get(), Relaxed);
         }
     }
 

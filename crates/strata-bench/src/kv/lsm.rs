@@ -1,7 +1,7 @@
 //! strata's LSM store [`strata::lsm::Store`] as a `kvbench` engine: its
 //! own memory split of the run's budget (`Options::with_memory`: a quarter
-//! for the memtable, half for the block cache, the rest for resident
-//! indexes and filters), the run's sync mode, 4 KiB blocks and 10 bits/key
+//! for the memtable, the rest for the block cache, which the store shrinks
+//! by what frozen memtables and resident indexes and filters take), the run's sync mode, 4 KiB blocks and 10 bits/key
 //! Bloom filters by default; written bytes as the store counts them (log,
 //! flushes, compactions).
 
