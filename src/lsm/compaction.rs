@@ -150,7 +150,7 @@ impl Compaction {
 
 impl Inner {
     /// The target bytes of `level` (1..).
-    fn level_target(&self, level: usize) -> u64 {
+    pub(super) fn level_target(&self, level: usize) -> u64 {
         let mut t = self.opts.l1_bytes;
         for _ in 1..level {
             t = t.saturating_mul(self.opts.level_ratio);
@@ -235,14 +235,14 @@ impl Inner {
         }
     }
 
-    fn table_options(&self) -> TableOptions {
+    pub(super) fn table_options(&self) -> TableOptions {
         TableOptions {
             build_id: crate::index::new_build_id(),
             ..self.opts.table.clone()
         }
     }
 
-    fn new_file_number(&self) -> u64 {
+    pub(super) fn new_file_number(&self) -> u64 {
         self.next_file.fetch_add(1, Ordering::SeqCst)
     }
 
@@ -463,7 +463,12 @@ impl Inner {
         Ok(())
     }
 
-    fn finish_output(&self, number: u64, o: &TableOptions, b: TableBuilder) -> Result<Arc<TableFile>> {
+    pub(super) fn finish_output(
+        &self,
+        number: u64,
+        o: &TableOptions,
+        b: TableBuilder,
+    ) -> Result<Arc<TableFile>> {
         let meta = b.finish()?;
         self.note_table(&meta);
         self.open_table(Self::record(number, o.build_id, &meta))

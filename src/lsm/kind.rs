@@ -9,16 +9,13 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::{Options, Store, StoreIter, WriteBatch};
+use super::{Options, Store, StoreIter};
 use crate::index::{
     BuildOptions, Cursor, Index, IndexKind, IndexStats, Manifest, OpenOptions, Params, Record, Records,
 };
 use crate::log::SyncPolicy;
 use crate::storage::{Directory, IoContext, IoStats};
 use crate::{Error, Result};
-
-/// Records per write batch while a build loads the store.
-const BUILD_BATCH: usize = 4096;
 
 /// The `lsm` kind. Parameters:
 /// - `index`: the SSTable index, `fp` or a learned kind (`pgm`, `rs`, `rmi`,
@@ -117,8 +114,8 @@ impl IndexKind for LsmKind {
         ))
     }
 
-    /// Opens (creates) the store in `dir`, writes the records in batches of
-    /// 4,096, flushes them to tables and closes the store. The
+    /// Opens (creates) the store in `dir`, ingests the records
+    /// ([`Store::ingest`]: straight into tables) and closes the store. The
     /// tables draw build ids of their own (the store's manifest records
     /// them).
     fn build_shared(
@@ -137,18 +134,13 @@ impl IndexKind for LsmKind {
             ..cfg.opts
         };
         let store = Store::open_in(dir.clone(), opts)?;
-        let mut batch = WriteBatch::new();
-        for (k, v) in records.iter() {
-            batch.put(&encode(k), &encode(v));
-            if batch.len() >= BUILD_BATCH {
-                store.write_batch(&batch)?;
-                batch.clear();
-            }
-        }
-        if !batch.is_empty() {
-            store.write_batch(&batch)?;
-        }
-        store.flush()?;
+        // Records come sorted by key, and the big-endian encoding keeps
+        // that order: the tables are written directly.
+        store.ingest(
+            records
+                .iter()
+                .map(|(k, v)| Ok((encode(k).to_vec(), encode(v).to_vec()))),
+        )?;
         let levels: Vec<u64> = store.stats().levels.iter().map(|l| l.files).collect();
         store.close()?;
         let files: Vec<String> = dir

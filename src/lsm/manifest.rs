@@ -140,6 +140,14 @@ pub enum LsmEdit {
     },
     /// File numbers below this are taken.
     NextFile(u64),
+    /// An ingestion ([`super::Store::ingest`]) added `add` as `(level,
+    /// table)`; they hold sequence numbers up to `last_seq`.
+    Ingest {
+        /// Tables added.
+        add: Vec<(usize, TableRecord)>,
+        /// Their sequence number.
+        last_seq: u64,
+    },
 }
 
 impl Manifest for LsmManifest {
@@ -192,6 +200,15 @@ impl Manifest for LsmManifest {
                 self.compactions += 1;
             }
             LsmEdit::NextFile(n) => self.next_file = self.next_file.max(*n),
+            LsmEdit::Ingest { add, last_seq } => {
+                for (level, t) in add {
+                    self.next_file = self.next_file.max(t.number + 1);
+                    let l = self.level_mut(*level)?;
+                    let at = l.partition_point(|x| key::compare(&x.smallest, &t.smallest).is_lt());
+                    l.insert(at, t.clone());
+                }
+                self.last_seq = self.last_seq.max(*last_seq);
+            }
         }
         Ok(())
     }

@@ -36,6 +36,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 mod compaction;
+mod ingest;
 mod iter;
 pub mod key;
 pub mod kind;
@@ -60,6 +61,7 @@ use crate::log::{Health, Workers};
 use crate::storage::{DirLock, Directory, IoContext, PageCache};
 use crate::{Error, Result};
 
+pub use ingest::IngestReport;
 pub use iter::StoreIter;
 pub use manifest::{
     LSM_MANIFEST_FILE, LSM_MANIFEST_VERSION, LsmEdit, LsmManifest, NUM_LEVELS, TableRecord, table_name,

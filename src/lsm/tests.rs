@@ -422,3 +422,92 @@ fn memory_stays_within_the_budget_as_indexes_and_filters_grow() {
     assert!(st.memory_bytes() <= 1 << 20, "{st:?}");
     assert!(st.block_cache_bytes > 0, "{st:?}");
 }
+
+fn ingest_entries(n: u32) -> impl Iterator<Item = Result<(Vec<u8>, Vec<u8>)>> {
+    (0..n).map(|i| Ok((k(i), i.to_be_bytes().to_vec())))
+}
+
+fn table_files(dir: &MemDirectory) -> usize {
+    dir.list()
+        .unwrap()
+        .iter()
+        .filter(|n| table_number(n).is_some())
+        .count()
+}
+
+/// An ingestion writes tables of one level, survives a crash right after
+/// it returns, and later writes, deletes and compactions go over it.
+#[test]
+fn ingest_loads_an_empty_store_durably_and_writes_go_over_it() {
+    let dir = Arc::new(MemDirectory::new());
+    let o = small();
+    let s = Store::open_in(dir.clone(), o.clone()).unwrap();
+    let r = s.ingest(ingest_entries(5000)).unwrap();
+    assert_eq!(r.entries, 5000);
+    assert!(r.tables > 1, "{r:?}");
+    assert!(r.level >= 1, "{r:?}");
+    let st = s.stats();
+    assert_eq!(st.levels[r.level].entries, 5000);
+    assert_eq!((st.wal_bytes, st.flushes, st.compactions), (0, 0, 0));
+    assert_eq!(st.last_seq, r.seq);
+    s.kill();
+    dir.crash();
+    let s = Store::open_in(dir.clone(), o.clone()).unwrap();
+    for i in (0..5000u32).step_by(7) {
+        assert_eq!(s.get(&k(i)).unwrap(), Some(i.to_be_bytes().to_vec()), "key {i}");
+    }
+    assert_eq!(scan(&s).len(), 5000);
+    for i in (0..5000u32).step_by(3) {
+        s.put(&k(i), b"new").unwrap();
+    }
+    s.delete(&k(1)).unwrap();
+    s.compact_range(None, None).unwrap();
+    s.verify().unwrap();
+    for i in 0..5000u32 {
+        let want = if i == 1 {
+            None
+        } else if i % 3 == 0 {
+            Some(b"new".to_vec())
+        } else {
+            Some(i.to_be_bytes().to_vec())
+        };
+        assert_eq!(s.get(&k(i)).unwrap(), want, "key {i}");
+    }
+}
+
+/// A store that holds data, unsorted or duplicate keys, a key over the
+/// limit and an error of the input are refused; nothing is published and
+/// no table file is left behind; the store still loads afterwards.
+#[test]
+fn ingest_refuses_bad_input_and_leaves_nothing_behind() {
+    let dir = Arc::new(MemDirectory::new());
+    let s = Store::open_in(dir.clone(), small()).unwrap();
+    let unsorted = ingest_entries(3000).chain(std::iter::once(Ok((k(5), vec![1]))));
+    let dup = ingest_entries(3000).chain(std::iter::once(Ok((k(2999), vec![1]))));
+    let long = ingest_entries(3000).chain(std::iter::once(Ok((vec![b'z'; 70_000], vec![1]))));
+    let failing = ingest_entries(3000).chain(std::iter::once(Err(Error::invalid("input broke"))));
+    for (what, input) in [
+        ("unsorted", Box::new(unsorted) as Box<dyn Iterator<Item = _>>),
+        ("duplicate", Box::new(dup)),
+        ("too long", Box::new(long)),
+        ("failing", Box::new(failing)),
+    ] {
+        let e = s.ingest(input).unwrap_err();
+        assert!(matches!(e, Error::InvalidInput(_)), "{what}: {e}");
+        assert_eq!(table_files(&dir), 0, "{what}");
+        assert!(scan(&s).is_empty(), "{what}");
+    }
+    s.ingest(ingest_entries(100)).unwrap();
+    let e = s.ingest(ingest_entries(10)).unwrap_err();
+    assert!(e.to_string().contains("empty store"), "{e}");
+    let s2 = Store::open_in(Arc::new(MemDirectory::new()), small()).unwrap();
+    s2.put(b"a", b"b").unwrap();
+    assert!(s2.ingest(ingest_entries(10)).is_err());
+    assert_eq!(scan(&s2).len(), 1);
+    drop(s);
+    let s = Store::open_in(dir, small()).unwrap();
+    assert_eq!(scan(&s).len(), 100);
+    // Writes after an ingestion are newer than it, also across a reopen.
+    s.put(&k(3), b"after").unwrap();
+    assert_eq!(s.get(&k(3)).unwrap(), Some(b"after".to_vec()));
+}

@@ -154,7 +154,7 @@ impl Inner {
     }
 
     /// Makes sequence numbers `first..=last` visible once every lower one is.
-    fn publish(&self, first: u64, last: u64) {
+    pub(super) fn publish(&self, first: u64, last: u64) {
         let mut g = self.publish.lock();
         while self.visible.load(Ordering::SeqCst) + 1 != first {
             self.publish_cv.wait(&mut g);

@@ -305,6 +305,31 @@ fn sosd_entries(
 /// Bytes of keys and values per write batch of a load.
 const LOAD_BATCH_BYTES: usize = 4 << 20;
 
+/// Reads all of `entries` (so that a bad one is an error before anything
+/// is written); whether their keys strictly increase.
+fn check_pass(entries: impl Iterator<Item = Result<Entry>>) -> Result<bool> {
+    let mut last: Option<Vec<u8>> = None;
+    let mut sorted = true;
+    for e in entries {
+        let (k, _) = e?;
+        sorted &= last.as_ref().is_none_or(|p| *p < k);
+        last = Some(k);
+    }
+    Ok(sorted)
+}
+
+/// Loads `entries` into `store`: ingested straight into tables when they
+/// are `sorted` and the store is empty, else put in write batches and
+/// flushed; returns how many.
+fn load_into(store: &Store, sorted: bool, entries: impl Iterator<Item = Result<Entry>>) -> Result<u64> {
+    if sorted && store.is_empty() {
+        return Ok(store.ingest(entries)?.entries);
+    }
+    let n = put_all(store, entries)?;
+    store.flush()?;
+    Ok(n)
+}
+
 /// Writes `entries` into `store` in write batches; returns how many.
 fn put_all(store: &Store, entries: impl Iterator<Item = Result<Entry>>) -> Result<u64> {
     let (mut b, mut bytes, mut n) = (WriteBatch::new(), 0usize, 0u64);
@@ -357,21 +382,21 @@ pub fn run(a: LsmArgs, quiet: bool) -> Result<()> {
             let opts = options(&store)?;
             // A first pass checks the whole input (format, order of a SOSD
             // file, the store's key and value limits), so a bad file
-            // changes nothing; the second pass writes.
+            // changes nothing; the second pass writes: straight into
+            // tables when the store is empty and the keys strictly
+            // increase (`Store::ingest`), else through write batches.
             let n = match (&file, &keys) {
                 (_, Some(k)) => {
-                    sosd_entries(k, dedup, quiet, "checking")?.try_for_each(|e| e.map(drop))?;
+                    let sorted = check_pass(sosd_entries(k, dedup, quiet, "checking")?)?;
                     let s = Store::open(&store.dir, opts)?;
-                    let n = put_all(&s, sosd_entries(k, dedup, quiet, "putting")?)?;
-                    s.flush()?;
+                    let n = load_into(&s, sorted, sosd_entries(k, dedup, quiet, "putting")?)?;
                     s.close()?;
                     n
                 }
                 (Some(f), None) => {
-                    tsv_entries(f, codec)?.try_for_each(|e| e.map(drop))?;
+                    let sorted = check_pass(tsv_entries(f, codec)?)?;
                     let s = Store::open(&store.dir, opts)?;
-                    let n = put_all(&s, tsv_entries(f, codec)?)?;
-                    s.flush()?;
+                    let n = load_into(&s, sorted, tsv_entries(f, codec)?)?;
                     s.close()?;
                     n
                 }
