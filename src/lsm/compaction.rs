@@ -249,7 +249,10 @@ impl Inner {
     /// Opens a table just written (through the store's I/O context).
     fn open_table(&self, rec: TableRecord) -> Result<Arc<TableFile>> {
         let raw = self.dir.open_read(&table_name(rec.number))?;
-        let table = Table::open(self.io.wrap(raw), Some(rec.build_id))?;
+        let mut table = Table::open(self.io.wrap(raw), Some(rec.build_id))?;
+        if let Some(c) = &self.cache {
+            table = table.with_cache(c.clone());
+        }
         Ok(Arc::new(TableFile {
             rec,
             table: Arc::new(table),
@@ -374,12 +377,12 @@ impl Inner {
         let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
         if c.level == 0 {
             for t in &c.inputs {
-                children.push(Box::new(t.table.iter()));
+                children.push(Box::new(t.table.iter().without_cache_fill()));
             }
         } else {
-            children.push(Box::new(LevelIter::new(c.inputs.clone())));
+            children.push(Box::new(LevelIter::for_compaction(c.inputs.clone())));
         }
-        children.push(Box::new(LevelIter::new(c.next.clone())));
+        children.push(Box::new(LevelIter::for_compaction(c.next.clone())));
         let mut merged = MergingIter::new(children);
         merged.seek_to_first()?;
         let bottommost = |uk: &[u8]| {

@@ -110,6 +110,8 @@ pub(super) struct LevelIter {
     files: Vec<Arc<TableFile>>,
     index: usize,
     iter: Option<TableIter>,
+    /// Whether the blocks read go into the block cache.
+    fill_cache: bool,
 }
 
 impl LevelIter {
@@ -119,6 +121,25 @@ impl LevelIter {
             files,
             index: 0,
             iter: None,
+            fill_cache: true,
+        }
+    }
+
+    /// The same, for a compaction: the blocks it reads once do not push
+    /// the readers' blocks out of the cache.
+    pub(super) fn for_compaction(files: Vec<Arc<TableFile>>) -> Self {
+        LevelIter {
+            fill_cache: false,
+            ..LevelIter::new(files)
+        }
+    }
+
+    fn open(&self, f: &Arc<TableFile>) -> TableIter {
+        let it = f.table.iter();
+        if self.fill_cache {
+            it
+        } else {
+            it.without_cache_fill()
         }
     }
 
@@ -130,7 +151,7 @@ impl LevelIter {
                 self.iter = None;
                 return Ok(());
             };
-            let mut it = f.table.iter();
+            let mut it = self.open(f);
             it.seek_to_first()?;
             self.iter = Some(it);
         }
@@ -145,7 +166,7 @@ impl InternalIterator for LevelIter {
             .partition_point(|f| key::compare(&f.rec.largest, target).is_lt());
         self.iter = match self.files.get(self.index) {
             Some(f) => {
-                let mut it = f.table.iter();
+                let mut it = self.open(f);
                 it.seek(target)?;
                 Some(it)
             }
@@ -161,7 +182,7 @@ impl InternalIterator for LevelIter {
         self.index = 0;
         self.iter = match self.files.first() {
             Some(f) => {
-                let mut it = f.table.iter();
+                let mut it = self.open(f);
                 it.seek_to_first()?;
                 Some(it)
             }

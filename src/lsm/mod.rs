@@ -58,7 +58,7 @@ use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::log::{Health, Workers};
-use crate::storage::{DirLock, Directory, IoContext, PageCache};
+use crate::storage::{DirLock, Directory, IoContext};
 use crate::{Error, Result};
 
 pub use ingest::IngestReport;
@@ -96,7 +96,7 @@ struct Inner {
     /// The log's storage: the same counters, no cache.
     wal_io: IoContext,
     /// The block cache (`None` when its size is 0).
-    cache: Option<Arc<PageCache>>,
+    cache: Option<Arc<table::BlockCache>>,
     version: ArcSwap<Version>,
     /// The log writer (`None` when read-only). Writers hold it shared while
     /// they append and insert; a freeze holds it exclusively.
@@ -336,7 +336,7 @@ impl Inner {
             .memory_bytes
             .saturating_sub(used)
             .clamp(MIN_CACHE_BYTES.min(ceiling), ceiling);
-        cache.resize(usize::try_from(bytes / options::CACHE_PAGE as u64).unwrap_or(usize::MAX));
+        cache.resize(bytes);
     }
 }
 

@@ -9,8 +9,8 @@ use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex, RwLock};
 
 use crate::log::{self, Health, LogBatch, LogSpec, Recovery, WAL_HEADER_LEN, WalChain, Workers, wal_id};
-use crate::lsm::table::Table;
-use crate::storage::{Directory, FsDirectory, IoContext, IoStats, LockMode, PageCache};
+use crate::lsm::table::{BlockCache, Table};
+use crate::storage::{Directory, FsDirectory, IoContext, IoStats, LockMode};
 use crate::{Error, Result};
 
 use super::manifest::{
@@ -56,16 +56,12 @@ impl Store {
         } else {
             LockMode::Exclusive
         })?;
-        let cache = (opts.block_cache_bytes >= CACHE_PAGE as u64).then(|| {
-            Arc::new(PageCache::new(
-                usize::try_from(opts.block_cache_bytes / CACHE_PAGE as u64).unwrap_or(usize::MAX),
-                CACHE_PAGE,
-            ))
-        });
+        let cache = (opts.block_cache_bytes > 0).then(|| Arc::new(BlockCache::new(opts.block_cache_bytes)));
         let io = IoContext {
             stats: Arc::new(IoStats::new()),
             profile: None,
-            cache: cache.clone(),
+            // Tables read through the store's block cache, not a page cache.
+            cache: None,
             page_size: CACHE_PAGE,
         };
         let wal_io = IoContext {
@@ -134,7 +130,10 @@ impl Store {
                         format!("table {name} of L{level} is missing"),
                     ));
                 }
-                let table = Table::open(io.wrap(dir.open_read(&name)?), Some(rec.build_id))?;
+                let mut table = Table::open(io.wrap(dir.open_read(&name)?), Some(rec.build_id))?;
+                if let Some(c) = &cache {
+                    table = table.with_cache(c.clone());
+                }
                 if table.entries() != rec.entries
                     || table.smallest() != rec.smallest.as_slice()
                     || table.largest() != rec.largest.as_slice()

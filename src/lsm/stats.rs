@@ -159,8 +159,8 @@ impl Store {
         };
         if let Some(cache) = &inner.cache {
             let cs = cache.stats();
-            s.block_cache_bytes = cache.memory_bytes();
-            s.block_cache_capacity = cs.capacity * cache.page_size() as u64;
+            s.block_cache_bytes = cs.bytes;
+            s.block_cache_capacity = cs.capacity;
             s.block_cache_hits = cs.hits;
             s.block_cache_misses = cs.misses;
         }

@@ -511,3 +511,33 @@ fn ingest_refuses_bad_input_and_leaves_nothing_behind() {
     s.put(&k(3), b"after").unwrap();
     assert_eq!(s.get(&k(3)).unwrap(), Some(b"after".to_vec()));
 }
+
+/// A block read once is served from the block cache: no read call, no
+/// second checksum; a store without a cache reads it again.
+#[test]
+fn the_block_cache_serves_repeated_reads_without_io() {
+    for cache in [true, false] {
+        let dir = Arc::new(MemDirectory::new());
+        let mut o = small();
+        if !cache {
+            o.block_cache_bytes = 0;
+        }
+        let s = Store::open_in(dir, o).unwrap();
+        s.ingest(ingest_entries(2000)).unwrap();
+        assert_eq!(s.get(&k(777)).unwrap(), Some(777u32.to_be_bytes().to_vec()));
+        let before = s.stats();
+        for _ in 0..3 {
+            assert_eq!(s.get(&k(777)).unwrap(), Some(777u32.to_be_bytes().to_vec()));
+        }
+        let after = s.stats();
+        let reads = after.io.read_calls - before.io.read_calls;
+        if cache {
+            assert_eq!(reads, 0, "{after:?}");
+            assert!(after.block_cache_hits >= before.block_cache_hits + 3, "{after:?}");
+            assert!(after.block_cache_bytes > 0 && after.block_cache_bytes <= after.block_cache_capacity);
+        } else {
+            assert_eq!(reads, 3, "{after:?}");
+            assert_eq!(after.block_cache_bytes, 0);
+        }
+    }
+}

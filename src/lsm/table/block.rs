@@ -127,6 +127,15 @@ pub(super) struct BlockView {
 }
 
 impl BlockView {
+    /// A view of nothing (cache accounting tests).
+    #[cfg(test)]
+    pub(super) fn for_tests() -> BlockView {
+        BlockView {
+            data_end: 0,
+            restarts: 0,
+        }
+    }
+
     /// Checks a block's checksum and restart array; `entries` is the count
     /// the block handles give it, `interval` the table's restart interval.
     /// `file`/`offset` name the block in errors.

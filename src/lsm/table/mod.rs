@@ -17,6 +17,7 @@
 mod block;
 mod bloom;
 mod builder;
+mod cache;
 mod index;
 mod keymap;
 mod layout;
@@ -25,6 +26,7 @@ mod reader;
 mod tests;
 
 pub use builder::TableBuilder;
+pub use cache::{BlockCache, BlockCacheStats};
 #[cfg(any(fuzzing, test))]
 pub(crate) use layout::reseal;
 pub use reader::{Table, TableIter};

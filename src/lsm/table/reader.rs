@@ -17,6 +17,7 @@ use super::TableMemory;
 use super::block::BlockView;
 use super::bloom::Bloom;
 use super::builder::show;
+use super::cache::{BlockCache, CachedBlock};
 use super::index::TableIndex;
 use super::layout::{FOOTER_LEN, Footer, HEADER_LEN, Handles, Props, check_header, section};
 use crate::lsm::key::{self, InternalIterator};
@@ -34,25 +35,22 @@ pub struct Table {
     handles: Handles,
     index: TableIndex,
     filter: Option<Bloom>,
+    /// The store's block cache and this table's id in it.
+    cache: Option<(Arc<BlockCache>, u64)>,
 }
 
-/// Consecutive data blocks read in one call, each checked.
+/// Consecutive data blocks, each checked (from the cache or one read).
 #[derive(Debug)]
 struct Run {
     /// Index of the first block.
     first: usize,
-    /// File offset of the first block.
-    base: u64,
-    bytes: Vec<u8>,
-    views: Vec<BlockView>,
+    blocks: Vec<Arc<CachedBlock>>,
 }
 
 impl Run {
-    fn block(&self, table: &Table, b: usize) -> Option<(&[u8], BlockView)> {
-        let view = *self.views.get(b.checked_sub(self.first)?)?;
-        let start = usize::try_from(table.handles.offset(b) - self.base).ok()?;
-        let end = usize::try_from(table.handles.offset(b + 1) - self.base).ok()?;
-        Some((self.bytes.get(start..end)?, view))
+    fn block(&self, _table: &Table, b: usize) -> Option<(&[u8], BlockView)> {
+        let c = self.blocks.get(b.checked_sub(self.first)?)?;
+        Some((&c.bytes, c.view))
     }
 }
 
@@ -141,7 +139,16 @@ impl Table {
             handles,
             index,
             filter,
+            cache: None,
         })
+    }
+
+    /// This table, reading its data blocks through `cache` (shared by the
+    /// tables of a store; the table takes an id of its own in it).
+    pub fn with_cache(mut self, cache: Arc<BlockCache>) -> Table {
+        let id = cache.table_id();
+        self.cache = Some((cache, id));
+        self
     }
 
     /// The file's name.
@@ -168,7 +175,7 @@ impl Table {
         {
             return Ok(None);
         }
-        let Some((run, w)) = self.locate(lookup)? else {
+        let Some((run, w)) = self.locate(lookup, true)? else {
             return Ok(None);
         };
         if key::user_key(&w.key) != user {
@@ -189,6 +196,7 @@ impl Table {
             at: Walker::default(),
             valid: false,
             error: None,
+            fill_cache: true,
         }
     }
 
@@ -244,34 +252,50 @@ impl Table {
         )
     }
 
-    /// Reads blocks `[first, last]` in one call and checks each.
-    fn read_run(&self, first: usize, last: usize) -> Result<Run> {
-        let base = self.handles.offset(first);
-        let end = self.handles.offset(last + 1);
-        let len = usize::try_from(end - base).map_err(|_| self.corrupt(first, "too large"))?;
-        let mut bytes = vec![0u8; len];
-        self.storage.read_at(base, &mut bytes)?;
-        let interval = self.props.restart_interval as usize;
-        let mut views = Vec::with_capacity(last + 1 - first);
+    /// Blocks `[first, last]`, checked: those in the block cache from it,
+    /// the others read in one call (from the first missing block to the
+    /// last) and added to it.
+    fn read_run(&self, first: usize, last: usize, fill: bool) -> Result<Run> {
+        let mut blocks: Vec<Option<Arc<CachedBlock>>> = Vec::with_capacity(last + 1 - first);
+        let mut missing: Option<(usize, usize)> = None;
         for b in first..=last {
-            let start = (self.handles.offset(b) - base) as usize;
-            let stop = (self.handles.offset(b + 1) - base) as usize;
-            let block = bytes.get(start..stop).unwrap_or_default();
-            let count = self.handles.first(b + 1) - self.handles.first(b);
-            views.push(BlockView::parse(
-                block,
-                count,
-                interval,
-                &self.name,
-                self.handles.offset(b),
-            )?);
+            let hit = self.cache.as_ref().and_then(|(c, id)| c.get(*id, b as u64));
+            if hit.is_none() {
+                missing = Some(missing.map_or((b, b), |(lo, _)| (lo, b)));
+            }
+            blocks.push(hit);
         }
-        Ok(Run {
-            first,
-            base,
-            bytes,
-            views,
-        })
+        if let Some((lo, hi)) = missing {
+            let base = self.handles.offset(lo);
+            let end = self.handles.offset(hi + 1);
+            let len = usize::try_from(end - base).map_err(|_| self.corrupt(lo, "too large"))?;
+            let mut bytes = vec![0u8; len];
+            self.storage.read_at(base, &mut bytes)?;
+            let interval = self.props.restart_interval as usize;
+            for b in lo..=hi {
+                let Some(slot @ None) = blocks.get_mut(b - first) else {
+                    continue;
+                };
+                let start = (self.handles.offset(b) - base) as usize;
+                let stop = (self.handles.offset(b + 1) - base) as usize;
+                let block = bytes.get(start..stop).unwrap_or_default();
+                let count = self.handles.first(b + 1) - self.handles.first(b);
+                let view = BlockView::parse(block, count, interval, &self.name, self.handles.offset(b))?;
+                let c = Arc::new(CachedBlock {
+                    bytes: block.into(),
+                    view,
+                });
+                if let Some((cache, id)) = self.cache.as_ref().filter(|_| fill) {
+                    cache.insert(*id, b as u64, c.clone());
+                }
+                *slot = Some(c);
+            }
+        }
+        let blocks = blocks
+            .into_iter()
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| self.corrupt(first, "a block of the run was not read"))?;
+        Ok(Run { first, blocks })
     }
 
     /// A walker at ordinal `o` of `run` (from the restart point before it).
@@ -339,14 +363,14 @@ impl Table {
 
     /// The lower bound of `t`: `None` past the last entry, else the run read
     /// and a walker at the first entry `>= t`.
-    fn locate(&self, t: &[u8]) -> Result<Option<(Run, Walker)>> {
+    fn locate(&self, t: &[u8], fill: bool) -> Result<Option<(Run, Walker)>> {
         let n = self.props.entries;
         let (lo, hi) = self.index.range(t)?;
         let hi = hi.min(n);
         let mut s = lo.min(hi).saturating_sub(1).min(n - 1);
         let mut e = (hi + 1).min(n).max(s + 1);
         loop {
-            let run = self.read_run(self.handles.block_of(s), self.handles.block_of(e - 1))?;
+            let run = self.read_run(self.handles.block_of(s), self.handles.block_of(e - 1), fill)?;
             let mut w = self.walk_to(&run, s)?;
             let left_ok = s == 0 || key::compare(&w.key, t) == Ordering::Less;
             let found = loop {
@@ -385,9 +409,18 @@ pub struct TableIter {
     at: Walker,
     valid: bool,
     error: Option<Error>,
+    fill_cache: bool,
 }
 
 impl TableIter {
+    /// This iterator, not adding the blocks it reads to the block cache
+    /// (it still uses the blocks there): for compactions, which read each
+    /// block once.
+    pub fn without_cache_fill(mut self) -> TableIter {
+        self.fill_cache = false;
+        self
+    }
+
     /// The first error met, if any.
     pub fn status(&self) -> Result<()> {
         match &self.error {
@@ -424,7 +457,7 @@ impl TableIter {
         if self.at.next != view.data_end() {
             return Err(t.corrupt(self.at.block, "entries after the last one"));
         }
-        let run = t.read_run(next, next)?;
+        let run = t.read_run(next, next, self.fill_cache)?;
         self.at = t.walk_to(&run, t.handles.first(next))?;
         self.run = Some(run);
         Ok(())
@@ -457,7 +490,7 @@ fn again(e: &Error) -> Error {
 impl InternalIterator for TableIter {
     fn seek(&mut self, target: &[u8]) -> Result<()> {
         self.status()?;
-        match self.table.locate(target) {
+        match self.table.locate(target, self.fill_cache) {
             Ok(Some((run, w))) => {
                 self.run = Some(run);
                 self.at = w;
@@ -475,7 +508,7 @@ impl InternalIterator for TableIter {
 
     fn seek_to_first(&mut self) -> Result<()> {
         self.status()?;
-        let run = match self.table.read_run(0, 0) {
+        let run = match self.table.read_run(0, 0, self.fill_cache) {
             Ok(r) => r,
             Err(e) => return self.fail(e),
         };
