@@ -33,6 +33,9 @@ const BUILD_BATCH: usize = 4096;
 /// - `background`: flushes and compactions on a background thread (`true`,
 ///   default) or inline in the writer (`false`);
 /// - `bloom`: Bloom filter bits per key (default: the table default, 10);
+/// - `target_file`: the table size compactions cut at (default 8M);
+/// - `granularity`: `table` (default: an index per table) or `level` (one
+///   table, so one index, per level below L0: [`super::Granularity`]);
 /// - `insert`: `checked` (default: [`Index::insert`] reads the old value, as
 ///   the trait promises) or `blind` (a plain [`Store::put`] returning `None`:
 ///   valid only for workloads whose inserts are new keys).
@@ -51,7 +54,11 @@ fn config(params: &Params) -> Result<KindConfig> {
     let index = params.str("index", "pgm")?;
     let boundary = params.u64("boundary", 16)?;
     let memory = params.u64("memory", 64 << 20)?;
-    let mut opts = Options::parse_spec(&format!("index={index},boundary={boundary},memory={memory}"))?;
+    let target_file = params.u64("target_file", 8 << 20)?;
+    let granularity = params.str("granularity", "table")?;
+    let mut opts = Options::parse_spec(&format!(
+        "index={index},boundary={boundary},memory={memory},target_file={target_file},granularity={granularity}"
+    ))?;
     opts.sync = crate::db::sync_param(params)?;
     opts.background = params.bool("background", true)?;
     let bloom = params.u64("bloom", u64::from(opts.table.bloom_bits_per_key))?;

@@ -38,6 +38,10 @@ pub struct LevelStats {
     pub bytes: u64,
     /// Entries (internal keys, tombstones and old versions included).
     pub entries: u64,
+    /// Resident index bytes of its tables (block handles included).
+    pub index_bytes: u64,
+    /// Resident Bloom filter bytes of its tables.
+    pub filter_bytes: u64,
 }
 
 /// A store's memory by component, its levels, and its work since it was
@@ -171,9 +175,11 @@ impl Store {
                 l.bytes += t.rec.size;
                 l.entries += t.rec.entries;
                 let m = t.table.memory();
-                s.index_bytes += m.index_bytes;
-                s.filter_bytes += m.filter_bytes;
+                l.index_bytes += m.index_bytes;
+                l.filter_bytes += m.filter_bytes;
             }
+            s.index_bytes += l.index_bytes;
+            s.filter_bytes += l.filter_bytes;
             s.levels.push(l);
         }
         s
