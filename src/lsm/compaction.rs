@@ -294,6 +294,7 @@ impl Inner {
         let Some(fr) = self.version.load().frozen.last().cloned() else {
             return Ok(false);
         };
+        let t0 = Instant::now();
         let number = self.new_file_number();
         let opts = self.table_options();
         let name = table_name(number);
@@ -348,6 +349,8 @@ impl Inner {
         let c = &self.counters;
         c.flushes.fetch_add(1, Ordering::Relaxed);
         c.flush_bytes.fetch_add(meta.file_size, Ordering::Relaxed);
+        c.flush_nanos
+            .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
         Ok(true)
     }
 
@@ -356,6 +359,7 @@ impl Inner {
     /// rewritten, so its garbage is dropped). The caller holds `work`.
     pub(super) fn compact(&self, c: Compaction, manual: bool) -> Result<()> {
         let t0 = Instant::now();
+        let flushed0 = self.counters.flush_nanos.load(Ordering::Relaxed);
         let out_level = c.out_level;
         let mut remove: Vec<(usize, u64)> = c.inputs.iter().map(|t| (c.level, t.rec.number)).collect();
         remove.extend(c.next.iter().map(|t| (out_level, t.rec.number)));
@@ -464,6 +468,13 @@ impl Inner {
             outputs.push((out_level, self.finish_output(n, &o, b)?));
         }
         self.dir.sync_dir()?;
+        // The flushes run between entries count as flushes, not compaction.
+        let flushed = self
+            .counters
+            .flush_nanos
+            .load(Ordering::Relaxed)
+            .saturating_sub(flushed0);
+        let t0 = t0 + Duration::from_nanos(flushed).min(t0.elapsed());
         let written: u64 = outputs.iter().map(|(_, t)| t.rec.size).sum();
         self.install(&remove, outputs, c.level, largest_input, t0, bytes_read, written)?;
         // The inputs are in no version any more (readers still holding one
