@@ -168,12 +168,15 @@ if want train; then
 fi
 
 # 4. Liu §5.5: index granularity. Table sizes 8M, 32M, 128M and one table
-# per level, per kind in one interleaved run; fb-like, cold lookups.
+# per level, per kind in one interleaved run; fb-like, cold lookups. Each
+# store is compacted into its deepest level after the load (compact=true):
+# a sorted load otherwise moves tables down at the size its L0 compactions
+# gave them, whatever the target size.
 if want gran; then
     k=$(keys fb-like "$n")
     : > "$out/gran-fb-like.jsonl"
     for kind in pgm pgm-cpr gap-zonemap-d fp; do
-        base="lsm:index=$kind,boundary=16,memory=$memory"
+        base="lsm:index=$kind,boundary=16,memory=$memory,compact=true"
         drop_caches
         bench "$out/gran-$kind.jsonl" fb-like "$k" --workload lookup \
             --index "$base,target_file=8M" --index "$base,target_file=32M" \
