@@ -13,19 +13,23 @@ repeats' throughputs. Index bytes are deterministic: what the store reports
 for the resident indexes of its tables, block handles included.
 """
 import argparse
-import json
-import os
 import statistics
+
+from report_static import load  # same directory: JSON Lines, [] when missing
 
 KINDS = ["fp", "pgm", "pgm-cpr", "rs", "rmi", "plr", "fiting", "gap-zonemap-d", "air"]
 DATASETS = ["fb-like", "osm-like", "wiki-like"]
 
 
-def load(path):
-    if not os.path.exists(path):
-        return []
-    with open(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+def grouped_bars(ax, groups, series, value, rotation=0):
+    """One bar per series in each group: value(series, group); ticks at the groups."""
+    width = 0.8 / max(1, len(series))
+    for i, s in enumerate(series):
+        xs = [j + i * width for j in range(len(groups))]
+        ax.bar(xs, [value(s, g) for g in groups], width, label=s)
+    ax.set_xticks([j + width * (len(series) - 1) / 2 for j in range(len(groups))])
+    ax.set_xticklabels(groups, rotation=rotation)
+    ax.legend(fontsize=8)
 
 
 def params(spec):
@@ -248,6 +252,16 @@ def plot(fig_dir, f8, sw, tr, gr, kvr):
     from matplotlib.ticker import NullFormatter
 
     colors = {k: plt.cm.tab10(i) for i, k in enumerate(KINDS)}
+
+    def save(fig, name):
+        fig.tight_layout()
+        fig.savefig(f"{fig_dir}/{name}.png", dpi=120)
+        plt.close(fig)
+
+    def memory_axis(ax):
+        ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlabel("index memory (MB)")
     if f8:
         panels = list(f8)
         fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4), squeeze=False)
@@ -258,85 +272,53 @@ def plot(fig_dir, f8, sw, tr, gr, kvr):
                 if warm:
                     ax.scatter(ib / 1e6, warm / 1e3, facecolors="none", edgecolors=colors.get(k), marker="s")
                 ax.annotate(k, (ib / 1e6, (cold or warm) / 1e3), fontsize=7, xytext=(3, 3), textcoords="offset points")
-            ax.set_xscale("log")
-            ax.xaxis.set_minor_formatter(NullFormatter())
+            memory_axis(ax)
             ax.set_title(ds)
-            ax.set_xlabel("index memory (MB)")
             ax.set_ylabel("p50 lookup latency (µs)")
             ax.grid(alpha=0.3)
         fig.suptitle("Index memory vs point-lookup latency at boundary 16 (filled: cold, hollow: warm)")
-        fig.tight_layout()
-        fig.savefig(f"{fig_dir}/fig8.png", dpi=120)
-        plt.close(fig)
+        save(fig, "fig8")
     if sw:
         fig, ax = plt.subplots(figsize=(6.5, 4.5))
         for k, pts in sw.items():
             ax.plot([p[1] / 1e6 for p in pts], [p[2] / 1e3 for p in pts], marker="o", label=k, color=colors.get(k))
             for b, ib, lat in pts:
                 ax.annotate(str(b), (ib / 1e6, lat / 1e3), fontsize=6, xytext=(2, 2), textcoords="offset points")
-        ax.set_xscale("log")
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xlabel("index memory (MB)")
+        memory_axis(ax)
         ax.set_ylabel("cold p50 lookup latency (µs)")
         ax.set_title("fb-like: position boundary 4..256 (labels: boundary)")
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
-        fig.tight_layout()
-        fig.savefig(f"{fig_dir}/sweep.png", dpi=120)
-        plt.close(fig)
+        save(fig, "sweep")
     if tr:
         fig, ax = plt.subplots(figsize=(7.5, 4))
         labels = list(tr)
         kinds = [k for k in KINDS if any(k in tr[lab] for lab in labels)]
-        width = 0.8 / max(1, len(labels))
-        for i, lab in enumerate(labels):
-            xs = [j + i * width for j in range(len(kinds))]
-            ax.bar(xs, [100 * tr[lab].get(k, 0) for k in kinds], width, label=lab)
+        grouped_bars(ax, kinds, labels, lambda lab, k: 100 * tr[lab].get(k, 0), rotation=30)
         ax.axhline(5, color="gray", linestyle="--", linewidth=1)
-        ax.set_xticks([j + width * (len(labels) - 1) / 2 for j in range(len(kinds))])
-        ax.set_xticklabels(kinds, rotation=30)
         ax.set_ylabel("training, % of flush + compaction time")
         ax.set_title("Training share (dashed: the 5 % target)")
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(f"{fig_dir}/train.png", dpi=120)
-        plt.close(fig)
+        save(fig, "train")
     if gr:
         fig, axes = plt.subplots(1, 2, figsize=(11, 4))
         kinds = list(gr)
         configs = list(dict.fromkeys(c for k in kinds for c in gr[k]))
-        width = 0.8 / max(1, len(configs))
-        for i, c in enumerate(configs):
-            xs = [j + i * width for j in range(len(kinds))]
-            axes[0].bar(xs, [gr[k].get(c, (0, 0))[0] / 1e6 for k in kinds], width, label=c)
-            axes[1].bar(xs, [gr[k].get(c, (0, 0))[1] / 1e3 for k in kinds], width, label=c)
-        for ax, yl in zip(axes, ["index memory (MB)", "cold p50 lookup latency (µs)"]):
-            ax.set_xticks([j + width * (len(configs) - 1) / 2 for j in range(len(kinds))])
-            ax.set_xticklabels(kinds)
-            ax.set_ylabel(yl)
-            ax.legend(fontsize=8)
+        grouped_bars(axes[0], kinds, configs, lambda c, k: gr[k].get(c, (0, 0))[0] / 1e6)
+        grouped_bars(axes[1], kinds, configs, lambda c, k: gr[k].get(c, (0, 0))[1] / 1e3)
+        axes[0].set_ylabel("index memory (MB)")
+        axes[1].set_ylabel("cold p50 lookup latency (µs)")
         axes[0].set_yscale("log")
         fig.suptitle("Index granularity: tables of 8M / 32M / 128M against one table per level (fb-like)")
-        fig.tight_layout()
-        fig.savefig(f"{fig_dir}/gran.png", dpi=120)
-        plt.close(fig)
+        save(fig, "gran")
     if kvr:
         fig, ax = plt.subplots(figsize=(12, 4))
         engines = list(kvr)
         workloads = list(dict.fromkeys(w for e in engines for w in kvr[e]))
-        width = 0.8 / max(1, len(engines))
-        for i, e in enumerate(engines):
-            xs = [j + i * width for j in range(len(workloads))]
-            ax.bar(xs, [kvr[e].get(w) or 0 for w in workloads], width, label=e)
+        grouped_bars(ax, workloads, engines, lambda e, w: kvr[e].get(w) or 0, rotation=30)
         ax.axhline(1, color="gray", linewidth=1)
-        ax.set_xticks([j + width * (len(engines) - 1) / 2 for j in range(len(workloads))])
-        ax.set_xticklabels(workloads, rotation=30)
         ax.set_ylabel("throughput ÷ strata lsm")
         ax.set_title("kvbench at equal memory (median over repeats)")
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(f"{fig_dir}/kv.png", dpi=120)
-        plt.close(fig)
+        save(fig, "kv")
 
 
 def main():
