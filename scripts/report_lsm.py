@@ -227,7 +227,8 @@ def kv(out):
                 if base is None:
                     base = s["throughput"]
                 ratio = s["throughput"] / base if base else None
-                wa = statistics.median(r["write_amp"] for r in recs) if recs[0].get("write_amp") is not None else None
+                amps = [r["write_amp"] for r in recs if r.get("write_amp") is not None]
+                wa = statistics.median(amps) if amps else None
                 mem = statistics.median(r["memory_bytes"] for r in recs)
                 text.append(f"| {w} | {recs[0]['index']} | {s['throughput']:,.0f} | {pct(s['spread'])} | "
                             f"{ratio:.2f} | {us(s['p50'])} | {us(s['p99'])} | {mb(mem)} | "
