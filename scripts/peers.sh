@@ -11,17 +11,8 @@
 #   (DATA_DIR: where keys and indexes go; KEYS_DIR: reuse $KEYS_DIR/$ds.keys
 #   when it holds N keys; STRATA_BIN: run this strata binary)
 #
-# System packages (installed with apt-get when missing and run as root):
-#   libclang-dev    bindgen, to generate the RocksDB C API bindings;
-#   librocksdb-dev  Debian's prebuilt RocksDB (7.8), linked through
-#                   ROCKSDB_LIB_DIR so that RocksDB's C++ sources are not
-#                   compiled here. STRATA_VENDORED_ROCKSDB=1 compiles the
-#                   RocksDB bundled with the crate instead (hours on 2 cores).
-#   libleveldb-dev  Debian's LevelDB (1.23), linked by overriding the build
-#                   script of leveldb-sys (cargo --config ...leveldb.rustc-link-lib),
-#                   so its bundled LevelDB 1.22 is not compiled (its cmake
-#                   build fails with GCC: clang's -Wthread-safety).
-# fjall is pure Rust (crates.io) and needs nothing from the system.
+# System packages and the build: scripts/build-peers.sh (installs
+# libclang-dev, librocksdb-dev and libleveldb-dev with apt-get when missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -32,29 +23,8 @@ data=${DATA_DIR:-$root/bench-data}
 venv=${STRATA_VENV:-$root/.venv}
 mkdir -p "$out" "$data"
 
-if [ -z "${STRATA_VENDORED_ROCKSDB:-}" ]; then
-    need=()
-    dpkg -s libclang-dev >/dev/null 2>&1 || need+=(libclang-dev)
-    dpkg -s librocksdb-dev >/dev/null 2>&1 || need+=(librocksdb-dev)
-    if [ ${#need[@]} -gt 0 ]; then
-        echo "peers: installing ${need[*]}"
-        apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}"
-    fi
-    multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
-    export ROCKSDB_LIB_DIR=${ROCKSDB_LIB_DIR:-/usr/lib/$multiarch}
-fi
-
-if ! dpkg -s libleveldb-dev >/dev/null 2>&1; then
-    echo "peers: installing libleveldb-dev"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libleveldb-dev
-fi
-triple=$(rustc -vV | sed -n 's/^host: //p')
-link=(--config "target.$triple.leveldb.rustc-link-lib=[\"leveldb\"]")
 t0=$(date +%s)
-cargo build --release -p strata-cli --features peers,fjall,leveldb "${link[@]}"
-echo "peers: build took $(( $(date +%s) - t0 )) s"
+./scripts/build-peers.sh
 strata=${STRATA_BIN:-$root/target/release/strata}
 
 # kvbench smoke: every workload on every engine, 10k keys (u64 keys and

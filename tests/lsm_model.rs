@@ -17,7 +17,7 @@ use proptest::prelude::*;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 use strata::log::SyncPolicy;
-use strata::lsm::{Options, Snapshot, Store, WriteBatch};
+use strata::lsm::{Granularity, Options, Snapshot, Store, WriteBatch};
 use strata::storage::MemDirectory;
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -259,6 +259,10 @@ fn run(steps: &[Step], o: &Options) -> Figures {
                 st.compact_range(a.map(Vec::as_slice), b.map(Vec::as_slice))
                     .unwrap();
                 st.verify().unwrap();
+                if o.granularity == Granularity::Level {
+                    let levels = st.stats().levels;
+                    assert!(levels.iter().skip(1).all(|l| l.files <= 1), "{levels:?}");
+                }
             }
             Step::Reboot => {
                 f.reboots += 1;
@@ -332,7 +336,11 @@ fn model_with_reboots_crashes_and_power_cuts() {
     let (seeds, n) = if full() { (12, 10_000) } else { (4, 3_000) };
     let mut total = 0;
     for seed in 0..seeds {
-        let o = opts(2 + seed % 3);
+        let mut o = opts(2 + seed % 3);
+        if seed % 4 == 3 {
+            // One table (one index) per level below L0 (Liu §5.5).
+            o.granularity = Granularity::Level;
+        }
         let f = run(&gen_steps(seed, n, 300), &o);
         println!("seed {seed}: {f:?}");
         assert!(f.reboots > 0 && f.crashes > 0 && f.power_cuts > 0, "{f:?}");

@@ -12,6 +12,11 @@
 //! deeper level holds the key and no snapshot can see an older version. The
 //! result is installed with one manifest edit; the input files are removed
 //! afterwards.
+//!
+//! Under [`Granularity::Level`](super::Granularity) a compaction from Ln
+//! (n >= 1) takes the whole of Ln and, from L0 on, the whole of the next
+//! level, and its output is cut only at
+//! [`LEVEL_TABLE_ENTRIES`](super::LEVEL_TABLE_ENTRIES): one table per level.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -24,6 +29,7 @@ use crate::{Error, Result};
 
 use super::iter::{LevelIter, MergingIter};
 use super::manifest::{LsmEdit, NUM_LEVELS, TableRecord, table_name};
+use super::options::{Granularity, LEVEL_TABLE_ENTRIES};
 use super::version::{TableFile, Version};
 use super::{Inner, Store};
 
@@ -70,6 +76,7 @@ impl Store {
         self.flush()?;
         let inner = &self.inner;
         let _w = inner.work.lock();
+        let whole_levels = inner.opts.granularity == Granularity::Level;
         let overlaps = |t: &TableFile| {
             start.is_none_or(|s| t.rec.largest_user() >= s) && end.is_none_or(|e| t.rec.smallest_user() <= e)
         };
@@ -86,7 +93,8 @@ impl Store {
             // compacted whole once any of its tables meets the range (as
             // `pick` does).
             let files = v.levels.get(level).map(Vec::as_slice).unwrap_or_default();
-            let inputs: Vec<Arc<TableFile>> = if level == 0 && files.iter().any(|t| overlaps(t)) {
+            let whole = level == 0 || whole_levels;
+            let inputs: Vec<Arc<TableFile>> = if whole && files.iter().any(|t| overlaps(t)) {
                 files.to_vec()
             } else {
                 files.iter().filter(|t| overlaps(t)).cloned().collect()
@@ -102,7 +110,7 @@ impl Store {
                     next: Vec::new(),
                 }
             } else {
-                Compaction::with_next(&v, level, inputs)
+                Compaction::with_next(&v, level, inputs, whole_levels)
             };
             inner.compact(c, true)?;
         }
@@ -113,8 +121,9 @@ impl Store {
 }
 
 impl Compaction {
-    /// `inputs` of `level` and the tables of `level + 1` they overlap.
-    fn with_next(v: &Version, level: usize, inputs: Vec<Arc<TableFile>>) -> Compaction {
+    /// `inputs` of `level` and the tables of `level + 1` they overlap
+    /// (`whole_next`: every table of `level + 1`).
+    fn with_next(v: &Version, level: usize, inputs: Vec<Arc<TableFile>>, whole_next: bool) -> Compaction {
         let lo = inputs
             .iter()
             .map(|t| t.rec.smallest_user())
@@ -133,7 +142,9 @@ impl Compaction {
             .map(|f| {
                 f.iter()
                     .filter(|t| {
-                        t.rec.largest_user() >= lo.as_slice() && t.rec.smallest_user() <= hi.as_slice()
+                        whole_next
+                            || (t.rec.largest_user() >= lo.as_slice()
+                                && t.rec.smallest_user() <= hi.as_slice())
                     })
                     .cloned()
                     .collect()
@@ -173,7 +184,8 @@ impl Inner {
         }
         let (_, level) = best?;
         let files = v.levels.get(level)?;
-        let inputs = if level == 0 {
+        let whole_levels = self.opts.granularity == Granularity::Level;
+        let inputs = if level == 0 || whole_levels {
             files.clone()
         } else {
             let ptr = pointers.get(level).map(Vec::as_slice).unwrap_or_default();
@@ -183,7 +195,7 @@ impl Inner {
                 .or_else(|| files.first())?;
             vec![pick.clone()]
         };
-        Some(Compaction::with_next(v, level, inputs))
+        Some(Compaction::with_next(v, level, inputs, whole_levels))
     }
 
     /// Flushes and compacts until nothing is due (the caller holds no lock).
@@ -285,6 +297,7 @@ impl Inner {
         let Some(fr) = self.version.load().frozen.last().cloned() else {
             return Ok(false);
         };
+        let t0 = Instant::now();
         let number = self.new_file_number();
         let opts = self.table_options();
         let name = table_name(number);
@@ -339,6 +352,8 @@ impl Inner {
         let c = &self.counters;
         c.flushes.fetch_add(1, Ordering::Relaxed);
         c.flush_bytes.fetch_add(meta.file_size, Ordering::Relaxed);
+        c.flush_nanos
+            .fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
         Ok(true)
     }
 
@@ -347,6 +362,7 @@ impl Inner {
     /// rewritten, so its garbage is dropped). The caller holds `work`.
     pub(super) fn compact(&self, c: Compaction, manual: bool) -> Result<()> {
         let t0 = Instant::now();
+        let flushed0 = self.counters.flush_nanos.load(Ordering::Relaxed);
         let out_level = c.out_level;
         let mut remove: Vec<(usize, u64)> = c.inputs.iter().map(|t| (c.level, t.rec.number)).collect();
         remove.extend(c.next.iter().map(|t| (out_level, t.rec.number)));
@@ -428,7 +444,7 @@ impl Inner {
             if keep {
                 let cut = builder
                     .as_ref()
-                    .is_some_and(|(_, _, b)| b.estimated_size() >= self.opts.target_file_bytes && new_user);
+                    .is_some_and(|(_, _, b)| self.output_full(b) && new_user);
                 if cut {
                     if let Some((n, o, b)) = builder.take() {
                         outputs.push((out_level, self.finish_output(n, &o, b)?));
@@ -453,6 +469,13 @@ impl Inner {
             outputs.push((out_level, self.finish_output(n, &o, b)?));
         }
         self.dir.sync_dir()?;
+        // The flushes run between entries count as flushes, not compaction.
+        let flushed = self
+            .counters
+            .flush_nanos
+            .load(Ordering::Relaxed)
+            .saturating_sub(flushed0);
+        let t0 = t0 + Duration::from_nanos(flushed).min(t0.elapsed());
         let written: u64 = outputs.iter().map(|(_, t)| t.rec.size).sum();
         self.install(&remove, outputs, c.level, largest_input, t0, bytes_read, written)?;
         // The inputs are in no version any more (readers still holding one
@@ -464,6 +487,15 @@ impl Inner {
             }
         }
         Ok(())
+    }
+
+    /// Whether an output table is complete: at the target file size, or
+    /// under [`Granularity::Level`] at [`LEVEL_TABLE_ENTRIES`] entries.
+    pub(super) fn output_full(&self, b: &TableBuilder) -> bool {
+        match self.opts.granularity {
+            Granularity::Table => b.estimated_size() >= self.opts.target_file_bytes,
+            Granularity::Level => b.entries() >= LEVEL_TABLE_ENTRIES,
+        }
     }
 
     pub(super) fn finish_output(

@@ -47,7 +47,9 @@ impl Store {
 
     /// Bulk-loads `entries` into an empty store: user keys must be strictly
     /// increasing, each key and value within the store's limits. They are
-    /// written as tables (cut at [`super::Options::target_file_bytes`]) and
+    /// written as tables (cut as compactions cut theirs: at
+    /// [`super::Options::target_file_bytes`], or one table under
+    /// [`super::Granularity::Level`]) and
     /// published at once into the shallowest level below L0 whose target
     /// holds them (the deepest level if none does), with one manifest
     /// update; the log is not written, and the tables are synced before the
@@ -133,9 +135,7 @@ impl Inner {
                     )));
                 }
             }
-            let cut = builder
-                .as_ref()
-                .is_some_and(|(_, _, b)| b.estimated_size() >= self.opts.target_file_bytes);
+            let cut = builder.as_ref().is_some_and(|(_, _, b)| self.output_full(b));
             if cut {
                 if let Some((n, o, b)) = builder.take() {
                     written.push(self.finish_output(n, &o, b)?);

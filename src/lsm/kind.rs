@@ -30,6 +30,13 @@ use crate::{Error, Result};
 /// - `background`: flushes and compactions on a background thread (`true`,
 ///   default) or inline in the writer (`false`);
 /// - `bloom`: Bloom filter bits per key (default: the table default, 10);
+/// - `target_file`: the table size compactions cut at (default 8M);
+/// - `granularity`: `table` (default: an index per table) or `level` (one
+///   table, so one index, per level below L0: [`super::Granularity`]);
+/// - `compact`: after the load, compact everything into the deepest level
+///   ([`Store::compact_range`]), so its tables are cut at `target_file`
+///   (`true`; default `false`: a sorted load moves the tables of its L0
+///   compactions down whole, whatever `target_file` says);
 /// - `insert`: `checked` (default: [`Index::insert`] reads the old value, as
 ///   the trait promises) or `blind` (a plain [`Store::put`] returning `None`:
 ///   valid only for workloads whose inserts are new keys).
@@ -40,6 +47,7 @@ pub struct LsmKind;
 struct KindConfig {
     opts: Options,
     blind: bool,
+    compact: bool,
 }
 
 /// Reads every parameter of the kind from `params` (so that
@@ -48,7 +56,11 @@ fn config(params: &Params) -> Result<KindConfig> {
     let index = params.str("index", "pgm")?;
     let boundary = params.u64("boundary", 16)?;
     let memory = params.u64("memory", 64 << 20)?;
-    let mut opts = Options::parse_spec(&format!("index={index},boundary={boundary},memory={memory}"))?;
+    let target_file = params.u64("target_file", 8 << 20)?;
+    let granularity = params.str("granularity", "table")?;
+    let mut opts = Options::parse_spec(&format!(
+        "index={index},boundary={boundary},memory={memory},target_file={target_file},granularity={granularity}"
+    ))?;
     opts.sync = crate::db::sync_param(params)?;
     opts.background = params.bool("background", true)?;
     let bloom = params.u64("bloom", u64::from(opts.table.bloom_bits_per_key))?;
@@ -57,7 +69,8 @@ fn config(params: &Params) -> Result<KindConfig> {
         .filter(|&b| b <= 64)
         .ok_or_else(|| Error::invalid(format!("bloom must be 0..=64 bits per key, got {bloom}")))?;
     let blind = crate::db::blind_param(params)?;
-    Ok(KindConfig { opts, blind })
+    let compact = params.bool("compact", false)?;
+    Ok(KindConfig { opts, blind, compact })
 }
 
 /// The 8-byte big-endian key of `key`.
@@ -141,6 +154,9 @@ impl IndexKind for LsmKind {
                 .iter()
                 .map(|(k, v)| Ok((encode(k).to_vec(), encode(v).to_vec()))),
         )?;
+        if cfg.compact {
+            store.compact_range(None, None)?;
+        }
         let levels: Vec<u64> = store.stats().levels.iter().map(|l| l.files).collect();
         store.close()?;
         let files: Vec<String> = dir
@@ -389,6 +405,40 @@ mod tests {
         }
         let spec: IndexSpec = "lsm:index=fp,boundary=64,memory=4M,sync=always".parse().unwrap();
         registry().check_spec(&spec, &opts).unwrap();
+        let spec: IndexSpec = "lsm:target_file=32M,granularity=level,compact=true"
+            .parse()
+            .unwrap();
+        registry().check_spec(&spec, &opts).unwrap();
+    }
+
+    /// `compact=true` leaves every table in the deepest level, cut at
+    /// `target_file`, or one table under `granularity=level`.
+    #[test]
+    fn compact_and_granularity_shape_the_levels() {
+        let keys: Vec<u64> = (0..20_000u64).map(|i| i * 1009 + 7).collect();
+        let files = |spec: &str| -> Vec<u64> {
+            let idx = build(spec, &keys);
+            assert_eq!(idx.get(keys[777]).unwrap(), Some(777));
+            let st = idx.stats().unwrap();
+            st.extra["lsm"]["levels"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|l| l["files"].as_u64().unwrap())
+                .collect()
+        };
+        let base = "lsm:memory=1M,background=false,target_file=16K";
+        let table = files(&format!("{base},compact=true"));
+        assert_eq!(table.iter().filter(|&&f| f > 0).count(), 1, "{table:?}");
+        assert!(table.iter().sum::<u64>() > 10, "{table:?}");
+        let level = files(&format!("{base},compact=true,granularity=level"));
+        assert_eq!(level.iter().sum::<u64>(), 1, "{level:?}");
+        assert!(
+            files(&format!("{base},granularity=level"))
+                .iter()
+                .skip(1)
+                .all(|&f| f <= 1)
+        );
     }
 
     #[test]

@@ -67,7 +67,7 @@ pub use manifest::{
     LSM_MANIFEST_FILE, LSM_MANIFEST_VERSION, LsmEdit, LsmManifest, NUM_LEVELS, TableRecord, table_name,
     table_number,
 };
-pub use options::Options;
+pub use options::{Granularity, LEVEL_TABLE_ENTRIES, Options};
 pub use stats::{LevelStats, StoreStats, VerifyReport};
 pub use wal::LsmOp;
 pub use write::{MAX_BATCH_BYTES, WriteBatch};

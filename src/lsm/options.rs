@@ -15,6 +15,49 @@ const MAX_WRITE_BUFFER: u64 = 64 << 20;
 /// Page size of the block cache.
 pub(super) const CACHE_PAGE: usize = 4096;
 
+/// What one table index covers (Liu et al. §5.5): a table of at most
+/// [`Options::target_file_bytes`], or a whole level.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Granularity {
+    /// Compactions cut their output at [`Options::target_file_bytes`]: an
+    /// index per table of about that size (default).
+    #[default]
+    Table,
+    /// Compactions into L1 and below never cut their output by size, so
+    /// every level below L0 is one table with one index, and every
+    /// compaction from Ln into Ln+1 merges the whole of both (a full
+    /// merge). L0 keeps one table per flush. A table holds fewer than 2^32
+    /// entries: a level of more than [`LEVEL_TABLE_ENTRIES`] entries is cut
+    /// into tables of that many.
+    Level,
+}
+
+/// Under [`Granularity::Level`], the entries after which a compaction cuts
+/// its output anyway (at the next user key): half the table format's limit
+/// of 2^32 - 1 entries, leaving room for the versions of the last user key.
+pub const LEVEL_TABLE_ENTRIES: u64 = 1 << 31;
+
+impl Granularity {
+    /// `table` or `level`, as [`Options::parse_spec`] takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Granularity::Table => "table",
+            Granularity::Level => "level",
+        }
+    }
+
+    /// Parses `table` or `level`; anything else is [`Error::InvalidInput`].
+    pub fn parse(v: &str) -> Result<Granularity> {
+        match v {
+            "table" => Ok(Granularity::Table),
+            "level" => Ok(Granularity::Level),
+            _ => Err(Error::invalid(format!(
+                "lsm option granularity: `{v}` is not table or level"
+            ))),
+        }
+    }
+}
+
 /// How a store is opened. `Default` is [`Options::with_memory`] of 64 MiB.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -40,8 +83,12 @@ pub struct Options {
     /// key and the index ([`IndexSpec`]). Its `build_id` is ignored: every
     /// table gets a fresh one.
     pub table: TableOptions,
-    /// Compactions cut their output tables at this size (default 8 MiB).
+    /// Compactions cut their output tables at this size (default 8 MiB;
+    /// ignored below L0 under [`Granularity::Level`]).
     pub target_file_bytes: u64,
+    /// What one table index covers: a table of `target_file_bytes` or a
+    /// whole level (default [`Granularity::Table`]).
+    pub granularity: Granularity,
     /// Each level below L1 may hold this many times the bytes of the one
     /// above (default 10).
     pub level_ratio: u64,
@@ -94,6 +141,7 @@ impl Options {
             block_cache_bytes: bytes.saturating_sub(write_buffer),
             table: TableOptions::default(),
             target_file_bytes: 8 << 20,
+            granularity: Granularity::Table,
             level_ratio: 10,
             l1_bytes: 64 << 20,
             l0_compaction_trigger: 4,
@@ -113,7 +161,7 @@ impl Options {
     /// `index` (a kind of [`IndexSpec`]), `boundary`, `profile` (storage
     /// profile for `air`), `memory`, `write_buffer`, `max_immutable`,
     /// `block_cache`, `block` (block size), `restart`, `bloom` (bits per
-    /// key), `target_file`, `ratio`, `l1`, `l0_trigger`, `l0_slowdown`,
+    /// key), `target_file`, `granularity` (`table` or `level`), `ratio`, `l1`, `l0_trigger`, `l0_slowdown`,
     /// `l0_stop`, `sync` (`always`, `never` or a period such as `10ms`),
     /// `direct`, `read_only`, `background`, `strict` (booleans `true`/`false`).
     /// Sizes take `k`/`M`/`G` suffixes. Anything else is
@@ -143,6 +191,7 @@ impl Options {
                 "restart" => o.table.restart_interval = int(v, k)?,
                 "bloom" => o.table.bloom_bits_per_key = int(v, k)?,
                 "target_file" => o.target_file_bytes = size(v, k)?,
+                "granularity" => o.granularity = Granularity::parse(v)?,
                 "ratio" => o.level_ratio = int(v, k)?,
                 "l1" => o.l1_bytes = size(v, k)?,
                 "l0_trigger" => o.l0_compaction_trigger = int(v, k)?,
@@ -241,6 +290,13 @@ mod tests {
         assert_eq!(o.block_cache_bytes, 3 << 20);
         assert_eq!(o.sync, SyncPolicy::EveryMs(10));
         assert!(!o.background);
+        assert_eq!(o.granularity, Granularity::Table);
+        let o = Options::parse_spec("granularity=level,target_file=32M").unwrap();
+        assert_eq!(
+            (o.granularity, o.target_file_bytes),
+            (Granularity::Level, 32 << 20)
+        );
+        assert_eq!(Granularity::parse(o.granularity.name()).unwrap(), o.granularity);
         let o = Options::parse_spec("write_buffer=1k,memory=1G").unwrap();
         assert_eq!((o.write_buffer_bytes, o.memory_bytes), (1024, 1 << 30));
         for bad in [
@@ -253,6 +309,7 @@ mod tests {
             "l0_trigger=21",
             "ratio=1",
             "sync=0ms",
+            "granularity=file",
         ] {
             assert!(Options::parse_spec(bad).is_err(), "{bad}");
         }

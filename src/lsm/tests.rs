@@ -541,3 +541,123 @@ fn the_block_cache_serves_repeated_reads_without_io() {
         }
     }
 }
+
+/// One step of the granularity test: `Fill(first, n, step)` puts keys
+/// `first, first + step, ...` (sequential runs make levels whose tables do
+/// not overlap), `Drop(first, n)` deletes, `Flush`, `Compact(lo, hi)`.
+#[derive(Debug, Clone)]
+enum GranStep {
+    Fill(u32, u32, u32),
+    Drop(u32, u32),
+    Flush,
+    Compact(Option<u32>, Option<u32>),
+}
+
+fn gran_step() -> impl proptest::strategy::Strategy<Value = GranStep> {
+    use proptest::prelude::*;
+    prop_oneof![
+        6 => (0..20_000u32, 1..400u32, 1..4u32).prop_map(|(a, n, s)| GranStep::Fill(a, n, s)),
+        2 => (0..20_000u32, 1..200u32).prop_map(|(a, n)| GranStep::Drop(a, n)),
+        1 => Just(GranStep::Flush),
+        1 => (proptest::option::of(0..20_000u32), proptest::option::of(0..20_000u32))
+            .prop_map(|(a, b)| GranStep::Compact(a, b)),
+    ]
+}
+
+/// Runs `steps` on a store of granularity `g` against a model; after every
+/// step checks the level invariants (`verify`) and, under
+/// [`Granularity::Level`], at most one table in every level below L0.
+/// Returns the most tables any level below L0 held.
+fn run_granularity(steps: &[GranStep], g: Granularity) -> u64 {
+    let dir = Arc::new(MemDirectory::new());
+    let mut o = small();
+    o.granularity = g;
+    o.l1_bytes = 8 << 10;
+    let s = Store::open_in(dir, o).unwrap();
+    let mut model = std::collections::BTreeMap::new();
+    let mut most = 0;
+    for (i, step) in steps.iter().enumerate() {
+        match *step {
+            GranStep::Fill(a, n, st) => {
+                for j in 0..n {
+                    let key = k(a.wrapping_add(j * st));
+                    let v = format!("{i}:{j}").into_bytes();
+                    s.put(&key, &v).unwrap();
+                    model.insert(key, v);
+                }
+            }
+            GranStep::Drop(a, n) => {
+                for j in 0..n {
+                    s.delete(&k(a + j)).unwrap();
+                    model.remove(&k(a + j));
+                }
+            }
+            GranStep::Flush => s.flush().unwrap(),
+            GranStep::Compact(lo, hi) => {
+                let (lo, hi) = (lo.map(k), hi.map(k));
+                s.compact_range(lo.as_deref(), hi.as_deref()).unwrap();
+            }
+        }
+        s.verify().unwrap();
+        let st = s.stats();
+        let below_l0 = st.levels.iter().skip(1).map(|l| l.files).max().unwrap_or(0);
+        most = most.max(below_l0);
+        if g == Granularity::Level {
+            assert!(below_l0 <= 1, "step {i} {step:?}: {:?}", st.levels);
+        }
+        assert_eq!(
+            st.levels.iter().map(|l| l.index_bytes).sum::<u64>(),
+            st.index_bytes
+        );
+        assert_eq!(
+            st.levels.iter().map(|l| l.filter_bytes).sum::<u64>(),
+            st.filter_bytes
+        );
+        for l in &st.levels {
+            assert_eq!(l.files == 0, l.index_bytes == 0, "{l:?}");
+        }
+    }
+    let want: Vec<_> = model.into_iter().collect();
+    assert_eq!(scan(&s), want);
+    most
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(12))]
+    /// Level granularity keeps one table per level below L0 through random
+    /// loads, deletes, flushes and ranged compactions, and reads what a
+    /// model holds; so does table granularity (with more tables).
+    #[test]
+    fn level_granularity_keeps_one_table_per_level(
+        steps in proptest::collection::vec(gran_step(), 1..40)
+    ) {
+        run_granularity(&steps, Granularity::Level);
+        run_granularity(&steps, Granularity::Table);
+    }
+}
+
+/// The same load at both granularities: table granularity cuts the levels
+/// into many tables, level granularity keeps one per level, with less
+/// index memory (one model per level) and the same contents.
+#[test]
+fn level_granularity_on_a_sequential_and_random_load() {
+    let steps: Vec<GranStep> = (0..30u32)
+        .map(|i| GranStep::Fill((i * 7919) % 20_000, 300, 1 + i % 3))
+        .chain([GranStep::Compact(None, None)])
+        .collect();
+    assert!(run_granularity(&steps, Granularity::Table) > 1);
+    assert_eq!(run_granularity(&steps, Granularity::Level), 1);
+}
+
+/// Under level granularity an ingestion writes one table.
+#[test]
+fn ingest_under_level_granularity_writes_one_table() {
+    for (g, more) in [(Granularity::Table, true), (Granularity::Level, false)] {
+        let mut o = small();
+        o.granularity = g;
+        let s = Store::open_in(Arc::new(MemDirectory::new()), o).unwrap();
+        let r = s.ingest(ingest_entries(5000)).unwrap();
+        assert_eq!(r.tables > 1, more, "{g:?}: {r:?}");
+        assert_eq!(s.stats().levels[r.level].files, r.tables);
+    }
+}

@@ -98,8 +98,9 @@ pub struct BenchRecord {
     pub cache_hit_ratio: Option<f64>,
     /// The `db` store's merge activity in the median run: `merges` done,
     /// `merge_s` spent merging, whether a merge was still `merging` when the
-    /// last operation returned, and the `static_kind` in use (absent for
-    /// other kinds).
+    /// last operation returned, and the `static_kind` in use; the `lsm`
+    /// store's `StoreStats` (`index_bytes`, `filter_bytes`, `levels`,
+    /// `train_nanos`, ...) after the median run; absent for other kinds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store: Option<serde_json::Value>,
 }

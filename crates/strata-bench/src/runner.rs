@@ -524,14 +524,20 @@ fn run_one(
         models: st.models,
         height: st.height,
         cache_hit_ratio: st.extra.get("cache_hit_ratio").and_then(|v| v.as_f64()),
-        store: st.extra.get("db").map(|d| {
-            serde_json::json!({
-                "merges": d["merges"],
-                "merge_s": d["merge_seconds"],
-                "merging": d["merging"],
-                "static_kind": d["static_kind"],
+        store: st
+            .extra
+            .get("db")
+            .map(|d| {
+                serde_json::json!({
+                    "merges": d["merges"],
+                    "merge_s": d["merge_seconds"],
+                    "merging": d["merging"],
+                    "static_kind": d["static_kind"],
+                })
             })
-        }),
+            // The LSM store's `StoreStats` (index and filter bytes per level,
+            // training and compaction times).
+            .or_else(|| st.extra.get("lsm").cloned()),
     })
 }
 

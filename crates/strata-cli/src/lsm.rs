@@ -48,6 +48,10 @@ struct StoreArgs {
     /// Keys and values are hexadecimal bytes (input and output).
     #[arg(long)]
     hex: bool,
+    /// More store options as `name=value,...` (`Options::parse_spec`), after
+    /// the ones above, e.g. `granularity=level,target_file=32M`.
+    #[arg(long, default_value = "")]
+    opts: String,
 }
 
 #[derive(Subcommand, Debug)]
@@ -132,13 +136,13 @@ enum LsmCmd {
     },
 }
 
-/// The store options of `s`: index, boundary and memory through
+/// The store options of `s`: index, boundary, memory and `--opts` through
 /// [`Options::parse_spec`], then the sync mode.
 fn options(s: &StoreArgs) -> Result<Options> {
     let memory = crate::db::memory_arg(&s.memory)?;
     let mut o = Options::parse_spec(&format!(
-        "index={},boundary={},memory={memory}",
-        s.index, s.boundary
+        "index={},boundary={},memory={memory},{}",
+        s.index, s.boundary, s.opts
     ))?;
     o.sync = crate::db::sync_arg(&s.sync)?;
     Ok(o)

@@ -67,6 +67,19 @@ fn kvbench_smoke_writes_json_lines_and_a_table() {
     };
     assert_eq!(found("readrandom"), [500; 4]);
     assert_eq!(found("readmissing"), [0; 4]);
+    // The LSM store's records carry its counters (the training share of
+    // scripts/lsm-experiments.sh): the fill flushed and trained tables.
+    for r in lines
+        .iter()
+        .filter(|r| r["index"] == "lsm" && r["workload"] == "fillrandom")
+    {
+        let st = &r["config"]["stats"];
+        assert!(st["flushes"].as_u64().unwrap() > 0, "{st}");
+        assert!(
+            st["train_nanos"].as_u64().is_some() && st["flush_nanos"].as_u64().is_some(),
+            "{st}"
+        );
+    }
     // The stores are removed after each engine's repeat.
     assert_eq!(std::fs::read_dir(&work).unwrap().count(), 0);
 }

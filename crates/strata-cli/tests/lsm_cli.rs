@@ -189,3 +189,48 @@ fn stress_prints_begin_and_ack_pairs() {
         assert_eq!(got, want);
     }
 }
+
+/// `--opts` passes further store options: after `compact`, one table per
+/// level below L0 under `granularity=level` (several at `table` granularity
+/// with the same small tables), per-level index bytes in `stats`; a bad
+/// option is an error.
+#[test]
+fn granularity_level_through_opts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let keys = tmp.path().join("keys.sosd");
+    let k = keys.to_str().unwrap();
+    let ks: Vec<u64> = (0..20_000u64).map(|i| i * 7919 + 3).collect();
+    strata::format::write_keys(&keys, &ks).unwrap();
+    let small = "write_buffer=16k,target_file=8k,l1=32k,ratio=4,background=false";
+    let most_per_level = |gran: &str| {
+        let store = tmp.path().join(gran);
+        let s = store.to_str().unwrap();
+        let opts = format!("{small},granularity={gran}");
+        strata(&["lsm", "load", s, "--keys", k, "--sync", "never", "--opts", &opts]);
+        // The load is one write batch, so one L0 table: compact it down.
+        strata(&["lsm", "compact", s, "--opts", &opts]);
+        strata(&["lsm", "verify", s]);
+        let st: serde_json::Value = serde_json::from_str(&strata(&["lsm", "stats", s])).unwrap();
+        let levels = st["levels"].as_array().unwrap();
+        let index: u64 = levels.iter().map(|l| l["index_bytes"].as_u64().unwrap()).sum();
+        assert_eq!(index, st["index_bytes"].as_u64().unwrap());
+        levels[1..]
+            .iter()
+            .map(|l| l["files"].as_u64().unwrap())
+            .max()
+            .unwrap()
+    };
+    assert!(most_per_level("table") > 1);
+    assert_eq!(most_per_level("level"), 1);
+    let bad = tmp.path().join("bad");
+    let e = fails(&[
+        "lsm",
+        "load",
+        bad.to_str().unwrap(),
+        "--keys",
+        k,
+        "--opts",
+        "granularity=file",
+    ]);
+    assert!(e.contains("granularity"), "{e}");
+}

@@ -83,7 +83,8 @@ impl TableBuilder {
     /// Adds an entry. Errors ([`Error::InvalidInput`], nothing written): an
     /// internal key that does not parse or is not after the previous one in
     /// [`key::compare`] order, a key or value over the limits
-    /// ([`key::check_entry`]), more than `u32::MAX - 1` entries.
+    /// ([`key::check_entry`]), more than `u32::MAX - 1` entries, fence keys
+    /// (`fp`) of more than 4 GiB.
     pub fn add(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
         let parsed = key::parse(ikey)
             .ok_or_else(|| Error::invalid(format!("{} is not an internal key", show(ikey))))?;
@@ -100,6 +101,11 @@ impl TableBuilder {
         if self.entries >= u64::from(u32::MAX) - 1 {
             return Err(Error::invalid("a table holds fewer than 2^32 - 1 entries"));
         }
+        if let Some(f) = &mut self.fences {
+            if self.entries % self.opts.index.boundary as u64 == 0 {
+                f.push(ikey)?;
+            }
+        }
         let new_user = self.entries == 0 || key::user_key(&self.last) != parsed.user_key;
         if new_user {
             self.hashes.push(hash(parsed.user_key));
@@ -107,11 +113,6 @@ impl TableBuilder {
                 self.users.extend_from_slice(parsed.user_key);
                 self.user_ends.push(self.users.len());
                 self.firsts.push(self.entries as u32);
-            }
-        }
-        if let Some(f) = &mut self.fences {
-            if self.entries % self.opts.index.boundary as u64 == 0 {
-                f.push(ikey);
             }
         }
         if self.entries == 0 {

@@ -68,10 +68,18 @@ impl Fences {
         }
     }
 
-    /// Appends the next fence's key.
-    pub(super) fn push(&mut self, ikey: &[u8]) {
+    /// Appends the next fence's key. The fence keys of one table take at
+    /// most `u32::MAX` bytes (their offsets are u32): more is
+    /// [`Error::InvalidInput`], nothing appended.
+    pub(super) fn push(&mut self, ikey: &[u8]) -> Result<()> {
+        let end = u32::try_from(self.keys.len().saturating_add(ikey.len())).map_err(|_| {
+            Error::invalid(
+                "the fence keys of one table exceed 4 GiB: use a larger boundary, or table granularity",
+            )
+        })?;
         self.keys.extend_from_slice(ikey);
-        self.offs.push(self.keys.len() as u32);
+        self.offs.push(end);
+        Ok(())
     }
 
     /// Sets the entry count (known when the table is finished).
@@ -200,7 +208,8 @@ impl TableIndex {
                 f.keys.reserve(c.remaining().saturating_sub(4 * count));
                 for _ in 0..count {
                     let len = c.u32().ok_or_else(|| bad("truncated fence"))? as usize;
-                    f.push(c.bytes(len).ok_or_else(|| bad("truncated fence"))?);
+                    f.push(c.bytes(len).ok_or_else(|| bad("truncated fence"))?)
+                        .map_err(|_| bad("fence keys over 4 GiB"))?;
                 }
                 if c.remaining() != 0 {
                     return Err(bad("bytes after the last fence"));

@@ -72,8 +72,15 @@ impl KvEngine for LsmEngine {
         "lsm"
     }
 
+    /// The options, and under `stats` the store's [`strata::lsm::StoreStats`]
+    /// now (counters since the store was last opened: `train_nanos`,
+    /// `compaction_nanos`, `flush_nanos`, levels, ...).
     fn config(&self) -> Map<String, Value> {
-        self.config.clone()
+        let mut c = self.config.clone();
+        if let Ok(v) = serde_json::to_value(self.store.stats()) {
+            c.insert("stats".into(), v);
+        }
+        c
     }
 
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
