@@ -30,13 +30,14 @@ def load(path):
 
 
 def collisions(path):
-    """(keys, keys sharing their 8-byte window with the previous key, common prefix bytes)."""
+    """(keys, keys sharing their 8-byte window with the previous key, common
+    prefix bytes, mean size of the group of equal windows a key is in)."""
     with open(path, "rb") as f:
         keys = f.read().split(b"\n")
     if keys and keys[-1] == b"":
         keys.pop()
     if not keys:
-        return 0, 0, 0
+        return 0, 0, 0, 0.0
     first, last = min(keys), max(keys)
     p = 0
     while p < min(len(first), len(last)) and first[p] == last[p]:
@@ -44,7 +45,15 @@ def collisions(path):
     keys.sort()
     window = [k[p : p + 8].ljust(8, b"\0") for k in keys]
     same = sum(1 for a, b in zip(window, window[1:]) if a == b)
-    return len(keys), same, p
+    groups, run = [], 1
+    for a, b in zip(window, window[1:]):
+        if a == b:
+            run += 1
+        else:
+            groups.append(run)
+            run = 1
+    groups.append(run)
+    return len(keys), same, p, sum(g * g for g in groups) / len(keys)
 
 
 def memory_table(recs):
@@ -114,11 +123,15 @@ def main():
 
     if a.keys:
         md += ["## Key-map collisions (whole file: an upper bound of the tables')", ""]
-        md += ["| data set | keys | common prefix bytes | keys sharing the next 8 bytes with their neighbour |", "|---|---:|---:|---:|"]
+        md += [
+            "| data set | keys | common prefix bytes | keys sharing the next 8 bytes with their neighbour | "
+            "mean group of equal values a key is in |",
+            "|---|---:|---:|---:|---:|",
+        ]
         for spec in a.keys:
             name, path = spec.split("=", 1)
-            n, same, p = collisions(path)
-            md.append(f"| {name} | {n:,} | {p} | {same:,} ({100 * same / max(n, 1):.1f} %) |")
+            n, same, p, group = collisions(path)
+            md.append(f"| {name} | {n:,} | {p} | {same:,} ({100 * same / max(n, 1):.1f} %) | {group:,.1f} |")
         md.append("")
 
     rows = latency_rows(a.out)

@@ -4,8 +4,13 @@
 use std::process::{Command, Output};
 
 fn strata(args: &[&str]) -> Output {
+    strata_cmd("kvbench", args)
+}
+
+/// `strata CMD ARGS --quiet`.
+fn strata_cmd(cmd: &str, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_strata"))
-        .arg("kvbench")
+        .arg(cmd)
         .args(args)
         .arg("--quiet")
         .output()
@@ -94,32 +99,25 @@ fn kvbench_errors_are_one_clear_line() {
     }
 }
 
-/// `strata gen ARGS` (not kvbench).
-fn gen_text(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_strata"))
-        .arg("gen")
-        .args(args)
-        .arg("--quiet")
-        .output()
-        .expect("run strata")
-}
-
 #[test]
 fn text_keys_from_gen_drive_every_kind_of_workload() {
     let tmp = tempfile::tempdir().unwrap();
     let urls = tmp.path().join("urls.txt");
     let again = tmp.path().join("again.txt");
     for out in [&urls, &again] {
-        let o = gen_text(&[
-            "--dist",
-            "urls",
-            "--n",
-            "3000",
-            "--seed",
-            "3",
-            "--out",
-            out.to_str().unwrap(),
-        ]);
+        let o = strata_cmd(
+            "gen",
+            &[
+                "--dist",
+                "urls",
+                "--n",
+                "3000",
+                "--seed",
+                "3",
+                "--out",
+                out.to_str().unwrap(),
+            ],
+        );
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     }
     let text = std::fs::read_to_string(&urls).unwrap();

@@ -250,7 +250,7 @@ pub struct Plan {
 impl Plan {
     /// Plans `workload` over a store whose keys are `live`: fills write
     /// `num` keys, the others run `ops` operations. Deterministic for `seed`.
-    /// A `seekrandom` seek reads [`SEEK_ENTRIES`] entries.
+    /// A `seekrandom` seek reads 11 entries (the seek and 10 nexts).
     pub fn new(workload: KvWorkload, live: &mut Live, num: u64, ops: u64, seed: u64) -> Result<Plan> {
         Plan::new_seek(workload, live, num, ops, seed, SEEK_ENTRIES)
     }
