@@ -10,7 +10,9 @@
 //! segment counts compare with the real data sets.
 
 mod dist;
+mod text;
 pub mod workload;
 
 pub use dist::{Dist, fnv1a64, generate};
+pub use text::{TextDist, URL_HOSTS, WORD_LEN, generate_text, write_text_keys};
 pub use workload::{KeyChoice, Op, Workload, WorkloadPlan, Zipfian};

@@ -29,11 +29,13 @@ fn options(
         workloads: workloads.to_vec(),
         num: 2000,
         ops: 1000,
+        scan_length: 10,
         seed: 7,
         env: KvEnv {
             memory_bytes: 256 << 10,
             sync: SyncMode::Never,
             key_size: key,
+            key_file: None,
             value_size: value,
             direct_reads: false,
         },
@@ -50,7 +52,8 @@ fn expected(opts: &KvOptions) -> Vec<KvCounts> {
     let mut live = Live::new();
     let mut out = Vec::new();
     for (wi, &w) in opts.workloads.iter().enumerate() {
-        let plan = Plan::new(w, &mut live, opts.num, opts.ops, opts.seed + wi as u64)
+        let seed = opts.seed + wi as u64;
+        let plan = Plan::new_seek(w, &mut live, opts.num, opts.ops, seed, opts.scan_length + 1)
             .unwrap_or_else(|e| panic!("{e}"));
         let mut c = plan.counts();
         // Scans read the live keys at or after their start, up to their
@@ -85,7 +88,15 @@ fn expected(opts: &KvOptions) -> Vec<KvCounts> {
 fn before_plan(opts: &KvOptions, wi: usize) -> Live {
     let mut live = Live::new();
     for (i, &w) in opts.workloads.iter().enumerate().take(wi) {
-        Plan::new(w, &mut live, opts.num, opts.ops, opts.seed + i as u64).unwrap_or_else(|e| panic!("{e}"));
+        Plan::new_seek(
+            w,
+            &mut live,
+            opts.num,
+            opts.ops,
+            opts.seed + i as u64,
+            opts.scan_length + 1,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
     }
     live
 }
@@ -96,10 +107,16 @@ fn run(opts: &KvOptions) -> Vec<KvRecord> {
 
 fn check_every_workload(engines: &str, key: usize, value: usize) {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let opts = options(engines, &order(), dir.path(), key, value);
+    check_workloads(&opts);
+}
+
+/// Runs `opts` (every workload, in [`order`]) and checks every record
+/// against its plan.
+fn check_workloads(opts: &KvOptions) {
     let order = order();
-    let opts = options(engines, &order, dir.path(), key, value);
-    let want = expected(&opts);
-    let records = run(&opts);
+    let want = expected(opts);
+    let records = run(opts);
     assert_eq!(records.len(), order.len() * opts.engines.len());
     for (r, rec) in records.iter().enumerate() {
         let wi = r % order.len();
@@ -118,7 +135,8 @@ fn check_every_workload(engines: &str, key: usize, value: usize) {
             KvWorkload::ReadMissing => assert_eq!(rec.counts.found, 0),
             KvWorkload::SeekRandom => {
                 assert_eq!(rec.counts.seeks, opts.ops);
-                assert!(rec.counts.scanned > 10 * opts.ops, "{}", rec.counts.scanned);
+                let entries = u64::from(opts.scan_length);
+                assert!(rec.counts.scanned > entries * opts.ops, "{}", rec.counts.scanned);
             }
             KvWorkload::Overwrite => assert_eq!(rec.counts.puts, opts.ops),
             KvWorkload::DeleteRandom => {
@@ -145,7 +163,7 @@ fn check_every_workload(engines: &str, key: usize, value: usize) {
         assert!(rec.disk_bytes > 0);
     }
     // The same seed gives the same counts on a second run.
-    let again = run(&opts);
+    let again = run(opts);
     let a: Vec<KvCounts> = records.iter().map(|r| r.counts).collect();
     let b: Vec<KvCounts> = again.iter().map(|r| r.counts).collect();
     assert_eq!(a, b);
@@ -290,6 +308,7 @@ fn lsm_takes_the_run_settings_and_its_own_options() {
         memory_bytes: 1 << 20,
         sync: SyncMode::Always,
         key_size: 16,
+        key_file: None,
         value_size: 100,
         direct_reads: true,
     };
@@ -319,4 +338,95 @@ fn lsm_takes_the_run_settings_and_its_own_options() {
     .map(|e| e.to_string())
     .unwrap_or_default();
     assert!(e.contains("nosuch"), "{e}");
+}
+
+/// A text key file of `n` keys of `dist` in `dir`, read back.
+fn key_file(dir: &std::path::Path, dist: strata::data::TextDist, n: usize) -> std::sync::Arc<kv::KeyFile> {
+    let keys = strata::data::generate_text(dist, n, 5).unwrap_or_else(|e| panic!("{e}"));
+    let path = dir.join(format!("{}.txt", dist.name()));
+    strata::data::write_text_keys(&path, &keys).unwrap_or_else(|e| panic!("{e}"));
+    std::sync::Arc::new(kv::KeyFile::read(&path).unwrap_or_else(|e| panic!("{e}")))
+}
+
+#[test]
+fn every_workload_on_lsm_with_word_and_url_keys() {
+    for (dist, engines, value) in [
+        (strata::data::TextDist::Words, "lsm:index=pgm,boundary=16", 100),
+        (
+            strata::data::TextDist::Urls,
+            "lsm:index=fp,lsm:index=gap-zonemap-d",
+            8,
+        ),
+    ] {
+        let keys = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let mut opts = options(engines, &order(), dir.path(), 16, value);
+        let file = key_file(keys.path(), dist, 2000);
+        opts.num = file.len();
+        opts.env.key_file = Some(file);
+        check_workloads(&opts);
+        let rec = &run(&opts)[0];
+        assert_eq!(rec.dataset, format!("kv-{}-{value}", dist.name()));
+        assert!(rec.key_size >= 5, "{}", rec.key_size);
+    }
+}
+
+#[test]
+fn scan_length_sets_the_entries_of_a_seek() {
+    let keys = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    for (scan_length, file) in [
+        (99, None),
+        (0, None),
+        (
+            250,
+            Some(key_file(keys.path(), strata::data::TextDist::Urls, 2000)),
+        ),
+    ] {
+        let mut opts = options(
+            "lsm:index=pgm",
+            &[KvWorkload::FillSeq, KvWorkload::SeekRandom],
+            dir.path(),
+            16,
+            100,
+        );
+        opts.ops = 200;
+        opts.scan_length = scan_length;
+        opts.env.key_file = file;
+        let rec = &run(&opts)[1];
+        assert_eq!(rec.counts, expected(&opts)[1], "scan length {scan_length}");
+        assert_eq!(rec.wrong, 0);
+        // Seeks land uniformly on 2000 keys: on average far from the end.
+        let per_seek = rec.counts.scanned as f64 / 200.0;
+        let want = f64::from(scan_length + 1);
+        assert!(per_seek <= want && per_seek > 0.8 * want, "{per_seek} of {want}");
+        assert_eq!(rec.config["scan_length"], scan_length);
+    }
+}
+
+#[test]
+fn key_files_refused_by_db_leave_no_store_behind() {
+    let keys = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let mut opts = options("lsm:index=pgm,db", &[KvWorkload::FillSeq], dir.path(), 8, 8);
+    let file = key_file(keys.path(), strata::data::TextDist::Words, 500);
+    opts.num = file.len();
+    opts.env.key_file = Some(file);
+    let e = kv::run(&opts, &mut |_| {})
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("engine db") && e.contains("8-byte keys"), "{e}");
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .filter_map(|e| e.ok().map(|e| e.file_name()))
+        .collect();
+    assert!(left.is_empty(), "stores left behind: {left:?}");
+    opts.engines = EngineSpec::parse_list("lsm").unwrap_or_else(|e| panic!("{e}"));
+    opts.num = 400;
+    let e = kv::run(&opts, &mut |_| {})
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("must be its 500 keys"), "{e}");
 }

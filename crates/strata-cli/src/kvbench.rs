@@ -27,7 +27,8 @@ pub struct KvBenchArgs {
     /// seekrandom, readwhilewriting, deleterandom, ycsb-a … ycsb-f.
     #[arg(long, default_value = "fillrandom,readrandom")]
     workloads: String,
-    /// Keys written by a fill (and by the load before a first non-fill workload).
+    /// Keys written by a fill (and by the load before a first non-fill
+    /// workload); with --key-file, the file's key count.
     #[arg(long, default_value_t = 100_000)]
     num: u64,
     /// Operations of the other workloads (default: --num).
@@ -36,6 +37,18 @@ pub struct KvBenchArgs {
     /// Key size in bytes: 8, 16 or 24.
     #[arg(long, default_value_t = 16)]
     key_size: usize,
+    /// Use the keys of a text key file (one per line, 1 byte to 64 KiB - 16
+    /// bytes; `strata gen --dist words|urls` writes one) instead of generated
+    /// fixed-size keys: loads and fills write them all (fillseq in key
+    /// order, fillrandom shuffled), reads pick among them, readmissing asks
+    /// each key followed by a zero byte. Empty lines, duplicate keys and
+    /// keys over the limit are errors. Not for engine db (u64 keys).
+    #[arg(long, conflicts_with_all = ["num", "key_size"])]
+    key_file: Option<PathBuf>,
+    /// Entries a seekrandom range lookup reads after its seek (db_bench: 10):
+    /// each seek reads scan-length + 1 entries.
+    #[arg(long, default_value_t = 10)]
+    scan_length: u32,
     /// Value size in bytes: 8, 100 or 1000.
     #[arg(long, default_value_t = 100)]
     value_size: usize,
@@ -77,7 +90,13 @@ pub fn run(a: KvBenchArgs, quiet: bool) -> Result<()> {
         .filter(|s| !s.is_empty())
         .map(str::parse::<KvWorkload>)
         .collect::<Result<Vec<_>>>()?;
-    if ![8, 16, 24].contains(&a.key_size) {
+    let key_file = a
+        .key_file
+        .as_deref()
+        .map(kv::KeyFile::read)
+        .transpose()?
+        .map(std::sync::Arc::new);
+    if key_file.is_none() && ![8, 16, 24].contains(&a.key_size) {
         return Err(Error::invalid(format!(
             "--key-size must be 8, 16 or 24, got {}",
             a.key_size
@@ -110,13 +129,15 @@ pub fn run(a: KvBenchArgs, quiet: bool) -> Result<()> {
     let opts = KvOptions {
         engines,
         workloads,
-        num: a.num,
-        ops: a.reads.unwrap_or(a.num),
+        num: key_file.as_ref().map_or(a.num, |f| f.len()),
+        ops: a.reads.unwrap_or(key_file.as_ref().map_or(a.num, |f| f.len())),
+        scan_length: a.scan_length,
         seed: a.seed,
         env: KvEnv {
             memory_bytes,
             sync,
             key_size: a.key_size,
+            key_file,
             value_size: a.value_size,
             direct_reads: a.cold,
         },

@@ -76,7 +76,8 @@ enum Cmd {
 
 #[derive(Args, Debug)]
 struct GenArgs {
-    /// Distribution: dense, uniform, normal, lognormal, gmm, zipf, ycsb, hard, fb-like, osm-like, wiki-like, books-like.
+    /// Distribution: dense, uniform, normal, lognormal, gmm, zipf, ycsb, hard, fb-like, osm-like, wiki-like, books-like
+    /// (u64 keys, a SOSD file); or words, urls (text keys: a text file of distinct keys, one per line, sorted bytewise).
     #[arg(long)]
     dist: String,
     /// Number of keys.
@@ -85,7 +86,8 @@ struct GenArgs {
     /// Random seed.
     #[arg(long, default_value_t = 42)]
     seed: u64,
-    /// Output file (SOSD format: u64 count + u64 keys, little-endian).
+    /// Output file (SOSD format: u64 count + u64 keys, little-endian; for
+    /// words and urls a text key file: one key per line, each ending in a newline).
     #[arg(long)]
     out: PathBuf,
     /// For `hard`: target segments at ε = 8.
@@ -376,6 +378,9 @@ impl Drop for KeyStream {
 }
 
 fn generate(a: GenArgs, quiet: bool) -> Result<()> {
+    if let Ok(text) = a.dist.parse::<strata::data::TextDist>() {
+        return generate_text(&a, text, quiet);
+    }
     let mut dist: Dist = a.dist.parse()?;
     if let Dist::Hard { local, global } = &mut dist {
         if let Some(l) = a.local {
@@ -395,6 +400,28 @@ fn generate(a: GenArgs, quiet: bool) -> Result<()> {
     if !quiet {
         eprintln!(
             "wrote {} {} keys (seed {}) to {}",
+            keys.len(),
+            dist.name(),
+            a.seed,
+            a.out.display()
+        );
+    }
+    Ok(())
+}
+
+/// `strata gen` of a text distribution: a text key file.
+fn generate_text(a: &GenArgs, dist: strata::data::TextDist, quiet: bool) -> Result<()> {
+    if a.local.is_some() || a.global.is_some() {
+        return Err(Error::invalid("--local and --global apply to --dist hard only"));
+    }
+    let pb = progress(quiet, None, &format!("generating {} {} keys", a.n, dist.name()));
+    let keys = strata::data::generate_text(dist, a.n, a.seed)?;
+    pb.set_message(format!("writing {}", a.out.display()));
+    strata::data::write_text_keys(&a.out, &keys)?;
+    pb.finish_and_clear();
+    if !quiet {
+        eprintln!(
+            "wrote {} {} text keys, sorted, one per line (seed {}) to {}",
             keys.len(),
             dist.name(),
             a.seed,
@@ -768,6 +795,7 @@ fn list() -> Result<()> {
         println!("  {:<16} {}", k.name(), k.summary());
     }
     println!("distributions: {}", Dist::NAMES.join(", "));
+    println!("text distributions: {}", strata::data::TextDist::NAMES.join(", "));
     println!("workloads: {}", Workload::NAMES.join(", "));
     println!("storage profiles:");
     for (name, lat, bw, src) in strata::storage::PRESETS {

@@ -12,7 +12,7 @@ use strata::{Error, Result};
 
 use super::report::{KvCounts, KvRecord};
 use super::workload::{KvWorkload, Live, Plan, PlanOp, id_of_index};
-use super::{BatchOp, EngineSpec, KvEngine, KvEnv, SyncMode, key_of, open_engine, value_matches, value_of};
+use super::{BatchOp, EngineSpec, KvEngine, KvEnv, SyncMode, open_engine, value_matches, value_of};
 use crate::report::{IoPerOp, Latency};
 
 /// Puts per batch of the untimed load.
@@ -31,6 +31,9 @@ pub struct KvOptions {
     pub num: u64,
     /// Operations of every other workload.
     pub ops: u64,
+    /// Nexts after each `seekrandom` seek (10 in db_bench): a seek reads
+    /// `scan_length + 1` entries.
+    pub scan_length: u32,
     /// Seed of every plan (the same for every engine and repeat).
     pub seed: u64,
     /// Memory, key and value sizes, sync mode, direct reads.
@@ -144,11 +147,12 @@ fn work(engine: &dyn KvEngine, ops: &[PlanOp], env: &KvEnv, generation: u32) -> 
         wrong: 0,
         user_bytes: 0,
     };
-    let (ks, vs) = (env.key_size, env.value_size);
-    let mut key = Vec::with_capacity(ks);
+    let vs = env.value_size;
+    let mut key = Vec::new();
     let mut value = Vec::with_capacity(vs);
     for op in ops {
-        key_of(op.id(), ks, &mut key);
+        env.key(op.id(), &mut key);
+        let ks = key.len();
         let t0 = Instant::now();
         match *op {
             PlanOp::Get { id, present } => {
@@ -175,7 +179,7 @@ fn work(engine: &dyn KvEngine, ops: &[PlanOp], env: &KvEnv, generation: u32) -> 
             PlanOp::Scan { count, .. } => {
                 let mut wrong = 0u64;
                 let n = engine.scan(&key, count as usize, &mut |k, v| {
-                    wrong += !value_matches(super::id_of(k), v, vs) as u64;
+                    wrong += !env.entry_matches(k, v) as u64;
                 })?;
                 w.counts.seeks += 1;
                 w.counts.scanned += n as u64;
@@ -234,11 +238,11 @@ fn execute(
                 while !stop.load(Ordering::Relaxed) {
                     let i = present[rng.random_range(0..present.len())];
                     let id = id_of_index(i);
-                    key_of(id, env.key_size, &mut key);
+                    env.key(id, &mut key);
                     value_of(id, generation, env.value_size, &mut value);
                     engine.put(&key, &value)?;
                     writes.fetch_add(1, Ordering::Relaxed);
-                    writer_bytes.fetch_add((env.key_size + env.value_size) as u64, Ordering::Relaxed);
+                    writer_bytes.fetch_add((key.len() + env.value_size) as u64, Ordering::Relaxed);
                 }
                 Ok(())
             })
@@ -300,7 +304,7 @@ fn load(engine: &dyn KvEngine, live: &mut Live, num: u64, env: &KvEnv) -> Result
         values.clear();
         for i in start..end {
             let (mut k, mut v) = (Vec::new(), Vec::new());
-            key_of(id_of_index(i), env.key_size, &mut k);
+            env.key(id_of_index(i), &mut k);
             value_of(id_of_index(i), 0, env.value_size, &mut v);
             keys.push(k);
             values.push(v);
@@ -317,11 +321,21 @@ fn load(engine: &dyn KvEngine, live: &mut Live, num: u64, env: &KvEnv) -> Result
     Ok(())
 }
 
-/// One store of one engine in one repeat.
+/// One store of one engine in one repeat; dropping it closes the engine
+/// and removes its directory (so a run that fails leaves no store behind).
 struct Store {
     spec: EngineSpec,
     dir: PathBuf,
     engine: Option<Box<dyn KvEngine>>,
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        if let Some(e) = self.engine.take() {
+            let _ = e.close();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
 }
 
 impl Store {
@@ -361,6 +375,16 @@ pub fn run(opts: &KvOptions, on_event: &mut dyn FnMut(KvEvent)) -> Result<Vec<Kv
     if opts.num == 0 {
         return Err(Error::invalid("kvbench needs --num > 0"));
     }
+    if let Some(f) = &opts.env.key_file {
+        if f.len() != opts.num {
+            return Err(Error::invalid(format!(
+                "with key file {}, num must be its {} keys, got {}",
+                f.name(),
+                f.len(),
+                opts.num
+            )));
+        }
+    }
     let env = &opts.env;
     let threads = opts.threads.max(1);
     let mut records = Vec::new();
@@ -373,8 +397,9 @@ pub fn run(opts: &KvOptions, on_event: &mut dyn FnMut(KvEvent)) -> Result<Vec<Kv
             let mut store = Store {
                 spec: spec.clone(),
                 dir: dir.clone(),
-                engine: Some(open_engine(spec, &dir, env)?),
+                engine: None,
             };
+            store.engine = Some(open_engine(spec, &dir, env)?);
             let mut live = Live::new();
             let mut notes = Vec::new();
             let (mut build_s, mut dirty) = (0.0, false);
@@ -397,7 +422,8 @@ pub fn run(opts: &KvOptions, on_event: &mut dyn FnMut(KvEvent)) -> Result<Vec<Kv
                     dirty = false;
                 }
                 let seed = opts.seed.wrapping_add(wi as u64);
-                let plan = Plan::new(workload, &mut live, opts.num, opts.ops, seed)?;
+                let seek_entries = opts.scan_length.saturating_add(1);
+                let plan = Plan::new_seek(workload, &mut live, opts.num, opts.ops, seed, seek_entries)?;
                 let present = if workload == KvWorkload::ReadWhileWriting {
                     live.present_indexes()
                 } else {
@@ -458,6 +484,7 @@ pub fn run(opts: &KvOptions, on_event: &mut dyn FnMut(KvEvent)) -> Result<Vec<Kv
                 e.close()?;
             }
             std::fs::remove_dir_all(&dir).map_err(|x| Error::io(&dir, x))?;
+            drop(store);
         }
     }
     Ok(records)
@@ -494,15 +521,25 @@ fn record(opts: &KvOptions, f: RunFacts<'_>) -> KvRecord {
             None
         }
     };
-    let entry = (env.key_size + env.value_size) as u64;
+    let entry = (env.mean_key_len() + env.value_size as f64).round() as u64;
     let memory_bytes = f.memory.total();
     let mut config = f.engine.config();
     config.insert("threads".into(), serde_json::Value::from(f.threads));
+    if f.workload == KvWorkload::SeekRandom {
+        config.insert("scan_length".into(), serde_json::Value::from(opts.scan_length));
+    }
+    if let Some(k) = &env.key_file {
+        config.insert("key_file".into(), serde_json::Value::from(k.name()));
+        config.insert("keys_mean_bytes".into(), serde_json::Value::from(k.mean_len()));
+    }
     let cold_ok = opts.cold && f.notes.is_empty();
     KvRecord {
         index: f.engine.name().to_string(),
         config,
-        dataset: format!("kv-{}-{}", env.key_size, env.value_size),
+        dataset: match &env.key_file {
+            Some(k) => format!("kv-{}-{}", k.name(), env.value_size),
+            None => format!("kv-{}-{}", env.key_size, env.value_size),
+        },
         n: opts.num,
         workload: f.workload.name().to_string(),
         ops,
@@ -541,7 +578,7 @@ fn record(opts: &KvOptions, f: RunFacts<'_>) -> KvRecord {
         wrong: w.wrong,
         spec: f.spec.spec.clone(),
         repeat: f.repeat,
-        key_size: env.key_size,
+        key_size: env.mean_key_len().round() as usize,
         value_size: env.value_size,
         threads: f.threads,
         sync: match env.sync {

@@ -153,6 +153,13 @@ pub struct DbEngine {
 impl DbEngine {
     /// Opens the store in `dir`; other key or value sizes than 8 are refused.
     pub fn open(dir: &Path, env: &KvEnv) -> Result<DbEngine> {
+        if let Some(f) = &env.key_file {
+            return Err(Error::invalid(format!(
+                "engine db stores u64 -> u64: it needs 8-byte keys, and the keys of key file {} vary in length (mean {:.1} bytes; readmissing's are one byte longer)",
+                f.name(),
+                f.mean_len()
+            )));
+        }
         if env.key_size != 8 || env.value_size != 8 {
             return Err(Error::invalid(format!(
                 "engine db stores u64 -> u64: it needs 8-byte keys and values, got {}-byte keys and {}-byte values",
@@ -282,6 +289,7 @@ mod tests {
             memory_bytes: 1 << 20,
             sync: SyncMode::Never,
             key_size: 16,
+            key_file: None,
             value_size: 8,
             direct_reads: false,
         };

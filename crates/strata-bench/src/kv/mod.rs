@@ -20,14 +20,20 @@
 //! zero-padded in front to the key size (8, 16 or 24 bytes); a value starts
 //! with the id big-endian (so every read is checked: `wrong` must be 0) and
 //! continues with bytes drawn from the id and the write's generation.
+//!
+//! With a text key file ([`KeyFile`], `--key-file`), key index `i` is the
+//! file's `i`-th smallest key instead, and the odd id after it that key
+//! followed by a zero byte (see [`KeyFile::key`]).
 
 mod driver;
 mod engines;
+mod keys;
 mod lsm;
 mod report;
 mod workload;
 
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -35,6 +41,7 @@ use strata::{Error, Result};
 
 pub use driver::{KvEvent, KvOptions, run};
 pub use engines::{EngineSpec, engine_names, missing_engines, open_engine};
+pub use keys::{KeyFile, MAX_FILE_KEY};
 pub use lsm::{LsmEngine, lsm_spec};
 pub use report::{KvCounts, KvRecord, format_kv_table};
 pub use workload::{KvWorkload, Live, Plan, PlanOp};
@@ -103,12 +110,48 @@ pub struct KvEnv {
     pub memory_bytes: u64,
     /// Durability of writes.
     pub sync: SyncMode,
-    /// Bytes of every key.
+    /// Bytes of every key (of generated keys; ignored with `key_file`).
     pub key_size: usize,
+    /// Keys from a text key file instead of generated fixed-size ones.
+    pub key_file: Option<Arc<KeyFile>>,
     /// Bytes of every value.
     pub value_size: usize,
     /// Read table files with O_DIRECT where the engine can.
     pub direct_reads: bool,
+}
+
+impl KvEnv {
+    /// The key of `id`: from the key file if there is one, else
+    /// [`key_of`] at `key_size` bytes.
+    pub fn key(&self, id: u64, out: &mut Vec<u8>) {
+        match &self.key_file {
+            Some(f) => f.key(id, out),
+            None => key_of(id, self.key_size, out),
+        }
+    }
+
+    /// Mean bytes of a key (`key_size`, or the key file's mean).
+    pub fn mean_key_len(&self) -> f64 {
+        self.key_file
+            .as_ref()
+            .map_or(self.key_size as f64, |f| f.mean_len())
+    }
+
+    /// Whether `(key, value)` is an entry the run wrote: the value carries
+    /// an id and the key is that id's.
+    pub fn entry_matches(&self, key: &[u8], value: &[u8]) -> bool {
+        let vs = self.value_size;
+        match &self.key_file {
+            None => value_matches(id_of(key), value, vs),
+            Some(f) => {
+                // The value starts with the id big-endian (8 bytes or fewer).
+                let id = id_of(value.get(..vs.min(8)).unwrap_or_default());
+                let mut want = Vec::with_capacity(key.len());
+                f.key(id, &mut want);
+                vs >= 8 && want == key && value_matches(id, value, vs)
+            }
+        }
+    }
 }
 
 /// Bloom filter bits per key of every engine.

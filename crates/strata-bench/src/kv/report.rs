@@ -73,7 +73,7 @@ pub struct KvRecord {
     pub spec: String,
     /// Repeat number (0-based); engines are interleaved within a repeat.
     pub repeat: usize,
-    /// Key bytes.
+    /// Key bytes (with a key file, its mean key length, rounded).
     pub key_size: usize,
     /// Value bytes.
     pub value_size: usize,

@@ -22,7 +22,8 @@ pub enum KvWorkload {
     ReadRandom,
     /// `ops` gets of keys that were never written (between present ones).
     ReadMissing,
-    /// `ops` seeks to uniformly chosen keys, each followed by 10 nexts.
+    /// `ops` seeks to uniformly chosen keys, each followed by 10 nexts
+    /// (by default: `--scan-length`).
     SeekRandom,
     /// `ops` gets (uniform) spread over the reader threads while one more
     /// thread overwrites present keys until the readers finish; reports reads.
@@ -249,7 +250,22 @@ pub struct Plan {
 impl Plan {
     /// Plans `workload` over a store whose keys are `live`: fills write
     /// `num` keys, the others run `ops` operations. Deterministic for `seed`.
+    /// A `seekrandom` seek reads 11 entries (the seek and 10 nexts).
     pub fn new(workload: KvWorkload, live: &mut Live, num: u64, ops: u64, seed: u64) -> Result<Plan> {
+        Plan::new_seek(workload, live, num, ops, seed, SEEK_ENTRIES)
+    }
+
+    /// [`Plan::new`] with `seek_entries` entries per `seekrandom` seek (the
+    /// seek's included: a scan length of `L` nexts is `L + 1`; at least 1).
+    /// The operations are those of [`Plan::new`] but for the scans' counts.
+    pub fn new_seek(
+        workload: KvWorkload,
+        live: &mut Live,
+        num: u64,
+        ops: u64,
+        seed: u64,
+        seek_entries: u32,
+    ) -> Result<Plan> {
         let mut rng = Pcg64Mcg::seed_from_u64(seed ^ fnv1a64(workload as u64));
         let mut out = Vec::with_capacity(if workload.is_fill() { num } else { ops } as usize);
         let mut found = 0u64;
@@ -323,7 +339,7 @@ impl Plan {
                     let id = id_of_index(rng.random_range(0..end));
                     out.push(PlanOp::Scan {
                         id,
-                        count: SEEK_ENTRIES,
+                        count: seek_entries.max(1),
                     });
                 }
             }
@@ -477,6 +493,21 @@ mod tests {
                 .all(|o| !matches!(o, PlanOp::Scan { count, .. } if *count == 0 || *count > MAX_SCAN))
         );
         assert_eq!(live.count(), 2000 + p.counts().puts);
+    }
+
+    #[test]
+    fn seek_entries_change_only_the_scan_counts() {
+        let base = loaded(1000);
+        let p = Plan::new(KvWorkload::SeekRandom, &mut base.clone(), 1000, 300, 4)
+            .unwrap_or_else(|e| panic!("{e}"));
+        let q = Plan::new_seek(KvWorkload::SeekRandom, &mut base.clone(), 1000, 300, 4, 1001)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(p.ops.len(), q.ops.len());
+        for (a, b) in p.ops.iter().zip(&q.ops) {
+            assert_eq!(a.id(), b.id());
+            assert!(matches!(a, PlanOp::Scan { count, .. } if *count == SEEK_ENTRIES));
+            assert!(matches!(b, PlanOp::Scan { count: 1001, .. }));
+        }
     }
 
     #[test]
