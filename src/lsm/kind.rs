@@ -63,6 +63,14 @@ fn config(params: &Params) -> Result<KindConfig> {
     ))?;
     opts.sync = crate::db::sync_param(params)?;
     opts.background = params.bool("background", true)?;
+    // The shape of the tree, for experiments (defaults: those of the budget).
+    opts.write_buffer_bytes = params.u64("write_buffer", opts.write_buffer_bytes)?;
+    opts.l1_bytes = params.u64("l1", opts.l1_bytes)?;
+    opts.level_ratio = params.u64("ratio", opts.level_ratio)?;
+    opts.l0_compaction_trigger = params.usize("l0_trigger", opts.l0_compaction_trigger)?;
+    opts.l0_slowdown = params.usize("l0_slowdown", opts.l0_slowdown)?;
+    opts.l0_stop = params.usize("l0_stop", opts.l0_stop)?;
+    opts.check()?;
     let bloom = params.u64("bloom", u64::from(opts.table.bloom_bits_per_key))?;
     opts.table.bloom_bits_per_key = u32::try_from(bloom)
         .ok()
