@@ -41,8 +41,7 @@ impl Store {
     /// Whether the store holds nothing: no table and no memtable entry (what
     /// [`Store::ingest`] needs).
     pub fn is_empty(&self) -> bool {
-        let v = self.inner.version.load();
-        v.active.is_empty() && v.frozen.iter().all(|f| f.mem.is_empty()) && v.levels.iter().all(Vec::is_empty)
+        self.inner.is_empty()
     }
 
     /// Bulk-loads `entries` into an empty store: user keys must be strictly
@@ -68,6 +67,11 @@ impl Store {
 }
 
 impl Inner {
+    fn is_empty(&self) -> bool {
+        let v = self.version.load();
+        v.active.is_empty() && v.frozen.iter().all(|f| f.mem.is_empty()) && v.levels.iter().all(Vec::is_empty)
+    }
+
     fn ingest(&self, entries: impl Iterator<Item = Result<(Vec<u8>, Vec<u8>)>>) -> Result<IngestReport> {
         self.check_writable()?;
         let _work = self.work.lock();
@@ -78,12 +82,7 @@ impl Inner {
             if gate.is_none() {
                 return Err(read_only_error(self.dir.as_ref()));
             }
-            let v = self.version.load();
-            let empty = v.active.is_empty()
-                && v.frozen.iter().all(|f| f.mem.is_empty())
-                && v.levels.iter().all(Vec::is_empty);
-            drop(v);
-            if !empty {
+            if !self.is_empty() {
                 return Err(Error::invalid(
                     "ingest loads an empty store only; this one holds data (write to it with put or write_batch)",
                 ));
