@@ -76,7 +76,9 @@ impl KeyReader {
                 found: len,
             });
         }
-        let mut r = BufReader::with_capacity(1 << 20, file);
+        // A small file gets a buffer of its own size, not 1 MiB.
+        let cap = usize::try_from(len.min(1 << 20)).unwrap_or(1 << 20);
+        let mut r = BufReader::with_capacity(cap, file);
         let mut head = [0u8; 8];
         r.read_exact(&mut head).map_err(|e| Error::io(path, e))?;
         let count = u64::from_le_bytes(head);
