@@ -179,15 +179,7 @@ impl TableBuilder {
                 f.set_entries(n);
                 f.encode()
             }
-            None => {
-                let mut users = Vec::with_capacity(self.user_ends.len());
-                let mut start = 0;
-                for &end in &self.user_ends {
-                    users.push(self.users.get(start..end).unwrap_or_default());
-                    start = end;
-                }
-                build_learned(&self.opts.index, &users, &self.firsts, n)?
-            }
+            None => build_learned(&self.opts.index, &self.users, &self.user_ends, &self.firsts, n)?,
         };
         let train_nanos = started.elapsed().as_nanos() as u64;
         let index_bytes = TableIndex::decode(&index, n, &name)?.memory_bytes() + self.handles.memory_bytes();

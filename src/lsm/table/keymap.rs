@@ -50,16 +50,39 @@ impl KeyMap {
         match head.cmp(want) {
             std::cmp::Ordering::Less => 0,
             std::cmp::Ordering::Greater => u64::MAX,
-            std::cmp::Ordering::Equal => {
-                let rest = user_key.get(p..).unwrap_or_default();
-                let mut b = [0u8; 8];
-                for (d, s) in b.iter_mut().zip(rest) {
-                    *d = *s;
-                }
-                u64::from_be_bytes(b)
-            }
+            std::cmp::Ordering::Equal => window(user_key, p),
         }
     }
+
+    /// [`map`](Self::map) of a key known to start with the prefix (every
+    /// key of the table the map was made for): no comparison.
+    #[inline]
+    pub(super) fn map_member(&self, user_key: &[u8]) -> u64 {
+        debug_assert!(user_key.starts_with(&self.prefix));
+        window(user_key, self.prefix.len())
+    }
+}
+
+/// The first 8 bytes of `key[skip..]` big-endian, zero-padded (0 when
+/// `skip` is past the end).
+#[inline]
+fn window(key: &[u8], skip: usize) -> u64 {
+    let rest = key.get(skip..).unwrap_or_default();
+    if let Some(head) = rest.first_chunk::<8>() {
+        return u64::from_be_bytes(*head);
+    }
+    if rest.is_empty() {
+        return 0;
+    }
+    // Fewer than 8 bytes left: the key's last 8 bytes end with them, so
+    // shifting out the bytes before them pads with zeros (one load, no
+    // byte-wise copy through the stack).
+    if let Some(tail) = key.last_chunk::<8>() {
+        return u64::from_be_bytes(*tail) << (8 * (8 - rest.len()));
+    }
+    rest.iter()
+        .enumerate()
+        .fold(0u64, |acc, (i, &b)| acc | u64::from(b) << (56 - 8 * i))
 }
 
 /// Ordinals of the first entry of each distinct mapped value.
@@ -194,6 +217,24 @@ mod tests {
             assert!(m.map(w[0]) <= m.map(w[1]), "{:?} {:?}", w[0], w[1]);
         }
         assert_eq!(KeyMap::with_prefix(b"ab".to_vec()).map(b"ab\x01"), 1 << 56);
+    }
+
+    proptest::proptest! {
+        /// The one-load window is the zero-padded 8 bytes after the prefix,
+        /// for every key length and prefix length.
+        #[test]
+        fn window_is_the_zero_padded_next_8_bytes(
+            key in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..24),
+            skip in 0usize..26,
+        ) {
+            let mut b = [0u8; 8];
+            for (d, s) in b.iter_mut().zip(key.iter().skip(skip)) {
+                *d = *s;
+            }
+            proptest::prop_assert_eq!(window(&key, skip), u64::from_be_bytes(b));
+            let m = KeyMap::with_prefix(key.get(..skip.min(key.len())).unwrap_or_default().to_vec());
+            proptest::prop_assert_eq!(m.map_member(&key), m.map(&key));
+        }
     }
 
     #[test]
