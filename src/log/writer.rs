@@ -23,10 +23,18 @@ pub enum SyncPolicy {
     Never,
 }
 
+/// Largest frame buffer kept for reuse (a bigger one, from a huge batch, is
+/// freed).
+const MAX_SPARE: usize = 1 << 20;
+
 #[derive(Debug)]
 struct WriterState {
-    /// Encoded batches waiting for the next frame.
+    /// The next frame: room for its header, then the encoded batches
+    /// waiting for it (empty when none wait).
     pending: Vec<u8>,
+    /// A written frame's buffer, cleared, for the next one (no allocation
+    /// per frame).
+    spare: Vec<u8>,
     /// Tickets: batches appended so far, and written (+ synced if asked).
     next_ticket: u64,
     done_ticket: u64,
@@ -102,6 +110,7 @@ impl<R: LogRecord> WalWriter<R> {
             sync,
             state: Mutex::new(WriterState {
                 pending: Vec::new(),
+                spare: Vec::new(),
                 next_ticket: 0,
                 done_ticket: 0,
                 writing: false,
@@ -152,6 +161,9 @@ impl<R: LogRecord> WalWriter<R> {
                 source: std::io::Error::other(format!("log is unusable after an earlier failure: {e}")),
             });
         }
+        if st.pending.is_empty() {
+            st.pending.resize(FRAME_HEADER, 0);
+        }
         encode_batch(&mut st.pending, seq, ops);
         st.pending_seq = st.pending_seq.max(seq);
         st.next_ticket += 1;
@@ -177,14 +189,19 @@ impl<R: LogRecord> WalWriter<R> {
             if !st.writing {
                 // Become the leader: write everything pending as one frame.
                 st.writing = true;
-                let payload = std::mem::take(&mut st.pending);
+                let spare = std::mem::take(&mut st.spare);
+                let mut frame = std::mem::replace(&mut st.pending, spare);
                 let upto = st.next_ticket;
                 let offset = st.offset;
                 let seq_upto = st.pending_seq;
                 drop(st);
-                let result = self.write_frame(offset, &payload);
+                let result = self.write_frame(offset, &mut frame);
                 st = self.state.lock();
                 st.writing = false;
+                if frame.capacity() <= MAX_SPARE {
+                    frame.clear();
+                    st.spare = frame;
+                }
                 match result {
                     Ok(n) => {
                         st.offset += n;
@@ -200,15 +217,24 @@ impl<R: LogRecord> WalWriter<R> {
         }
     }
 
-    fn write_frame(&self, offset: u64, payload: &[u8]) -> Result<u64> {
+    /// Writes `frame` (header room, then the payload) at `offset`, filling
+    /// in the header: payload length, its checksum, the payload's checksum.
+    fn write_frame(&self, offset: u64, frame: &mut [u8]) -> Result<u64> {
+        let Some((header, payload)) = frame.split_at_mut_checked(FRAME_HEADER) else {
+            return Err(Error::invalid("a log frame without its header"));
+        };
         let len = u32::try_from(payload.len())
             .map_err(|_| Error::invalid(format!("log frame of {} bytes is too large", payload.len())))?;
-        let mut frame = Vec::with_capacity(FRAME_HEADER + payload.len());
-        frame.extend_from_slice(&len.to_le_bytes());
-        frame.extend_from_slice(&crc32c::crc32c(&len.to_le_bytes()).to_le_bytes());
-        frame.extend_from_slice(&crc32c::crc32c(payload).to_le_bytes());
-        frame.extend_from_slice(payload);
-        self.storage.write_at(offset, &frame)?;
+        let payload_crc = crc32c::crc32c(payload);
+        let fields = len
+            .to_le_bytes()
+            .into_iter()
+            .chain(crc32c::crc32c(&len.to_le_bytes()).to_le_bytes())
+            .chain(payload_crc.to_le_bytes());
+        for (d, b) in header.iter_mut().zip(fields) {
+            *d = b;
+        }
+        self.storage.write_at(offset, frame)?;
         if self.sync == SyncPolicy::Always {
             self.storage.sync()?;
         }

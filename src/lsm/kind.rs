@@ -31,6 +31,9 @@ use crate::{Error, Result};
 ///   default) or inline in the writer (`false`);
 /// - `bloom`: Bloom filter bits per key (default: the table default, 10);
 /// - `target_file`: the table size compactions cut at (default 8M);
+/// - `write_buffer`, `max_immutable`, `l1`, `ratio`, `l0_trigger`,
+///   `l0_slowdown`, `l0_stop`: the [`Options`] fields of those names
+///   (defaults: those of the budget, [`Options::with_memory`]);
 /// - `granularity`: `table` (default: an index per table) or `level` (one
 ///   table, so one index, per level below L0: [`super::Granularity`]);
 /// - `compact`: after the load, compact everything into the deepest level
@@ -65,6 +68,7 @@ fn config(params: &Params) -> Result<KindConfig> {
     opts.background = params.bool("background", true)?;
     // The shape of the tree, for experiments (defaults: those of the budget).
     opts.write_buffer_bytes = params.u64("write_buffer", opts.write_buffer_bytes)?;
+    opts.max_immutable = params.usize("max_immutable", opts.max_immutable)?;
     opts.l1_bytes = params.u64("l1", opts.l1_bytes)?;
     opts.level_ratio = params.u64("ratio", opts.level_ratio)?;
     opts.l0_compaction_trigger = params.usize("l0_trigger", opts.l0_compaction_trigger)?;

@@ -412,7 +412,7 @@ mod prof_tmp {
         let users: Vec<u8> = ks.iter().flat_map(|k| k.to_be_bytes()).collect();
         let ends: Vec<usize> = (1..=ks.len()).map(|i| 8 * i).collect();
         let firsts: Vec<u32> = (0..ks.len() as u32).collect();
-        for kind in ["gap-zonemap-d", "pgm", "pgm-cpr", "rmi", "rs", "plr", "fiting"] {
+        for kind in std::env::var("PROF_KINDS").unwrap().split(",") {
             let spec = IndexSpec::parse(&format!("{kind}:boundary=16")).unwrap();
             let reps = 200;
             let mut t = [0u128; 2];
@@ -427,7 +427,11 @@ mod prof_tmp {
                 std::hint::black_box(d);
             }
             let n = (reps * ks.len()) as f64;
-            println!("{kind:14} ns/key: total {:.2} design {:.2}", t[0] as f64 / n, t[1] as f64 / n);
+            println!(
+                "{kind:14} ns/key: total {:.2} design {:.2}",
+                t[0] as f64 / n,
+                t[1] as f64 / n
+            );
         }
     }
 }

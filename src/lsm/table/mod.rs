@@ -29,7 +29,7 @@ pub use builder::TableBuilder;
 pub use cache::{BlockCache, BlockCacheStats};
 #[cfg(any(fuzzing, test))]
 pub(crate) use layout::reseal;
-pub use reader::{Table, TableIter};
+pub use reader::{COMPACTION_READAHEAD, Table, TableIter};
 
 use crate::storage::StorageProfile;
 use crate::{Error, Result};
