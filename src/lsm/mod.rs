@@ -317,26 +317,25 @@ impl Inner {
     /// Sizes the block cache to what the budget leaves: the memory budget
     /// less a full active memtable, the frozen memtables, and the resident
     /// indexes and filters of every table, at most
-    /// [`Options::block_cache_bytes`] and at least [`MIN_CACHE_BYTES`] (or
-    /// the configured size, if smaller). So memtables + cache + indexes +
-    /// filters stay within [`Options::memory_bytes`] whenever the indexes
-    /// and filters alone leave room for the floor; `stats()` shows it.
+    /// [`Options::block_cache_bytes`]. The resident indexes and filters
+    /// never shrink it below [`MIN_CACHE_BYTES`] (or the configured size, if
+    /// smaller); the memtables may (to 0 while a flush is due). So
+    /// memtables + cache + indexes + filters stay within
+    /// [`Options::memory_bytes`] whenever the indexes and filters alone
+    /// leave room for the floor; `stats()` shows it.
     fn fit_cache(&self) {
         let Some(cache) = &self.cache else { return };
         let v = self.version.load();
-        let mut used = self.opts.write_buffer_bytes;
-        used += v.frozen.iter().map(|f| f.mem.memory_bytes()).sum::<u64>();
+        let memtables = self.opts.write_buffer_bytes + v.frozen.iter().map(|f| f.mem.memory_bytes()).sum::<u64>();
+        let mut resident = 0;
         for t in v.levels.iter().flatten() {
             let m = t.table.memory();
-            used += m.index_bytes + m.filter_bytes;
+            resident += m.index_bytes + m.filter_bytes;
         }
         let ceiling = self.opts.block_cache_bytes;
-        let bytes = self
-            .opts
-            .memory_bytes
-            .saturating_sub(used)
-            .clamp(MIN_CACHE_BYTES.min(ceiling), ceiling);
-        cache.resize(bytes);
+        let room = self.opts.memory_bytes.saturating_sub(memtables);
+        let floor = MIN_CACHE_BYTES.min(ceiling).min(room);
+        cache.resize(room.saturating_sub(resident).clamp(floor, ceiling));
     }
 }
 
