@@ -212,6 +212,7 @@ impl Store {
             }),
             state_cv: Condvar::new(),
             work: Mutex::new(()),
+            flushing: Mutex::new(()),
             next_file: AtomicU64::new(next_file),
             snapshots: Mutex::new(BTreeMap::new()),
             health: Health::default(),
@@ -224,6 +225,8 @@ impl Store {
         if inner.opts.background && !read_only {
             let i = inner.clone();
             threads.push(log::spawn_thread("strata-lsm-bg", move || i.background_loop())?);
+            let f = inner.clone();
+            threads.push(log::spawn_thread("strata-lsm-flush", move || f.flush_loop())?);
         }
         let (w, p) = (inner.clone(), inner.clone());
         let syncer = log::spawn_sync(
