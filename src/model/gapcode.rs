@@ -839,7 +839,11 @@ mod tests {
         for round in 0..200 {
             let n = r.random_range(1..3000);
             let bits = r.random_range(1..=64u32);
-            let keys = sorted_unique((0..n).map(|_| r.random::<u64>() >> (64 - bits)).collect());
+            let keys = sorted_unique(
+                (0..n)
+                    .map(|_| r.random::<u64>() >> (64 - bits))
+                    .collect(),
+            );
             let per_page = r.random_range(1..40);
             let (lo, hi) = bounds(&keys, per_page);
             for block_log2 in [1, 5, 8] {

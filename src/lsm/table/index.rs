@@ -427,11 +427,7 @@ mod prof_tmp {
                 std::hint::black_box(d);
             }
             let n = (reps * ks.len()) as f64;
-            println!(
-                "{kind:14} ns/key: total {:.2} design {:.2}",
-                t[0] as f64 / n,
-                t[1] as f64 / n
-            );
+            println!("{kind:14} ns/key: total {:.2} design {:.2}", t[0] as f64 / n, t[1] as f64 / n);
         }
     }
 }
