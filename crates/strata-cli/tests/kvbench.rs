@@ -240,3 +240,49 @@ fn bad_key_files_are_one_clear_line_and_leave_no_store() {
         assert_eq!(left, 0, "{args:?}: a store was left behind");
     }
 }
+
+/// `lsm:pin=false`: the store's tables keep no index or filter resident
+/// (the stats say 0 bytes of either) and every read finds its key.
+#[test]
+fn kvbench_lsm_with_unpinned_tables() {
+    let tmp = tempfile::tempdir().unwrap();
+    let json = tmp.path().join("kv.jsonl");
+    let out = strata(&[
+        "--engines",
+        "lsm:index=fp,pin=false",
+        "--workloads",
+        "fillrandom,readrandom",
+        "--num",
+        "3000",
+        "--reads",
+        "300",
+        "--key-size",
+        "8",
+        "--value-size",
+        "8",
+        "--memory",
+        "512K",
+        "--work-dir",
+        tmp.path().join("work").to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&json)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    for r in &lines {
+        assert_eq!(r["wrong"], 0, "{r}");
+        assert_eq!(r["config"]["pin_tables"], false, "{r}");
+        let st = &r["config"]["stats"];
+        assert_eq!(
+            (st["index_bytes"].as_u64(), st["filter_bytes"].as_u64()),
+            (Some(0), Some(0)),
+            "{st}"
+        );
+    }
+    assert_eq!(lines[1]["counts"]["found"], 300);
+}
