@@ -671,9 +671,8 @@ fn unpinned_tables_keep_the_store_within_its_budget() {
     let n = 200_000u32;
     let run = |pin: bool| {
         let dir = Arc::new(MemDirectory::new());
-        let spec = format!(
-            "memory=1M,index=fp,boundary=4,target_file=256k,background=false,sync=never,pin={pin}"
-        );
+        let spec =
+            format!("memory=1M,index=fp,boundary=4,target_file=256k,background=false,sync=never,pin={pin}");
         let o = Options::parse_spec(&spec).unwrap();
         let s = Store::open_in(dir.clone(), o.clone()).unwrap();
         s.ingest(ingest_entries(n)).unwrap();
@@ -705,7 +704,11 @@ fn unpinned_tables_keep_the_store_within_its_budget() {
     assert_eq!(a.iter().filter(|v| v.as_deref() == Some(b"new")).count(), 21);
     println!("pin=false: {lazy:?}\npin=true: {pinned:?}");
     assert_eq!((lazy.index_bytes, lazy.filter_bytes), (0, 0), "{lazy:?}");
-    assert!(lazy.levels.iter().all(|l| l.index_bytes == 0 && l.filter_bytes == 0));
+    assert!(
+        lazy.levels
+            .iter()
+            .all(|l| l.index_bytes == 0 && l.filter_bytes == 0)
+    );
     assert!(lazy.block_cache_bytes > 0 && lazy.block_cache_bytes <= lazy.block_cache_capacity);
     assert!(lazy.memory_bytes() <= 1 << 20, "{lazy:?}");
     assert!(pinned.index_bytes + pinned.filter_bytes > 1 << 20, "{pinned:?}");

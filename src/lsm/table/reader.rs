@@ -130,6 +130,34 @@ fn decode_filter(
     }
 }
 
+/// A section of a table: borrowed from a pinned table (no reference count
+/// touched on a lookup), or loaded and shared with the cache.
+enum Held<'a, T> {
+    Pinned(&'a Arc<T>),
+    Loaded(Arc<T>),
+}
+
+impl<T> Held<'_, T> {
+    /// The section, to keep beyond the table's borrow.
+    fn into_arc(self) -> Arc<T> {
+        match self {
+            Held::Pinned(a) => a.clone(),
+            Held::Loaded(a) => a,
+        }
+    }
+}
+
+impl<T> std::ops::Deref for Held<'_, T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        match self {
+            Held::Pinned(a) => a,
+            Held::Loaded(a) => a,
+        }
+    }
+}
+
 /// Consecutive data blocks, each checked (from the cache or one read).
 #[derive(Debug)]
 struct Run {
@@ -360,9 +388,9 @@ impl Table {
 
     /// The handles and index: resident, from the cache, or read, checked
     /// and (when `fill`) added to the cache.
-    fn index_sections(&self, fill: bool) -> Result<Arc<IndexSections>> {
+    fn index_sections(&self, fill: bool) -> Result<Held<'_, IndexSections>> {
         if let Some(p) = &self.pinned {
-            return Ok(p.index.clone());
+            return Ok(Held::Pinned(&p.index));
         }
         self.load(
             Part::Index,
@@ -380,9 +408,9 @@ impl Table {
 
     /// The filter (`None` if the table has none), as
     /// [`Table::index_sections`].
-    fn filter(&self) -> Result<Option<Arc<Bloom>>> {
+    fn filter(&self) -> Result<Option<Held<'_, Bloom>>> {
         if let Some(p) = &self.pinned {
-            return Ok(p.filter.clone());
+            return Ok(p.filter.as_ref().map(Held::Pinned));
         }
         if !self.has_filter {
             return Ok(None);
@@ -419,14 +447,14 @@ impl Table {
         fill: bool,
         hit: fn(Entry) -> Option<Arc<T>>,
         decode: impl FnOnce(&[u8], u64) -> Result<(Arc<T>, Entry)>,
-    ) -> Result<Arc<T>> {
+    ) -> Result<Held<'_, T>> {
         if let Some(found) = self
             .cache
             .as_ref()
             .and_then(|(c, id)| c.get(*id, part))
             .and_then(hit)
         {
-            return Ok(found);
+            return Ok(Held::Loaded(found));
         }
         let base = self.footer.sections.get(first).map_or(0, |s| s.0);
         let (off, len) = self.footer.sections.get(last).copied().unwrap_or_default();
@@ -440,7 +468,7 @@ impl Table {
         if let Some((cache, id)) = self.cache.as_ref().filter(|_| fill) {
             cache.insert(*id, part, entry);
         }
-        Ok(value)
+        Ok(Held::Loaded(value))
     }
 }
 
@@ -658,7 +686,7 @@ impl TableIter {
         if let Some(s) = &self.sections {
             return Ok(s.clone());
         }
-        let s = self.table.index_sections(self.fill_cache)?;
+        let s = self.table.index_sections(self.fill_cache)?.into_arc();
         self.sections = Some(s.clone());
         Ok(s)
     }
