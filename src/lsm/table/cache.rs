@@ -18,7 +18,7 @@ use parking_lot::Mutex;
 
 use super::block::BlockView;
 use super::bloom::Bloom;
-use super::reader::IndexSections;
+use super::sections::IndexSections;
 
 /// A checked data block.
 #[derive(Debug)]

@@ -24,6 +24,7 @@ mod index;
 mod keymap;
 mod layout;
 mod reader;
+mod sections;
 #[cfg(test)]
 mod tests;
 

@@ -27,17 +27,11 @@ use super::block::BlockView;
 use super::bloom::Bloom;
 use super::builder::show;
 use super::cache::{BlockCache, CachedBlock, Entry, Part};
-use super::index::TableIndex;
-use super::layout::{FOOTER_LEN, Footer, HEADER_LEN, Handles, Props, check_header, section};
+use super::layout::{FOOTER_LEN, Footer, HEADER_LEN, Props, check_header, section};
+use super::sections::{FILTER, HANDLES, INDEX, IndexSections, PROPS, decode_filter, decode_index};
 use crate::lsm::key::{self, InternalIterator};
 use crate::storage::ReadStorage;
 use crate::{Error, Result};
-
-/// Section numbers in the footer (`docs/format/sstable.md`).
-const HANDLES: usize = 0;
-const INDEX: usize = 1;
-const FILTER: usize = 2;
-const PROPS: usize = 3;
 
 /// An open table: its properties and section locations always resident;
 /// its block handles, index and filter resident when pinned (the default),
@@ -65,69 +59,6 @@ pub struct Table {
 struct Pinned {
     index: Arc<IndexSections>,
     filter: Option<Arc<Bloom>>,
-}
-
-/// What lookups and iterators walk a table with: its block handles (first
-/// ordinal and offset of every data block) and its index.
-#[derive(Debug)]
-pub(super) struct IndexSections {
-    handles: Handles,
-    index: TableIndex,
-}
-
-impl IndexSections {
-    /// Decoded bytes (what [`Table::memory`] reports for a pinned table).
-    pub(super) fn memory_bytes(&self) -> u64 {
-        self.index.memory_bytes() + self.handles.memory_bytes()
-    }
-}
-
-/// Decodes and checks the handles and index sections from `bytes`, the
-/// file's bytes from offset `base` (covering both sections).
-fn decode_index(
-    bytes: &[u8],
-    base: u64,
-    footer: &Footer,
-    props: &Props,
-    name: &str,
-) -> Result<IndexSections> {
-    let data_end = footer.sections[HANDLES].0;
-    let handles = Handles::decode(
-        section(bytes, base, footer, HANDLES, name)?,
-        props.entries,
-        data_end,
-        name,
-    )?;
-    let index = TableIndex::decode(section(bytes, base, footer, INDEX, name)?, props.entries, name)?;
-    if matches!(index, TableIndex::Fences(_)) != (props.kind == "fp") {
-        return Err(Error::corruption_at(
-            name,
-            data_end,
-            "index section and kind disagree",
-        ));
-    }
-    Ok(IndexSections { handles, index })
-}
-
-/// Decodes and checks the filter section from `bytes`, the file's bytes
-/// from offset `base` (covering the section).
-fn decode_filter(
-    bytes: &[u8],
-    base: u64,
-    footer: &Footer,
-    props: &Props,
-    name: &str,
-) -> Result<Option<Bloom>> {
-    let filter_bytes = section(bytes, base, footer, FILTER, name)?;
-    match (props.bloom_bits_per_key, filter_bytes.is_empty()) {
-        (0, true) => Ok(None),
-        (b, false) if b > 0 => Ok(Some(Bloom::decode(filter_bytes, name)?)),
-        _ => Err(Error::corruption_at(
-            name,
-            footer.sections[HANDLES].0,
-            "filter section and properties disagree",
-        )),
-    }
 }
 
 /// A section of a table: borrowed from a pinned table (no reference count
