@@ -331,8 +331,7 @@ impl Inner {
 
     /// Sizes the block cache to what the budget leaves: the memory budget
     /// less a full active memtable, the frozen memtables, and the resident
-    /// indexes and filters of every table (none when tables are unpinned,
-    /// [`Options::pin_tables`]: then the cache holds them), at most
+    /// indexes and filters of every table, at most
     /// [`Options::block_cache_bytes`] and at least [`MIN_CACHE_BYTES`] (or
     /// the configured size, if smaller). So memtables + cache + indexes +
     /// filters stay within [`Options::memory_bytes`] whenever the indexes
