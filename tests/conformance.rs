@@ -218,6 +218,8 @@ fn lsm() {
     // flushes, a budget small enough that the larger sets span tables.
     common::battery("lsm:memory=1M");
     common::battery("lsm:index=fp,boundary=64,memory=256K,background=false");
+    // Tables whose handles, index and filter live in the block cache.
+    common::battery("lsm:memory=256K,pin=false");
 }
 
 #[test]

@@ -48,7 +48,21 @@ fn check_groups(seen: &[(Vec<u8>, Vec<u8>)]) {
 
 #[test]
 fn writers_readers_and_a_scanner() {
-    let batches: u64 = if full() { 20_000 } else { 6_000 };
+    writers_readers_and_a_scanner_with(|_| {}, if full() { 20_000 } else { 6_000 });
+}
+
+/// The same with unpinned tables and a 32 KiB block cache: readers, the
+/// scanner and compactions load and evict tables' sections concurrently.
+#[test]
+fn writers_readers_and_a_scanner_over_unpinned_tables() {
+    let unpinned = |o: &mut Options| {
+        o.pin_tables = false;
+        o.block_cache_bytes = 32 << 10;
+    };
+    writers_readers_and_a_scanner_with(unpinned, if full() { 20_000 } else { 3_000 });
+}
+
+fn writers_readers_and_a_scanner_with(tune: impl Fn(&mut Options), batches: u64) {
     let dir = Arc::new(MemDirectory::new());
     let mut o = Options::with_memory(1 << 20);
     o.write_buffer_bytes = 8 << 10;
@@ -57,6 +71,7 @@ fn writers_readers_and_a_scanner() {
     o.level_ratio = 4;
     o.sync = SyncPolicy::Never;
     o.background = true;
+    tune(&mut o);
     let store = Arc::new(Store::open_in(dir.clone(), o.clone()).unwrap());
     let done = Arc::new(AtomicBool::new(false));
     std::thread::scope(|s| {

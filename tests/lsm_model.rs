@@ -360,6 +360,19 @@ fn model_with_a_background_thread() {
     println!("background: {f:?}");
 }
 
+/// Tables that keep no index, handles or filter resident (`pin=false`):
+/// they load them through a block cache small enough that sections and
+/// blocks evict each other between lookups.
+#[test]
+fn model_with_unpinned_tables() {
+    let mut o = opts(3);
+    o.pin_tables = false;
+    o.block_cache_bytes = 16 << 10;
+    let f = run(&gen_steps(11, if full() { 10_000 } else { 2_000 }, 300), &o);
+    println!("unpinned: {f:?}");
+    assert!(f.reboots > 0 && f.flushes > 20 && f.compactions > 5, "{f:?}");
+}
+
 #[test]
 fn model_with_few_keys_many_versions() {
     let f = run(&gen_steps(99, 2_000, 12), &opts(3));

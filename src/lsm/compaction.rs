@@ -307,7 +307,7 @@ impl Inner {
     /// Opens a table just written (through the store's I/O context).
     fn open_table(&self, rec: TableRecord) -> Result<Arc<TableFile>> {
         let raw = self.dir.open_read(&table_name(rec.number))?;
-        let mut table = Table::open(self.io.wrap(raw), Some(rec.build_id))?;
+        let mut table = Table::open(self.io.wrap(raw), Some(rec.build_id))?.pinned(self.opts.pin_tables);
         if let Some(c) = &self.cache {
             table = table.with_cache(c.clone());
         }

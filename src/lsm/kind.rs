@@ -40,6 +40,9 @@ use crate::{Error, Result};
 ///   ([`Store::compact_range`]), so its tables are cut at `target_file`
 ///   (`true`; default `false`: a sorted load moves the tables of its L0
 ///   compactions down whole, whatever `target_file` says);
+/// - `pin`: keep every table's block handles, index and filter resident
+///   (`true`, default) or load them through the block cache when needed
+///   (`false`: [`Options::pin_tables`]);
 /// - `insert`: `checked` (default: [`Index::insert`] reads the old value, as
 ///   the trait promises) or `blind` (a plain [`Store::put`] returning `None`:
 ///   valid only for workloads whose inserts are new keys).
@@ -66,6 +69,7 @@ fn config(params: &Params) -> Result<KindConfig> {
     ))?;
     opts.sync = crate::db::sync_param(params)?;
     opts.background = params.bool("background", true)?;
+    opts.pin_tables = params.bool("pin", true)?;
     // The shape of the tree, for experiments (defaults: those of the budget).
     opts.write_buffer_bytes = params.u64("write_buffer", opts.write_buffer_bytes)?;
     opts.max_immutable = params.usize("max_immutable", opts.max_immutable)?;
@@ -379,15 +383,19 @@ mod tests {
     fn keys_are_big_endian_so_byte_order_is_numeric_order() {
         // Little-endian keys would put 256 (00 01 ..) before 1 (01 00 ..).
         let keys = [1u64, 255, 256, 65_536, 1 << 40, u64::MAX];
-        let idx = build("lsm:memory=1M,background=false", &keys);
-        let mut out = Vec::new();
-        idx.scan(0, 10, &mut out).unwrap();
-        let want: Vec<Record> = keys.iter().enumerate().map(|(i, &k)| (k, i as u64)).collect();
-        assert_eq!(out, want);
-        assert_eq!(idx.lower_bound(2).unwrap(), Some((255, 1)));
-        assert_eq!(idx.lower_bound(257).unwrap(), Some((65_536, 3)));
-        assert_eq!(idx.get(u64::MAX).unwrap(), Some(5));
-        assert_eq!(idx.len(), 6);
+        for pin in [true, false] {
+            let idx = build(&format!("lsm:memory=1M,background=false,pin={pin}"), &keys);
+            let mut out = Vec::new();
+            idx.scan(0, 10, &mut out).unwrap();
+            let want: Vec<Record> = keys.iter().enumerate().map(|(i, &k)| (k, i as u64)).collect();
+            assert_eq!(out, want);
+            assert_eq!(idx.lower_bound(2).unwrap(), Some((255, 1)));
+            assert_eq!(idx.lower_bound(257).unwrap(), Some((65_536, 3)));
+            assert_eq!(idx.get(u64::MAX).unwrap(), Some(5));
+            assert_eq!(idx.len(), 6);
+            let lsm = &idx.stats().unwrap().extra["lsm"];
+            assert_eq!(lsm["index_bytes"] == 0, !pin, "pin={pin}: {lsm}");
+        }
     }
 
     #[test]
@@ -411,11 +419,14 @@ mod tests {
             "lsm:insert=maybe",
             "lsm:bloom=1000",
             "lsm:bogus=1",
+            "lsm:pin=maybe",
         ] {
             let spec: IndexSpec = s.parse().unwrap();
             assert!(registry().check_spec(&spec, &opts).is_err(), "{s}");
         }
-        let spec: IndexSpec = "lsm:index=fp,boundary=64,memory=4M,sync=always".parse().unwrap();
+        let spec: IndexSpec = "lsm:index=fp,boundary=64,memory=4M,sync=always,pin=false"
+            .parse()
+            .unwrap();
         registry().check_spec(&spec, &opts).unwrap();
         let spec: IndexSpec = "lsm:target_file=32M,granularity=level,compact=true"
             .parse()

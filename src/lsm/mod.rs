@@ -12,6 +12,21 @@
 //! ratio [`Options::level_ratio`]). Readers see one immutable version
 //! (memtables and tables per level) swapped atomically, so they never wait.
 //!
+//! **Memory.** [`Options::memory_bytes`] is shared by the memtables, the
+//! block cache, and the tables' block handles, indexes and Bloom filters;
+//! the cache gets what the others leave (resized at every version swap), and
+//! [`Store::stats`] reports each part. By default (`pin=true`,
+//! [`Options::pin_tables`]) every open table keeps its handles, index and
+//! filter resident, so many tables at a small budget can exceed it. With
+//! `pin=false` a table keeps only its properties and section locations and
+//! loads the others through the block cache when a lookup needs them
+//! (RocksDB's `cache_index_and_filter_blocks`): they are charged to the
+//! cache at their decoded size, read and checked again from the file once
+//! evicted, and the store stays within its budget whatever it holds, at
+//! the cost of those reads. Iterators take a table's handles and index at
+//! their first seek and hold them; compactions' iterators do not fill the
+//! cache.
+//!
 //! # Contracts
 //!
 //! - **Durability.** With [`SyncPolicy::Always`](crate::log::SyncPolicy)

@@ -130,7 +130,8 @@ impl Store {
                         format!("table {name} of L{level} is missing"),
                     ));
                 }
-                let mut table = Table::open(io.wrap(dir.open_read(&name)?), Some(rec.build_id))?;
+                let mut table =
+                    Table::open(io.wrap(dir.open_read(&name)?), Some(rec.build_id))?.pinned(opts.pin_tables);
                 if let Some(c) = &cache {
                     table = table.with_cache(c.clone());
                 }

@@ -63,8 +63,9 @@ impl Granularity {
 pub struct Options {
     /// The total memory budget: memtables, block cache, indexes and filters
     /// (default 64 MiB). [`Options::with_memory`] splits it; `stats()`
-    /// reports each part. Indexes and filters of open tables are resident;
-    /// the block cache gets what they and the memtables leave.
+    /// reports each part. Indexes and filters of open tables are resident
+    /// when [`Options::pin_tables`] (the default); the block cache gets
+    /// what they and the memtables leave.
     pub memory_bytes: u64,
     /// Bytes of one memtable before it is frozen and flushed (default a
     /// quarter of the budget, 64 KiB to 64 MiB).
@@ -79,6 +80,16 @@ pub struct Options {
     /// configured size if smaller), after every flush, compaction and
     /// memtable switch.
     pub block_cache_bytes: u64,
+    /// Keep every open table's block handles, index and Bloom filter
+    /// resident (default true; spec key `pin`). When false, tables keep
+    /// only their properties and section locations, and load those sections
+    /// through the block cache when a lookup needs them (RocksDB's
+    /// `cache_index_and_filter_blocks`): charged to the cache, read and
+    /// checked from the file again once evicted, so the store stays within
+    /// [`Options::memory_bytes`] however many tables it holds, at the cost of
+    /// reads when the cache cannot hold them. Without a block cache every
+    /// lookup reads them. Answers are the same either way; the files too.
+    pub pin_tables: bool,
     /// How tables are built: block size, restart interval, Bloom bits per
     /// key and the index ([`IndexSpec`]). Its `build_id` is ignored: every
     /// table gets a fresh one.
@@ -141,6 +152,7 @@ impl Options {
             write_buffer_bytes: write_buffer,
             max_immutable: 2,
             block_cache_bytes: bytes.saturating_sub(write_buffer),
+            pin_tables: true,
             table: TableOptions::default(),
             target_file_bytes: 8 << 20,
             granularity: Granularity::Table,
@@ -168,7 +180,8 @@ impl Options {
     /// `block_cache`, `block` (block size), `restart`, `bloom` (bits per
     /// key), `target_file`, `granularity` (`table` or `level`), `ratio`, `l1`, `l0_trigger`, `l0_slowdown`,
     /// `l0_stop`, `sync` (`always`, `never` or a period such as `10ms`),
-    /// `direct`, `read_only`, `background`, `strict` (booleans `true`/`false`).
+    /// `direct`, `read_only`, `background`, `strict`, `pin`
+    /// ([`Options::pin_tables`]) (booleans `true`/`false`).
     /// Sizes take `k`/`M`/`G` suffixes. Anything else is
     /// [`Error::InvalidInput`].
     pub fn parse_spec(s: &str) -> Result<Options> {
@@ -207,6 +220,7 @@ impl Options {
                 "read_only" => o.read_only = boolean(v, k)?,
                 "background" => o.background = boolean(v, k)?,
                 "strict" => o.strict_recovery = boolean(v, k)?,
+                "pin" => o.pin_tables = boolean(v, k)?,
                 _ => return Err(Error::invalid(format!("unknown lsm option `{k}` in `{s}`"))),
             }
         }
@@ -296,6 +310,8 @@ mod tests {
         assert_eq!(o.sync, SyncPolicy::EveryMs(10));
         assert!(!o.background);
         assert_eq!(o.granularity, Granularity::Table);
+        assert!(o.pin_tables);
+        assert!(!Options::parse_spec("memory=1M,pin=false").unwrap().pin_tables);
         let o = Options::parse_spec("granularity=level,target_file=32M").unwrap();
         assert_eq!(
             (o.granularity, o.target_file_bytes),
@@ -315,6 +331,7 @@ mod tests {
             "ratio=1",
             "sync=0ms",
             "granularity=file",
+            "pin=sometimes",
         ] {
             assert!(Options::parse_spec(bad).is_err(), "{bad}");
         }

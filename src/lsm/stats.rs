@@ -57,11 +57,14 @@ pub struct StoreStats {
     pub immutable_memtables: u64,
     /// Bytes of the frozen memtables.
     pub immutable_bytes: u64,
-    /// Resident index bytes of every open table.
+    /// Resident index bytes of every open table (0 for unpinned tables,
+    /// [`super::Options::pin_tables`]: what they load is in
+    /// `block_cache_bytes`).
     pub index_bytes: u64,
-    /// Resident Bloom filter bytes of every open table.
+    /// Resident Bloom filter bytes of every open table (0 when unpinned).
     pub filter_bytes: u64,
-    /// Bytes the block cache holds now.
+    /// Bytes the block cache holds now (data blocks, and the decoded
+    /// handles, indexes and filters of unpinned tables).
     pub block_cache_bytes: u64,
     /// The block cache's capacity in bytes.
     pub block_cache_capacity: u64,

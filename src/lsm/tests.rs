@@ -423,6 +423,59 @@ fn memory_stays_within_the_budget_as_indexes_and_filters_grow() {
     assert!(st.block_cache_bytes > 0, "{st:?}");
 }
 
+/// `pin=false`: tables keep no index, handles or filter resident, the
+/// block cache holds what lookups load of them, and the store stays within
+/// its 1 MiB budget where pinned tables alone exceed it; the same answers
+/// either way, and after a reopen.
+#[test]
+fn unpinned_tables_keep_the_store_within_its_budget() {
+    let n = 200_000u32;
+    let run = |pin: bool| {
+        let dir = Arc::new(MemDirectory::new());
+        let spec =
+            format!("memory=1M,index=fp,boundary=4,target_file=256k,background=false,sync=never,pin={pin}");
+        let o = Options::parse_spec(&spec).unwrap();
+        let s = Store::open_in(dir.clone(), o.clone()).unwrap();
+        s.ingest(ingest_entries(n)).unwrap();
+        for i in (0..2000u32).map(|i| i * 7919 % n) {
+            s.put(&k(i), b"new").unwrap();
+        }
+        s.flush().unwrap();
+        let probe = |s: &Store| {
+            let mut got = Vec::new();
+            for i in (0..n).step_by(97) {
+                got.push(s.get(&k(i)).unwrap());
+            }
+            got.push(s.get(b"absent").unwrap());
+            got
+        };
+        let before = probe(&s);
+        let st = s.stats();
+        let first = scan(&s);
+        s.close().unwrap();
+        let s = Store::open_in(dir, o).unwrap();
+        assert_eq!(probe(&s), before, "pin={pin}: answers after a reopen");
+        assert_eq!(scan(&s), first, "pin={pin}: scan after a reopen");
+        (st, before, first)
+    };
+    let (lazy, a, scan_a) = run(false);
+    let (pinned, b, scan_b) = run(true);
+    assert!(a == b && scan_a == scan_b);
+    assert_eq!(scan_a.len(), n as usize);
+    assert_eq!(a.iter().filter(|v| v.as_deref() == Some(b"new")).count(), 21);
+    println!("pin=false: {lazy:?}\npin=true: {pinned:?}");
+    assert_eq!((lazy.index_bytes, lazy.filter_bytes), (0, 0), "{lazy:?}");
+    assert!(
+        lazy.levels
+            .iter()
+            .all(|l| l.index_bytes == 0 && l.filter_bytes == 0)
+    );
+    assert!(lazy.block_cache_bytes > 0 && lazy.block_cache_bytes <= lazy.block_cache_capacity);
+    assert!(lazy.memory_bytes() <= 1 << 20, "{lazy:?}");
+    assert!(pinned.index_bytes + pinned.filter_bytes > 1 << 20, "{pinned:?}");
+    assert!(pinned.memory_bytes() > 1 << 20, "{pinned:?}");
+}
+
 fn ingest_entries(n: u32) -> impl Iterator<Item = Result<(Vec<u8>, Vec<u8>)>> {
     (0..n).map(|i| Ok((k(i), i.to_be_bytes().to_vec())))
 }

@@ -24,9 +24,10 @@ impl TableFile {
         self.rec.smallest_user() <= user_key && user_key <= self.rec.largest_user()
     }
 
-    /// The newest version of `user_key` at `lookup` in this table.
+    /// The newest version of `user_key` at `lookup` in this table (the
+    /// table checks its filter).
     pub(super) fn get(&self, user_key: &[u8], lookup: &[u8]) -> Result<Option<Found>> {
-        if !self.covers(user_key) || !self.table.may_contain(user_key) {
+        if !self.covers(user_key) {
             return Ok(None);
         }
         let Some((ikey, value)) = self.table.get(lookup)? else {

@@ -18,7 +18,8 @@ pub struct KvBenchArgs {
     /// An engine's own parameters follow it after `:` (commas allowed:
     /// `lsm:index=pgm,boundary=16,rocksdb`). Engines: lsm (strata's LSM
     /// store; its options as `strata::lsm::Options::parse_spec` reads them,
-    /// over the run's memory and sync), db (8-byte keys and values only),
+    /// over the run's memory and sync; `lsm:pin=false` keeps tables'
+    /// indexes and filters in the block cache, not resident), db (8-byte keys and values only),
     /// and rocksdb, fjall, leveldb when built with their features.
     #[arg(long, default_value = "lsm")]
     engines: String,

@@ -49,7 +49,9 @@ struct StoreArgs {
     #[arg(long)]
     hex: bool,
     /// More store options as `name=value,...` (`Options::parse_spec`), after
-    /// the ones above, e.g. `granularity=level,target_file=32M`.
+    /// the ones above, e.g. `granularity=level,target_file=32M` or
+    /// `pin=false` (tables' indexes and filters in the block cache, not
+    /// resident).
     #[arg(long, default_value = "")]
     opts: String,
 }

@@ -17,6 +17,26 @@ fn strata_cmd(cmd: &str, args: &[&str]) -> Output {
         .expect("run strata")
 }
 
+/// The records a run that must succeed wrote to `json`.
+fn json_lines(out: &Output, json: &std::path::Path) -> Vec<serde_json::Value> {
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::read_to_string(json)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The records of a run with `args` at a 512 KiB budget, its stores in
+/// `dir/work` and its records in `dir/kv.jsonl`.
+fn records_at_512k(args: &[&str], dir: &std::path::Path) -> Vec<serde_json::Value> {
+    let (json, work) = (dir.join("kv.jsonl"), dir.join("work"));
+    let mut all = args.to_vec();
+    all.extend(["--memory", "512K", "--work-dir", work.to_str().unwrap()]);
+    all.extend(["--json", json.to_str().unwrap()]);
+    json_lines(&strata(&all), &json)
+}
+
 #[test]
 fn kvbench_smoke_writes_json_lines_and_a_table() {
     let tmp = tempfile::tempdir().unwrap();
@@ -45,13 +65,9 @@ fn kvbench_smoke_writes_json_lines_and_a_table() {
         json.to_str().unwrap(),
     ]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let table = String::from_utf8(out.stdout).unwrap();
+    let table = String::from_utf8(out.stdout.clone()).unwrap();
     assert_eq!(table.lines().count(), 2 + 2 * 5, "{table}");
-    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&json)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = json_lines(&out, &json);
     assert_eq!(lines.len(), 20, "2 engines x 5 workloads x 2 repeats");
     let engines: Vec<&str> = lines.iter().map(|r| r["index"].as_str().unwrap()).collect();
     // Interleaved: each repeat runs db's workloads, then lsm's.
@@ -140,32 +156,22 @@ fn text_keys_from_gen_drive_every_kind_of_workload() {
     assert!(keys.windows(2).all(|w| w[0] < w[1]), "sorted, distinct");
     assert!(keys.iter().all(|k| k.starts_with("https://www.")));
 
-    let json = tmp.path().join("kv.jsonl");
     let work = tmp.path().join("work");
-    let out = strata(&[
-        "--engines",
-        "lsm:index=pgm-cpr,boundary=16",
-        "--workloads",
-        "fillrandom,readrandom,readmissing,seekrandom,ycsb-e",
-        "--key-file",
-        urls.to_str().unwrap(),
-        "--reads",
-        "300",
-        "--scan-length",
-        "99",
-        "--memory",
-        "512K",
-        "--work-dir",
-        work.to_str().unwrap(),
-        "--json",
-        json.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&json)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = records_at_512k(
+        &[
+            "--engines",
+            "lsm:index=pgm-cpr,boundary=16",
+            "--workloads",
+            "fillrandom,readrandom,readmissing,seekrandom,ycsb-e",
+            "--key-file",
+            urls.to_str().unwrap(),
+            "--reads",
+            "300",
+            "--scan-length",
+            "99",
+        ],
+        tmp.path(),
+    );
     assert_eq!(lines.len(), 5);
     for r in &lines {
         assert_eq!(r["wrong"], 0, "{r}");
@@ -239,4 +245,40 @@ fn bad_key_files_are_one_clear_line_and_leave_no_store() {
         let left = std::fs::read_dir(&work).map(|d| d.count()).unwrap_or(0);
         assert_eq!(left, 0, "{args:?}: a store was left behind");
     }
+}
+
+/// `lsm:pin=false`: the store's tables keep no index or filter resident
+/// (the stats say 0 bytes of either) and every read finds its key.
+#[test]
+fn kvbench_lsm_with_unpinned_tables() {
+    let tmp = tempfile::tempdir().unwrap();
+    let lines = records_at_512k(
+        &[
+            "--engines",
+            "lsm:index=fp,pin=false",
+            "--workloads",
+            "fillrandom,readrandom",
+            "--num",
+            "3000",
+            "--reads",
+            "300",
+            "--key-size",
+            "8",
+            "--value-size",
+            "8",
+        ],
+        tmp.path(),
+    );
+    assert_eq!(lines.len(), 2);
+    for r in &lines {
+        assert_eq!(r["wrong"], 0, "{r}");
+        assert_eq!(r["config"]["pin_tables"], false, "{r}");
+        let st = &r["config"]["stats"];
+        assert_eq!(
+            (st["index_bytes"].as_u64(), st["filter_bytes"].as_u64()),
+            (Some(0), Some(0)),
+            "{st}"
+        );
+    }
+    assert_eq!(lines[1]["counts"]["found"], 300);
 }

@@ -190,6 +190,14 @@ fn stress_prints_begin_and_ack_pairs() {
     }
 }
 
+/// A SOSD key file in `dir` of 20,000 keys 7919 apart, and the keys.
+fn spaced_keys(dir: &std::path::Path) -> (std::path::PathBuf, Vec<u64>) {
+    let keys = dir.join("keys.sosd");
+    let ks: Vec<u64> = (0..20_000u64).map(|i| i * 7919 + 3).collect();
+    strata::format::write_keys(&keys, &ks).unwrap();
+    (keys, ks)
+}
+
 /// `--opts` passes further store options: after `compact`, one table per
 /// level below L0 under `granularity=level` (several at `table` granularity
 /// with the same small tables), per-level index bytes in `stats`; a bad
@@ -197,10 +205,8 @@ fn stress_prints_begin_and_ack_pairs() {
 #[test]
 fn granularity_level_through_opts() {
     let tmp = tempfile::tempdir().unwrap();
-    let keys = tmp.path().join("keys.sosd");
+    let (keys, _) = spaced_keys(tmp.path());
     let k = keys.to_str().unwrap();
-    let ks: Vec<u64> = (0..20_000u64).map(|i| i * 7919 + 3).collect();
-    strata::format::write_keys(&keys, &ks).unwrap();
     let small = "write_buffer=16k,target_file=8k,l1=32k,ratio=4,background=false";
     let most_per_level = |gran: &str| {
         let store = tmp.path().join(gran);
@@ -233,4 +239,36 @@ fn granularity_level_through_opts() {
         "granularity=file",
     ]);
     assert!(e.contains("granularity"), "{e}");
+}
+
+/// `--opts pin=false` (an open-time option, given to every command): the
+/// same answers, and `stats` reports no resident index or filter bytes.
+#[test]
+fn unpinned_tables_through_opts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (keys, ks) = spaced_keys(tmp.path());
+    let k = keys.to_str().unwrap();
+    let store = tmp.path().join("store");
+    let s = store.to_str().unwrap();
+    let opts = "write_buffer=16k,target_file=8k,background=false,pin=false";
+    strata(&["lsm", "load", s, "--keys", k, "--sync", "never", "--opts", opts]);
+    strata(&["lsm", "compact", s, "--opts", opts]);
+    strata(&["lsm", "verify", s, "--opts", opts]);
+    let stats = |o: &str| -> serde_json::Value {
+        serde_json::from_str(&strata(&["lsm", "stats", s, "--opts", o])).unwrap()
+    };
+    let lazy = stats(opts);
+    assert_eq!(
+        (lazy["index_bytes"].as_u64(), lazy["filter_bytes"].as_u64()),
+        (Some(0), Some(0)),
+        "{lazy}"
+    );
+    let pinned = stats("pin=true");
+    assert!(pinned["index_bytes"].as_u64().unwrap() > 0, "{pinned}");
+    let key = format!("{:016x}", ks[777]);
+    let get = |o: &str| strata(&["lsm", "get", s, "--hex", &key, "--opts", o]);
+    assert_eq!(get(opts), format!("{key}\t{:016x}\n", 777));
+    assert_eq!(get("pin=true"), get(opts));
+    let e = fails(&["lsm", "stats", s, "--opts", "pin=maybe"]);
+    assert!(e.contains("pin"), "{e}");
 }

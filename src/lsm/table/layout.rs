@@ -140,10 +140,15 @@ impl Footer {
     }
 }
 
-/// The payload of section `i` of `meta` (the bytes from the first section's
-/// offset to the footer), its checksum checked.
-pub(super) fn section<'a>(meta: &'a [u8], footer: &Footer, i: usize, file: &str) -> Result<&'a [u8]> {
-    let base = footer.sections.first().map_or(0, |s| s.0);
+/// The payload of section `i` in `bytes`, the file's bytes from offset
+/// `base` on (they must cover the section), its checksum checked.
+pub(super) fn section<'a>(
+    bytes: &'a [u8],
+    base: u64,
+    footer: &Footer,
+    i: usize,
+    file: &str,
+) -> Result<&'a [u8]> {
     let (off, len) = footer.sections.get(i).copied().unwrap_or_default();
     let name = SECTIONS.get(i).copied().unwrap_or("unknown");
     let bad = || Error::corruption_at(file, off, format!("{name} section: checksum mismatch"));
@@ -155,8 +160,8 @@ pub(super) fn section<'a>(meta: &'a [u8], footer: &Footer, i: usize, file: &str)
         .ok()
         .and_then(|l| l.checked_add(start))
         .ok_or_else(bad)?;
-    let payload = meta.get(start..end).ok_or_else(bad)?;
-    let crc = get_u32(meta, end).ok_or_else(bad)?;
+    let payload = bytes.get(start..end).ok_or_else(bad)?;
+    let crc = get_u32(bytes, end).ok_or_else(bad)?;
     if crc32c::crc32c(payload) != crc {
         return Err(bad());
     }

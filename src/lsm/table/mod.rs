@@ -12,7 +12,9 @@
 //!
 //! [`TableBuilder`] writes a table through a [`Sink`](crate::storage::Sink);
 //! [`Table`] opens one and serves point lookups ([`Table::get`]) and forward
-//! iteration ([`Table::iter`]).
+//! iteration ([`Table::iter`]), with its block handles, index and filter
+//! resident, or, unpinned ([`Table::pinned`]), loaded through the
+//! [`BlockCache`] when needed.
 
 mod block;
 mod bloom;
@@ -22,6 +24,7 @@ mod index;
 mod keymap;
 mod layout;
 mod reader;
+mod sections;
 #[cfg(test)]
 mod tests;
 
@@ -212,16 +215,18 @@ pub struct TableMeta {
     pub largest: Vec<u8>,
     /// Bytes of key/value payload added (internal keys and values).
     pub data_bytes: u64,
-    /// Resident bytes of the index once opened (as [`Table::memory`] reports).
+    /// Bytes of the decoded index and block handles: resident once opened
+    /// pinned (as [`Table::memory`] reports), else charged to the block
+    /// cache while it holds them.
     pub index_bytes: u64,
-    /// Resident bytes of the Bloom filter.
+    /// Bytes of the decoded Bloom filter (resident or cached, as the index).
     pub filter_bytes: u64,
     /// Nanoseconds spent building the index (mapping keys and training the
     /// model; Liu §5.4's training share of compaction).
     pub train_nanos: u64,
 }
 
-/// Resident bytes of an open table.
+/// Resident bytes of an open table (0 when unpinned, [`Table::pinned`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TableMemory {
     /// The index and the per-block handles (first ordinal and offset of

@@ -8,6 +8,15 @@
 //! `>= t` (or the table's ends) proves that the lower bound is inside; if an
 //! index's range does not hold that proof, the range is doubled and read
 //! again, so an index can cost reads but never give a wrong answer.
+//!
+//! A table is *pinned* (the default: its block handles, index and Bloom
+//! filter stay decoded in memory from open to drop) or *unpinned*
+//! ([`Table::pinned`]`(false)`, RocksDB's `cache_index_and_filter_blocks`):
+//! then it keeps only the footer's section locations and the properties,
+//! and loads the handles and index (one read, both sections) or the filter
+//! (one read) when a lookup needs them, through the block cache it reads
+//! with, where they are charged their decoded bytes and evicted like data
+//! blocks. A loaded section is checked (checksum, decoding) as at open.
 
 use std::cmp::Ordering;
 use std::ops::Range;
@@ -17,26 +26,67 @@ use super::TableMemory;
 use super::block::BlockView;
 use super::bloom::Bloom;
 use super::builder::show;
-use super::cache::{BlockCache, CachedBlock};
-use super::index::TableIndex;
-use super::layout::{FOOTER_LEN, Footer, HEADER_LEN, Handles, Props, check_header, section};
+use super::cache::{BlockCache, CachedBlock, Entry, Part};
+use super::layout::{FOOTER_LEN, Footer, HEADER_LEN, Props, check_header, section};
+use super::sections::{FILTER, HANDLES, INDEX, IndexSections, PROPS, decode_filter, decode_index};
 use crate::lsm::key::{self, InternalIterator};
 use crate::storage::ReadStorage;
 use crate::{Error, Result};
 
-/// An open table: index, block handles and filter resident; data blocks
-/// read on demand through the storage it was opened with. `Send + Sync`:
-/// lookups and iterators may run on any number of threads.
+/// An open table: its properties and section locations always resident;
+/// its block handles, index and filter resident when pinned (the default),
+/// else loaded per lookup through the block cache ([`Table::pinned`]); data
+/// blocks read on demand through the storage it was opened with. `Send +
+/// Sync`: lookups and iterators may run on any number of threads.
 #[derive(Debug)]
 pub struct Table {
     storage: Arc<dyn ReadStorage>,
     name: String,
     props: Props,
-    handles: Handles,
-    index: TableIndex,
-    filter: Option<Bloom>,
+    footer: Footer,
+    /// Data blocks (as the handles checked at open say).
+    blocks: usize,
+    /// Whether the table has a Bloom filter (checked at open).
+    has_filter: bool,
+    /// The decoded sections of a pinned table; `None` when unpinned.
+    pinned: Option<Pinned>,
     /// The store's block cache and this table's id in it.
     cache: Option<(Arc<BlockCache>, u64)>,
+}
+
+/// The resident sections of a pinned table.
+#[derive(Debug)]
+struct Pinned {
+    index: Arc<IndexSections>,
+    filter: Option<Arc<Bloom>>,
+}
+
+/// A section of a table: borrowed from a pinned table (no reference count
+/// touched on a lookup), or loaded and shared with the cache.
+enum Held<'a, T> {
+    Pinned(&'a Arc<T>),
+    Loaded(Arc<T>),
+}
+
+impl<T> Held<'_, T> {
+    /// The section, to keep beyond the table's borrow.
+    fn into_arc(self) -> Arc<T> {
+        match self {
+            Held::Pinned(a) => a.clone(),
+            Held::Loaded(a) => a,
+        }
+    }
+}
+
+impl<T> std::ops::Deref for Held<'_, T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        match self {
+            Held::Pinned(a) => a,
+            Held::Loaded(a) => a,
+        }
+    }
 }
 
 /// Consecutive data blocks, each checked (from the cache or one read).
@@ -48,7 +98,7 @@ struct Run {
 }
 
 impl Run {
-    fn block(&self, _table: &Table, b: usize) -> Option<(&[u8], BlockView)> {
+    fn block(&self, b: usize) -> Option<(&[u8], BlockView)> {
         let c = self.blocks.get(b.checked_sub(self.first)?)?;
         Some((&c.bytes, c.view))
     }
@@ -66,7 +116,7 @@ struct Walker {
 }
 
 impl Table {
-    /// Opens a table. `storage` is already wrapped by the caller's
+    /// Opens a table, pinned. `storage` is already wrapped by the caller's
     /// `IoContext` (counting, and the shared page cache as the block cache).
     /// Checks the magic number and version (header and footer), the footer's
     /// and every section's checksum and every size against the file, and the
@@ -105,49 +155,49 @@ impl Table {
                 ));
             }
         }
-        let data_end = footer.sections.first().map_or(0, |s| s.0);
+        let data_end = footer.sections[HANDLES].0;
         let meta_len = usize::try_from(footer_at - data_end)
             .map_err(|_| Error::corruption_at(&name, footer_at, "sections too large"))?;
         let mut meta = vec![0u8; meta_len];
         storage.read_at(data_end, &mut meta)?;
-        let props = Props::decode(section(&meta, &footer, 3, &name)?, &name)?;
-        let handles = Handles::decode(section(&meta, &footer, 0, &name)?, props.entries, data_end, &name)?;
-        let index = TableIndex::decode(section(&meta, &footer, 1, &name)?, props.entries, &name)?;
-        if matches!(index, TableIndex::Fences(_)) != (props.kind == "fp") {
-            return Err(Error::corruption_at(
-                &name,
-                data_end,
-                "index section and kind disagree",
-            ));
-        }
-        let filter_bytes = section(&meta, &footer, 2, &name)?;
-        let filter = match (props.bloom_bits_per_key, filter_bytes.is_empty()) {
-            (0, true) => None,
-            (b, false) if b > 0 => Some(Bloom::decode(filter_bytes, &name)?),
-            _ => {
-                return Err(Error::corruption_at(
-                    &name,
-                    data_end,
-                    "filter section and properties disagree",
-                ));
-            }
-        };
+        let props = Props::decode(section(&meta, data_end, &footer, PROPS, &name)?, &name)?;
+        let index = decode_index(&meta, data_end, &footer, &props, &name)?;
+        let filter = decode_filter(&meta, data_end, &footer, &props, &name)?;
         Ok(Table {
             storage,
             name,
             props,
-            handles,
-            index,
-            filter,
+            footer,
+            blocks: index.handles.blocks(),
+            has_filter: filter.is_some(),
+            pinned: Some(Pinned {
+                index: Arc::new(index),
+                filter: filter.map(Arc::new),
+            }),
             cache: None,
         })
     }
 
-    /// This table, reading its data blocks through `cache` (shared by the
-    /// tables of a store; the table takes an id of its own in it).
+    /// This table, reading its data blocks (and, unpinned, its sections)
+    /// through `cache` (shared by the tables of a store; the table takes an
+    /// id of its own in it).
     pub fn with_cache(mut self, cache: Arc<BlockCache>) -> Table {
         let id = cache.table_id();
         self.cache = Some((cache, id));
+        self
+    }
+
+    /// This table with its block handles, index and filter resident
+    /// (`pin`, as opened) or not: unpinned, it drops them and loads them
+    /// when a lookup needs them, through its block cache (charged there,
+    /// checked on every load from the file; without a cache, one load per
+    /// lookup), and [`Table::memory`] reports 0. A load that finds a
+    /// section corrupt is [`Error::CorruptionAt`] naming the file, as at
+    /// open. Answers are the same either way.
+    pub fn pinned(mut self, pin: bool) -> Table {
+        if !pin {
+            self.pinned = None;
+        }
         self
     }
 
@@ -157,8 +207,10 @@ impl Table {
     }
 
     /// Whether the Bloom filter admits `user_key` (true without a filter).
-    pub fn may_contain(&self, user_key: &[u8]) -> bool {
-        self.filter.as_ref().is_none_or(|f| f.may_contain(user_key))
+    /// Unpinned, this loads the filter (from the cache or one read);
+    /// errors: a corrupt filter section, or the read's.
+    pub fn may_contain(&self, user_key: &[u8]) -> Result<bool> {
+        Ok(self.filter()?.is_none_or(|f| f.may_contain(user_key)))
     }
 
     /// The first entry with internal key `>= lookup` (normally
@@ -166,32 +218,42 @@ impl Table {
     /// `Some((ikey, value))`, the caller reading kind and sequence number
     /// from `ikey`. Uses the filter, the key range, then the index, and reads
     /// the blocks covering the index's range (one `read_at`, more only if the
-    /// range does not hold the key). Errors: corruption of the blocks read.
+    /// range does not hold the key; unpinned, one more for each of the filter
+    /// and the index that the cache does not hold). Errors: corruption of
+    /// the blocks or sections read.
     pub fn get(&self, lookup: &[u8]) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
         let user = key::user_key(lookup);
-        if !self.may_contain(user)
-            || user < key::user_key(&self.props.smallest)
+        if user < key::user_key(&self.props.smallest)
             || key::compare(lookup, &self.props.largest) == Ordering::Greater
+            || !self.may_contain(user)?
         {
             return Ok(None);
         }
-        let Some((run, w)) = self.locate(lookup, true)? else {
+        let sections = self.index_sections(true)?;
+        let r = Reader {
+            t: self,
+            s: &sections,
+        };
+        let Some((run, w)) = r.locate(lookup, true)? else {
             return Ok(None);
         };
         if key::user_key(&w.key) != user {
             return Ok(None);
         }
         let value = run
-            .block(self, w.block)
+            .block(w.block)
             .and_then(|(bytes, _)| bytes.get(w.value.clone()))
-            .ok_or_else(|| self.corrupt(w.block, "value outside its block"))?;
+            .ok_or_else(|| r.corrupt(w.block, "value outside its block"))?;
         Ok(Some((w.key, value.to_vec())))
     }
 
-    /// A forward iterator over the table (unpositioned until a seek).
+    /// A forward iterator over the table (unpositioned until a seek). An
+    /// unpinned table's handles and index are loaded at its first seek and
+    /// held by the iterator until it is dropped.
     pub fn iter(self: &Arc<Self>) -> TableIter {
         TableIter {
             table: self.clone(),
+            sections: None,
             run: None,
             at: Walker::default(),
             valid: false,
@@ -200,12 +262,22 @@ impl Table {
         }
     }
 
-    /// Resident bytes of the index (with the block handles) and the filter.
+    /// Resident bytes of the index (with the block handles) and the filter;
+    /// 0 for an unpinned table (what it holds in the block cache is the
+    /// cache's).
     pub fn memory(&self) -> TableMemory {
-        TableMemory {
-            index_bytes: self.index.memory_bytes() + self.handles.memory_bytes(),
-            filter_bytes: self.filter.as_ref().map_or(0, Bloom::memory_bytes),
+        match &self.pinned {
+            Some(p) => TableMemory {
+                index_bytes: p.index.memory_bytes(),
+                filter_bytes: p.filter.as_ref().map_or(0, |f| f.memory_bytes()),
+            },
+            None => TableMemory::default(),
         }
+    }
+
+    /// Whether the handles, index and filter are resident ([`Table::pinned`]).
+    pub fn is_pinned(&self) -> bool {
+        self.pinned.is_some()
     }
 
     /// Number of entries.
@@ -215,7 +287,7 @@ impl Table {
 
     /// Number of data blocks.
     pub fn blocks(&self) -> usize {
-        self.handles.blocks()
+        self.blocks
     }
 
     /// Smallest internal key.
@@ -239,54 +311,154 @@ impl Table {
     }
 
     /// The index's claim for `t`: ordinals `[lo, hi]` that may hold its
-    /// lower bound (tests and tools; lookups check it).
+    /// lower bound (tests and tools; lookups check it). Unpinned, this
+    /// loads the index as [`Table::get`] does.
     pub fn index_range(&self, t: &[u8]) -> Result<(u64, u64)> {
-        self.index.range(t)
+        self.index_sections(true)?.index.range(t)
     }
 
+    /// The handles and index: resident, from the cache, or read, checked
+    /// and (when `fill`) added to the cache.
+    fn index_sections(&self, fill: bool) -> Result<Held<'_, IndexSections>> {
+        if let Some(p) = &self.pinned {
+            return Ok(Held::Pinned(&p.index));
+        }
+        self.load(
+            Part::Index,
+            (HANDLES, INDEX),
+            fill,
+            Entry::into_index,
+            |bytes, base| {
+                decode_index(bytes, base, &self.footer, &self.props, &self.name).map(|s| {
+                    let s = Arc::new(s);
+                    (s.clone(), Entry::Index(s))
+                })
+            },
+        )
+    }
+
+    /// The filter (`None` if the table has none), as
+    /// [`Table::index_sections`].
+    fn filter(&self) -> Result<Option<Held<'_, Bloom>>> {
+        if let Some(p) = &self.pinned {
+            return Ok(p.filter.as_ref().map(Held::Pinned));
+        }
+        if !self.has_filter {
+            return Ok(None);
+        }
+        let f = self.load(
+            Part::Filter,
+            (FILTER, FILTER),
+            true,
+            Entry::into_filter,
+            |bytes, base| match decode_filter(bytes, base, &self.footer, &self.props, &self.name)? {
+                Some(f) => {
+                    let f = Arc::new(f);
+                    Ok((f.clone(), Entry::Filter(f)))
+                }
+                None => Err(Error::corruption_at(
+                    &self.name,
+                    self.footer.sections[FILTER].0,
+                    "the filter section is gone",
+                )),
+            },
+        )?;
+        Ok(Some(f))
+    }
+
+    /// Cache entry `part` of an unpinned table, sections `first..=last`:
+    /// from the cache if it holds them (`hit` picks them out of the entry),
+    /// else read in one call, decoded and checked by `decode` (given the
+    /// bytes and their offset in the file), and added to the cache when
+    /// `fill`.
+    fn load<T>(
+        &self,
+        part: Part,
+        (first, last): (usize, usize),
+        fill: bool,
+        hit: fn(Entry) -> Option<Arc<T>>,
+        decode: impl FnOnce(&[u8], u64) -> Result<(Arc<T>, Entry)>,
+    ) -> Result<Held<'_, T>> {
+        if let Some(found) = self
+            .cache
+            .as_ref()
+            .and_then(|(c, id)| c.get(*id, part))
+            .and_then(hit)
+        {
+            return Ok(Held::Loaded(found));
+        }
+        let base = self.footer.sections.get(first).map_or(0, |s| s.0);
+        let (off, len) = self.footer.sections.get(last).copied().unwrap_or_default();
+        // The footer's checks at open bound every section by the file.
+        let end = off + len + 4;
+        let n = usize::try_from(end - base)
+            .map_err(|_| Error::corruption_at(&self.name, base, "sections too large"))?;
+        let mut bytes = vec![0u8; n];
+        self.storage.read_at(base, &mut bytes)?;
+        let (value, entry) = decode(&bytes, base)?;
+        if let Some((cache, id)) = self.cache.as_ref().filter(|_| fill) {
+            cache.insert(*id, part, entry);
+        }
+        Ok(Held::Loaded(value))
+    }
+}
+
+/// A table with its handles and index at hand: the walk of lookups and
+/// iterators.
+struct Reader<'a> {
+    t: &'a Table,
+    s: &'a IndexSections,
+}
+
+impl Reader<'_> {
     fn corrupt(&self, b: usize, what: &str) -> Error {
         Error::corruption_at(
-            &self.name,
-            self.handles.offset(b),
+            &self.t.name,
+            self.s.handles.offset(b),
             format!("data block {b}: {what}"),
         )
     }
 
     /// Blocks `[first, last]`, checked: those in the block cache from it,
     /// the others read in one call (from the first missing block to the
-    /// last) and added to it.
+    /// last) and added to it when `fill`.
     fn read_run(&self, first: usize, last: usize, fill: bool) -> Result<Run> {
+        let (t, h) = (self.t, &self.s.handles);
         let mut blocks: Vec<Option<Arc<CachedBlock>>> = Vec::with_capacity(last + 1 - first);
         let mut missing: Option<(usize, usize)> = None;
         for b in first..=last {
-            let hit = self.cache.as_ref().and_then(|(c, id)| c.get(*id, b as u64));
+            let hit = t
+                .cache
+                .as_ref()
+                .and_then(|(c, id)| c.get(*id, Part::Block(b as u64)))
+                .and_then(Entry::into_block);
             if hit.is_none() {
                 missing = Some(missing.map_or((b, b), |(lo, _)| (lo, b)));
             }
             blocks.push(hit);
         }
         if let Some((lo, hi)) = missing {
-            let base = self.handles.offset(lo);
-            let end = self.handles.offset(hi + 1);
+            let base = h.offset(lo);
+            let end = h.offset(hi + 1);
             let len = usize::try_from(end - base).map_err(|_| self.corrupt(lo, "too large"))?;
             let mut bytes = vec![0u8; len];
-            self.storage.read_at(base, &mut bytes)?;
-            let interval = self.props.restart_interval as usize;
+            t.storage.read_at(base, &mut bytes)?;
+            let interval = t.props.restart_interval as usize;
             for b in lo..=hi {
                 let Some(slot @ None) = blocks.get_mut(b - first) else {
                     continue;
                 };
-                let start = (self.handles.offset(b) - base) as usize;
-                let stop = (self.handles.offset(b + 1) - base) as usize;
+                let start = (h.offset(b) - base) as usize;
+                let stop = (h.offset(b + 1) - base) as usize;
                 let block = bytes.get(start..stop).unwrap_or_default();
-                let count = self.handles.first(b + 1) - self.handles.first(b);
-                let view = BlockView::parse(block, count, interval, &self.name, self.handles.offset(b))?;
+                let count = h.first(b + 1) - h.first(b);
+                let view = BlockView::parse(block, count, interval, &t.name, h.offset(b))?;
                 let c = Arc::new(CachedBlock {
                     bytes: block.into(),
                     view,
                 });
-                if let Some((cache, id)) = self.cache.as_ref().filter(|_| fill) {
-                    cache.insert(*id, b as u64, c.clone());
+                if let Some((cache, id)) = t.cache.as_ref().filter(|_| fill) {
+                    cache.insert(*id, Part::Block(b as u64), Entry::Block(c.clone()));
                 }
                 *slot = Some(c);
             }
@@ -300,19 +472,18 @@ impl Table {
 
     /// A walker at ordinal `o` of `run` (from the restart point before it).
     fn walk_to(&self, run: &Run, o: u64) -> Result<Walker> {
-        let b = self.handles.block_of(o);
-        let (bytes, view) = run
-            .block(self, b)
-            .ok_or_else(|| self.corrupt(b, "not in the run"))?;
-        let k = (o - self.handles.first(b)) as usize;
-        let interval = self.props.restart_interval as usize;
+        let h = &self.s.handles;
+        let b = h.block_of(o);
+        let (bytes, view) = run.block(b).ok_or_else(|| self.corrupt(b, "not in the run"))?;
+        let k = (o - h.first(b)) as usize;
+        let interval = self.t.props.restart_interval as usize;
         let r = k / interval;
         let mut w = Walker {
             block: b,
             next: view
                 .restart(bytes, r)
                 .ok_or_else(|| self.corrupt(b, "restart missing"))?,
-            ordinal: self.handles.first(b) + (r * interval) as u64,
+            ordinal: h.first(b) + (r * interval) as u64,
             ..Walker::default()
         };
         self.decode(bytes, view, &mut w)?;
@@ -336,17 +507,17 @@ impl Table {
     /// of the run (or of the table).
     fn step(&self, run: &Run, w: &mut Walker) -> Result<bool> {
         let o = w.ordinal + 1;
-        if o >= self.props.entries {
+        if o >= self.t.props.entries {
             return Ok(false);
         }
         let (bytes, view) = run
-            .block(self, w.block)
+            .block(w.block)
             .ok_or_else(|| self.corrupt(w.block, "not in the run"))?;
-        if o == self.handles.first(w.block + 1) {
+        if o == self.s.handles.first(w.block + 1) {
             if w.next != view.data_end() {
                 return Err(self.corrupt(w.block, "entries after the last one"));
             }
-            let Some((bytes, view)) = run.block(self, w.block + 1) else {
+            let Some((bytes, view)) = run.block(w.block + 1) else {
                 return Ok(false);
             };
             w.block += 1;
@@ -364,13 +535,14 @@ impl Table {
     /// The lower bound of `t`: `None` past the last entry, else the run read
     /// and a walker at the first entry `>= t`.
     fn locate(&self, t: &[u8], fill: bool) -> Result<Option<(Run, Walker)>> {
-        let n = self.props.entries;
-        let (lo, hi) = self.index.range(t)?;
+        let h = &self.s.handles;
+        let n = self.t.props.entries;
+        let (lo, hi) = self.s.index.range(t)?;
         let hi = hi.min(n);
         let mut s = lo.min(hi).saturating_sub(1).min(n - 1);
         let mut e = (hi + 1).min(n).max(s + 1);
         loop {
-            let run = self.read_run(self.handles.block_of(s), self.handles.block_of(e - 1), fill)?;
+            let run = self.read_run(h.block_of(s), h.block_of(e - 1), fill)?;
             let mut w = self.walk_to(&run, s)?;
             let left_ok = s == 0 || key::compare(&w.key, t) == Ordering::Less;
             let found = loop {
@@ -411,6 +583,8 @@ pub const COMPACTION_READAHEAD: u64 = 256 << 10;
 #[derive(Debug)]
 pub struct TableIter {
     table: Arc<Table>,
+    /// The table's handles and index, taken at the first seek.
+    sections: Option<Arc<IndexSections>>,
     run: Option<Run>,
     at: Walker,
     valid: bool,
@@ -419,9 +593,9 @@ pub struct TableIter {
 }
 
 impl TableIter {
-    /// This iterator, not adding the blocks it reads to the block cache
-    /// (it still uses the blocks there): for compactions, which read each
-    /// block once.
+    /// This iterator, not adding the blocks (or an unpinned table's
+    /// sections) it reads to the block cache (it still uses what is
+    /// there): for compactions, which read each block once.
     pub fn without_cache_fill(mut self) -> TableIter {
         self.fill_cache = false;
         self
@@ -442,39 +616,83 @@ impl TableIter {
         Err(e)
     }
 
+    /// The table's handles and index: taken at the first seek (loaded, for
+    /// an unpinned table, and added to the cache only if this iterator
+    /// fills it), then held until the iterator is dropped.
+    fn sections(&mut self) -> Result<Arc<IndexSections>> {
+        if let Some(s) = &self.sections {
+            return Ok(s.clone());
+        }
+        let s = self.table.index_sections(self.fill_cache)?.into_arc();
+        self.sections = Some(s.clone());
+        Ok(s)
+    }
+
     fn advance(&mut self) -> Result<()> {
-        let t = &self.table;
-        let Some(run) = &self.run else {
+        let (Some(run), Some(s)) = (&self.run, &self.sections) else {
             self.valid = false;
             return Ok(());
         };
-        if t.step(run, &mut self.at)? {
+        let t = &self.table;
+        let r = Reader { t, s };
+        if r.step(run, &mut self.at)? {
             return Ok(());
         }
         let next = self.at.block + 1;
-        if self.at.ordinal + 1 >= t.props.entries || next >= t.handles.blocks() {
+        if self.at.ordinal + 1 >= t.props.entries || next >= s.handles.blocks() {
             self.valid = false;
             return Ok(());
         }
         // Check the end of the current block before leaving the run.
         let (_, view) = run
-            .block(t, self.at.block)
-            .ok_or_else(|| t.corrupt(self.at.block, "not in the run"))?;
+            .block(self.at.block)
+            .ok_or_else(|| r.corrupt(self.at.block, "not in the run"))?;
         if self.at.next != view.data_end() {
-            return Err(t.corrupt(self.at.block, "entries after the last one"));
+            return Err(r.corrupt(self.at.block, "entries after the last one"));
         }
         // A compaction (no cache fill) reads ahead: the blocks within
         // COMPACTION_READAHEAD bytes in one call.
+        let h = &s.handles;
         let mut last = next;
         if !self.fill_cache {
-            let limit = t.handles.offset(next).saturating_add(COMPACTION_READAHEAD);
-            while last + 1 < t.handles.blocks() && t.handles.offset(last + 2) <= limit {
+            let limit = h.offset(next).saturating_add(COMPACTION_READAHEAD);
+            while last + 1 < h.blocks() && h.offset(last + 2) <= limit {
                 last += 1;
             }
         }
-        let run = t.read_run(next, last, self.fill_cache)?;
-        self.at = t.walk_to(&run, t.handles.first(next))?;
+        let run = r.read_run(next, last, self.fill_cache)?;
+        self.at = r.walk_to(&run, h.first(next))?;
         self.run = Some(run);
+        Ok(())
+    }
+
+    /// Positions the iterator at the lower bound of `target` (`None`: at
+    /// the first entry).
+    fn position(&mut self, target: Option<&[u8]>) -> Result<()> {
+        let s = self.sections()?;
+        let r = Reader {
+            t: &self.table,
+            s: &s,
+        };
+        let found = match target {
+            Some(t) => r.locate(t, self.fill_cache)?,
+            None => {
+                let run = r.read_run(0, 0, self.fill_cache)?;
+                let w = r.walk_to(&run, 0)?;
+                Some((run, w))
+            }
+        };
+        match found {
+            Some((run, w)) => {
+                self.run = Some(run);
+                self.at = w;
+                self.valid = true;
+            }
+            None => {
+                self.run = None;
+                self.valid = false;
+            }
+        }
         Ok(())
     }
 }
@@ -505,35 +723,16 @@ fn again(e: &Error) -> Error {
 impl InternalIterator for TableIter {
     fn seek(&mut self, target: &[u8]) -> Result<()> {
         self.status()?;
-        match self.table.locate(target, self.fill_cache) {
-            Ok(Some((run, w))) => {
-                self.run = Some(run);
-                self.at = w;
-                self.valid = true;
-                Ok(())
-            }
-            Ok(None) => {
-                self.run = None;
-                self.valid = false;
-                Ok(())
-            }
+        match self.position(Some(target)) {
+            Ok(()) => Ok(()),
             Err(e) => self.fail(e),
         }
     }
 
     fn seek_to_first(&mut self) -> Result<()> {
         self.status()?;
-        let run = match self.table.read_run(0, 0, self.fill_cache) {
-            Ok(r) => r,
-            Err(e) => return self.fail(e),
-        };
-        match self.table.walk_to(&run, 0) {
-            Ok(w) => {
-                self.at = w;
-                self.run = Some(run);
-                self.valid = true;
-                Ok(())
-            }
+        match self.position(None) {
+            Ok(()) => Ok(()),
             Err(e) => self.fail(e),
         }
     }
@@ -560,7 +759,7 @@ impl InternalIterator for TableIter {
     fn value(&self) -> &[u8] {
         self.run
             .as_ref()
-            .and_then(|r| r.block(&self.table, self.at.block))
+            .and_then(|r| r.block(self.at.block))
             .and_then(|(bytes, _)| bytes.get(self.at.value.clone()))
             .unwrap_or_default()
     }
@@ -573,7 +772,7 @@ impl std::fmt::Display for Table {
             "{}: {} entries in {} blocks, {} index (boundary {}), keys {} .. {}",
             self.name,
             self.props.entries,
-            self.handles.blocks(),
+            self.blocks,
             self.props.kind,
             self.props.boundary,
             show(key::user_key(&self.props.smallest)),

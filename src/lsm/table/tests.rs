@@ -51,6 +51,39 @@ fn open(dir: &MemDirectory, name: &str) -> Arc<Table> {
     Arc::new(Table::open(dir.open_read(name).unwrap(), Some(0x5eed)).unwrap())
 }
 
+/// The table unpinned, reading through a new cache of `cache` bytes (no
+/// cache for `None`).
+fn open_unpinned(
+    dir: &MemDirectory,
+    name: &str,
+    cache: Option<u64>,
+) -> (Arc<Table>, Option<Arc<BlockCache>>) {
+    let t = Table::open(dir.open_read(name).unwrap(), Some(0x5eed))
+        .unwrap()
+        .pinned(false);
+    let c = cache.map(|b| Arc::new(BlockCache::new(b)));
+    let t = match &c {
+        Some(c) => t.with_cache(c.clone()),
+        None => t,
+    };
+    assert!(!t.is_pinned());
+    assert_eq!(t.memory(), TableMemory::default());
+    (Arc::new(t), c)
+}
+
+/// Cache sizes for unpinned tables of `meta`: none, one smaller than any
+/// section (nothing of them is kept), one that holds the larger section and
+/// a few blocks (sections are evicted between calls), and a large one.
+fn unpinned_caches(meta: &TableMeta, block_size: usize) -> [Option<u64>; 4] {
+    let section = meta.index_bytes.max(meta.filter_bytes) + 64;
+    [
+        None,
+        Some(32),
+        Some(section + 3 * (block_size as u64 + 64)),
+        Some(64 << 20),
+    ]
+}
+
 /// The oracle's lower bound of `t`.
 fn lower_bound(es: &Entries, t: &[u8]) -> usize {
     es.partition_point(|(k, _)| key::compare(k, t) == Ordering::Less)
@@ -250,9 +283,20 @@ fn every_kind_round_trips_every_data_set() {
                 let meta = build(&dir, "t.sst", es, &o);
                 assert_eq!(meta.entries, es.len() as u64, "{kind} {name}");
                 let t = open(&dir, "t.sst");
+                assert!(t.is_pinned());
                 assert_eq!(t.memory().index_bytes, meta.index_bytes, "{kind} {name}");
                 assert_eq!(t.memory().filter_bytes, meta.filter_bytes, "{kind} {name}");
                 check(&t, es, absent, boundary as u64);
+                if boundary == 16 {
+                    for cache in unpinned_caches(&meta, o.block_size) {
+                        let (t, c) = open_unpinned(&dir, "t.sst", cache);
+                        check(&t, es, absent, boundary as u64);
+                        if let Some(c) = c {
+                            let st = c.stats();
+                            assert!(st.bytes <= st.capacity, "{kind} {name}: {st:?}");
+                        }
+                    }
+                }
             }
         }
     }
@@ -488,9 +532,119 @@ proptest! {
         let mut o = opts(kind, boundary);
         o.block_size = 64;
         o.restart_interval = restart;
-        build(&dir, "p.sst", &es, &o);
+        let meta = build(&dir, "p.sst", &es, &o);
         let t = open(&dir, "p.sst");
         let absent: Vec<Vec<u8>> = vec![vec![9], vec![0, 0, 0, 0, 0, 0, 0], vec![3; 7]];
         check(&t, &es, &absent, 1);
+        for cache in unpinned_caches(&meta, o.block_size) {
+            let (u, _) = open_unpinned(&dir, "p.sst", cache);
+            check(&u, &es, &absent, 1);
+        }
+    }
+}
+
+/// An unpinned table reads its filter and index once through its cache
+/// (one read each) and then only data blocks; without a cache, each lookup
+/// reads both sections again, and compaction-style iterators do not fill
+/// the cache.
+#[test]
+fn unpinned_sections_are_read_once_through_the_cache() {
+    let dir = MemDirectory::new();
+    let (es, _) = u64_keys(20_000, 5);
+    let meta = build(&dir, "io.sst", &es, &opts("pgm", 16));
+    let reads = |cache: Option<u64>, lookups: usize| {
+        let io = IoContext::default();
+        let mut t = Table::open(io.wrap(dir.open_read("io.sst").unwrap()), None)
+            .unwrap()
+            .pinned(false);
+        let c = cache.map(|b| Arc::new(BlockCache::new(b)));
+        if let Some(c) = &c {
+            t = t.with_cache(c.clone());
+        }
+        let before = io.stats.snapshot();
+        for (k, _) in es.iter().take(lookups) {
+            assert!(t.get(k).unwrap().is_some());
+        }
+        (io.stats.snapshot().since(&before).read_calls, c)
+    };
+    // Keys 0..10 lie in one data block: filter, index, block, then hits.
+    let (n, c) = reads(Some(64 << 20), 10);
+    assert_eq!(n, 3);
+    let st = c.unwrap().stats();
+    assert_eq!(st.blocks, 3);
+    // Charged the sections' decoded bytes and one data block.
+    let sections = meta.index_bytes + meta.filter_bytes + 3 * 64;
+    assert!(
+        st.bytes > sections && st.bytes <= sections + 4096 + 512,
+        "{st:?} {meta:?}"
+    );
+    assert_eq!(reads(None, 10).0, 30);
+    // A cache that holds the index and the block but not the filter: the
+    // filter is read per lookup.
+    assert!(
+        meta.filter_bytes > 12 << 10 && meta.index_bytes < 4 << 10,
+        "{meta:?}"
+    );
+    assert_eq!(reads(Some(12 << 10), 10).0, 12);
+    // An iterator that does not fill the cache leaves it empty.
+    let cache = Arc::new(BlockCache::new(64 << 20));
+    let t = Arc::new(
+        Table::open(dir.open_read("io.sst").unwrap(), None)
+            .unwrap()
+            .pinned(false)
+            .with_cache(cache.clone()),
+    );
+    let mut it = t.iter().without_cache_fill();
+    it.seek_to_first().unwrap();
+    let mut n = 0;
+    while it.valid() {
+        n += 1;
+        it.next().unwrap();
+    }
+    assert_eq!(n, es.len());
+    assert_eq!(cache.stats().blocks, 0);
+}
+
+/// A byte of the handles, index or filter section flipped after an
+/// unpinned table was opened: the lookup that loads the section fails with
+/// a corruption error naming the file (never a panic or a wrong answer),
+/// and the table answers again once the byte is restored.
+#[test]
+fn a_corrupt_section_of_an_unpinned_table_is_an_error_on_the_lookup_that_loads_it() {
+    for kind in ["fp", "pgm"] {
+        let (dir, es, bytes) = table_bytes(kind);
+        let len = bytes.len() as u64;
+        let footer =
+            super::layout::Footer::decode(&bytes[bytes.len() - super::layout::FOOTER_LEN..], len, "c.sst")
+                .unwrap();
+        let (start, _) = footer.sections[0];
+        let (f_off, f_len) = footer.sections[2];
+        let (k0, v0) = &es[0];
+        for at in start..f_off + f_len + 4 {
+            let (t, _) = open_unpinned(&dir, "c.sst", Some(1 << 20));
+            let f = dir.file("c.sst").unwrap();
+            f.corrupt_byte(at);
+            let e = t.get(k0).unwrap_err();
+            assert!(
+                e.is_corruption() && e.to_string().contains("c.sst"),
+                "{kind} {at}: {e}"
+            );
+            let in_filter = at >= f_off;
+            let mut it = t.iter();
+            match it.seek(k0) {
+                Ok(()) => {
+                    // The filter is not needed to seek.
+                    assert!(in_filter, "{kind} {at}");
+                    assert_eq!((it.key(), it.value()), (&k0[..], &v0[..]));
+                }
+                Err(e) => {
+                    assert!(!in_filter && e.is_corruption(), "{kind} {at}: {e}");
+                    assert!(it.status().is_err() && !it.valid());
+                }
+            }
+            f.corrupt_byte(at);
+            assert_eq!(t.get(k0).unwrap(), Some((k0.clone(), v0.clone())), "{kind} {at}");
+        }
+        assert_eq!(dir.file("c.sst").unwrap().contents(), bytes);
     }
 }

@@ -51,6 +51,7 @@ impl LsmEngine {
         config.insert("write_buffer_bytes".into(), Value::from(opts.write_buffer_bytes));
         config.insert("block_cache_bytes".into(), Value::from(opts.block_cache_bytes));
         config.insert("max_immutable".into(), Value::from(opts.max_immutable as u64));
+        config.insert("pin_tables".into(), Value::from(opts.pin_tables));
         config.insert("index".into(), Value::from(opts.index().kind.clone()));
         config.insert("boundary".into(), Value::from(opts.index().boundary as u64));
         config.insert("block".into(), Value::from(opts.table.block_size as u64));
