@@ -1,5 +1,5 @@
 //! Flushes (a frozen memtable to an L0 table) and leveled compaction, run
-//! by two background threads (one flushing, one compacting) or inline.
+//! by the background thread or inline.
 //!
 //! Compaction picks the level with the highest score (L0: tables over
 //! [`Options::l0_compaction_trigger`](super::Options); L1..: bytes over the
@@ -57,9 +57,9 @@ impl Store {
             let mut st = inner.state.lock();
             inner.freeze(&mut st)?;
         }
-        let _f = inner.flushing.lock();
+        let _w = inner.work.lock();
         while inner.flush_one()? {}
-        drop(_f);
+        drop(_w);
         inner.state_cv.notify_all();
         if !inner.opts.background {
             inner.run_due_work()?;
@@ -198,11 +198,10 @@ impl Inner {
         Some(Compaction::with_next(v, level, inputs, whole_levels))
     }
 
-    /// Flushes (unless a flush is under way elsewhere) and compacts until
-    /// nothing is due (the caller holds no lock).
+    /// Flushes and compacts until nothing is due (the caller holds no lock).
     pub(super) fn run_due_work(&self) -> Result<()> {
         let _w = self.work.lock();
-        self.flush_if_idle()?;
+        while self.flush_one()? {}
         loop {
             if self.health.shutdown.load(Ordering::SeqCst) {
                 return Ok(());
@@ -217,52 +216,7 @@ impl Inner {
         }
     }
 
-    /// Flushes every frozen memtable unless another thread is flushing
-    /// (the flush thread, or a [`Store::flush`]): a compaction never waits
-    /// for a flush.
-    fn flush_if_idle(&self) -> Result<()> {
-        if let Some(_f) = self.flushing.try_lock() {
-            while self.flush_one()? {}
-        }
-        Ok(())
-    }
-
-    /// The flush thread: flushes frozen memtables as they come, beside the
-    /// compaction thread, so a long compaction never holds up a flush (and
-    /// the writers waiting for room) and the two overlap their I/O.
-    pub(super) fn flush_loop(&self) {
-        loop {
-            {
-                let mut st = self.state.lock();
-                loop {
-                    if self.health.shutdown.load(Ordering::SeqCst) {
-                        return;
-                    }
-                    if self.health.failure().is_none() && !self.version.load().frozen.is_empty() {
-                        break;
-                    }
-                    self.state_cv.wait_for(&mut st, Duration::from_millis(100));
-                }
-            }
-            let flushed = {
-                let _f = self.flushing.lock();
-                (|| {
-                    while self.flush_one()? {}
-                    Ok::<_, Error>(())
-                })()
-            };
-            if let Err(e) = flushed {
-                if !self.health.is_killed() {
-                    ::log::error!("{}: background flush failed: {e}", self.dir.describe());
-                }
-                self.poison(&e);
-            }
-            self.state_cv.notify_all();
-        }
-    }
-
-    /// The compaction thread: compactions (and flushes when the flush
-    /// thread is not at one) until shutdown.
+    /// The background thread: flushes and compactions until shutdown.
     pub(super) fn background_loop(&self) {
         loop {
             {
@@ -335,7 +289,7 @@ impl Inner {
     }
 
     /// Flushes the oldest frozen memtable to an L0 table; `false` if there
-    /// is none. The caller holds `flushing`.
+    /// is none. The caller holds `work`.
     pub(super) fn flush_one(&self) -> Result<bool> {
         if self.health.is_killed() {
             return Ok(false);
@@ -465,7 +419,7 @@ impl Inner {
             }
             seen += 1;
             if seen % FLUSH_CHECK_EVERY == 0 {
-                self.flush_if_idle()?;
+                while self.flush_one()? {}
             }
             let ikey = merged.key();
             let value = merged.value();

@@ -75,7 +75,6 @@ impl Inner {
     fn ingest(&self, entries: impl Iterator<Item = Result<(Vec<u8>, Vec<u8>)>>) -> Result<IngestReport> {
         self.check_writable()?;
         let _work = self.work.lock();
-        let _flushing = self.flushing.lock();
         let seq = {
             // No writer is between its sequence number and its memtable
             // insert while the gate is held exclusively.

@@ -27,7 +27,7 @@ use crate::{Error, Result};
 /// - `sync`: `never` (default: the [`Index`] contract — durable at
 ///   [`Index::sync`]), `every` (or `always`) or a number of milliseconds,
 ///   as for `db`;
-/// - `background`: flushes and compactions on background threads (`true`,
+/// - `background`: flushes and compactions on a background thread (`true`,
 ///   default) or inline in the writer (`false`);
 /// - `bloom`: Bloom filter bits per key (default: the table default, 10);
 /// - `target_file`: the table size compactions cut at (default 8M);

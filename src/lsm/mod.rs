@@ -97,7 +97,7 @@ type LsmWal = crate::log::WalWriter<LsmOp>;
 /// An LSM-tree key-value store over a [`Directory`]. See the module docs.
 pub struct Store {
     inner: Arc<Inner>,
-    /// The compaction and flush threads and the periodic log sync.
+    /// The background thread and the periodic log sync.
     workers: Workers,
     _lock: DirLock,
 }
@@ -125,13 +125,10 @@ struct Inner {
     publish_cv: Condvar,
     /// The manifest and the compaction pointers.
     state: Mutex<State>,
-    /// Wakes the background threads and writers waiting for room.
+    /// Wakes the background thread and writers waiting for room.
     state_cv: Condvar,
-    /// Held by whoever runs a compaction or an ingestion (one at a time).
+    /// Held by whoever runs a flush or compaction (one at a time).
     work: Mutex<()>,
-    /// Held by whoever runs a flush (one at a time); taken after `work`
-    /// when both are held, and a compaction only tries it.
-    flushing: Mutex<()>,
     /// The next table number.
     next_file: AtomicU64,
     /// Live snapshots: sequence number -> count.
@@ -344,8 +341,7 @@ impl Inner {
     fn fit_cache(&self) {
         let Some(cache) = &self.cache else { return };
         let v = self.version.load();
-        let memtables =
-            self.opts.write_buffer_bytes + v.frozen.iter().map(|f| f.mem.memory_bytes()).sum::<u64>();
+        let memtables = self.opts.write_buffer_bytes + v.frozen.iter().map(|f| f.mem.memory_bytes()).sum::<u64>();
         let mut resident = 0;
         for t in v.levels.iter().flatten() {
             let m = t.table.memory();

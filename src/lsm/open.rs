@@ -213,7 +213,6 @@ impl Store {
             }),
             state_cv: Condvar::new(),
             work: Mutex::new(()),
-            flushing: Mutex::new(()),
             next_file: AtomicU64::new(next_file),
             snapshots: Mutex::new(BTreeMap::new()),
             health: Health::default(),
@@ -226,8 +225,6 @@ impl Store {
         if inner.opts.background && !read_only {
             let i = inner.clone();
             threads.push(log::spawn_thread("strata-lsm-bg", move || i.background_loop())?);
-            let f = inner.clone();
-            threads.push(log::spawn_thread("strata-lsm-flush", move || f.flush_loop())?);
         }
         let (w, p) = (inner.clone(), inner.clone());
         let syncer = log::spawn_sync(

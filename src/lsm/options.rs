@@ -123,8 +123,7 @@ pub struct Options {
     /// Open for reading only: the directory's shared lock, no recovery
     /// writes, writes are [`Error::Unsupported`] (default false).
     pub read_only: bool,
-    /// Flushes and compactions on two background threads, one for each
-    /// (default true), so a long compaction never holds up a flush. When
+    /// Flushes and compactions on a background thread (default true). When
     /// false the writer that fills a memtable flushes it and runs the
     /// compactions due itself (deterministic, for tests).
     pub background: bool,
