@@ -341,7 +341,8 @@ impl Inner {
     fn fit_cache(&self) {
         let Some(cache) = &self.cache else { return };
         let v = self.version.load();
-        let memtables = self.opts.write_buffer_bytes + v.frozen.iter().map(|f| f.mem.memory_bytes()).sum::<u64>();
+        let memtables =
+            self.opts.write_buffer_bytes + v.frozen.iter().map(|f| f.mem.memory_bytes()).sum::<u64>();
         let mut resident = 0;
         for t in v.levels.iter().flatten() {
             let m = t.table.memory();
