@@ -112,16 +112,20 @@ impl MemTable {
             table: self.clone(),
             chunk: std::collections::VecDeque::new(),
             more: false,
+            next_len: FIRST_CHUNK,
         }
     }
 }
 
-/// Entries a [`MemIter`] copies out per skiplist search.
+/// Most entries a [`MemIter`] copies out per skiplist search: the first
+/// chunk after a seek holds [`FIRST_CHUNK`], each next one twice as many
+/// (a seek that reads one entry copies few; a scan soon copies 64).
 const ITER_CHUNK: usize = 64;
+const FIRST_CHUNK: usize = 4;
 
 /// An [`InternalIterator`] over a memtable. It copies the entries out a
-/// chunk at a time (one skiplist search per [`ITER_CHUNK`] entries, not one
-/// per step), so an entry inserted behind the chunk after it was read may
+/// chunk at a time (one skiplist search per chunk of up to [`ITER_CHUNK`]
+/// entries, not one per step), so an entry inserted behind the chunk after it was read may
 /// be missed: reads at a sequence number never need one (every entry at or
 /// below a visible sequence number is in the table before that number
 /// becomes visible), and frozen memtables do not change.
@@ -132,32 +136,36 @@ pub(super) struct MemIter {
     chunk: std::collections::VecDeque<(IKey, Arc<[u8]>)>,
     /// Whether the table may hold entries after the chunk.
     more: bool,
+    /// Entries the next chunk copies.
+    next_len: usize,
 }
 
 impl MemIter {
-    /// Reads the chunk starting at `bound`.
-    fn fill(&mut self, bound: Bound<&IKey>) {
+    /// Reads the chunk starting at `bound` (`first`: right after a seek).
+    fn fill(&mut self, bound: Bound<&IKey>, first: bool) {
+        let len = if first { FIRST_CHUNK } else { self.next_len };
+        self.next_len = (len * 2).min(ITER_CHUNK);
         self.chunk.clear();
         self.chunk.extend(
             self.table
                 .map
                 .range((bound, Bound::Unbounded))
-                .take(ITER_CHUNK)
+                .take(len)
                 .map(|e| (e.key().clone(), e.value().clone())),
         );
-        self.more = self.chunk.len() == ITER_CHUNK;
+        self.more = self.chunk.len() == len;
     }
 }
 
 impl InternalIterator for MemIter {
     fn seek(&mut self, target: &[u8]) -> Result<()> {
         let t = IKey(target.to_vec());
-        self.fill(Bound::Included(&t));
+        self.fill(Bound::Included(&t), true);
         Ok(())
     }
 
     fn seek_to_first(&mut self) -> Result<()> {
-        self.fill(Bound::Unbounded);
+        self.fill(Bound::Unbounded, true);
         Ok(())
     }
 
@@ -165,7 +173,7 @@ impl InternalIterator for MemIter {
         if self.chunk.len() > 1 || !self.more {
             self.chunk.pop_front();
         } else if let Some((k, _)) = self.chunk.pop_front() {
-            self.fill(Bound::Excluded(&k));
+            self.fill(Bound::Excluded(&k), false);
         }
         Ok(())
     }
