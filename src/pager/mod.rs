@@ -53,6 +53,7 @@
 //! writers.
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
+mod blocks;
 mod format;
 mod journal;
 
@@ -63,6 +64,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+pub use blocks::{BlockCounts, BlockSnapshot, Role};
 pub use format::{Checkpoint, FileId, META_PAGE, NO_PAGE, PageSpace, ROOT_SLOT_LEN, RootSlot};
 pub(crate) use format::{encode_free, open_free};
 pub use journal::{Recovery, journal_name};
@@ -83,6 +85,8 @@ pub struct Pager {
     /// The rollback journal ([`Pager::open_journaled`]); `None`: pages are
     /// overwritten without one.
     journal: Option<Arc<Mutex<Journal>>>,
+    /// Pages fetched and written per [`Role`] (shared by clones).
+    blocks: Arc<BlockCounts>,
 }
 
 impl Pager {
@@ -140,6 +144,7 @@ impl Pager {
             page_size,
             id,
             journal: None,
+            blocks: Arc::default(),
         })
     }
 
@@ -216,8 +221,21 @@ impl Pager {
     /// Reads page `page_no` into `buf` (one page; several consecutive pages
     /// if `buf` is longer) in one read call.
     #[inline]
-    pub fn read_page(&self, page_no: u64, buf: &mut [u8]) -> Result<()> {
+    pub fn read_page(&self, role: Role, page_no: u64, buf: &mut [u8]) -> Result<()> {
+        self.blocks.read(role, self.pages_in(buf.len()));
         self.storage.read_at(self.offset(page_no), buf)
+    }
+
+    /// Pages in `len` bytes (a partial page counts as one).
+    #[inline]
+    fn pages_in(&self, len: usize) -> u64 {
+        len.div_ceil(self.page_size.max(1)) as u64
+    }
+
+    /// Pages fetched and written per [`Role`] since the pager was opened,
+    /// and the structure modifications its owner counted.
+    pub fn blocks(&self) -> &BlockCounts {
+        &self.blocks
     }
 
     /// Writes `buf` (one sealed page, or several consecutive ones) as page
@@ -229,7 +247,8 @@ impl Pager {
     /// Errors: the storage's I/O error; with a journal, its I/O error, or
     /// [`Error::Unsupported`] once an earlier journal write failed.
     #[inline]
-    pub fn write_page(&self, page_no: u64, buf: &[u8]) -> Result<()> {
+    pub fn write_page(&self, role: Role, page_no: u64, buf: &[u8]) -> Result<()> {
+        self.blocks.written(role, self.pages_in(buf.len()));
         if let Some(j) = &self.journal {
             let pages = buf.len().div_ceil(self.page_size) as u64;
             j.lock().protect(page_no, pages)?;
@@ -266,7 +285,7 @@ impl Pager {
         for _ in 0..k {
             if head != NO_PAGE {
                 let page = self.check_link(space, META_PAGE, head)?;
-                self.read_page(page, buf)?;
+                self.read_page(Role::Other, page, buf)?;
                 let next = open_free(buf, page, self.name())?;
                 free = free.checked_sub(1).ok_or_else(|| {
                     Error::corruption(self.name(), META_PAGE, "free list longer than counted")
@@ -299,7 +318,7 @@ impl Pager {
             )));
         }
         encode_free(buf, page, space.free_head);
-        self.write_page(page, buf)?;
+        self.write_page(Role::Other, page, buf)?;
         space.free_head = page;
         space.free_pages += 1;
         Ok(())
@@ -326,7 +345,7 @@ impl Pager {
             }
             self.check_link(space, META_PAGE, f)?;
             visit(f)?;
-            self.read_page(f, buf)?;
+            self.read_page(Role::Other, f, buf)?;
             f = open_free(buf, f, self.name())?;
             walked += 1;
         }

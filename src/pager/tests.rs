@@ -35,7 +35,7 @@ fn reopen(dir: &MemDirectory) -> Result<(Pager, Checkpoint)> {
 fn write_tagged(p: &Pager, page: u64, tag: u8) {
     let mut buf = AlignedBuf::zeroed(PS);
     buf.fill(tag);
-    p.write_page(page, &buf).unwrap();
+    p.write_page(Role::Leaf, page, &buf).unwrap();
 }
 
 fn free_list(p: &Pager, space: &PageSpace) -> Result<Vec<u64>> {
@@ -96,7 +96,7 @@ fn reads_and_writes_are_counted() {
     p.allocate(&mut space, 2, &mut buf).unwrap();
     write_tagged(&p, 1, 7);
     let before = io.stats.snapshot();
-    p.read_page(1, &mut buf).unwrap();
+    p.read_page(Role::Leaf, 1, &mut buf).unwrap();
     assert!(buf.iter().all(|&b| b == 7));
     let d = io.stats.snapshot().since(&before);
     assert_eq!((d.read_calls, d.pages_read), (1, 1));
@@ -133,7 +133,7 @@ fn checkpoint_survives_a_crash_and_later_changes_do_not() {
     let (p, cp) = reopen(&dir).unwrap();
     assert_eq!(cp, synced);
     assert_eq!(free_list(&p, &cp.space).unwrap(), vec![2]);
-    p.read_page(3, &mut buf).unwrap();
+    p.read_page(Role::Leaf, 3, &mut buf).unwrap();
     assert!(buf.iter().all(|&b| b == 0x13), "page 3 as of the checkpoint");
     // A checkpoint of another page size is refused.
     let other = Checkpoint {
@@ -436,7 +436,7 @@ fn state_of(p: &Pager, cp: &Checkpoint) -> FileState {
     let mut buf = AlignedBuf::zeroed(PS);
     let pages = (1..cp.space.page_count)
         .map(|pg| {
-            p.read_page(pg, &mut buf).unwrap();
+            p.read_page(Role::Leaf, pg, &mut buf).unwrap();
             buf.to_vec()
         })
         .collect();
@@ -460,14 +460,18 @@ fn journal_workload(dir: &MemDirectory, acked: &mut u64, snap: &mut dyn FnMut(Fi
         let mut space = cp.space;
         let new = p.allocate(&mut space, 2, &mut buf)?;
         if new.get(1).copied() == new.first().map(|f| f + 1) {
-            p.write_page(new[0], &tagged(10 * round + 1, 2))?;
+            p.write_page(Role::Leaf, new[0], &tagged(10 * round + 1, 2))?;
         } else {
             for &pg in &new {
-                p.write_page(pg, &tagged(10 * round + 1, 1))?;
+                p.write_page(Role::Leaf, pg, &tagged(10 * round + 1, 1))?;
             }
         }
-        p.write_page(1, &tagged(10 * round + 2, 2))?;
-        p.write_page(4.min(space.page_count - 1), &tagged(10 * round + 3, 1))?;
+        p.write_page(Role::Leaf, 1, &tagged(10 * round + 2, 2))?;
+        p.write_page(
+            Role::Leaf,
+            4.min(space.page_count - 1),
+            &tagged(10 * round + 3, 1),
+        )?;
         if round == 2 {
             p.free(&mut space, 2, &mut buf)?;
         }
@@ -572,7 +576,7 @@ fn journal_writes_are_counted() {
     let mut space = cp.space;
     let mut buf = AlignedBuf::zeroed(PS);
     p.allocate(&mut space, 4, &mut buf).unwrap();
-    p.write_page(1, &tagged(1, 4)).unwrap();
+    p.write_page(Role::Leaf, 1, &tagged(1, 4)).unwrap();
     let cp = Checkpoint { space, ..cp };
     p.checkpoint(&cp).unwrap();
     let s = io.stats.snapshot();
@@ -583,10 +587,10 @@ fn journal_writes_are_counted() {
     );
     io.stats.reset();
     for pg in [1, 2, 3, 1, 2] {
-        p.write_page(pg, &tagged(2, 1)).unwrap();
+        p.write_page(Role::Leaf, pg, &tagged(2, 1)).unwrap();
     }
     p.allocate(&mut space, 1, &mut buf).unwrap();
-    p.write_page(5, &tagged(2, 1)).unwrap();
+    p.write_page(Role::Leaf, 5, &tagged(2, 1)).unwrap();
     p.checkpoint(&Checkpoint { space, ..cp }).unwrap();
     let s = io.stats.snapshot();
     assert_eq!((s.journal_writes, s.journal_syncs), (3, 4));
@@ -607,7 +611,7 @@ fn journaled_with_pages(n: usize) -> (MemDirectory, Pager, Checkpoint) {
     let mut space = cp.space;
     let mut buf = AlignedBuf::zeroed(PS);
     p.allocate(&mut space, n, &mut buf).unwrap();
-    p.write_page(1, &tagged(1, n)).unwrap();
+    p.write_page(Role::Leaf, 1, &tagged(1, n)).unwrap();
     let cp = Checkpoint {
         space,
         number: 1,
@@ -622,11 +626,11 @@ fn journaled_with_pages(n: usize) -> (MemDirectory, Pager, Checkpoint) {
 #[test]
 fn stale_journal_is_ignored() {
     let (dir, p, cp) = journaled_with_pages(2);
-    p.write_page(1, &tagged(2, 1)).unwrap();
+    p.write_page(Role::Leaf, 1, &tagged(2, 1)).unwrap();
     let stale = dir.file("p.db-journal").unwrap().contents();
     assert!(stale.len() > 40);
     p.checkpoint(&cp).unwrap();
-    p.write_page(1, &tagged(3, 1)).unwrap();
+    p.write_page(Role::Leaf, 1, &tagged(3, 1)).unwrap();
     p.checkpoint(&cp).unwrap();
     drop(p);
     // Put back the journal that protected checkpoint 1.
@@ -648,7 +652,7 @@ fn torn_journal_tail_applies_up_to_the_last_valid_record() {
     for cut in [true, false] {
         let (dir, p, _) = journaled_with_pages(3);
         for pg in 1..4 {
-            p.write_page(pg, &tagged(2, 1)).unwrap();
+            p.write_page(Role::Leaf, pg, &tagged(2, 1)).unwrap();
         }
         drop(p);
         // Damage the record of page 3 (as if its append was torn; the
@@ -680,7 +684,7 @@ fn torn_journal_tail_applies_up_to_the_last_valid_record() {
 #[test]
 fn page_zero_torn_during_checkpoint_is_restored() {
     let (dir, p, _) = journaled_with_pages(2);
-    p.write_page(2, &tagged(2, 1)).unwrap();
+    p.write_page(Role::Leaf, 2, &tagged(2, 1)).unwrap();
     drop(p);
     let data = dir.file("p.db").unwrap();
     data.corrupt_byte(100); // the checkpoint write of page 0, torn
@@ -690,7 +694,7 @@ fn page_zero_torn_during_checkpoint_is_restored() {
     drop(p);
     // The same tear with the journal lost: a typed error.
     let (p, _, _) = open_j(&dir).unwrap();
-    p.write_page(2, &tagged(3, 1)).unwrap();
+    p.write_page(Role::Leaf, 2, &tagged(3, 1)).unwrap();
     drop(p);
     dir.file("p.db").unwrap().corrupt_byte(100);
     dir.remove("p.db-journal").unwrap();
@@ -709,7 +713,7 @@ fn read_only_users_see_a_pending_journal() {
     let mut buf = AlignedBuf::zeroed(PS);
     p.allocate(&mut space, 1, &mut buf).unwrap();
     p.checkpoint(&Checkpoint { space, ..cp }).unwrap();
-    p.write_page(1, &tagged(1, 1)).unwrap();
+    p.write_page(Role::Leaf, 1, &tagged(1, 1)).unwrap();
     assert!(Pager::journal_pending(&dir, "p.db", raw.as_ref(), &ID).unwrap());
     p.checkpoint(&Checkpoint { space, ..cp }).unwrap();
     assert!(!Pager::journal_pending(&dir, "p.db", raw.as_ref(), &ID).unwrap());

@@ -40,6 +40,25 @@ pub struct IoPerOp {
     pub journal_syncs_per_op: Option<f64>,
 }
 
+/// Blocks per operation of a page-based updatable index, split as Lan et
+/// al.'s Table 4 (logical fetches through its pager: pages served by a page
+/// cache count too), and the structure modifications of the run.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct BlocksPerOp {
+    /// Inner pages fetched per operation.
+    pub inner_read_per_op: f64,
+    /// Leaf (record) pages fetched per operation.
+    pub leaf_read_per_op: f64,
+    /// Inner pages written per operation.
+    pub inner_written_per_op: f64,
+    /// Leaf pages written per operation.
+    pub leaf_written_per_op: f64,
+    /// Bookkeeping pages (free list) fetched and written per operation.
+    pub other_per_op: f64,
+    /// Structure modifications in the run (splits, expansions, merges).
+    pub smo: u64,
+}
+
 /// One line of `strata bench` output. The first fields are fixed by
 /// `BENCHMARKS.md`; the ones after `wrong` are additions.
 #[derive(Debug, Clone, Serialize)]
@@ -103,6 +122,10 @@ pub struct BenchRecord {
     /// `train_nanos`, ...) after the median run; absent for other kinds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store: Option<serde_json::Value>,
+    /// Blocks per operation by role, for kinds on the pager (`btree`,
+    /// `fiting`, `dpgm`, `alex`, `lipp`, ...); absent for others.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<BlocksPerOp>,
 }
 
 /// A readable table of records, with throughput ratios to the first index of

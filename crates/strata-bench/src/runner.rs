@@ -7,11 +7,12 @@ use hdrhistogram::Histogram;
 use serde_json::Map;
 use strata::data::{KeyChoice, Op, Workload, WorkloadPlan};
 use strata::index::{BuildOptions, BuildReport, Index, IndexSpec, OpenOptions, Records, Residency};
+use strata::pager::BlockSnapshot;
 use strata::storage::{IoSnapshot, StorageProfile};
 use strata::{Error, Result};
 
 use crate::peers::{self, COLD_EVERY, Cooler, PeerEnv};
-use crate::report::{BenchRecord, IoPerOp, Latency};
+use crate::report::{BenchRecord, BlocksPerOp, IoPerOp, Latency};
 
 /// Memory budget of a peer when the run has no strata index to take it from.
 pub const DEFAULT_PEER_BUDGET: u64 = 8 << 20;
@@ -88,6 +89,13 @@ struct Sample {
     height: Option<u32>,
     cache_hit_ratio: Option<f64>,
     store: Option<serde_json::Value>,
+    /// Pager blocks by role during the run (kinds on the pager).
+    blocks: Option<BlockSnapshot>,
+}
+
+/// The pager's block counters in an index's stats, if it has them.
+fn blocks_of(st: &strata::index::IndexStats) -> Option<BlockSnapshot> {
+    st.extra.get("blocks").and_then(BlockSnapshot::from_json)
 }
 
 /// The runner's own parameters of a spec, which the index kind never sees:
@@ -470,6 +478,7 @@ fn run_one(
     }
     let threads = opts.threads.max(1);
     let before = idx.io().snapshot();
+    let blocks_before = blocks_of(&idx.stats()?);
     let t0 = Instant::now();
     let (hist, wrong) = if threads == 1 {
         let mut hist = new_hist()?;
@@ -524,6 +533,7 @@ fn run_one(
         models: st.models,
         height: st.height,
         cache_hit_ratio: st.extra.get("cache_hit_ratio").and_then(|v| v.as_f64()),
+        blocks: blocks_of(&st).zip(blocks_before).map(|(a, b)| a.since(&b)),
         store: st
             .extra
             .get("db")
@@ -673,6 +683,14 @@ fn aggregate(
         height: median.height,
         cache_hit_ratio: median.cache_hit_ratio,
         store: median.store.clone(),
+        blocks: median.blocks.map(|b| BlocksPerOp {
+            inner_read_per_op: b.inner_read as f64 / ops.max(1.0),
+            leaf_read_per_op: b.leaf_read as f64 / ops.max(1.0),
+            inner_written_per_op: b.inner_written as f64 / ops.max(1.0),
+            leaf_written_per_op: b.leaf_written as f64 / ops.max(1.0),
+            other_per_op: (b.other_read + b.other_written) as f64 / ops.max(1.0),
+            smo: b.smo,
+        }),
     }
 }
 

@@ -83,7 +83,7 @@ use super::{
     BuildOptions, Cursor, Index, IndexKind, IndexStats, Manifest, OpenOptions, Params, Record, Records,
     Residency,
 };
-use crate::pager::Pager;
+use crate::pager::{Pager, Role};
 use crate::storage::{Directory, IoContext, IoStats, PageCache};
 use crate::{Error, Result};
 
@@ -294,8 +294,8 @@ impl BTree {
 
     /// Reads page `page_no` into `buf` (one page).
     #[inline]
-    fn read_page(&self, page_no: u64, buf: &mut [u8]) -> Result<()> {
-        self.pager.read_page(page_no, buf)
+    fn read_page(&self, role: Role, page_no: u64, buf: &mut [u8]) -> Result<()> {
+        self.pager.read_page(role, page_no, buf)
     }
 
     /// Writes the meta page from `st` and syncs the file.
@@ -403,6 +403,7 @@ impl Index for BTree {
         e.insert("page_size".into(), json!(self.page_size));
         e.insert("free_pages".into(), json!(meta.space.free_pages));
         e.insert("residency".into(), json!(self.residency.to_string()));
+        e.insert("blocks".into(), self.pager.blocks().snapshot().to_json());
         Ok(st)
     }
 

@@ -13,6 +13,7 @@ use std::collections::{HashMap, HashSet};
 use super::format::{InnerNode, InnerPage, LeafPage, META_PAGE, Meta, NO_PAGE};
 use super::{BTree, State};
 use crate::index::{Cursor, Record};
+use crate::pager::Role;
 use crate::storage::{AlignedBuf, Storage};
 use crate::{Error, Result};
 
@@ -310,7 +311,7 @@ impl BTree {
         }
         let mut page = meta.root;
         for _ in 1..meta.height {
-            self.read_page(page, buf)?;
+            self.read_page(Role::Inner, page, buf)?;
             let inner = InnerPage::open(buf, page, self.name())?;
             page = self.check_child(meta, page, inner.child(inner.route(key)))?;
         }
@@ -330,7 +331,7 @@ impl BTree {
         let st = self.state.read();
         with_page_buf(self.page_size, |buf| {
             let leaf_no = self.leaf_for(&st, key, buf)?;
-            self.read_page(leaf_no, buf)?;
+            self.read_page(Role::Leaf, leaf_no, buf)?;
             let leaf = LeafPage::open(buf, leaf_no, self.name())?;
             let i = leaf.lower_bound(key);
             Ok(leaf.record(i).filter(|r| r.0 == key).map(|r| r.1))
@@ -344,7 +345,7 @@ impl BTree {
             let mut first = true;
             let mut hops = 0;
             loop {
-                self.read_page(page, buf)?;
+                self.read_page(Role::Leaf, page, buf)?;
                 let leaf = LeafPage::open(buf, page, self.name())?;
                 let i = if first { leaf.lower_bound(key) } else { 0 };
                 if let Some(r) = leaf.record(i) {
@@ -391,7 +392,7 @@ impl BTree {
                     return Err(bad(v.page, "page reachable twice".into()));
                 }
                 self.check_child(&meta, META_PAGE, Some(v.page))?;
-                self.read_page(v.page, &mut buf)?;
+                self.read_page(Role::Inner, v.page, &mut buf)?;
                 let node = InnerPage::open(&buf, v.page, name)?.decode();
                 check_inner(&node, v.page, &meta, name)?;
                 if let Some(k) = node.keys.iter().find(|&&k| !in_range(k, v)) {
@@ -449,7 +450,7 @@ impl BTree {
                 return Err(bad(v.page, "page reachable twice".into()));
             }
             self.check_child(&meta, META_PAGE, Some(v.page))?;
-            self.read_page(v.page, &mut buf)?;
+            self.read_page(Role::Leaf, v.page, &mut buf)?;
             let leaf = LeafPage::open(&buf, v.page, name)?;
             if leaf.count() == 0 && level.len() > 1 {
                 return Err(bad(v.page, "empty leaf in a tree of several leaves".into()));
@@ -610,7 +611,7 @@ impl<'a> BTreeCursor<'a> {
     fn load(&mut self, st: &State, page: u64, from: Option<u64>, resume: Option<u64>) -> Result<()> {
         let tree = self.tree;
         self.count = 0;
-        tree.read_page(page, &mut self.leaf)?;
+        tree.read_page(Role::Leaf, page, &mut self.leaf)?;
         let leaf = LeafPage::open(&self.leaf, page, tree.name())?;
         let (count, next) = (leaf.count(), leaf.next());
         let start = from.map_or(0, |k| leaf.lower_bound(k));

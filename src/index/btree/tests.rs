@@ -333,11 +333,39 @@ fn lookup_reads_height_pages_without_residency() {
     let mut rng = Pcg64Mcg::seed_from_u64(2);
     for _ in 0..1000 {
         let i = rng.random_range(0..keys.len());
+        let before = t.pager.blocks().snapshot();
         let (got, d) = io_delta(&t, || t.get(keys[i]).unwrap());
         assert_eq!(got, Some(i as u64));
         assert_eq!((d.pages_read, d.read_calls), (h, h));
+        // Lan's Table 4 split: `height - 1` inner blocks and one leaf.
+        let b = t.pager.blocks().snapshot().since(&before);
+        assert_eq!((b.inner_read, b.leaf_read, b.other_read), (h - 1, 1, 0));
     }
     assert!(t.memory_bytes() < 64 * 1024, "nothing pinned");
+}
+
+#[test]
+fn inserts_count_leaf_writes_and_splits() {
+    let (dir, keys) = io_tree();
+    let t = open_tree(Arc::new(dir), Residency::Index, 0, 4096);
+    let before = t.pager.blocks().snapshot();
+    // The tree is full (fill 100 %): the first insert into a leaf splits it.
+    let k = keys[1000] + 1;
+    assert_ne!(keys[1001], k);
+    t.insert_impl(k, 7).unwrap();
+    let b = t.pager.blocks().snapshot().since(&before);
+    assert_eq!((b.leaf_read, b.smo), (1, 1));
+    assert!(b.leaf_written >= 2, "both halves written: {b:?}");
+    // A second insert into the half-empty leaf writes only it.
+    let before = t.pager.blocks().snapshot();
+    t.insert_impl(k + 1, 8).unwrap();
+    let b = t.pager.blocks().snapshot().since(&before);
+    assert_eq!(
+        (b.leaf_read, b.leaf_written, b.inner_written, b.smo),
+        (1, 1, 0, 0)
+    );
+    let stats = Index::stats(&t).unwrap();
+    assert_eq!(stats.extra["blocks"]["smo"], 1);
 }
 
 #[test]

@@ -31,6 +31,7 @@ use super::format::{
 use super::reader::{PNode, Pinned};
 use super::{BTree, State};
 use crate::index::Residency;
+use crate::pager::Role;
 use crate::storage::AlignedBuf;
 use crate::{Error, Result};
 
@@ -160,7 +161,7 @@ impl BTree {
         let mut page = meta.root;
         for depth in 0..(height - 1) as usize {
             let buf = path_buf(&mut scratch.path, depth, self.page_size)?;
-            self.read_page(page, buf)?;
+            self.read_page(Role::Inner, page, buf)?;
             let inner = InnerPage::open(buf, page, self.name())?;
             let i = inner.route(key);
             path.push(Step {
@@ -201,12 +202,12 @@ impl BTree {
     /// Encodes `node` as page `page` and writes it.
     fn write_inner(&self, st: &mut State, page: u64, node: &InnerNode) -> Result<()> {
         node.encode(&mut st.scratch.other, page)?;
-        self.pager.write_page(page, &st.scratch.other)
+        self.pager.write_page(Role::Inner, page, &st.scratch.other)
     }
 
     /// Writes the leaf buffer as page `page`.
     fn write_leaf_buf(&self, st: &State, page: u64) -> Result<()> {
-        self.pager.write_page(page, &st.scratch.leaf)
+        self.pager.write_page(Role::Leaf, page, &st.scratch.leaf)
     }
 
     /// Replaces the pinned copy of the node in `slot`.
@@ -228,7 +229,7 @@ impl BTree {
         let st = &mut *guard;
         self.check_writable(st)?;
         let (path, leaf_no) = self.descend_for_write(st, key)?;
-        self.read_page(leaf_no, &mut st.scratch.leaf)?;
+        self.read_page(Role::Leaf, leaf_no, &mut st.scratch.leaf)?;
         let (count, next, i, existing) = {
             let leaf = LeafPage::open(&st.scratch.leaf, leaf_no, self.name())?;
             let i = leaf.lower_bound(key);
@@ -254,6 +255,7 @@ impl BTree {
             st.dirty = true;
             return Ok(None);
         }
+        self.pager.blocks().smo();
         self.split_insert(st, &path, leaf_no, next, i, key, value)?;
         Ok(None)
     }
@@ -334,7 +336,7 @@ impl BTree {
             let Scratch { other, records, .. } = &mut st.scratch;
             encode_leaf(other, right_leaf, records.get(mid..).unwrap_or(&[]), next)?;
         }
-        self.pager.write_page(right_leaf, &st.scratch.other)?;
+        self.pager.write_page(Role::Leaf, right_leaf, &st.scratch.other)?;
         // 2. Separators up the path; new right halves are written at once,
         //    shrunk left halves after their parent knows the right half.
         let mut up_key = sep;
@@ -439,7 +441,7 @@ impl BTree {
         let st = &mut *guard;
         self.check_writable(st)?;
         let (path, leaf_no) = self.descend_for_write(st, key)?;
-        self.read_page(leaf_no, &mut st.scratch.leaf)?;
+        self.read_page(Role::Leaf, leaf_no, &mut st.scratch.leaf)?;
         let (count, next, i) = {
             let leaf = LeafPage::open(&st.scratch.leaf, leaf_no, self.name())?;
             let i = leaf.lower_bound(key);
@@ -469,7 +471,7 @@ impl BTree {
         };
         let left_count = match left {
             Some(l) => {
-                self.read_page(l, &mut st.scratch.other)?;
+                self.read_page(Role::Leaf, l, &mut st.scratch.other)?;
                 let lp = LeafPage::open(&st.scratch.other, l, self.name())?;
                 if lp.next() != leaf_no {
                     return Err(self.corrupt(l, "left sibling does not link to its neighbour"));
@@ -507,7 +509,7 @@ impl BTree {
             return Ok(page);
         }
         while inner_levels > 0 {
-            self.read_page(page, &mut st.scratch.other)?;
+            self.read_page(Role::Inner, page, &mut st.scratch.other)?;
             let inner = InnerPage::open(&st.scratch.other, page, self.name())?;
             page = self.check_child(&st.meta, page, inner.child(inner.count()))?;
             inner_levels -= 1;
@@ -534,7 +536,7 @@ impl BTree {
         // b. The left sibling skips it (its page is in the `other` buffer).
         if let Some((l, count)) = left {
             seal_leaf(&mut st.scratch.other, l, count, next);
-            self.pager.write_page(l, &st.scratch.other)?;
+            self.pager.write_page(Role::Leaf, l, &st.scratch.other)?;
         }
         // c. The ancestor at `stop` forgets the child on the path.
         let step = *path
@@ -586,7 +588,7 @@ impl BTree {
                     (pn.node.children.first().copied(), pn.slots.first().copied())
                 }
                 None => {
-                    self.read_page(old, &mut st.scratch.other)?;
+                    self.read_page(Role::Inner, old, &mut st.scratch.other)?;
                     let inner = InnerPage::open(&st.scratch.other, old, self.name())?;
                     if inner.count() > 0 {
                         return Ok(());
