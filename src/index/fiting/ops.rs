@@ -287,10 +287,11 @@ impl FitingTree {
     pub(super) fn write_op<R>(&self, f: impl FnOnce(&FitingTree, &mut State) -> Result<R>) -> Result<R> {
         let mut st = self.state.write();
         self.check_writable(&st)?;
-        let saved = st.meta;
         match f(self, &mut st) {
             Ok(r) => {
-                st.dirty |= st.meta != saved || st.dirty;
+                // Any page may have been written (an update in place changes
+                // no count): the next sync or drop checkpoints.
+                st.dirty = true;
                 Ok(r)
             }
             Err(e) => {
