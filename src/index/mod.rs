@@ -12,8 +12,8 @@
 
 pub mod binary;
 pub mod btree;
-pub mod fiting;
 mod cursor;
+pub mod fiting;
 pub mod layered;
 mod manifest;
 mod params;

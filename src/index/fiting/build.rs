@@ -8,7 +8,9 @@
 //! bottom-up (full nodes, root last) and the checkpoint page last, through
 //! [`Sink::finish`].
 
-use super::format::{DirNode, Entry, FITING_FILE_ID, Meta, SegInfo, dir_capacity, encode_seg_page, seg_capacity};
+use super::format::{
+    DirNode, Entry, FITING_FILE_ID, Meta, SegInfo, dir_capacity, encode_seg_page, seg_capacity,
+};
 use crate::format::page::check_page_size;
 use crate::model::{PlaStream, Segment};
 use crate::pager::{NO_PAGE, PageSpace};
@@ -102,7 +104,13 @@ impl FitingLoader {
     /// Starts a file on `sink` (one page reserved for the checkpoint) with
     /// `page_size`-byte pages, error bound `eps` and buffers of `buffer`
     /// records.
-    pub(crate) fn new(sink: Box<dyn Sink>, page_size: usize, eps: u64, buffer: u32, build_id: u64) -> Result<Self> {
+    pub(crate) fn new(
+        sink: Box<dyn Sink>,
+        page_size: usize,
+        eps: u64,
+        buffer: u32,
+        build_id: u64,
+    ) -> Result<Self> {
         check_page_size(page_size)?;
         Ok(FitingLoader {
             out: PageWriter::new(sink, page_size)?,

@@ -553,7 +553,13 @@ pub(crate) fn encode_buffer(
 /// Verifies and decodes an insert buffer run read into `pages` (pages of
 /// `ps` bytes starting at page `first`, owned by segment `head`): checksum,
 /// type, owner, counts, keys strictly increasing, pages filled in order.
-pub(crate) fn decode_buffer(pages: &[u8], ps: usize, first: u64, head: u64, file: &str) -> Result<Vec<(u64, u64)>> {
+pub(crate) fn decode_buffer(
+    pages: &[u8],
+    ps: usize,
+    first: u64,
+    head: u64,
+    file: &str,
+) -> Result<Vec<(u64, u64)>> {
     let cap = buf_capacity(ps);
     let mut out: Vec<(u64, u64)> = Vec::new();
     let mut short = false;

@@ -89,7 +89,10 @@ use build::FitingLoader;
 use format::{DirNode, FITING_FILE_ID, buf_capacity, dir_capacity, seg_capacity};
 use ops::FitingCursor;
 
-use super::{BuildOptions, Cursor, Index, IndexKind, IndexStats, Manifest, OpenOptions, Params, Record, Records, Residency};
+use super::{
+    BuildOptions, Cursor, Index, IndexKind, IndexStats, Manifest, OpenOptions, Params, Record, Records,
+    Residency,
+};
 use crate::pager::Pager;
 use crate::storage::{Directory, IoContext, IoStats, PageCache};
 use crate::{Error, Result};
@@ -115,7 +118,9 @@ fn params_of(params: &Params) -> Result<(u64, u32)> {
     let eps = params.u64("epsilon", DEFAULT_EPSILON)?;
     let buffer = params.u64("buffer", DEFAULT_BUFFER)?;
     if eps > MAX_EPSILON {
-        return Err(Error::invalid(format!("epsilon must be at most {MAX_EPSILON}, got {eps}")));
+        return Err(Error::invalid(format!(
+            "epsilon must be at most {MAX_EPSILON}, got {eps}"
+        )));
     }
     if buffer == 0 || buffer > MAX_BUFFER {
         return Err(Error::invalid(format!(

@@ -149,7 +149,10 @@ impl FitingTree {
         let no = head + first + j as u64;
         let p = SegPage::open(bytes, no, self.name())?;
         if u64::from(p.index) != first + j as u64 {
-            return Err(self.corrupt(no, format!("segment page {} where {} belongs", p.index, first + j as u64)));
+            return Err(self.corrupt(
+                no,
+                format!("segment page {} where {} belongs", p.index, first + j as u64),
+            ));
         }
         Ok(p)
     }
@@ -197,7 +200,10 @@ impl FitingTree {
             return Ok(None);
         }
         let b = self.read_buffer(&st.meta, e.page, e.buffer)?;
-        Ok(b.binary_search_by_key(&key, |r| r.0).ok().and_then(|i| b.get(i)).map(|r| r.1))
+        Ok(b.binary_search_by_key(&key, |r| r.0)
+            .ok()
+            .and_then(|i| b.get(i))
+            .map(|r| r.1))
     }
 
     /// Position of the first record `>= key` among the segment's pages (not
@@ -318,7 +324,10 @@ impl FitingTree {
         if k == 1 {
             let mut buf = AlignedBuf::zeroed(self.page_size);
             let pages = self.pager.allocate(&mut st.meta.space, 1, &mut buf)?;
-            return pages.first().copied().ok_or_else(|| Error::invalid("no page allocated"));
+            return pages
+                .first()
+                .copied()
+                .ok_or_else(|| Error::invalid("no page allocated"));
         }
         let p = st.meta.space.page_count;
         st.meta.space.page_count += k as u64;
@@ -385,7 +394,9 @@ impl FitingTree {
             let (count, next) = (hp.count(), hp.next);
             patch_seg_head(&mut hb, e.page, count, first, next);
             self.pager.write_page(Role::Leaf, e.page, &hb)?;
-            let (leaf, idx) = *path.last().ok_or_else(|| Error::invalid("empty directory path"))?;
+            let (leaf, idx) = *path
+                .last()
+                .ok_or_else(|| Error::invalid("empty directory path"))?;
             let mut node = self.node(st, leaf)?.into_owned();
             let slot = node
                 .entries
@@ -457,7 +468,9 @@ impl FitingTree {
     /// (`None` for the first segment).
     fn prev_segment(&self, st: &State, path: &Path) -> Result<Option<u64>> {
         for level in (0..path.len()).rev() {
-            let Some(&(page, idx)) = path.get(level) else { break };
+            let Some(&(page, idx)) = path.get(level) else {
+                break;
+            };
             if idx == 0 {
                 continue;
             }
@@ -564,7 +577,9 @@ impl FitingTree {
     fn replace_entry(&self, st: &mut State, path: &Path, mut repl: Vec<Entry>) -> Result<()> {
         let cap = dir_capacity(self.page_size);
         for level in (0..path.len()).rev() {
-            let Some(&(page, idx)) = path.get(level) else { break };
+            let Some(&(page, idx)) = path.get(level) else {
+                break;
+            };
             let mut node = self.node(st, page)?.into_owned();
             let old_key = node
                 .entries
@@ -676,9 +691,15 @@ impl FitingTree {
             }
         }
         if r.dir_nodes != u64::from(meta.dir_nodes) {
-            return Err(self.corrupt(meta.root, format!("{} directory nodes, {} counted", r.dir_nodes, meta.dir_nodes)));
+            return Err(self.corrupt(
+                meta.root,
+                format!("{} directory nodes, {} counted", r.dir_nodes, meta.dir_nodes),
+            ));
         }
-        if segs.windows(2).any(|w| w.first().map(|a| a.key) >= w.get(1).map(|b| b.key)) {
+        if segs
+            .windows(2)
+            .any(|w| w.first().map(|a| a.key) >= w.get(1).map(|b| b.key))
+        {
             return Err(self.corrupt(meta.root, "segment keys not increasing across nodes"));
         }
         let cap = seg_capacity(self.page_size);
@@ -719,7 +740,9 @@ impl FitingTree {
                 let b = self.read_buffer(&meta, e.page, e.buffer)?;
                 for &(k, _) in &b {
                     if k < e.key && i > 0 || hi.is_some_and(|h| k >= h) || keys.binary_search(&k).is_ok() {
-                        return Err(self.corrupt(e.buffer, format!("buffered key {k} outside its segment or twice")));
+                        return Err(
+                            self.corrupt(e.buffer, format!("buffered key {k} outside its segment or twice"))
+                        );
                     }
                 }
                 r.buffered += b.len() as u64;
@@ -744,7 +767,10 @@ impl FitingTree {
         if used != r.pages {
             return Err(self.corrupt(
                 crate::pager::META_PAGE,
-                format!("page counts disagree: {used} pages accounted, {} in the file", r.pages),
+                format!(
+                    "page counts disagree: {used} pages accounted, {} in the file",
+                    r.pages
+                ),
             ));
         }
         Ok(r)

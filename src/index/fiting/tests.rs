@@ -68,7 +68,10 @@ fn page_formats_round_trip() {
     assert!(p.info().matches(&e));
     assert_eq!(p.records().collect::<Vec<_>>(), recs);
     assert_eq!(p.lower_bound(13), 1);
-    assert!(SegPage::open(&page, 4, "f").unwrap_err().is_corruption(), "page number seeds the crc");
+    assert!(
+        SegPage::open(&page, 4, "f").unwrap_err().is_corruption(),
+        "page number seeds the crc"
+    );
     assert!(encode_seg_page(&mut page, 3, 0, &info, &[(0, 0); 253]).is_err());
     // A non-head page carries no link; removal shifts in place.
     encode_seg_page(&mut page, 4, 1, &info, &recs[..3]).unwrap();
@@ -95,7 +98,10 @@ fn page_formats_round_trip() {
     let mut two = vec![0u8; 2 * ps];
     encode_buffer(&mut two, ps, 8, 3, &recs).unwrap();
     assert_eq!(decode_buffer(&two, ps, 8, 3, "f").unwrap(), recs);
-    assert!(decode_buffer(&two, ps, 8, 4, "f").unwrap_err().is_corruption(), "owner checked");
+    assert!(
+        decode_buffer(&two, ps, 8, 4, "f").unwrap_err().is_corruption(),
+        "owner checked"
+    );
     // The root slot.
     let m = Meta {
         page_size: ps,
@@ -217,7 +223,10 @@ fn corrupt_pages_are_detected_naming_file_and_page() {
     dir.file(FITING_FILE).unwrap().corrupt_byte(m.root * 4096 + 40);
     let t = open(&dir, Residency::None);
     let e = t.get(5).unwrap_err();
-    assert!(matches!(e, Error::Corruption { page, .. } if page == m.root), "{e}");
+    assert!(
+        matches!(e, Error::Corruption { page, .. } if page == m.root),
+        "{e}"
+    );
     let e = FitingTree::open(Arc::new(dir.clone()), IoContext::default(), Residency::Index).unwrap_err();
     assert!(e.is_corruption(), "{e}");
     drop(t);
@@ -238,13 +247,25 @@ fn gen_key(rng: &mut Pcg64Mcg) -> u64 {
 
 fn existing_key(model: &BTreeMap<u64, u64>, rng: &mut Pcg64Mcg) -> Option<u64> {
     let k = gen_key(rng);
-    model.range(k..).next().or_else(|| model.iter().next()).map(|(&k, _)| k)
+    model
+        .range(k..)
+        .next()
+        .or_else(|| model.iter().next())
+        .map(|(&k, _)| k)
 }
 
 /// Random inserts, updates, deletes, gets, lower bounds and scans against a
 /// `BTreeMap`, with reboots (clean, or synced then crashed) that reopen and
 /// verify.
-fn run_model(seed: u64, ops: usize, eps: u64, buffer: u32, residency: Residency, min_smo: u64, min_height: u32) {
+fn run_model(
+    seed: u64,
+    ops: usize,
+    eps: u64,
+    buffer: u32,
+    residency: Residency,
+    min_smo: u64,
+    min_height: u32,
+) {
     let mut rng = Pcg64Mcg::seed_from_u64(seed);
     let keys = bumpy_keys(20_000, seed);
     let mem = MemDirectory::new();
@@ -299,7 +320,11 @@ fn run_model(seed: u64, ops: usize, eps: u64, buffer: u32, residency: Residency,
                 t.scan(from, count, &mut got).unwrap();
                 let want: Vec<(u64, u64)> = model.range(from..).take(count).map(|(&a, &b)| (a, b)).collect();
                 if got != want {
-                    let i = got.iter().zip(&want).position(|(a, b)| a != b).unwrap_or(got.len().min(want.len()));
+                    let i = got
+                        .iter()
+                        .zip(&want)
+                        .position(|(a, b)| a != b)
+                        .unwrap_or(got.len().min(want.len()));
                     panic!(
                         "step {step}: scan({from}, {count}): {} vs {} records, first difference at {i}: {:?} vs {:?}; get = {:?}",
                         got.len(),
@@ -335,7 +360,10 @@ fn run_model(seed: u64, ops: usize, eps: u64, buffer: u32, residency: Residency,
     t.scan(0, usize::MAX, &mut all).unwrap();
     assert!(all.iter().copied().eq(model.iter().map(|(&a, &b)| (a, b))));
     assert!(smos >= min_smo, "only {smos} resegments");
-    assert!(max_height >= min_height && reboots > 5, "height {max_height}, {reboots} reboots");
+    assert!(
+        max_height >= min_height && reboots > 5,
+        "height {max_height}, {reboots} reboots"
+    );
 }
 
 #[test]
