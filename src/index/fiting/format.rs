@@ -254,16 +254,7 @@ impl DirNode {
         } else {
             PageType::FitDirInner
         };
-        page::seal(
-            page,
-            page_no,
-            PageHeader {
-                kind,
-                flags: 0,
-                count: self.entries.len() as u16,
-                aux: 0,
-            },
-        );
+        seal(page, page_no, kind, self.entries.len(), 0);
         Ok(())
     }
 

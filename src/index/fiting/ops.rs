@@ -42,6 +42,18 @@ pub struct VerifyReport {
     pub pages: u64,
 }
 
+/// Where [`FitingTree::probe`] found a key.
+#[derive(Debug, Clone, Copy)]
+struct Hit {
+    /// Page of the window.
+    j: usize,
+    page_no: u64,
+    slot: usize,
+    count: usize,
+    next: u64,
+    value: u64,
+}
+
 /// A position in a segment: the page and the records from a slot on.
 #[derive(Debug, Default)]
 struct SegPos {
@@ -180,21 +192,45 @@ impl FitingTree {
         Ok(())
     }
 
+    /// Reads the window of `key` in segment `e` (one call) and finds the
+    /// key in it: the pages read, and the key's place if it is there.
+    fn probe(&self, meta: &Meta, e: &Entry, key: u64) -> Result<(AlignedBuf, Option<Hit>)> {
+        self.check_entry(meta, e)?;
+        let (p0, p1) = e.window(key, u64::from(meta.epsilon), seg_capacity(self.page_size));
+        let w = self.read_seg(e.page, p0, p1)?;
+        for j in 0..=(p1 - p0) as usize {
+            let p = self.seg_page(&w, e.page, p0, j)?;
+            let slot = p.lower_bound(key);
+            if let Some((k, value)) = p.record(slot) {
+                if k == key {
+                    let hit = Hit {
+                        j,
+                        page_no: e.page + p0 + j as u64,
+                        slot,
+                        count: p.count(),
+                        next: p.next,
+                        value,
+                    };
+                    return Ok((w, Some(hit)));
+                }
+            }
+        }
+        Ok((w, None))
+    }
+
+    /// The bytes of page `j` of a window read by [`Self::probe`].
+    fn window_page<'b>(&self, w: &'b mut AlignedBuf, j: usize) -> Result<&'b mut [u8]> {
+        let ps = self.page_size;
+        w.get_mut(j * ps..(j + 1) * ps)
+            .ok_or_else(|| Error::invalid("segment page outside the read"))
+    }
+
     pub(super) fn get_impl(&self, key: u64) -> Result<Option<u64>> {
         let st = self.state.read();
         let mut path = Path::new();
         let e = self.find(&st, key, &mut path)?;
-        self.check_entry(&st.meta, &e)?;
-        let (p0, p1) = e.window(key, u64::from(st.meta.epsilon), seg_capacity(self.page_size));
-        let buf = self.read_seg(e.page, p0, p1)?;
-        for j in 0..=(p1 - p0) as usize {
-            let p = self.seg_page(&buf, e.page, p0, j)?;
-            let i = p.lower_bound(key);
-            if let Some((k, v)) = p.record(i) {
-                if k == key {
-                    return Ok(Some(v));
-                }
-            }
+        if let (_, Some(hit)) = self.probe(&st.meta, &e, key)? {
+            return Ok(Some(hit.value));
         }
         if e.buffer == NO_PAGE {
             return Ok(None);
@@ -365,25 +401,11 @@ impl FitingTree {
     pub(super) fn insert_locked(&self, st: &mut State, key: u64, value: u64) -> Result<Option<u64>> {
         let mut path = Path::new();
         let e = self.find(st, key, &mut path)?;
-        self.check_entry(&st.meta, &e)?;
-        let (p0, p1) = e.window(key, u64::from(st.meta.epsilon), seg_capacity(self.page_size));
-        let mut buf = self.read_seg(e.page, p0, p1)?;
-        for j in 0..=(p1 - p0) as usize {
-            let p = self.seg_page(&buf, e.page, p0, j)?;
-            let i = p.lower_bound(key);
-            if let Some((k, old)) = p.record(i) {
-                if k == key {
-                    let (count, next) = (p.count(), p.next);
-                    let no = e.page + p0 + j as u64;
-                    let ps = self.page_size;
-                    let page = buf
-                        .get_mut(j * ps..(j + 1) * ps)
-                        .ok_or_else(|| Error::invalid("segment page outside the read"))?;
-                    seg_set_value(page, no, count, i, value, next);
-                    self.pager.write_page(Role::Leaf, no, page)?;
-                    return Ok(Some(old));
-                }
-            }
+        if let (mut w, Some(hit)) = self.probe(&st.meta, &e, key)? {
+            let page = self.window_page(&mut w, hit.j)?;
+            seg_set_value(page, hit.page_no, hit.count, hit.slot, value, hit.next);
+            self.pager.write_page(Role::Leaf, hit.page_no, page)?;
+            return Ok(Some(hit.value));
         }
         if e.buffer == NO_PAGE {
             let run = self.buffer_run(&st.meta);
@@ -432,24 +454,12 @@ impl FitingTree {
     pub(super) fn delete_locked(&self, st: &mut State, key: u64) -> Result<bool> {
         let mut path = Path::new();
         let e = self.find(st, key, &mut path)?;
-        self.check_entry(&st.meta, &e)?;
-        let (p0, p1) = e.window(key, u64::from(st.meta.epsilon), seg_capacity(self.page_size));
-        let mut buf = self.read_seg(e.page, p0, p1)?;
-        for j in 0..=(p1 - p0) as usize {
-            let p = self.seg_page(&buf, e.page, p0, j)?;
-            let i = p.lower_bound(key);
-            if p.key(i) == Some(key) {
-                let (count, next) = (p.count(), p.next);
-                let no = e.page + p0 + j as u64;
-                let ps = self.page_size;
-                let page = buf
-                    .get_mut(j * ps..(j + 1) * ps)
-                    .ok_or_else(|| Error::invalid("segment page outside the read"))?;
-                seg_remove(page, no, count, i, next)?;
-                self.pager.write_page(Role::Leaf, no, page)?;
-                st.meta.n -= 1;
-                return Ok(true);
-            }
+        if let (mut w, Some(hit)) = self.probe(&st.meta, &e, key)? {
+            let page = self.window_page(&mut w, hit.j)?;
+            seg_remove(page, hit.page_no, hit.count, hit.slot, hit.next)?;
+            self.pager.write_page(Role::Leaf, hit.page_no, page)?;
+            st.meta.n -= 1;
+            return Ok(true);
         }
         if e.buffer == NO_PAGE {
             return Ok(false);

@@ -1,6 +1,7 @@
 //! Tests of the FITing-tree: page formats, exact blocks per lookup,
-//! corruption, a model test against `BTreeMap` with reboots and crashes,
-//! power loss at random points.
+//! corruption, a model test against `BTreeMap` with reboots and crashes
+//! (the generic ones, `tests/updatable.rs` and `tests/power_loss.rs`, run
+//! `fiting` too).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -379,82 +380,4 @@ fn model_small_buffer_resident_none() {
 #[test]
 fn model_defaults() {
     run_model(3, 12_000, 64, 256, Residency::Index, 1, 1);
-}
-
-/// Build, then inserts and deletes with a checkpoint after every few;
-/// returns the state of the last acknowledged sync and, if an operation
-/// failed, the state it was making durable.
-fn run_power(dir: &MemDirectory, seed: u64, n: usize) -> (BTreeMap<u64, u64>, Option<BTreeMap<u64, u64>>) {
-    let mut r = Pcg64Mcg::seed_from_u64(seed);
-    let keys: Vec<u64> = (0..600u64).map(|i| i * 3).collect();
-    build(dir, &keys, 4096, 4, 8);
-    let built: BTreeMap<u64, u64> = keys.iter().enumerate().map(|(i, &k)| (k, i as u64)).collect();
-    let Ok(t) = FitingTree::open(Arc::new(dir.clone()), IoContext::default(), Residency::Index) else {
-        return (built, None);
-    };
-    let (mut acked, mut state) = (built.clone(), built);
-    for _ in 0..n {
-        for _ in 0..r.random_range(1..4) {
-            let k = r.random_range(0..2_400u64);
-            let res = if r.random_range(0..3) == 0 {
-                state.remove(&k);
-                t.delete(k).map(drop)
-            } else {
-                let v = r.random();
-                state.insert(k, v);
-                t.insert(k, v).map(drop)
-            };
-            if res.is_err() {
-                return (acked, Some(state));
-            }
-        }
-        if t.sync().is_err() {
-            return (acked, Some(state));
-        }
-        acked = state.clone();
-    }
-    (acked, None)
-}
-
-/// A power cut at a random mutating call (with and without a torn last
-/// write) reopens exactly at the last checkpoint or the one in flight.
-#[test]
-fn power_loss_reopens_at_a_checkpoint() {
-    let n = 60;
-    for seed in 0..3u64 {
-        let dry = MemDirectory::new();
-        let (_, doubt) = run_power(&dry, seed, n);
-        assert!(doubt.is_none());
-        let calls = dry.mutating_calls();
-        let mut r = Pcg64Mcg::seed_from_u64(100 + seed);
-        // The build itself is not under test here (see `tests/power_loss.rs`
-        // for builds): cut after it.
-        let base = {
-            let d = MemDirectory::new();
-            build(&d, &(0..600u64).map(|i| i * 3).collect::<Vec<_>>(), 4096, 4, 8);
-            d.mutating_calls()
-        };
-        for p in 0..30u64 {
-            let k = r.random_range(base + 1..=calls);
-            let dir2 = MemDirectory::new();
-            dir2.cut_power_after(k);
-            let (acked, doubt) = run_power(&dir2, seed, n);
-            if p % 2 == 1 {
-                dir2.crash_torn(seed * 1_000 + p);
-            } else {
-                dir2.crash();
-            }
-            let t = FitingTree::open(Arc::new(dir2.clone()), IoContext::default(), Residency::None).unwrap();
-            let got: BTreeMap<u64, u64> = (0..2_400u64)
-                .filter_map(|k| t.get(k).unwrap().map(|v| (k, v)))
-                .collect();
-            assert!(
-                got == acked || doubt.as_ref() == Some(&got),
-                "seed {seed} point {p} cut after {k} of {calls}: {} records, acked {}",
-                got.len(),
-                acked.len()
-            );
-            t.verify().unwrap();
-        }
-    }
 }
