@@ -256,49 +256,30 @@ impl FitingTree {
             if p.index == 0 {
                 next = Some(p.next);
             }
-            let i = p.lower_bound(key);
-            seen_smaller |= i > 0;
-            if i < p.count() {
-                found = Some(SegPos {
-                    page: (p0 + j as u64) as u32,
-                    records: (i..p.count()).filter_map(|s| p.record(s)).collect(),
-                });
+            let (pos, smaller) = seg_pos(&p, p0 + j as u64, key);
+            seen_smaller |= smaller;
+            if pos.is_some() {
+                found = pos;
                 break;
             }
         }
-        if found.is_some() && !seen_smaller {
-            // The answer is the window's first record: records of earlier
-            // pages may still be >= key (a model that is not monotone).
-            let mut j = p0;
-            while j > 0 {
-                j -= 1;
-                let b = self.read_seg(e.page, j, j)?;
-                let p = self.seg_page(&b, e.page, j, 0)?;
-                let i = p.lower_bound(key);
-                if i < p.count() {
-                    found = Some(SegPos {
-                        page: j as u32,
-                        records: (i..p.count()).filter_map(|s| p.record(s)).collect(),
-                    });
-                }
-                if i > 0 {
-                    break;
-                }
+        // Nothing in the window is below `key`: records of earlier pages may
+        // still be >= key (a model that is not monotone, or empty pages).
+        let mut j = p0;
+        while !seen_smaller && j > 0 {
+            j -= 1;
+            let b = self.read_seg(e.page, j, j)?;
+            let (pos, smaller) = seg_pos(&self.seg_page(&b, e.page, j, 0)?, j, key);
+            if pos.is_some() {
+                found = pos;
             }
+            seen_smaller = smaller;
         }
-        if found.is_none() {
-            for j in p1 + 1..u64::from(e.data_pages) {
-                let b = self.read_seg(e.page, j, j)?;
-                let p = self.seg_page(&b, e.page, j, 0)?;
-                let i = p.lower_bound(key);
-                if i < p.count() {
-                    found = Some(SegPos {
-                        page: j as u32,
-                        records: (i..p.count()).filter_map(|s| p.record(s)).collect(),
-                    });
-                    break;
-                }
-            }
+        let mut j = p1 + 1;
+        while found.is_none() && j < u64::from(e.data_pages) {
+            let b = self.read_seg(e.page, j, j)?;
+            found = seg_pos(&self.seg_page(&b, e.page, j, 0)?, j, key).0;
+            j += 1;
         }
         Ok((found, next))
     }
@@ -785,6 +766,18 @@ impl FitingTree {
         }
         Ok(r)
     }
+}
+
+/// The records of segment page `page` (verified as `p`) from the first key
+/// `>= key` on (`None` if there is none), and whether a record `< key`
+/// precedes them on the page.
+fn seg_pos(p: &SegPage<'_>, page: u64, key: u64) -> (Option<SegPos>, bool) {
+    let i = p.lower_bound(key);
+    let pos = (i < p.count()).then(|| SegPos {
+        page: page as u32,
+        records: (i..p.count()).filter_map(|s| p.record(s)).collect(),
+    });
+    (pos, i > 0)
 }
 
 /// The cursor: segment by segment along the sibling links, each segment's
