@@ -50,7 +50,9 @@
 //!   one call, merged with the buffer and refitted with ε, the new segments
 //!   written (one call each), the previous segment's sibling link and the
 //!   directory updated (a directory split is one more `smo` each), and the
-//!   old pages freed.
+//!   old pages freed. Runs are taken from the free list when its head holds
+//!   a run of the size needed (its pages are read, role `Other`), else
+//!   appended to the file.
 //! - `delete`: as `get`; removes the key from its segment page in place or
 //!   from the buffer (no tombstones) and writes that page (or the buffer).
 //!

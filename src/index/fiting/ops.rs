@@ -335,16 +335,22 @@ impl FitingTree {
         Ok(())
     }
 
-    /// Takes `k` pages: one from the free list if `k == 1`, else a run at
-    /// the end of the file.
+    /// Takes `k` contiguous pages: from the head of the free list if its
+    /// first `k` pages form a run (a run freed by [`Self::free_run`] comes
+    /// back that way: freed in ascending order, popped in descending order;
+    /// the `k` free pages are read, role `Other`, to find out), else at the
+    /// end of the file.
     fn alloc_run(&self, st: &mut State, k: usize) -> Result<u64> {
-        if k == 1 {
+        if st.meta.space.free_pages >= k as u64 {
             let mut buf = AlignedBuf::zeroed(self.page_size);
-            let pages = self.pager.allocate(&mut st.meta.space, 1, &mut buf)?;
-            return pages
-                .first()
-                .copied()
-                .ok_or_else(|| Error::invalid("no page allocated"));
+            let mut trial = st.meta.space;
+            let pages = self.pager.allocate(&mut trial, k, &mut buf)?;
+            let lo = pages.iter().copied().min().unwrap_or(NO_PAGE);
+            let hi = pages.iter().copied().max().unwrap_or(NO_PAGE);
+            if pages.len() == k && hi - lo + 1 == k as u64 {
+                st.meta.space = trial;
+                return Ok(lo);
+            }
         }
         let p = st.meta.space.page_count;
         st.meta.space.page_count += k as u64;
