@@ -105,6 +105,7 @@ mod tests {
             [
                 "binary",
                 "btree",
+                "fiting",
                 "zonemap",
                 "btree-static",
                 "leco-zonemap",

@@ -42,6 +42,22 @@ fn btree() {
 }
 
 #[test]
+fn fiting() {
+    common::battery("fiting");
+}
+
+#[test]
+fn fiting_small_epsilon_and_buffer() {
+    common::battery("fiting:epsilon=16,buffer=32");
+}
+
+#[test]
+fn fiting_after_updates() {
+    common::battery_after_updates("fiting");
+    common::battery_after_updates("fiting:epsilon=16,buffer=32");
+}
+
+#[test]
 fn btree_fill_70() {
     // Part-filled leaves and inner nodes: other page boundaries and heights.
     common::battery("btree:fill=70");

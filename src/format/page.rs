@@ -39,6 +39,14 @@ pub enum PageType {
     Layer = 5,
     /// A freed page (B+-tree free list).
     Free = 6,
+    /// A FITing-tree segment page (`fiting`).
+    FitSegment = 16,
+    /// A FITing-tree insert-buffer page (`fiting`).
+    FitBuffer = 17,
+    /// A FITing-tree directory node above the segments (`fiting`).
+    FitDirLeaf = 18,
+    /// A FITing-tree directory node above directory nodes (`fiting`).
+    FitDirInner = 19,
 }
 
 impl PageType {
@@ -51,6 +59,10 @@ impl PageType {
             4 => PageType::BTreeInner,
             5 => PageType::Layer,
             6 => PageType::Free,
+            16 => PageType::FitSegment,
+            17 => PageType::FitBuffer,
+            18 => PageType::FitDirLeaf,
+            19 => PageType::FitDirInner,
             _ => return None,
         })
     }

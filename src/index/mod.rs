@@ -13,6 +13,7 @@
 pub mod binary;
 pub mod btree;
 mod cursor;
+pub mod fiting;
 pub mod layered;
 mod manifest;
 mod params;
