@@ -39,6 +39,14 @@ pub enum PageType {
     Layer = 5,
     /// A freed page (B+-tree free list).
     Free = 6,
+    /// A record page of a dynamic-PGM run (`dpgm`).
+    DpgmLeaf = 24,
+    /// A model (segment) page of a dynamic-PGM run (`dpgm`).
+    DpgmModel = 25,
+    /// A page of the dynamic PGM's insert buffer (`dpgm`).
+    DpgmBuffer = 26,
+    /// A page of the dynamic PGM's catalog of runs (`dpgm`).
+    DpgmCatalog = 27,
 }
 
 impl PageType {
@@ -51,6 +59,10 @@ impl PageType {
             4 => PageType::BTreeInner,
             5 => PageType::Layer,
             6 => PageType::Free,
+            24 => PageType::DpgmLeaf,
+            25 => PageType::DpgmModel,
+            26 => PageType::DpgmBuffer,
+            27 => PageType::DpgmCatalog,
             _ => return None,
         })
     }

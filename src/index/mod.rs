@@ -12,6 +12,7 @@
 
 pub mod binary;
 pub mod btree;
+pub mod dpgm;
 mod cursor;
 pub mod layered;
 mod manifest;

@@ -324,11 +324,12 @@ pub(crate) fn check_keys(keys: &[u64]) -> Result<()> {
 }
 
 /// The kinds this layer defines, in `strata list` order: `binary`, `btree`,
+/// `dpgm`,
 /// then the layered kinds (`LAYERED_KINDS`).
 /// Kinds defined above `index` (`air`, `db`) are registered by the modules
 /// above it; `strata::registry` holds them all.
 pub fn registry() -> Registry {
-    let mut k: Vec<&'static dyn IndexKind> = vec![&super::binary::BinaryKind, &super::btree::BTreeKind];
+    let mut k: Vec<&'static dyn IndexKind> = vec![&super::binary::BinaryKind, &super::btree::BTreeKind, &super::dpgm::DpgmKind];
     k.extend(super::layered::LAYERED_KINDS.iter().map(|l| l as &dyn IndexKind));
     Registry::new(k)
 }

@@ -1,0 +1,1 @@
+//! Unit and model tests of the dynamic PGM.
