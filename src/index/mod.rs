@@ -12,8 +12,8 @@
 
 pub mod binary;
 pub mod btree;
-pub mod dpgm;
 mod cursor;
+pub mod dpgm;
 pub mod layered;
 mod manifest;
 mod params;

@@ -329,7 +329,11 @@ pub(crate) fn check_keys(keys: &[u64]) -> Result<()> {
 /// Kinds defined above `index` (`air`, `db`) are registered by the modules
 /// above it; `strata::registry` holds them all.
 pub fn registry() -> Registry {
-    let mut k: Vec<&'static dyn IndexKind> = vec![&super::binary::BinaryKind, &super::btree::BTreeKind, &super::dpgm::DpgmKind];
+    let mut k: Vec<&'static dyn IndexKind> = vec![
+        &super::binary::BinaryKind,
+        &super::btree::BTreeKind,
+        &super::dpgm::DpgmKind,
+    ];
     k.extend(super::layered::LAYERED_KINDS.iter().map(|l| l as &dyn IndexKind));
     Registry::new(k)
 }

@@ -126,8 +126,13 @@ impl Meta {
     /// Checks the fields against each other and the page space.
     pub fn check(&self, file: &str) -> Result<()> {
         let bad = |what: String| Err(Error::corruption(file, META_PAGE, what));
-        check_params(self.epsilon as u64, self.buffer_cap as u64, self.ratio as u64, self.epsilon_inner as u64)
-            .or_else(|e| bad(e.to_string()))?;
+        check_params(
+            self.epsilon as u64,
+            self.buffer_cap as u64,
+            self.ratio as u64,
+            self.epsilon_inner as u64,
+        )
+        .or_else(|e| bad(e.to_string()))?;
         if self.buffer_count > self.buffer_cap {
             return bad(format!(
                 "{} entries in a buffer of {}",
@@ -139,7 +144,10 @@ impl Meta {
             return bad(format!("catalog at page {} outside the {pc} pages", self.catalog));
         }
         if self.buffer_first == META_PAGE || self.buffer_first.saturating_add(self.buffer_pages()) > pc {
-            return bad(format!("buffer at page {} outside the {pc} pages", self.buffer_first));
+            return bad(format!(
+                "buffer at page {} outside the {pc} pages",
+                self.buffer_first
+            ));
         }
         if self.space.free_pages != 0 {
             return bad("the pager's free list is not used by dpgm".into());
@@ -197,10 +205,14 @@ impl Meta {
 /// `ratio` in `2..=64`, `epsilon_inner` in `1..=1024`.
 pub(crate) fn check_params(epsilon: u64, buffer: u64, ratio: u64, epsilon_inner: u64) -> Result<()> {
     if !(1..=1 << 20).contains(&epsilon) {
-        return Err(Error::invalid(format!("epsilon must be from 1 to 1048576, got {epsilon}")));
+        return Err(Error::invalid(format!(
+            "epsilon must be from 1 to 1048576, got {epsilon}"
+        )));
     }
     if !(1..=1 << 20).contains(&buffer) {
-        return Err(Error::invalid(format!("buffer must be from 1 to 1048576 records, got {buffer}")));
+        return Err(Error::invalid(format!(
+            "buffer must be from 1 to 1048576 records, got {buffer}"
+        )));
     }
     if !(2..=64).contains(&ratio) {
         return Err(Error::invalid(format!("ratio must be from 2 to 64, got {ratio}")));
@@ -305,7 +317,13 @@ pub(crate) fn seg_at(page: &[u8], i: usize) -> Option<Seg> {
 
 /// Verifies page `page_no` (checksum, type `kind`) and that it holds
 /// exactly `count` entries.
-pub(crate) fn open_page(page: &[u8], page_no: u64, file: &str, kind: PageType, count: usize) -> Result<PageHeader> {
+pub(crate) fn open_page(
+    page: &[u8],
+    page_no: u64,
+    file: &str,
+    kind: PageType,
+    count: usize,
+) -> Result<PageHeader> {
     let h = page::open_typed(page, page_no, file, kind)?;
     if h.count as usize != count {
         return Err(Error::corruption(
@@ -367,20 +385,38 @@ impl RunDesc {
             ));
         }
         if self.model.is_empty() || self.model.len() > MAX_MODEL_LEVELS {
-            return bad(format!("run at page {} with {} model levels", self.start, self.model.len()));
+            return bad(format!(
+                "run at page {} with {} model levels",
+                self.start,
+                self.model.len()
+            ));
         }
         let mut below = self.n;
         for &c in &self.model {
             if c == 0 || c > below {
-                return bad(format!("run at page {}: model level of {c} segments over {below}", self.start));
+                return bad(format!(
+                    "run at page {}: model level of {c} segments over {below}",
+                    self.start
+                ));
             }
             below = c;
         }
         if self.model.last().is_some_and(|&t| t > spp) {
-            return bad(format!("run at page {}: top model level exceeds a page", self.start));
+            return bad(format!(
+                "run at page {}: top model level exceeds a page",
+                self.start
+            ));
         }
-        if self.start == META_PAGE || self.start.checked_add(self.pages(page_size)).is_none_or(|e| e > page_count) {
-            return bad(format!("run at page {} outside the {page_count} pages", self.start));
+        if self.start == META_PAGE
+            || self
+                .start
+                .checked_add(self.pages(page_size))
+                .is_none_or(|e| e > page_count)
+        {
+            return bad(format!(
+                "run at page {} outside the {page_count} pages",
+                self.start
+            ));
         }
         Ok(())
     }
@@ -473,7 +509,9 @@ impl Catalog {
             bytes.extend_from_slice(page.get(PAGE_HEADER_LEN..PAGE_HEADER_LEN + per).unwrap_or(&[]));
         }
         let short = || Error::corruption(file, first, "catalog shorter than its counts");
-        let body = bytes.get(..usize::try_from(total).unwrap_or(usize::MAX)).ok_or_else(short)?;
+        let body = bytes
+            .get(..usize::try_from(total).unwrap_or(usize::MAX))
+            .ok_or_else(short)?;
         let mut c = ByteCursor::new(body);
         let runs = c.u32().ok_or_else(short)?;
         let free = c.u32().ok_or_else(short)?;
@@ -482,7 +520,11 @@ impl Catalog {
             let level = c.u32().ok_or_else(short)?;
             let levels = c.u32().ok_or_else(short)? as usize;
             if levels > MAX_MODEL_LEVELS {
-                return Err(Error::corruption(file, first, format!("catalog: run with {levels} model levels")));
+                return Err(Error::corruption(
+                    file,
+                    first,
+                    format!("catalog: run with {levels} model levels"),
+                ));
             }
             let mut w = [0u64; 4];
             for v in &mut w {
@@ -503,7 +545,11 @@ impl Catalog {
             };
             r.check(ps, meta.space.page_count, file)?;
             if cat.runs.last().is_some_and(|p| p.level >= level) {
-                return Err(Error::corruption(file, first, "catalog: runs not by increasing level"));
+                return Err(Error::corruption(
+                    file,
+                    first,
+                    "catalog: runs not by increasing level",
+                ));
             }
             cat.runs.push(r);
         }
@@ -511,10 +557,18 @@ impl Catalog {
             let s = c.u64().ok_or_else(short)?;
             let l = c.u64().ok_or_else(short)?;
             if s == META_PAGE || l == 0 || s.checked_add(l).is_none_or(|e| e > meta.space.page_count) {
-                return Err(Error::corruption(file, first, format!("catalog: free extent {s}+{l} outside the file")));
+                return Err(Error::corruption(
+                    file,
+                    first,
+                    format!("catalog: free extent {s}+{l} outside the file"),
+                ));
             }
             if cat.free.last().is_some_and(|&(ps0, pl)| ps0 + pl >= s) {
-                return Err(Error::corruption(file, first, "catalog: free extents unsorted or adjacent"));
+                return Err(Error::corruption(
+                    file,
+                    first,
+                    "catalog: free extents unsorted or adjacent",
+                ));
             }
             cat.free.push((s, l));
         }
@@ -541,7 +595,11 @@ impl Catalog {
                 return Err(Error::corruption(
                     file,
                     META_PAGE,
-                    format!("pages from {} are {} (overlap or gap in the page accounting)", next.min(s), if s < next { "used twice" } else { "unaccounted for" }),
+                    format!(
+                        "pages from {} are {} (overlap or gap in the page accounting)",
+                        next.min(s),
+                        if s < next { "used twice" } else { "unaccounted for" }
+                    ),
                 ));
             }
             next = s + l;
@@ -550,7 +608,10 @@ impl Catalog {
             return Err(Error::corruption(
                 file,
                 META_PAGE,
-                format!("{next} pages accounted for, the file has {}", meta.space.page_count),
+                format!(
+                    "{next} pages accounted for, the file has {}",
+                    meta.space.page_count
+                ),
             ));
         }
         Ok(())

@@ -95,7 +95,8 @@ use format::{
 use run::{Run, build_model, decode_records, describe, emit_run, load_model, merge_newest, read_all};
 
 use super::{
-    BuildOptions, Cursor, Index, IndexKind, IndexStats, Manifest, OpenOptions, Params, Record, Records, Residency,
+    BuildOptions, Cursor, Index, IndexKind, IndexStats, Manifest, OpenOptions, Params, Record, Records,
+    Residency,
 };
 use crate::format::page::PageType;
 use crate::pager::{META_PAGE, PageSpace, Pager, Role};
@@ -181,19 +182,28 @@ impl IndexKind for DpgmKind {
         let mut cat = Catalog::default();
         let keys = records.keys();
         if let (Some(&min), Some(&max)) = (keys.first(), keys.last()) {
-            let level = (0..MAX_LEVELS).find(|&l| meta.level_cap(l) >= meta.n).unwrap_or(MAX_LEVELS - 1);
+            let level = (0..MAX_LEVELS)
+                .find(|&l| meta.level_cap(l) >= meta.n)
+                .unwrap_or(MAX_LEVELS - 1);
             let model = build_model(keys, eps, eps_inner, ps);
             let entry = |i: usize| Entry {
                 key: keys.get(i).copied().unwrap_or(0),
                 value: records.value(i),
                 dead: false,
             };
-            emit_run(keys.len(), &entry, &model, start, ps, &mut |first, bytes, _role| {
-                if sink.position() != first * ps as u64 {
-                    return Err(Error::invalid("dpgm bulk load out of order"));
-                }
-                sink.append(bytes)
-            })?;
+            emit_run(
+                keys.len(),
+                &entry,
+                &model,
+                start,
+                ps,
+                &mut |first, bytes, _role| {
+                    if sink.position() != first * ps as u64 {
+                        return Err(Error::invalid("dpgm bulk load out of order"));
+                    }
+                    sink.append(bytes)
+                },
+            )?;
             cat.runs.push(describe(level, start, meta.n, min, max, &model));
         }
         meta.catalog = sink.position() / ps as u64;
@@ -283,7 +293,8 @@ impl Dpgm {
     /// and page), I/O errors.
     pub fn open(dir: Arc<dyn Directory>, io: IoContext, residency: Residency) -> Result<Dpgm> {
         let raw = dir.open(DPGM_FILE)?;
-        let (pager, cp, recovery) = Pager::open_journaled(dir.clone(), DPGM_FILE, raw.clone(), &io, DPGM_FILE_ID)?;
+        let (pager, cp, recovery) =
+            Pager::open_journaled(dir.clone(), DPGM_FILE, raw.clone(), &io, DPGM_FILE_ID)?;
         if recovery.pages_restored > 0 {
             log::info!(
                 "dynamic PGM {}: rolled back {} pages to checkpoint {}",
@@ -345,12 +356,16 @@ impl Dpgm {
             .map(|r| {
                 std::mem::size_of::<Run>()
                     + r.desc.model.capacity() * 8
-                    + r.model.as_ref().map_or(0, |m| m.iter().map(|l| l.capacity() * 24).sum())
+                    + r.model
+                        .as_ref()
+                        .map_or(0, |m| m.iter().map(|l| l.capacity() * 24).sum())
             })
             .sum();
         let cache = self.cache.as_ref().map_or(0, |c| c.memory_bytes());
-        (std::mem::size_of::<Self>() + st.buffer.capacity() * std::mem::size_of::<Entry>() + models + st.free.capacity() * 16)
-            as u64
+        (std::mem::size_of::<Self>()
+            + st.buffer.capacity() * std::mem::size_of::<Entry>()
+            + models
+            + st.free.capacity() * 16) as u64
             + cache
     }
 
@@ -380,7 +395,11 @@ impl Dpgm {
             decode_records(page, on, &mut page_entries);
             for e in &page_entries {
                 if out.last().is_some_and(|l: &Entry| l.key >= e.key) {
-                    return Err(Error::corruption(self.pager.name(), page_no, "buffer keys out of order"));
+                    return Err(Error::corruption(
+                        self.pager.name(),
+                        page_no,
+                        "buffer keys out of order",
+                    ));
                 }
                 out.push(*e);
             }
@@ -466,10 +485,14 @@ impl Dpgm {
         let mut pages = AlignedBuf::zeroed((p1 - p0) * ps);
         for (k, page) in pages.chunks_exact_mut(ps).enumerate() {
             let p = p0 + k;
-            let part = st.buffer.get(p * cap..((p + 1) * cap).min(st.buffer.len())).unwrap_or(&[]);
+            let part = st
+                .buffer
+                .get(p * cap..((p + 1) * cap).min(st.buffer.len()))
+                .unwrap_or(&[]);
             encode_records(page, st.meta.buffer_first + p as u64, PageType::DpgmBuffer, part);
         }
-        self.pager.write_page(Role::Leaf, st.meta.buffer_first + p0 as u64, &pages)
+        self.pager
+            .write_page(Role::Leaf, st.meta.buffer_first + p0 as u64, &pages)
     }
 
     /// Takes `pages` consecutive pages: the first free extent large enough,
@@ -494,11 +517,21 @@ impl Dpgm {
             }
         }
         let mut buf = AlignedBuf::zeroed(self.page_size);
-        let got = self
-            .pager
-            .allocate(&mut st.meta.space, usize::try_from(need).unwrap_or(usize::MAX), &mut buf)?;
-        if got.iter().enumerate().any(|(k, &p)| p != start + (pages - need) + k as u64) {
-            return Err(Error::corruption(self.pager.name(), META_PAGE, "pager handed out non-consecutive pages"));
+        let got = self.pager.allocate(
+            &mut st.meta.space,
+            usize::try_from(need).unwrap_or(usize::MAX),
+            &mut buf,
+        )?;
+        if got
+            .iter()
+            .enumerate()
+            .any(|(k, &p)| p != start + (pages - need) + k as u64)
+        {
+            return Err(Error::corruption(
+                self.pager.name(),
+                META_PAGE,
+                "pager handed out non-consecutive pages",
+            ));
         }
         Ok(start)
     }
@@ -508,7 +541,13 @@ impl Dpgm {
     fn merge(&self, st: &mut State) -> Result<()> {
         let ps = self.page_size;
         let meta = st.meta;
-        let size = |st: &State, l: u32| -> u64 { st.runs.iter().filter(|r| r.desc.level == l).map(|r| r.desc.n).sum() };
+        let size = |st: &State, l: u32| -> u64 {
+            st.runs
+                .iter()
+                .filter(|r| r.desc.level == l)
+                .map(|r| r.desc.n)
+                .sum()
+        };
         let mut total = st.buffer.len() as u64;
         let mut target = 0u32;
         loop {
@@ -532,9 +571,14 @@ impl Dpgm {
                 let mut desc = describe(target, 0, merged.len() as u64, first.key, last.key, &model);
                 desc.start = self.alloc(st, desc.pages(ps))?;
                 let entry = |i: usize| merged.get(i).copied().unwrap_or(*first);
-                emit_run(merged.len(), &entry, &model, desc.start, ps, &mut |p, bytes, role| {
-                    self.pager.write_page(role, p, bytes)
-                })?;
+                emit_run(
+                    merged.len(),
+                    &entry,
+                    &model,
+                    desc.start,
+                    ps,
+                    &mut |p, bytes, role| self.pager.write_page(role, p, bytes),
+                )?;
                 let model = (self.residency == Residency::Index).then_some(model);
                 Some(Run { desc, model })
             }
@@ -592,13 +636,21 @@ impl Dpgm {
                 crate::format::page::open_typed(page, meta.catalog + i as u64, name, PageType::DpgmCatalog)?;
             }
         } else if Catalog::decode(&buf, meta.catalog, &meta, name)? != Self::catalog(&st) {
-            return Err(Error::corruption(name, meta.catalog, "catalog differs from the one in memory"));
+            return Err(Error::corruption(
+                name,
+                meta.catalog,
+                "catalog differs from the one in memory",
+            ));
         }
         let mut pages = 1 + CATALOG_PAGES;
         let buffer = self.read_buffer(&meta, &mut buf)?;
         pages += (meta.buffer_count as u64).div_ceil(leaf_capacity(ps).max(1) as u64);
         if buffer != st.buffer {
-            return Err(Error::corruption(name, meta.buffer_first, "buffer pages differ from the buffer in memory"));
+            return Err(Error::corruption(
+                name,
+                meta.buffer_first,
+                "buffer pages differ from the buffer in memory",
+            ));
         }
         Self::catalog(&st).check_accounting(&meta, name)?;
         let mut sources = vec![buffer];
@@ -607,12 +659,21 @@ impl Dpgm {
                 return Err(Error::corruption(
                     name,
                     r.desc.start,
-                    format!("run of {} entries exceeds level {}'s capacity {}", r.desc.n, r.desc.level, meta.level_cap(r.desc.level)),
+                    format!(
+                        "run of {} entries exceeds level {}'s capacity {}",
+                        r.desc.n,
+                        r.desc.level,
+                        meta.level_cap(r.desc.level)
+                    ),
                 ));
             }
             let model = load_model(&self.pager, &r.desc, &mut buf)?;
             if r.model.as_ref().is_some_and(|m| *m != model) {
-                return Err(Error::corruption(name, r.desc.start, "resident model differs from its pages"));
+                return Err(Error::corruption(
+                    name,
+                    r.desc.start,
+                    "resident model differs from its pages",
+                ));
             }
             sources.push(read_all(&self.pager, &r.desc, &mut buf)?);
             pages += r.desc.pages(ps);
@@ -717,7 +778,14 @@ impl Index for Dpgm {
         let mut st = self.state.write();
         self.guarded(&mut st, |d, st| {
             let prev = d.lookup(st, key)?.filter(|e| !e.dead).map(|e| e.value);
-            d.put(st, Entry { key, value, dead: false })?;
+            d.put(
+                st,
+                Entry {
+                    key,
+                    value,
+                    dead: false,
+                },
+            )?;
             if prev.is_none() {
                 st.meta.n += 1;
             }
@@ -732,7 +800,14 @@ impl Index for Dpgm {
             if d.lookup(st, key)?.is_none_or(|e| e.dead) {
                 return Ok(false);
             }
-            d.put(st, Entry { key, value: 0, dead: true })?;
+            d.put(
+                st,
+                Entry {
+                    key,
+                    value: 0,
+                    dead: true,
+                },
+            )?;
             st.meta.n = st.meta.n.saturating_sub(1);
             Ok(true)
         })
@@ -760,7 +835,14 @@ impl Index for Dpgm {
             memory_bytes,
             disk_bytes: self.dir.total_bytes()?,
             models: Some(segments),
-            height: Some(st.runs.iter().map(|r| r.desc.model.len() as u32).max().unwrap_or(0) + 1),
+            height: Some(
+                st.runs
+                    .iter()
+                    .map(|r| r.desc.model.len() as u32)
+                    .max()
+                    .unwrap_or(0)
+                    + 1,
+            ),
             ..Default::default()
         };
         let e = &mut s.extra;
@@ -780,7 +862,10 @@ impl Index for Dpgm {
         e.insert("page_size".into(), json!(self.page_size));
         e.insert("leaf_capacity".into(), json!(leaf_capacity(self.page_size)));
         e.insert("segments_per_page".into(), json!(segs_per_page(self.page_size)));
-        e.insert("free_pages".into(), json!(st.free.iter().map(|f| f.1).sum::<u64>()));
+        e.insert(
+            "free_pages".into(),
+            json!(st.free.iter().map(|f| f.1).sum::<u64>()),
+        );
         e.insert("residency".into(), json!(self.residency.to_string()));
         e.insert("blocks".into(), self.pager.blocks().snapshot().to_json());
         Ok(s)

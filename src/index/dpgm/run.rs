@@ -59,6 +59,9 @@ pub(super) fn build_model(keys: &[u64], eps: u64, eps_inner: u64, page_size: usi
     levels
 }
 
+/// Where [`emit_run`] sends each batch: `(first page, pages, role)`.
+pub(super) type PageOut<'a> = dyn FnMut(u64, &[u8], Role) -> Result<()> + 'a;
+
 /// Emits the pages of a run of `n` entries (`entry(i)`, keys strictly
 /// increasing) with model `model`, numbered from `first`, in batches of
 /// consecutive pages: `out(first page of the batch, pages, role)`.
@@ -68,7 +71,7 @@ pub(super) fn emit_run(
     model: &[Vec<Seg>],
     first: u64,
     page_size: usize,
-    out: &mut dyn FnMut(u64, &[u8], Role) -> Result<()>,
+    out: &mut PageOut<'_>,
 ) -> Result<()> {
     let cap = leaf_capacity(page_size).max(1);
     let spp = segs_per_page(page_size).max(1);
@@ -253,7 +256,8 @@ pub(super) fn partition(
         let (mut l, mut r) = (a, b);
         while l < r {
             let m = l + (r - l) / 2;
-            let k = key(m).ok_or_else(|| Error::corruption(pager.name(), arr.first + m / arr.per_page, "short page"))?;
+            let k = key(m)
+                .ok_or_else(|| Error::corruption(pager.name(), arr.first + m / arr.per_page, "short page"))?;
             if below(k) {
                 l = m + 1;
             } else {
@@ -291,7 +295,14 @@ pub(super) fn decode_records(page: &[u8], count: usize, out: &mut Vec<Entry>) {
 
 /// Record position of `x` in `run` predicted by the model: from the
 /// resident model, or by reading one window of model pages per level.
-fn predict(pager: &Pager, run: &Run, x: u64, eps: u64, eps_inner: u64, buf: &mut AlignedBuf) -> Result<(u64, u64)> {
+fn predict(
+    pager: &Pager,
+    run: &Run,
+    x: u64,
+    eps: u64,
+    eps_inner: u64,
+    buf: &mut AlignedBuf,
+) -> Result<(u64, u64)> {
     let ps = pager.page_size();
     let d = &run.desc;
     let seg = if let Some(levels) = &run.model {
@@ -314,7 +325,8 @@ fn predict(pager: &Pager, run: &Run, x: u64, eps: u64, eps_inner: u64, buf: &mut
                 }
             };
             let page = buf.get(pg * ps..(pg + 1) * ps).unwrap_or(&[]);
-            let s = seg_at(page, slot).ok_or_else(|| Error::corruption(pager.name(), arr.first, "short model page"))?;
+            let s = seg_at(page, slot)
+                .ok_or_else(|| Error::corruption(pager.name(), arr.first, "short model page"))?;
             seg = Some(s);
             if j > 0 {
                 let below = d.model.get(j - 1).copied().unwrap_or(0);
@@ -361,7 +373,13 @@ pub(super) fn seek(
 }
 
 /// Reads record page `p` of `run` (one read) into `page`.
-pub(super) fn read_records(pager: &Pager, run: &RunDesc, p: u64, buf: &mut AlignedBuf, page: &mut Vec<Entry>) -> Result<()> {
+pub(super) fn read_records(
+    pager: &Pager,
+    run: &RunDesc,
+    p: u64,
+    buf: &mut AlignedBuf,
+    page: &mut Vec<Entry>,
+) -> Result<()> {
     let arr = Paged::records(run, pager.page_size());
     arr.read(pager, p, 1, buf)?;
     decode_records(buf.get(..pager.page_size()).unwrap_or(&[]), arr.count_on(p), page);
@@ -385,7 +403,11 @@ pub(super) fn read_all(pager: &Pager, run: &RunDesc, buf: &mut AlignedBuf) -> Re
             decode_records(data, arr.count_on(p + k), &mut page);
             for e in &page {
                 if out.last().is_some_and(|l: &Entry| l.key >= e.key) {
-                    return Err(Error::corruption(pager.name(), run.start + p + k, format!("key {} out of order", e.key)));
+                    return Err(Error::corruption(
+                        pager.name(),
+                        run.start + p + k,
+                        format!("key {} out of order", e.key),
+                    ));
                 }
                 out.push(*e);
             }
@@ -393,7 +415,11 @@ pub(super) fn read_all(pager: &Pager, run: &RunDesc, buf: &mut AlignedBuf) -> Re
         p += np;
     }
     if out.first().map(|e| e.key) != Some(run.min) || out.last().map(|e| e.key) != Some(run.max) {
-        return Err(Error::corruption(pager.name(), run.start, "run keys differ from the catalog's bounds"));
+        return Err(Error::corruption(
+            pager.name(),
+            run.start,
+            "run keys differ from the catalog's bounds",
+        ));
     }
     Ok(out)
 }
@@ -410,7 +436,8 @@ pub(super) fn load_model(pager: &Pager, run: &RunDesc, buf: &mut AlignedBuf) -> 
         for i in 0..arr.len {
             let (p, slot) = ((i / arr.per_page) as usize, (i % arr.per_page) as usize);
             let page = buf.get(p * ps..(p + 1) * ps).unwrap_or(&[]);
-            let s = seg_at(page, slot).ok_or_else(|| Error::corruption(pager.name(), arr.first, "short model page"))?;
+            let s = seg_at(page, slot)
+                .ok_or_else(|| Error::corruption(pager.name(), arr.first, "short model page"))?;
             if segs.last().is_some_and(|l: &Seg| l.key >= s.key) {
                 return Err(Error::corruption(
                     pager.name(),
@@ -421,7 +448,11 @@ pub(super) fn load_model(pager: &Pager, run: &RunDesc, buf: &mut AlignedBuf) -> 
             segs.push(s);
         }
         if segs.first().map(|s| s.key) != Some(run.min) {
-            return Err(Error::corruption(pager.name(), arr.first, "first segment key differs from the run's smallest key"));
+            return Err(Error::corruption(
+                pager.name(),
+                arr.first,
+                "first segment key differs from the run's smallest key",
+            ));
         }
         levels.push(segs);
     }

@@ -66,7 +66,10 @@ fn record_and_model_pages_round_trip() {
     let back: Vec<Entry> = (0..253).map(|i| record_at(&page, i).unwrap()).collect();
     assert_eq!(back, entries);
     // Wrong page number, type or count: corruption naming the page.
-    assert!(matches!(open_page(&page, 10, "f", PageType::DpgmLeaf, 253), Err(Error::Corruption { page: 10, .. })));
+    assert!(matches!(
+        open_page(&page, 10, "f", PageType::DpgmLeaf, 253),
+        Err(Error::Corruption { page: 10, .. })
+    ));
     assert!(open_page(&page, 9, "f", PageType::DpgmBuffer, 253).is_err());
     assert!(open_page(&page, 9, "f", PageType::DpgmLeaf, 252).is_err());
     let segs: Vec<Seg> = (0..170u64)
@@ -129,8 +132,14 @@ fn meta_and_catalog_round_trip() {
     assert_eq!(Catalog::decode(&pages, 40, &meta, "f").unwrap(), cat);
     // A flipped byte: the catalog page is named.
     pages[4096 + 100] ^= 1;
-    assert!(matches!(Catalog::decode(&pages, 40, &meta, "f"), Err(Error::Corruption { page: 41, .. })));
-    let bad = Meta { buffer_count: 300, ..meta };
+    assert!(matches!(
+        Catalog::decode(&pages, 40, &meta, "f"),
+        Err(Error::Corruption { page: 41, .. })
+    ));
+    let bad = Meta {
+        buffer_count: 300,
+        ..meta
+    };
     assert!(bad.check("f").is_err());
     assert!(check_params(0, 10, 2, 4).is_err());
     assert!(check_params(64, 10, 1, 4).is_err());
@@ -145,7 +154,10 @@ fn merge_keeps_the_newest_version_and_drops_tombstones_at_the_bottom() {
         merge_newest(vec![newest.clone(), older.clone()], false),
         vec![e(1, 10, false), e(2, 2, false), e(3, 0, true), e(4, 0, true)]
     );
-    assert_eq!(merge_newest(vec![newest, older], true), vec![e(1, 10, false), e(2, 2, false)]);
+    assert_eq!(
+        merge_newest(vec![newest, older], true),
+        vec![e(1, 10, false), e(2, 2, false)]
+    );
 }
 
 // --------------------------------------------------- structure, I/O, SMOs
@@ -156,7 +168,11 @@ fn merges_keep_the_level_invariant() {
     let mem = build_mem(&keys, "dpgm:buffer=64");
     let d = open_idx(Arc::new(mem), Residency::Index, 0);
     let m = d.meta();
-    assert_eq!(d.state.read().runs.first().map(|r| r.desc.level), Some(5), "3000 <= 64·2^6");
+    assert_eq!(
+        d.state.read().runs.first().map(|r| r.desc.level),
+        Some(5),
+        "3000 <= 64·2^6"
+    );
     for i in 0..5000u64 {
         let smo = d.pager.blocks().snapshot().smo;
         // Distinct new keys: every insert grows the buffer.
@@ -167,8 +183,15 @@ fn merges_keep_the_level_invariant() {
             let st = d.state.read();
             let mut prev = None;
             for r in &st.runs {
-                assert!(r.desc.n <= m.level_cap(r.desc.level), "level {} over capacity", r.desc.level);
-                assert!(prev.is_none_or(|p| p < r.desc.level), "one run per level, by level");
+                assert!(
+                    r.desc.n <= m.level_cap(r.desc.level),
+                    "level {} over capacity",
+                    r.desc.level
+                );
+                assert!(
+                    prev.is_none_or(|p| p < r.desc.level),
+                    "one run per level, by level"
+                );
                 prev = Some(r.desc.level);
             }
             assert_eq!(st.buffer.len(), 0);
@@ -204,7 +227,11 @@ fn merges_keep_the_level_invariant() {
         }
     }
     d.verify_all().unwrap();
-    assert!(d.meta().space.page_count <= pages + 8, "{} > {pages} + 8", d.meta().space.page_count);
+    assert!(
+        d.meta().space.page_count <= pages + 8,
+        "{} > {pages} + 8",
+        d.meta().space.page_count
+    );
     assert_eq!(d.len(), 1);
 }
 
@@ -217,7 +244,13 @@ fn blocks_per_lookup_are_deterministic() {
     let mut seen = Vec::new();
     for residency in [Residency::Index, Residency::None] {
         let d = open_idx(dir.clone(), residency, 0);
-        let levels = d.state.read().runs.first().map(|r| r.desc.model.len()).unwrap_or(0) as u64;
+        let levels = d
+            .state
+            .read()
+            .runs
+            .first()
+            .map(|r| r.desc.model.len())
+            .unwrap_or(0) as u64;
         let (_, b) = blocks(&d, || {
             for i in (0..100_000u64).step_by(97) {
                 assert_eq!(d.get(keys[i as usize]).unwrap(), Some(i));
@@ -230,7 +263,9 @@ fn blocks_per_lookup_are_deterministic() {
         match residency {
             Residency::Index => assert_eq!(b.inner_read, 0),
             // One window of model pages per model level.
-            Residency::None => assert!(b.inner_read >= lookups * levels && b.inner_read <= 2 * lookups * levels),
+            Residency::None => {
+                assert!(b.inner_read >= lookups * levels && b.inner_read <= 2 * lookups * levels)
+            }
         }
         seen.push((levels, b.inner_read, b.leaf_read));
     }
@@ -377,7 +412,13 @@ fn model_resident_index_small_buffer() {
 
 #[test]
 fn model_resident_none_small_buffer() {
-    run_model("dpgm:buffer=16,epsilon=4,epsilon_inner=1,ratio=3", Residency::None, 0, 6000, 2);
+    run_model(
+        "dpgm:buffer=16,epsilon=4,epsilon_inner=1,ratio=3",
+        Residency::None,
+        0,
+        6000,
+        2,
+    );
 }
 
 #[test]
@@ -424,7 +465,10 @@ fn corrupt_pages_are_detected_naming_file_and_page() {
     mem.file(DPGM_FILE).unwrap().corrupt_byte(page * 4096 + 100);
     let d = open_idx(dir.clone(), Residency::Index, 0);
     let e = d.get(800).unwrap_err();
-    assert!(matches!(&e, Error::Corruption { page: p, file, .. } if *p == page && file.contains(DPGM_FILE)), "{e}");
+    assert!(
+        matches!(&e, Error::Corruption { page: p, file, .. } if *p == page && file.contains(DPGM_FILE)),
+        "{e}"
+    );
     assert!(d.scan(700, 1000, &mut Vec::new()).unwrap_err().is_corruption());
     assert!(d.insert(801, 0).unwrap_err().is_corruption());
     assert_eq!(d.get(10).unwrap(), Some(10), "other pages still answer");
@@ -437,13 +481,19 @@ fn corrupt_pages_are_detected_naming_file_and_page() {
     let d = open_idx(dir.clone(), Residency::None, 0);
     assert!(d.get(5).unwrap_err().is_corruption());
     let e = Dpgm::open(dir.clone(), IoContext::default(), Residency::Index).unwrap_err();
-    assert!(matches!(e, Error::Corruption { page, .. } if page == model_page), "{e}");
+    assert!(
+        matches!(e, Error::Corruption { page, .. } if page == model_page),
+        "{e}"
+    );
     drop(d);
     mem.file(DPGM_FILE).unwrap().corrupt_byte(model_page * 4096 + 40);
     // The catalog and the checkpoint page.
     mem.file(DPGM_FILE).unwrap().corrupt_byte(catalog * 4096 + 30);
     let e = Dpgm::open(dir.clone(), IoContext::default(), Residency::None).unwrap_err();
-    assert!(matches!(e, Error::Corruption { page, .. } if page == catalog), "{e}");
+    assert!(
+        matches!(e, Error::Corruption { page, .. } if page == catalog),
+        "{e}"
+    );
     mem.file(DPGM_FILE).unwrap().corrupt_byte(catalog * 4096 + 30);
     mem.file(DPGM_FILE).unwrap().corrupt_byte(200);
     let e = Dpgm::open(dir, IoContext::default(), Residency::None).unwrap_err();
@@ -491,7 +541,9 @@ fn registry_build_open_and_stats() {
     let keys: Vec<u64> = (0..20_000u64).map(|i| i * 5).collect();
     let mem = MemDirectory::new();
     build_in(Arc::new(mem.clone()), &keys, "dpgm:epsilon=32");
-    let idx = index::registry().open_in(Arc::new(mem), &OpenOptions::default()).unwrap();
+    let idx = index::registry()
+        .open_in(Arc::new(mem), &OpenOptions::default())
+        .unwrap();
     assert_eq!(idx.kind(), "dpgm");
     assert!(idx.supports_updates());
     assert_eq!(idx.get(500).unwrap(), Some(100));
@@ -504,5 +556,9 @@ fn registry_build_open_and_stats() {
         .check_spec(&"dpgm:bogus=1".parse().unwrap(), &BuildOptions::default())
         .unwrap_err();
     assert!(e.to_string().contains("bogus"), "{e}");
-    assert!(index::registry().check_spec(&"dpgm:ratio=1".parse().unwrap(), &BuildOptions::default()).is_err());
+    assert!(
+        index::registry()
+            .check_spec(&"dpgm:ratio=1".parse().unwrap(), &BuildOptions::default())
+            .is_err()
+    );
 }
