@@ -264,6 +264,9 @@ struct State {
     buffer: Vec<Entry>,
     /// Changes since the last checkpoint.
     dirty: bool,
+    /// The buffer pages lag the buffer in memory (with
+    /// [`Residency::Index`] they are written at checkpoints only).
+    buffer_stale: bool,
     /// Set when a write failed: the index takes no more writes.
     poisoned: Option<String>,
     /// Bumped by every change (cursors seek again when it moved).
@@ -332,6 +335,7 @@ impl Dpgm {
                 free: cat.free,
                 buffer: Vec::new(),
                 dirty: false,
+                buffer_stale: false,
                 poisoned: None,
                 epoch: 0,
             }),
@@ -480,19 +484,13 @@ impl Dpgm {
         if st.buffer.len() >= st.meta.buffer_cap as usize {
             return self.merge(st);
         }
-        let ps = self.page_size;
-        let (p0, p1) = from;
-        let mut pages = AlignedBuf::zeroed((p1 - p0) * ps);
-        for (k, page) in pages.chunks_exact_mut(ps).enumerate() {
-            let p = p0 + k;
-            let part = st
-                .buffer
-                .get(p * cap..((p + 1) * cap).min(st.buffer.len()))
-                .unwrap_or(&[]);
-            encode_records(page, st.meta.buffer_first + p as u64, PageType::DpgmBuffer, part);
+        if self.residency == Residency::Index {
+            // Lookups search the buffer in memory: its pages are written at
+            // the next checkpoint.
+            st.buffer_stale = true;
+            return Ok(());
         }
-        self.pager
-            .write_page(Role::Leaf, st.meta.buffer_first + p0 as u64, &pages)
+        write_buffer_pages(&self.pager, st, from.0, from.1)
     }
 
     /// Takes `pages` consecutive pages: the first free extent large enough,
@@ -598,6 +596,7 @@ impl Dpgm {
             st.runs.insert(0, r);
         }
         st.buffer.clear();
+        st.buffer_stale = false;
         st.meta.buffer_count = 0;
         st.dirty = true;
         st.epoch += 1;
@@ -643,9 +642,13 @@ impl Dpgm {
             ));
         }
         let mut pages = 1 + CATALOG_PAGES;
-        let buffer = self.read_buffer(&meta, &mut buf)?;
+        let buffer = if st.buffer_stale {
+            st.buffer.clone()
+        } else {
+            self.read_buffer(&meta, &mut buf)?
+        };
         pages += (meta.buffer_count as u64).div_ceil(leaf_capacity(ps).max(1) as u64);
-        if buffer != st.buffer {
+        if buffer != st.buffer && !st.buffer_stale {
             return Err(Error::corruption(
                 name,
                 meta.buffer_first,
@@ -729,10 +732,35 @@ impl Drop for Dpgm {
     }
 }
 
-/// Writes the catalog pages of `st` and then the checkpoint page (a pager
-/// checkpoint).
+/// Writes buffer pages `p0..p1` (page indices in the buffer) from `st`'s
+/// buffer in one call.
+fn write_buffer_pages(pager: &Pager, st: &State, p0: usize, p1: usize) -> Result<()> {
+    let ps = pager.page_size();
+    let cap = leaf_capacity(ps).max(1);
+    let mut pages = AlignedBuf::zeroed(p1.saturating_sub(p0) * ps);
+    for (k, page) in pages.chunks_exact_mut(ps).enumerate() {
+        let p = p0 + k;
+        let part = st
+            .buffer
+            .get(p * cap..((p + 1) * cap).min(st.buffer.len()))
+            .unwrap_or(&[]);
+        encode_records(page, st.meta.buffer_first + p as u64, PageType::DpgmBuffer, part);
+    }
+    if pages.is_empty() {
+        return Ok(());
+    }
+    pager.write_page(Role::Leaf, st.meta.buffer_first + p0 as u64, &pages)
+}
+
+/// Writes the buffer pages if only the memory copy is current, the catalog
+/// pages of `st`, and then the checkpoint page (a pager checkpoint).
 fn write_checkpoint(pager: &Pager, st: &mut State) -> Result<()> {
     let ps = pager.page_size();
+    if st.buffer_stale {
+        let pages = st.buffer.len().div_ceil(leaf_capacity(ps).max(1));
+        write_buffer_pages(pager, st, 0, pages)?;
+        st.buffer_stale = false;
+    }
     let mut pages = AlignedBuf::zeroed(CATALOG_PAGES as usize * ps);
     Dpgm::catalog(st).encode(&mut pages, st.meta.catalog, ps, pager.name())?;
     pager.write_page(Role::Other, st.meta.catalog, &pages)?;

@@ -289,23 +289,38 @@ fn blocks_per_lookup_are_deterministic() {
 #[test]
 fn insert_writes_one_buffer_page_until_the_merge() {
     let keys: Vec<u64> = (0..10_000u64).map(|i| i * 2).collect();
-    let mem = build_mem(&keys, "dpgm");
-    let d = open_idx(Arc::new(mem), Residency::Index, 0);
-    let (_, b) = blocks(&d, || d.insert(1, 1).unwrap());
-    assert_eq!((b.leaf_written, b.inner_written, b.smo), (1, 0, 0));
-    assert!(b.leaf_read <= 2);
-    let (_, b) = blocks(&d, || {
-        for k in 1..253u64 {
-            d.insert(2 * k + 1, k).unwrap();
-        }
-    });
-    // The 253rd entry fills the buffer: one merge into level 0 (room for
-    // 506), writing the new run (one record page, one model page) and no
-    // buffer page; the bulk-loaded run stays in its level.
-    assert_eq!(b.smo, 1);
-    assert_eq!((b.leaf_written, b.inner_written), (251 + 1, 1));
-    assert_eq!(d.state.read().runs.len(), 2);
-    d.verify_all().unwrap();
+    for residency in [Residency::None, Residency::Index] {
+        let mem = build_mem(&keys, "dpgm");
+        let d = open_idx(Arc::new(mem.clone()), residency, 0);
+        // Resident: the buffer is searched in memory and its pages written
+        // at the checkpoint; on disk: each insert writes its buffer page.
+        let per_insert = u64::from(residency == Residency::None);
+        let (_, b) = blocks(&d, || d.insert(1, 1).unwrap());
+        assert_eq!((b.leaf_written, b.inner_written, b.smo), (per_insert, 0, 0));
+        assert!(b.leaf_read <= 3);
+        let (_, b) = blocks(&d, || {
+            for k in 1..253u64 {
+                d.insert(2 * k + 1, k).unwrap();
+            }
+        });
+        // The 253rd entry fills the buffer: one merge into level 0 (room for
+        // 506), writing the new run (one record page, one model page) and no
+        // buffer page; the bulk-loaded run stays in its level.
+        assert_eq!(b.smo, 1);
+        assert_eq!((b.leaf_written, b.inner_written), (251 * per_insert + 1, 1));
+        assert_eq!(d.state.read().runs.len(), 2);
+        d.insert(100_001, 7).unwrap();
+        d.verify_all().unwrap();
+        let (_, b) = blocks(&d, || d.sync().unwrap());
+        // The catalog (4 pages), and the resident buffer's page.
+        assert_eq!((b.other_written, b.leaf_written), (4, 1 - per_insert));
+        drop(d);
+        mem.crash();
+        let d = open_idx(Arc::new(mem), residency, 0);
+        assert_eq!(d.len(), 10_254);
+        assert_eq!(d.get(100_001).unwrap(), Some(7));
+        d.verify_all().unwrap();
+    }
 }
 
 // --------------------------------------------------------- model test
