@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use rand::{Rng, SeedableRng};
 use strata::data::{Dist, KeyChoice, Workload};
 use strata::format::{KeyFileOptions, KeyWidth};
 use strata::index::{self, BuildOptions, IndexSpec, OpenOptions, Residency};
@@ -45,6 +46,11 @@ enum Cmd {
     Get(GetArgs),
     /// Scan records from a key.
     Scan(ScanArgs),
+    /// Random inserts and deletes into an updatable index directory (`btree`
+    /// and the updatable learned kinds), checkpointed every `--sync-every`
+    /// writes; prints `begin OP KEY VALUE` before each write and `ack OP KEY
+    /// VALUE` for each once the checkpoint that makes it durable returned.
+    Stress(IndexStressArgs),
     /// Run workloads against index configurations; JSON Lines and a table.
     Bench(BenchArgs),
     /// Measure the latency and bandwidth of the device holding PATH.
@@ -136,6 +142,17 @@ struct GetArgs {
     /// Read with O_DIRECT.
     #[arg(long)]
     direct: bool,
+}
+
+#[derive(Args, Debug)]
+struct IndexStressArgs {
+    /// Index directory (built with an updatable kind).
+    dir: PathBuf,
+    #[command(flatten)]
+    stress: db::StressArgs,
+    /// Writes per checkpoint (`sync`).
+    #[arg(long, default_value_t = 1)]
+    sync_every: u64,
 }
 
 #[derive(Args, Debug)]
@@ -268,6 +285,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Build(a) => build(a, quiet),
         Cmd::Get(a) => get(a),
         Cmd::Scan(a) => scan(a),
+        Cmd::Stress(a) => stress(a),
         Cmd::Bench(a) => bench(a, quiet),
         Cmd::Profile(a) => profile(a, quiet),
         Cmd::Inspect(a) => inspect(a),
@@ -501,6 +519,43 @@ fn get(a: GetArgs) -> Result<()> {
             None => format!("{k}\tnot found"),
         };
         writeln!(out, "{line}").map_err(|e| Error::io("stdout", e))?;
+    }
+    Ok(())
+}
+
+fn stress(a: IndexStressArgs) -> Result<()> {
+    let db::StressArgs { ops, seed, keys } = a.stress;
+    if keys == 0 || a.sync_every == 0 {
+        return Err(Error::invalid("--keys and --sync-every must be positive"));
+    }
+    let idx = strata::registry::open(&a.dir, &OpenOptions::default())?;
+    if !idx.supports_updates() {
+        return Err(Error::Unsupported(format!(
+            "{}: kind {} is not updatable (updatable: btree and the updatable learned kinds)",
+            a.dir.display(),
+            idx.kind()
+        )));
+    }
+    let mut r = rand_pcg::Pcg64Mcg::seed_from_u64(seed);
+    let mut pending: Vec<(&str, u64, u64)> = Vec::new();
+    for i in 0..ops {
+        let key = r.random_range(0..keys);
+        if r.random_range(0..4) == 0 {
+            db::out(format_args!("begin delete {key} 0"))?;
+            idx.delete(key)?;
+            pending.push(("delete", key, 0));
+        } else {
+            let value: u64 = r.random();
+            db::out(format_args!("begin put {key} {value}"))?;
+            idx.insert(key, value)?;
+            pending.push(("put", key, value));
+        }
+        if (i + 1) % a.sync_every == 0 || i + 1 == ops {
+            idx.sync()?;
+            for (op, key, value) in pending.drain(..) {
+                db::out(format_args!("ack {op} {key} {value}"))?;
+            }
+        }
     }
     Ok(())
 }
