@@ -15,7 +15,7 @@ use rand::{Rng, SeedableRng};
 use strata::index::{BuildOptions, IndexSpec, OpenOptions};
 
 /// The updatable kinds, as `strata build` specs.
-const KINDS: &[&str] = &["btree"];
+const KINDS: &[&str] = &["btree", "dpgm"];
 
 type Model = BTreeMap<u64, u64>;
 
