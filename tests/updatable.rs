@@ -20,7 +20,12 @@ use strata::storage::{Directory, MemDirectory};
 
 /// Every updatable kind, with a small-page or small-parameter variant that
 /// makes structure modifications frequent.
-const SPECS: &[&str] = &["btree", "btree:fill=70,page=8192", "dpgm", "dpgm:buffer=16,epsilon=8"];
+const SPECS: &[&str] = &[
+    "btree",
+    "btree:fill=70,page=8192",
+    "dpgm",
+    "dpgm:buffer=16,epsilon=8",
+];
 
 fn full() -> bool {
     std::env::var("STRATA_FULL").is_ok_and(|v| v == "1")
