@@ -2,7 +2,7 @@
 //! newest entry of a key winning, tombstones skipped.
 
 use super::format::Entry;
-use super::run::{read_records, seek};
+use super::run::{Errors, read_records, seek};
 use super::{Dpgm, State};
 use crate::Result;
 use crate::index::{Cursor, Record, Residency};
@@ -67,7 +67,7 @@ impl<'a> DpgmCursor<'a> {
             at: from,
             next_page: u64::MAX,
         });
-        let (eps, eps_inner) = (st.meta.epsilon as u64, st.meta.epsilon_inner as u64);
+        let err = Errors::of(&st.meta);
         for (i, r) in st.runs.iter().enumerate() {
             let mut s = Source {
                 run: Some(i),
@@ -76,7 +76,7 @@ impl<'a> DpgmCursor<'a> {
             if key > r.desc.max {
                 s.next_page = u64::MAX;
             } else if key > r.desc.min {
-                let (pp, slot) = seek(&idx.pager, r, key, eps, eps_inner, &mut self.buf, &mut s.entries)?;
+                let (pp, slot) = seek(&idx.pager, r, key, err, &mut self.buf, &mut s.entries)?;
                 s.at = slot;
                 s.next_page = pp / super::format::leaf_capacity(ps).max(1) as u64 + 1;
             }

@@ -87,7 +87,7 @@ pub struct Meta {
     pub page_size: usize,
     /// Live records (tombstones and shadowed versions not counted).
     pub n: u64,
-    /// First page of the catalog ([`CATALOG_PAGES`] pages).
+    /// First page of the catalog (four pages).
     pub catalog: u64,
     /// First page of the insert buffer.
     pub buffer_first: u64,

@@ -427,12 +427,12 @@ impl Dpgm {
             return Ok(buffer.get(i).copied());
         }
         let mut page = Vec::new();
-        let (eps, eps_inner) = (st.meta.epsilon as u64, st.meta.epsilon_inner as u64);
+        let err = run::Errors::of(&st.meta);
         for r in &st.runs {
             if key < r.desc.min || key > r.desc.max {
                 continue;
             }
-            let (_, slot) = run::seek(&self.pager, r, key, eps, eps_inner, &mut buf, &mut page)?;
+            let (_, slot) = run::seek(&self.pager, r, key, err, &mut buf, &mut page)?;
             if let Some(e) = page.get(slot).filter(|e| e.key == key) {
                 return Ok(Some(*e));
             }

@@ -213,10 +213,16 @@ pub(super) struct Found {
 }
 
 impl Found {
-    /// Where entry `i` is in the buffer (page index in it, slot), if held.
-    pub(super) fn locate(&self, arr: &Paged, i: u64) -> Option<(usize, usize)> {
+    /// Where entry `i` is in `buf` (page index in it, slot): in the pages
+    /// the search read last, or else in its page, read now (one read).
+    fn hold(&self, pager: &Pager, arr: &Paged, i: u64, buf: &mut AlignedBuf) -> Result<(usize, usize)> {
         let p = i / arr.per_page;
-        (p >= self.p0 && p < self.p0 + self.np).then(|| ((p - self.p0) as usize, (i % arr.per_page) as usize))
+        let slot = (i % arr.per_page) as usize;
+        if p >= self.p0 && p < self.p0 + self.np {
+            return Ok(((p - self.p0) as usize, slot));
+        }
+        arr.read(pager, p, 1, buf)?;
+        Ok((0, slot))
     }
 }
 
@@ -293,16 +299,33 @@ pub(super) fn decode_records(page: &[u8], count: usize, out: &mut Vec<Entry>) {
     out.extend((0..count).filter_map(|i| record_at(page, i)));
 }
 
+/// The error bounds of a file's models: over records, and of the upper
+/// model levels.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Errors {
+    /// Over records (`epsilon`).
+    pub eps: u64,
+    /// Over segments (`epsilon_inner`).
+    pub inner: u64,
+}
+
+impl Errors {
+    /// The bounds `meta` records.
+    pub(super) fn of(meta: &super::Meta) -> Errors {
+        Errors {
+            eps: meta.epsilon as u64,
+            inner: meta.epsilon_inner as u64,
+        }
+    }
+}
+
 /// Record position of `x` in `run` predicted by the model: from the
 /// resident model, or by reading one window of model pages per level.
-fn predict(
-    pager: &Pager,
-    run: &Run,
-    x: u64,
-    eps: u64,
-    eps_inner: u64,
-    buf: &mut AlignedBuf,
-) -> Result<(u64, u64)> {
+fn predict(pager: &Pager, run: &Run, x: u64, err: Errors, buf: &mut AlignedBuf) -> Result<(u64, u64)> {
+    let Errors {
+        eps,
+        inner: eps_inner,
+    } = err;
     let ps = pager.page_size();
     let d = &run.desc;
     let seg = if let Some(levels) = &run.model {
@@ -317,13 +340,7 @@ fn predict(
             let arr = Paged::model(d, ps, j);
             let f = partition(pager, &arr, window.0, window.1, &|k| k <= x, buf)?;
             let i = f.pp.saturating_sub(1);
-            let (pg, slot) = match f.locate(&arr, i) {
-                Some(l) => l,
-                None => {
-                    arr.read(pager, i / arr.per_page, 1, buf)?;
-                    (0, (i % arr.per_page) as usize)
-                }
-            };
+            let (pg, slot) = f.hold(pager, &arr, i, buf)?;
             let page = buf.get(pg * ps..(pg + 1) * ps).unwrap_or(&[]);
             let s = seg_at(page, slot)
                 .ok_or_else(|| Error::corruption(pager.name(), arr.first, "short model page"))?;
@@ -347,26 +364,19 @@ pub(super) fn seek(
     pager: &Pager,
     run: &Run,
     x: u64,
-    eps: u64,
-    eps_inner: u64,
+    err: Errors,
     buf: &mut AlignedBuf,
     page: &mut Vec<Entry>,
 ) -> Result<(u64, usize)> {
     let ps = pager.page_size();
-    let (lo, hi) = predict(pager, run, x, eps, eps_inner, buf)?;
+    let (lo, hi) = predict(pager, run, x, err, buf)?;
     let arr = Paged::records(&run.desc, ps);
     let f = partition(pager, &arr, lo, hi, &|k| k < x, buf)?;
     page.clear();
     if f.pp >= arr.len {
         return Ok((f.pp, 0));
     }
-    let (pg, slot) = match f.locate(&arr, f.pp) {
-        Some(l) => l,
-        None => {
-            arr.read(pager, f.pp / arr.per_page, 1, buf)?;
-            (0, (f.pp % arr.per_page) as usize)
-        }
-    };
+    let (pg, slot) = f.hold(pager, &arr, f.pp, buf)?;
     let data = buf.get(pg * ps..(pg + 1) * ps).unwrap_or(&[]);
     decode_records(data, arr.count_on(f.pp / arr.per_page), page);
     Ok((f.pp, slot))
