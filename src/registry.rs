@@ -105,6 +105,7 @@ mod tests {
             [
                 "binary",
                 "btree",
+                "dpgm",
                 "zonemap",
                 "btree-static",
                 "leco-zonemap",
