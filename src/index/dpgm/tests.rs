@@ -577,3 +577,38 @@ fn registry_build_open_and_stats() {
             .is_err()
     );
 }
+
+mod prop {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::index::dpgm::run::{Paged, partition};
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// Whatever window a search starts from (a model's prediction, right
+        /// or wrong), the partition point is the true lower bound: a bad
+        /// model costs reads, never a wrong answer.
+        #[test]
+        fn partition_finds_the_lower_bound_from_any_window(
+            mut keys in proptest::collection::vec(any::<u64>(), 1..2000),
+            probes in proptest::collection::vec((any::<u64>(), 0u64..2100, 0u64..300), 1..40),
+        ) {
+            keys.sort_unstable();
+            keys.dedup();
+            let mem = build_mem(&keys, "dpgm:epsilon=4");
+            let d = open_idx(Arc::new(mem), Residency::None, 0);
+            let desc = d.state.read().runs.first().unwrap().desc.clone();
+            let arr = Paged::records(&desc, 4096);
+            let mut buf = AlignedBuf::zeroed(0);
+            for (i, &(x, lo, width)) in probes.iter().enumerate() {
+                // Every other probe is a stored key.
+                let x = if i % 2 == 0 { keys[(x % keys.len() as u64) as usize] } else { x };
+                let f = partition(&d.pager, &arr, lo, lo + width, &|k| k < x, &mut buf).unwrap();
+                prop_assert_eq!(f.pp, keys.partition_point(|&k| k < x) as u64, "x {} window {}+{}", x, lo, width);
+                prop_assert_eq!(d.get(x).unwrap(), keys.binary_search(&x).ok().map(|p| p as u64));
+            }
+        }
+    }
+}
