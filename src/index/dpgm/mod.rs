@@ -44,11 +44,16 @@
 //!   `lower_bound`, `scan` and the cursor merge all runs (k-way): a seek
 //!   locates the key in every run whose range can hold it, `next` reads one
 //!   record page of a run when its records are used up.
-//! - An insert or delete reads what a `get` reads and writes the buffer
-//!   pages from the changed one on (one page with the default buffer); one
-//!   in `buffer` fills the buffer and merges: it reads the runs merged
-//!   (sequentially, 256 pages per call) and writes the new run
-//!   (amortised `O(log_r(N/B) / B)` pages per insert, Table 2).
+//! - An insert or delete reads what a `get` reads (the lookup that gives
+//!   its answer and keeps `len` exact: for a new key, one window per run
+//!   whose key range holds it) and, with [`Residency::None`], writes the
+//!   buffer pages from the changed one on (one page with the default
+//!   buffer); with [`Residency::Index`] the buffer pages are written at the
+//!   next checkpoint instead. One in `buffer` fills the buffer and merges: it
+//!   reads the runs merged (sequentially, 256 pages per call) and writes the
+//!   new run (amortised `O(log_r(N/B) / C)` pages per insert, Table 2). A
+//!   merge holds the entries it merges in memory (24 bytes each, inputs and
+//!   output).
 //! - With `cache_pages > 0` an LRU page cache sits in front of the file
 //!   ([`IoContext::wrap`](crate::storage::IoContext::wrap)); block counts
 //!   (`stats().extra["blocks"]`) count pages as Lan does, cached or not.
