@@ -106,6 +106,7 @@ mod tests {
                 "binary",
                 "btree",
                 "fiting",
+                "dpgm",
                 "zonemap",
                 "btree-static",
                 "leco-zonemap",

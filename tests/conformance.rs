@@ -242,3 +242,15 @@ fn lsm() {
 fn lsm_after_updates_and_reopen() {
     common::battery_after_updates("lsm:memory=256K,index=rs");
 }
+
+#[test]
+fn dpgm() {
+    common::battery("dpgm");
+    common::battery("dpgm:epsilon=16,buffer=64");
+}
+
+#[test]
+fn dpgm_after_updates() {
+    common::battery_after_updates("dpgm");
+    common::battery_after_updates("dpgm:epsilon=16,buffer=64");
+}

@@ -113,6 +113,7 @@ fn damaged_index_files_give_errors_not_panics() {
     for spec in [
         "binary",
         "btree",
+        "dpgm:buffer=64",
         "zonemap",
         "leco-zonemap-d",
         "pgm:epsilon=8",

@@ -25,6 +25,8 @@ const SPECS: &[&str] = &[
     "btree:fill=70,page=8192",
     "fiting",
     "fiting:epsilon=4,buffer=8",
+    "dpgm",
+    "dpgm:buffer=16,epsilon=8",
 ];
 
 fn full() -> bool {

@@ -47,6 +47,14 @@ pub enum PageType {
     FitDirLeaf = 18,
     /// A FITing-tree directory node above directory nodes (`fiting`).
     FitDirInner = 19,
+    /// A record page of a dynamic-PGM run (`dpgm`).
+    DpgmLeaf = 24,
+    /// A model (segment) page of a dynamic-PGM run (`dpgm`).
+    DpgmModel = 25,
+    /// A page of the dynamic PGM's insert buffer (`dpgm`).
+    DpgmBuffer = 26,
+    /// A page of the dynamic PGM's catalog of runs (`dpgm`).
+    DpgmCatalog = 27,
 }
 
 impl PageType {
@@ -63,6 +71,10 @@ impl PageType {
             17 => PageType::FitBuffer,
             18 => PageType::FitDirLeaf,
             19 => PageType::FitDirInner,
+            24 => PageType::DpgmLeaf,
+            25 => PageType::DpgmModel,
+            26 => PageType::DpgmBuffer,
+            27 => PageType::DpgmCatalog,
             _ => return None,
         })
     }

@@ -14,6 +14,7 @@ pub mod binary;
 pub mod btree;
 mod cursor;
 pub mod fiting;
+pub mod dpgm;
 pub mod layered;
 mod manifest;
 mod params;
