@@ -13,8 +13,8 @@
 pub mod binary;
 pub mod btree;
 mod cursor;
-pub mod fiting;
 pub mod dpgm;
+pub mod fiting;
 pub mod layered;
 mod manifest;
 mod params;
