@@ -12,29 +12,7 @@ use std::time::Duration;
 use rand::{Rng, SeedableRng};
 use strata::db::{Db, Options};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Write {
-    key: u64,
-    value: Option<u64>,
-}
-
-fn parse(line: &str) -> Option<(bool, Write)> {
-    let mut it = line.split_whitespace();
-    let ack = match it.next()? {
-        "begin" => false,
-        "ack" => true,
-        _ => return None,
-    };
-    let op = it.next()?;
-    let key = it.next()?.parse().ok()?;
-    let value: u64 = it.next()?.parse().ok()?;
-    let value = match op {
-        "put" => Some(value),
-        "delete" => None,
-        _ => return None,
-    };
-    Some((ack, Write { key, value }))
-}
+use common::{Write, parse};
 
 #[test]
 fn kill_nine_never_loses_an_acknowledged_write() {

@@ -19,29 +19,7 @@ const KINDS: &[&str] = &["btree", "fiting:epsilon=4,buffer=8", "dpgm"];
 
 type Model = BTreeMap<u64, u64>;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Write {
-    key: u64,
-    value: Option<u64>,
-}
-
-fn parse(line: &str) -> Option<(bool, Write)> {
-    let mut it = line.split_whitespace();
-    let ack = match it.next()? {
-        "begin" => false,
-        "ack" => true,
-        _ => return None,
-    };
-    let op = it.next()?;
-    let key = it.next()?.parse().ok()?;
-    let value: u64 = it.next()?.parse().ok()?;
-    let value = match op {
-        "put" => Some(value),
-        "delete" => None,
-        _ => return None,
-    };
-    Some((ack, Write { key, value }))
-}
+use common::{Write, parse};
 
 fn apply(m: &mut Model, w: &Write) {
     match w.value {

@@ -1,4 +1,5 @@
-//! Helpers shared by the kill -9 tests of `strata db stress` and `strata lsm stress`.
+//! Helpers shared by the kill -9 tests of `strata db stress`, `strata lsm stress` and
+//! `strata stress`.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, ExitStatus, Stdio};
@@ -36,4 +37,34 @@ pub fn kills(default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(if full { 200 } else { default })
+}
+
+/// One write of a u64 stress run (`strata db stress`, `strata stress`).
+#[allow(dead_code, reason = "used by the u64 kill tests, not by lsm_kill")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Write {
+    pub key: u64,
+    /// `None` for a delete.
+    pub value: Option<u64>,
+}
+
+/// `begin|ack put KEY VALUE` or `begin|ack delete KEY 0`: whether it is an
+/// acknowledgement, and the write; `None` for any other line.
+#[allow(dead_code, reason = "used by the u64 kill tests, not by lsm_kill")]
+pub fn parse(line: &str) -> Option<(bool, Write)> {
+    let mut it = line.split_whitespace();
+    let ack = match it.next()? {
+        "begin" => false,
+        "ack" => true,
+        _ => return None,
+    };
+    let op = it.next()?;
+    let key = it.next()?.parse().ok()?;
+    let value: u64 = it.next()?.parse().ok()?;
+    let value = match op {
+        "put" => Some(value),
+        "delete" => None,
+        _ => return None,
+    };
+    Some((ack, Write { key, value }))
 }
