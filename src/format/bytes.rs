@@ -61,6 +61,12 @@ impl<'a> Cursor<'a> {
     pub(crate) fn remaining(&self) -> usize {
         self.buf.len().saturating_sub(self.pos)
     }
+    /// Next `u16`.
+    pub(crate) fn u16(&mut self) -> Option<u16> {
+        let v = get_u16(self.buf, self.pos)?;
+        self.pos += 2;
+        Some(v)
+    }
     /// Next `u32`.
     pub(crate) fn u32(&mut self) -> Option<u32> {
         let v = get_u32(self.buf, self.pos)?;

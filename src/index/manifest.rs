@@ -104,6 +104,25 @@ impl Manifest {
         ))
     }
 
+    /// Checks the checkpoint of an updatable paged file: build id and page
+    /// size (its counts change with every update and are not compared).
+    ///
+    /// Errors: [`Error::Corruption`] naming `file`.
+    pub fn check_paged(&self, file: &str, build_id: u64, page_size: usize) -> Result<()> {
+        self.check_build_id(file, build_id)?;
+        if page_size != self.page_size {
+            return Err(Error::corruption(
+                file,
+                0,
+                format!(
+                    "checkpoint says page size {page_size}, the manifest says {}",
+                    self.page_size
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Checks the data run of this directory: build id, record count (the
     /// manifest's `n`) and page size.
     ///

@@ -111,6 +111,18 @@ pub struct Checkpoint {
 }
 
 impl Checkpoint {
+    /// The checkpoint of an owner's root fields and page space, numbered 0
+    /// (a journaled pager numbers the ones it writes).
+    pub fn of(page_size: usize, root: RootSlot, space: PageSpace, build_id: u64) -> Checkpoint {
+        Checkpoint {
+            page_size,
+            root,
+            space,
+            build_id,
+            number: 0,
+        }
+    }
+
     /// Encodes the checkpoint page of file kind `id` into `page` (a whole
     /// page) and seals it as page 0.
     pub fn encode(&self, id: &FileId, page: &mut [u8]) {

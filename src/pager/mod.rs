@@ -56,6 +56,7 @@
 mod blocks;
 mod format;
 mod journal;
+mod owner;
 
 #[cfg(test)]
 mod tests;
@@ -68,6 +69,7 @@ pub use blocks::{BlockCounts, BlockSnapshot, Role};
 pub use format::{Checkpoint, FileId, META_PAGE, NO_PAGE, PageSpace, ROOT_SLOT_LEN, RootSlot};
 pub(crate) use format::{encode_free, open_free};
 pub use journal::{Recovery, journal_name};
+pub use owner::{SlotReader, SlotWriter, WriteState};
 
 use journal::Journal;
 

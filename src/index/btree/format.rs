@@ -14,9 +14,9 @@
 //! is decoded that a lookup does not need. Writers mutate leaf bytes in place
 //! ([`leaf_insert`], [`leaf_remove`], ...) and encode owned [`InnerNode`]s.
 
-use crate::format::bytes::{get_u32, get_u64, put_u32, put_u64};
+use crate::format::bytes::{get_u64, put_u64};
 use crate::format::page::{self, PAGE_HEADER_LEN, PageHeader, PageType};
-use crate::pager::{Checkpoint, FileId, PageSpace, ROOT_SLOT_LEN, RootSlot};
+use crate::pager::{Checkpoint, FileId, PageSpace, RootSlot, SlotReader, SlotWriter};
 pub(crate) use crate::pager::{META_PAGE, NO_PAGE};
 use crate::storage::Storage;
 use crate::{Error, Result};
@@ -119,38 +119,32 @@ impl Meta {
     /// The B+-tree's root fields as the pager's root slot: root (u64),
     /// height (u32), fill (u32), n, leaves, inner (u64 each).
     pub fn root_slot(&self) -> RootSlot {
-        let mut slot = [0u8; ROOT_SLOT_LEN];
-        put_u64(&mut slot, 0, self.root);
-        put_u32(&mut slot, 8, self.height);
-        put_u32(&mut slot, 12, self.fill);
-        put_u64(&mut slot, 16, self.n);
-        put_u64(&mut slot, 24, self.leaves);
-        put_u64(&mut slot, 32, self.inner);
-        slot
+        SlotWriter::new()
+            .u64(self.root)
+            .u32(self.height)
+            .u32(self.fill)
+            .u64(self.n)
+            .u64(self.leaves)
+            .u64(self.inner)
+            .finish()
     }
 
     /// The meta page's contents as the pager's checkpoint.
     pub fn checkpoint(&self) -> Checkpoint {
-        Checkpoint {
-            page_size: self.page_size,
-            root: self.root_slot(),
-            space: self.space,
-            build_id: self.build_id,
-            number: 0,
-        }
+        Checkpoint::of(self.page_size, self.root_slot(), self.space, self.build_id)
     }
 
     /// The meta page a checkpoint holds (not checked).
     pub fn from_checkpoint(cp: &Checkpoint) -> Meta {
-        let slot = &cp.root;
+        let mut r = SlotReader::new(&cp.root);
         Meta {
             page_size: cp.page_size,
-            root: get_u64(slot, 0).unwrap_or(0),
-            height: get_u32(slot, 8).unwrap_or(0),
-            fill: get_u32(slot, 12).unwrap_or(0),
-            n: get_u64(slot, 16).unwrap_or(0),
-            leaves: get_u64(slot, 24).unwrap_or(0),
-            inner: get_u64(slot, 32).unwrap_or(0),
+            root: r.u64(),
+            height: r.u32(),
+            fill: r.u32(),
+            n: r.u64(),
+            leaves: r.u64(),
+            inner: r.u64(),
             space: cp.space,
             build_id: cp.build_id,
         }

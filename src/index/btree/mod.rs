@@ -83,9 +83,9 @@ use super::{
     BuildOptions, Cursor, Index, IndexKind, IndexStats, Manifest, OpenOptions, Params, Record, Records,
     Residency,
 };
-use crate::pager::{Pager, Role};
+use crate::Result;
+use crate::pager::{Pager, Role, WriteState};
 use crate::storage::{Directory, IoContext, IoStats, PageCache};
-use crate::{Error, Result};
 
 /// File name of the tree inside an index directory.
 pub const BTREE_FILE: &str = "btree.db";
@@ -151,17 +151,7 @@ impl IndexKind for BTreeKind {
         let t = BTree::open(dir, io, opts.resident)?;
         // The record count and the pages change with every update: only the
         // build id is compared.
-        manifest.check_build_id(t.name(), t.meta().build_id)?;
-        if t.page_size != manifest.page_size {
-            return Err(Error::corruption(
-                BTREE_FILE,
-                0,
-                format!(
-                    "meta page says page size {}, the manifest says {}",
-                    t.page_size, manifest.page_size
-                ),
-            ));
-        }
+        manifest.check_paged(t.name(), t.meta().build_id, t.page_size)?;
         Ok(Box::new(t))
     }
 }
@@ -172,11 +162,8 @@ struct State {
     meta: Meta,
     /// Decoded inner nodes (with [`Residency::Index`] and height >= 2).
     pinned: Option<Pinned>,
-    /// Changes since the meta page was last written.
-    dirty: bool,
-    /// Set when a write failed half-way: the tree is readable but takes no
-    /// more writes.
-    poisoned: Option<String>,
+    /// Dirty since the last checkpoint; poisoned after a failed write.
+    w: WriteState,
     /// Buffers of the writer.
     scratch: Scratch,
 }
@@ -244,8 +231,7 @@ impl BTree {
             state: RwLock::new(State {
                 meta,
                 pinned: None,
-                dirty: false,
-                poisoned: None,
+                w: WriteState::new("B+-tree", raw.name()),
                 scratch: Scratch::new(meta.page_size),
             }),
         };
@@ -297,24 +283,19 @@ impl BTree {
     fn read_page(&self, role: Role, page_no: u64, buf: &mut [u8]) -> Result<()> {
         self.pager.read_page(role, page_no, buf)
     }
+}
 
-    /// Writes the meta page from `st` and syncs the file.
-    fn write_meta_and_sync(&self, st: &mut State) -> Result<()> {
-        self.pager.checkpoint(&st.meta.checkpoint())?;
-        st.dirty = false;
-        Ok(())
+impl AsMut<WriteState> for State {
+    fn as_mut(&mut self) -> &mut WriteState {
+        &mut self.w
     }
 }
 
 impl Drop for BTree {
     fn drop(&mut self) {
-        let st = self.state.get_mut();
-        if !st.dirty || st.poisoned.is_some() {
-            return;
-        }
-        if let Err(e) = self.pager.checkpoint(&st.meta.checkpoint()) {
-            log::warn!("closing B+-tree {}: {e}", self.pager.name());
-        }
+        WriteState::close(self.state.get_mut(), |st| {
+            self.pager.checkpoint(&st.meta.checkpoint())
+        });
     }
 }
 
@@ -370,17 +351,9 @@ impl Index for BTree {
     /// Writes the meta page and syncs: every completed insert and delete is
     /// durable when this returns. Fails if an earlier write failed.
     fn sync(&self) -> Result<()> {
-        let mut st = self.state.write();
-        if let Some(why) = &st.poisoned {
-            return Err(Error::Unsupported(format!(
-                "B+-tree {} is read-only after a failed write ({why}); reopen it",
-                self.name()
-            )));
-        }
-        if !st.dirty {
-            return Ok(());
-        }
-        self.write_meta_and_sync(&mut st)
+        WriteState::sync(&mut *self.state.write(), |st| {
+            self.pager.checkpoint(&st.meta.checkpoint())
+        })
     }
 
     fn stats(&self) -> Result<IndexStats> {

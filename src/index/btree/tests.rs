@@ -14,6 +14,7 @@ use rand_pcg::Pcg64Mcg;
 use super::builder::{WRITE_BATCH_PAGES, fill_targets};
 use super::format::{InnerNode, InnerPage, LeafPage, encode_leaf, leaf_insert, leaf_remove, seal_leaf};
 use super::*;
+use crate::Error;
 use crate::index::{self, IndexSpec};
 use crate::storage::{FaultKind, FaultOp, FaultyDirectory, IoSnapshot, MemDirectory, PageCache, StorageSink};
 

@@ -86,16 +86,6 @@ struct Step {
     keys: usize,
 }
 
-/// Records the first error of the apply phase: the tree takes no more writes.
-fn poison<T>(st: &mut State, r: Result<T>) -> Result<T> {
-    if let Err(e) = &r {
-        if st.poisoned.is_none() {
-            st.poisoned = Some(e.to_string());
-        }
-    }
-    r
-}
-
 fn path_buf(path: &mut Vec<AlignedBuf>, depth: usize, page_size: usize) -> Result<&mut [u8]> {
     while path.len() <= depth {
         path.push(AlignedBuf::zeroed(page_size));
@@ -106,16 +96,6 @@ fn path_buf(path: &mut Vec<AlignedBuf>, depth: usize, page_size: usize) -> Resul
 }
 
 impl BTree {
-    fn check_writable(&self, st: &State) -> Result<()> {
-        match &st.poisoned {
-            Some(why) => Err(Error::Unsupported(format!(
-                "B+-tree {} is read-only after a failed write ({why}); reopen it",
-                self.name()
-            ))),
-            None => Ok(()),
-        }
-    }
-
     fn corrupt(&self, page: u64, what: impl Into<String>) -> Error {
         Error::corruption(self.name(), page, what)
     }
@@ -227,7 +207,7 @@ impl BTree {
     pub(super) fn insert_impl(&self, key: u64, value: u64) -> Result<Option<u64>> {
         let mut guard = self.state.write();
         let st = &mut *guard;
-        self.check_writable(st)?;
+        st.w.check_writable()?;
         let (path, leaf_no) = self.descend_for_write(st, key)?;
         self.read_page(Role::Leaf, leaf_no, &mut st.scratch.leaf)?;
         let (count, next, i, existing) = {
@@ -241,8 +221,8 @@ impl BTree {
                 leaf_set_value(&mut st.scratch.leaf, i, value);
                 seal_leaf(&mut st.scratch.leaf, leaf_no, count, next);
                 let r = self.write_leaf_buf(st, leaf_no);
-                poison(st, r)?;
-                st.dirty = true;
+                st.w.poison(r)?;
+                st.w.mark_dirty();
             }
             return Ok(Some(old));
         }
@@ -250,9 +230,9 @@ impl BTree {
             leaf_insert(&mut st.scratch.leaf, count, i, key, value)?;
             seal_leaf(&mut st.scratch.leaf, leaf_no, count + 1, next);
             let r = self.write_leaf_buf(st, leaf_no);
-            poison(st, r)?;
+            st.w.poison(r)?;
             st.meta.n += 1;
-            st.dirty = true;
+            st.w.mark_dirty();
             return Ok(None);
         }
         self.pager.blocks().smo();
@@ -304,11 +284,11 @@ impl BTree {
         let root_split = splits == path.len();
         let pages = self.allocate(st, 1 + splits + usize::from(root_split))?;
         let r = self.apply_split(st, path, leaf_no, next, mid, sep, append, &pages);
-        poison(st, r)?;
+        st.w.poison(r)?;
         st.meta.n += 1;
         st.meta.leaves += 1;
         st.meta.inner += (splits + usize::from(root_split)) as u64;
-        st.dirty = true;
+        st.w.mark_dirty();
         Ok(())
     }
 
@@ -439,7 +419,7 @@ impl BTree {
     pub(super) fn delete_impl(&self, key: u64) -> Result<bool> {
         let mut guard = self.state.write();
         let st = &mut *guard;
-        self.check_writable(st)?;
+        st.w.check_writable()?;
         let (path, leaf_no) = self.descend_for_write(st, key)?;
         self.read_page(Role::Leaf, leaf_no, &mut st.scratch.leaf)?;
         let (count, next, i) = {
@@ -454,9 +434,9 @@ impl BTree {
         seal_leaf(&mut st.scratch.leaf, leaf_no, count - 1, next);
         if count > 1 || st.meta.leaves == 1 {
             let r = self.write_leaf_buf(st, leaf_no);
-            poison(st, r)?;
+            st.w.poison(r)?;
             st.meta.n = st.meta.n.saturating_sub(1);
-            st.dirty = true;
+            st.w.mark_dirty();
             return Ok(true);
         }
         // The leaf becomes empty and the tree has other leaves: free it.
@@ -481,8 +461,8 @@ impl BTree {
             None => 0,
         };
         let r = self.apply_free_leaf(st, &path, leaf_no, next, stop, left.map(|l| (l, left_count)));
-        poison(st, r)?;
-        st.dirty = true;
+        st.w.poison(r)?;
+        st.w.mark_dirty();
         Ok(true)
     }
 

@@ -6,9 +6,9 @@
 //! Every page starts with the 16-byte header of [`crate::format::page`]. All
 //! integers are little-endian.
 
-use crate::format::bytes::{Cursor as ByteCursor, get_u16, get_u32, get_u64, put_u16, put_u32, put_u64};
+use crate::format::bytes::{Cursor as ByteCursor, get_u64, put_u64};
 use crate::format::page::{self, PAGE_HEADER_LEN, PageHeader, PageType};
-use crate::pager::{Checkpoint, FileId, META_PAGE, PageSpace, ROOT_SLOT_LEN, RootSlot};
+use crate::pager::{Checkpoint, FileId, META_PAGE, PageSpace, RootSlot, SlotReader, SlotWriter};
 use crate::{Error, Result};
 
 /// Magic number of a dynamic-PGM file: the bytes `STRATADP` (as a `u64` LE).
@@ -159,42 +159,36 @@ impl Meta {
     /// (u32), buffer_cap (u32), ratio (u16), epsilon_inner (u16),
     /// buffer_count (u32).
     pub fn root_slot(&self) -> RootSlot {
-        let mut s = [0u8; ROOT_SLOT_LEN];
-        put_u64(&mut s, 0, self.n);
-        put_u64(&mut s, 8, self.catalog);
-        put_u64(&mut s, 16, self.buffer_first);
-        put_u32(&mut s, 24, self.epsilon);
-        put_u32(&mut s, 28, self.buffer_cap);
-        put_u16(&mut s, 32, self.ratio);
-        put_u16(&mut s, 34, self.epsilon_inner);
-        put_u32(&mut s, 36, self.buffer_count);
-        s
+        SlotWriter::new()
+            .u64(self.n)
+            .u64(self.catalog)
+            .u64(self.buffer_first)
+            .u32(self.epsilon)
+            .u32(self.buffer_cap)
+            .u16(self.ratio)
+            .u16(self.epsilon_inner)
+            .u32(self.buffer_count)
+            .finish()
     }
 
     /// The checkpoint holding these fields.
     pub fn checkpoint(&self) -> Checkpoint {
-        Checkpoint {
-            page_size: self.page_size,
-            root: self.root_slot(),
-            space: self.space,
-            build_id: self.build_id,
-            number: 0,
-        }
+        Checkpoint::of(self.page_size, self.root_slot(), self.space, self.build_id)
     }
 
     /// The fields a checkpoint holds (not checked).
     pub fn from_checkpoint(cp: &Checkpoint) -> Meta {
-        let s = &cp.root;
+        let mut r = SlotReader::new(&cp.root);
         Meta {
             page_size: cp.page_size,
-            n: get_u64(s, 0).unwrap_or(0),
-            catalog: get_u64(s, 8).unwrap_or(0),
-            buffer_first: get_u64(s, 16).unwrap_or(0),
-            epsilon: get_u32(s, 24).unwrap_or(0),
-            buffer_cap: get_u32(s, 28).unwrap_or(0),
-            ratio: get_u16(s, 32).unwrap_or(0),
-            epsilon_inner: get_u16(s, 34).unwrap_or(0),
-            buffer_count: get_u32(s, 36).unwrap_or(0),
+            n: r.u64(),
+            catalog: r.u64(),
+            buffer_first: r.u64(),
+            epsilon: r.u32(),
+            buffer_cap: r.u32(),
+            ratio: r.u16(),
+            epsilon_inner: r.u16(),
+            buffer_count: r.u32(),
             space: cp.space,
             build_id: cp.build_id,
         }

@@ -104,7 +104,7 @@ use super::{
     Residency,
 };
 use crate::format::page::PageType;
-use crate::pager::{META_PAGE, PageSpace, Pager, Role};
+use crate::pager::{META_PAGE, PageSpace, Pager, Role, WriteState};
 use crate::storage::{AlignedBuf, Directory, IoContext, IoStats, PageCache};
 use crate::{Error, Result};
 
@@ -242,17 +242,7 @@ impl IndexKind for DpgmKind {
         opts: &OpenOptions,
     ) -> Result<Box<dyn Index>> {
         let t = Dpgm::open(dir, io, opts.resident)?;
-        manifest.check_build_id(t.pager.name(), t.meta().build_id)?;
-        if t.page_size != manifest.page_size {
-            return Err(Error::corruption(
-                DPGM_FILE,
-                0,
-                format!(
-                    "checkpoint says page size {}, the manifest says {}",
-                    t.page_size, manifest.page_size
-                ),
-            ));
-        }
+        manifest.check_paged(t.pager.name(), t.meta().build_id, t.page_size)?;
         Ok(Box::new(t))
     }
 }
@@ -267,15 +257,19 @@ struct State {
     free: Vec<(u64, u64)>,
     /// The insert buffer (sorted by key; as on its pages).
     buffer: Vec<Entry>,
-    /// Changes since the last checkpoint.
-    dirty: bool,
+    /// Dirty since the last checkpoint; poisoned after a failed write.
+    w: WriteState,
     /// The buffer pages lag the buffer in memory (with
     /// [`Residency::Index`] they are written at checkpoints only).
     buffer_stale: bool,
-    /// Set when a write failed: the index takes no more writes.
-    poisoned: Option<String>,
     /// Bumped by every change (cursors seek again when it moved).
     epoch: u64,
+}
+
+impl AsMut<WriteState> for State {
+    fn as_mut(&mut self) -> &mut WriteState {
+        &mut self.w
+    }
 }
 
 /// An open dynamic PGM. See the module documentation for the I/O per
@@ -339,9 +333,8 @@ impl Dpgm {
                 runs,
                 free: cat.free,
                 buffer: Vec::new(),
-                dirty: false,
+                w: WriteState::new("dynamic PGM", raw.name()),
                 buffer_stale: false,
-                poisoned: None,
                 epoch: 0,
             }),
         };
@@ -445,25 +438,12 @@ impl Dpgm {
         Ok(None)
     }
 
-    /// Refuses writes after a failed one.
-    fn check_writable(&self, st: &State) -> Result<()> {
-        match &st.poisoned {
-            Some(why) => Err(Error::Unsupported(format!(
-                "dynamic PGM {} is read-only after a failed write ({why}); reopen it",
-                self.pager.name()
-            ))),
-            None => Ok(()),
-        }
-    }
-
-    /// Runs a write step; a failure poisons the index.
+    /// Runs a write step (which marks the state dirty when it changes
+    /// something); a failure poisons the index.
     fn guarded<T>(&self, st: &mut State, f: impl FnOnce(&Self, &mut State) -> Result<T>) -> Result<T> {
-        self.check_writable(st)?;
+        st.w.check_writable()?;
         let r = f(self, st);
-        if let Err(e) = &r {
-            st.poisoned = Some(e.to_string());
-        }
-        r
+        st.w.poison(r)
     }
 
     /// Puts `e` into the buffer (replacing an entry for its key), writes the
@@ -484,7 +464,7 @@ impl Dpgm {
             }
         };
         st.meta.buffer_count = st.buffer.len() as u32;
-        st.dirty = true;
+        st.w.mark_dirty();
         st.epoch += 1;
         if st.buffer.len() >= st.meta.buffer_cap as usize {
             return self.merge(st);
@@ -603,7 +583,7 @@ impl Dpgm {
         st.buffer.clear();
         st.buffer_stale = false;
         st.meta.buffer_count = 0;
-        st.dirty = true;
+        st.w.mark_dirty();
         st.epoch += 1;
         self.pager.blocks().smo();
         Ok(())
@@ -634,7 +614,7 @@ impl Dpgm {
         let ps = self.page_size;
         let mut buf = AlignedBuf::zeroed(CATALOG_PAGES as usize * ps);
         self.pager.read_page(Role::Other, meta.catalog, &mut buf)?;
-        if st.dirty {
+        if st.w.is_dirty() {
             // Written at the next checkpoint: only its pages are checked.
             for (i, page) in buf.chunks_exact(ps).enumerate() {
                 crate::format::page::open_typed(page, meta.catalog + i as u64, name, PageType::DpgmCatalog)?;
@@ -727,13 +707,7 @@ fn free_extent(free: &mut Vec<(u64, u64)>, s: u64, l: u64) {
 
 impl Drop for Dpgm {
     fn drop(&mut self) {
-        let st = self.state.get_mut();
-        if !st.dirty || st.poisoned.is_some() {
-            return;
-        }
-        if let Err(e) = write_checkpoint(&self.pager, st) {
-            log::warn!("closing dynamic PGM {}: {e}", self.pager.name());
-        }
+        WriteState::close(self.state.get_mut(), |st| write_checkpoint(&self.pager, st));
     }
 }
 
@@ -769,9 +743,7 @@ fn write_checkpoint(pager: &Pager, st: &mut State) -> Result<()> {
     let mut pages = AlignedBuf::zeroed(CATALOG_PAGES as usize * ps);
     Dpgm::catalog(st).encode(&mut pages, st.meta.catalog, ps, pager.name())?;
     pager.write_page(Role::Other, st.meta.catalog, &pages)?;
-    pager.checkpoint(&st.meta.checkpoint())?;
-    st.dirty = false;
-    Ok(())
+    pager.checkpoint(&st.meta.checkpoint())
 }
 
 impl Index for Dpgm {
@@ -849,12 +821,7 @@ impl Index for Dpgm {
     /// Writes the catalog and the checkpoint page: every completed insert
     /// and delete is durable when this returns. Fails if a write failed.
     fn sync(&self) -> Result<()> {
-        let mut st = self.state.write();
-        self.check_writable(&st)?;
-        if !st.dirty {
-            return Ok(());
-        }
-        self.guarded(&mut st, |d, st| d.checkpoint(st))
+        WriteState::sync(&mut *self.state.write(), |st| self.checkpoint(st))
     }
 
     fn stats(&self) -> Result<IndexStats> {

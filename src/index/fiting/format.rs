@@ -9,7 +9,7 @@
 
 use crate::format::bytes::{get_u32, get_u64, put_u32, put_u64};
 use crate::format::page::{self, PAGE_HEADER_LEN, PageHeader, PageType};
-use crate::pager::{Checkpoint, FileId, NO_PAGE, PageSpace, ROOT_SLOT_LEN, RootSlot};
+use crate::pager::{Checkpoint, FileId, NO_PAGE, PageSpace, RootSlot, SlotReader, SlotWriter};
 use crate::{Error, Result};
 
 /// Magic number of a `fiting` file: the bytes `STRATAFT` (read as a `u64` LE).
@@ -106,40 +106,34 @@ impl Meta {
     /// The root slot: root, n, segments (u64 each), epsilon, buffer, height,
     /// directory nodes (u32 each).
     pub fn root_slot(&self) -> RootSlot {
-        let mut s = [0u8; ROOT_SLOT_LEN];
-        put_u64(&mut s, 0, self.root);
-        put_u64(&mut s, 8, self.n);
-        put_u64(&mut s, 16, self.segments);
-        put_u32(&mut s, 24, self.epsilon);
-        put_u32(&mut s, 28, self.buffer);
-        put_u32(&mut s, 32, self.height);
-        put_u32(&mut s, 36, self.dir_nodes);
-        s
+        SlotWriter::new()
+            .u64(self.root)
+            .u64(self.n)
+            .u64(self.segments)
+            .u32(self.epsilon)
+            .u32(self.buffer)
+            .u32(self.height)
+            .u32(self.dir_nodes)
+            .finish()
     }
 
     /// The checkpoint this state is written as.
     pub fn checkpoint(&self) -> Checkpoint {
-        Checkpoint {
-            page_size: self.page_size,
-            root: self.root_slot(),
-            space: self.space,
-            build_id: self.build_id,
-            number: 0,
-        }
+        Checkpoint::of(self.page_size, self.root_slot(), self.space, self.build_id)
     }
 
     /// The state a checkpoint holds (not checked).
     pub fn from_checkpoint(cp: &Checkpoint) -> Meta {
-        let s = &cp.root;
+        let mut r = SlotReader::new(&cp.root);
         Meta {
             page_size: cp.page_size,
-            root: get_u64(s, 0).unwrap_or(0),
-            n: get_u64(s, 8).unwrap_or(0),
-            segments: get_u64(s, 16).unwrap_or(0),
-            epsilon: get_u32(s, 24).unwrap_or(0),
-            buffer: get_u32(s, 28).unwrap_or(0),
-            height: get_u32(s, 32).unwrap_or(0),
-            dir_nodes: get_u32(s, 36).unwrap_or(0),
+            root: r.u64(),
+            n: r.u64(),
+            segments: r.u64(),
+            epsilon: r.u32(),
+            buffer: r.u32(),
+            height: r.u32(),
+            dir_nodes: r.u32(),
             space: cp.space,
             build_id: cp.build_id,
         }

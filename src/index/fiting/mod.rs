@@ -95,7 +95,7 @@ use super::{
     BuildOptions, Cursor, Index, IndexKind, IndexStats, Manifest, OpenOptions, Params, Record, Records,
     Residency,
 };
-use crate::pager::Pager;
+use crate::pager::{Pager, WriteState};
 use crate::storage::{Directory, IoContext, IoStats, PageCache};
 use crate::{Error, Result};
 
@@ -187,17 +187,7 @@ impl IndexKind for FitingKind {
         opts: &OpenOptions,
     ) -> Result<Box<dyn Index>> {
         let t = FitingTree::open(dir, io, opts.resident)?;
-        manifest.check_build_id(FITING_FILE, t.meta().build_id)?;
-        if t.page_size != manifest.page_size {
-            return Err(Error::corruption(
-                FITING_FILE,
-                0,
-                format!(
-                    "checkpoint says page size {}, the manifest says {}",
-                    t.page_size, manifest.page_size
-                ),
-            ));
-        }
+        manifest.check_paged(t.name(), t.meta().build_id, t.page_size)?;
         Ok(Box::new(t))
     }
 }
@@ -208,10 +198,14 @@ struct State {
     meta: Meta,
     /// Decoded directory nodes by page (with [`Residency::Index`]).
     resident: Option<HashMap<u64, DirNode>>,
-    /// Changes since the last checkpoint.
-    dirty: bool,
-    /// Set when a write failed: the index takes no more writes.
-    poisoned: Option<String>,
+    /// Dirty since the last checkpoint; poisoned after a failed write.
+    w: WriteState,
+}
+
+impl AsMut<WriteState> for State {
+    fn as_mut(&mut self) -> &mut WriteState {
+        &mut self.w
+    }
 }
 
 /// An open FITing-tree. See the module documentation for the I/O per
@@ -260,8 +254,7 @@ impl FitingTree {
             state: RwLock::new(State {
                 meta,
                 resident: None,
-                dirty: false,
-                poisoned: None,
+                w: WriteState::new("FITing-tree", raw.name()),
             }),
         };
         if residency == Residency::Index {
@@ -301,13 +294,9 @@ impl FitingTree {
 
 impl Drop for FitingTree {
     fn drop(&mut self) {
-        let st = self.state.get_mut();
-        if !st.dirty || st.poisoned.is_some() {
-            return;
-        }
-        if let Err(e) = self.pager.checkpoint(&st.meta.checkpoint()) {
-            log::warn!("closing FITing-tree {}: {e}", self.pager.name());
-        }
+        WriteState::close(self.state.get_mut(), |st| {
+            self.pager.checkpoint(&st.meta.checkpoint())
+        });
     }
 }
 
@@ -360,14 +349,9 @@ impl Index for FitingTree {
     /// Checkpoints: every completed insert and delete is durable when this
     /// returns. Fails if an earlier write failed.
     fn sync(&self) -> Result<()> {
-        let mut st = self.state.write();
-        self.check_writable(&st)?;
-        if !st.dirty {
-            return Ok(());
-        }
-        self.pager.checkpoint(&st.meta.checkpoint())?;
-        st.dirty = false;
-        Ok(())
+        WriteState::sync(&mut *self.state.write(), |st| {
+            self.pager.checkpoint(&st.meta.checkpoint())
+        })
     }
 
     fn stats(&self) -> Result<IndexStats> {

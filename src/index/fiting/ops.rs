@@ -12,7 +12,7 @@ use super::format::{
 use super::{FitingTree, State};
 use crate::index::{Cursor, Record};
 use crate::model::optimal_pla;
-use crate::pager::{NO_PAGE, Role};
+use crate::pager::{NO_PAGE, Role, WriteState};
 use crate::storage::AlignedBuf;
 use crate::{Error, Result};
 
@@ -308,31 +308,9 @@ impl FitingTree {
     /// Runs a write under the exclusive lock: refused once poisoned; an
     /// error poisons.
     pub(super) fn write_op<R>(&self, f: impl FnOnce(&FitingTree, &mut State) -> Result<R>) -> Result<R> {
-        let mut st = self.state.write();
-        self.check_writable(&st)?;
-        match f(self, &mut st) {
-            Ok(r) => {
-                // Any page may have been written (an update in place changes
-                // no count): the next sync or drop checkpoints.
-                st.dirty = true;
-                Ok(r)
-            }
-            Err(e) => {
-                st.poisoned = Some(e.to_string());
-                Err(e)
-            }
-        }
-    }
-
-    /// Fails if an earlier write failed.
-    pub(super) fn check_writable(&self, st: &State) -> Result<()> {
-        if let Some(why) = &st.poisoned {
-            return Err(Error::Unsupported(format!(
-                "FITing-tree {} is read-only after a failed write ({why}); reopen it",
-                self.name()
-            )));
-        }
-        Ok(())
+        // Any page may have been written (an update in place changes no
+        // count): the next sync or drop checkpoints.
+        WriteState::write(&mut *self.state.write(), |st| f(self, st))
     }
 
     /// Takes `k` contiguous pages: from the head of the free list if its
