@@ -183,6 +183,98 @@ def figures(by, resident, fig_dir):
     print(f"(figure: {out})\n")
 
 
+def own_label(r):
+    s = r["spec"]
+    if s.startswith("btree-ld"):
+        return "btree-ld"
+    if "resident=index" in s or (s.startswith("btree") and r.get("resident") == "index" and "cache" not in s):
+        return "btree, inner nodes resident"
+    return "btree, LRU of equal bytes"
+
+
+def own(d, fig_dir):
+    """strata's own design (btree-ld) against the B+-tree at equal memory."""
+    rows = []
+    for p in sorted(glob.glob(os.path.join(d, "own-read-*.jsonl"))) + sorted(
+        glob.glob(os.path.join(d, "own-write-*.jsonl"))
+    ):
+        rows += load(p)
+    if not rows:
+        return
+    print("## strata's own design at equal memory (`btree-ld`)\n")
+    print("Medians of the interleaved repeats, (min–max) of the repeats; `ld/eq` = btree-ld's median over")
+    print("the B+-tree's at equal memory.\n")
+    print("| data set | workload | configuration | kops/s (spread) | p99 µs | pages read/op | inner/leaf blocks/op | memory KiB | disk MiB | wrong |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    by = {}
+    for r in rows:
+        by.setdefault((r["dataset"], r["workload"]), []).append(r)
+    wins = {}
+    for (ds, w), rs in sorted(by.items(), key=lambda x: (x[0][0], WORKLOADS.index(x[0][1]) if x[0][1] in WORKLOADS else 99)):
+        for r in sorted(rs, key=own_label):
+            inner, leaf = blocks(r)
+            print(
+                f"| {ds} | {w} | {own_label(r)} | {r['throughput_ops_s'] / 1e3:.2f}{spread(r)} | "
+                f"{r['latency_ns']['p99'] / 1e3:.0f} | {r['io']['pages_per_op']:.2f} | {fmt(inner)} / {fmt(leaf)} | "
+                f"{r['memory_bytes'] / 1024:.0f} | {r['disk_bytes'] / 2**20:.1f} | {r['wrong']} |"
+            )
+        ld = next((r for r in rs if own_label(r) == "btree-ld"), None)
+        eq = next((r for r in rs if own_label(r) == "btree, LRU of equal bytes"), None)
+        if ld and eq:
+            wins[(ds, w)] = (ld["throughput_ops_s"] / eq["throughput_ops_s"], ld, eq)
+    print()
+    print("| data set | workload | ld/eq throughput | btree-ld runs (kops/s) | btree equal-memory runs | spreads apart | pages/op ld vs eq |")
+    print("|---|---|---|---|---|---|---|")
+    n_win = {}
+    for (ds, w), (ratio, ld, eq) in sorted(wins.items()):
+        a = ld.get("throughput_runs") or [ld["throughput_ops_s"]]
+        b = eq.get("throughput_runs") or [eq["throughput_ops_s"]]
+        apart = "yes" if min(a) > max(b) else ("no" if ratio > 1 else "–")
+        n_win.setdefault(ds, [0, 0])
+        n_win[ds][0] += ratio > 1
+        n_win[ds][1] += 1
+        print(
+            f"| {ds} | {w} | **{ratio:.2f}** | {', '.join(f'{x / 1e3:.2f}' for x in a)} | "
+            f"{', '.join(f'{x / 1e3:.2f}' for x in b)} | {apart} | {ld['io']['pages_per_op']:.2f} vs {eq['io']['pages_per_op']:.2f} |"
+        )
+    print()
+    for ds, (won, total) in sorted(n_win.items()):
+        print(f"- {ds}: `btree-ld` ahead on {won} of {total} workloads at equal memory.")
+    print()
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("(matplotlib missing: no figures)")
+        return
+    datasets = sorted({ds for ds, _ in by})
+    labels = ["btree, LRU of equal bytes", "btree-ld", "btree, inner nodes resident"]
+    fig, axes = plt.subplots(1, len(datasets), figsize=(5.5 * len(datasets), 4), squeeze=False)
+    for ax, ds in zip(axes[0], datasets):
+        width = 0.8 / len(labels)
+        for i, lab in enumerate(labels):
+            ys, lo, hi = [], [], []
+            for w in WORKLOADS:
+                r = next((r for r in by.get((ds, w), []) if own_label(r) == lab), None)
+                runs = (r.get("throughput_runs") or [r["throughput_ops_s"]]) if r else [0]
+                m = statistics.median(runs) / 1e3
+                ys.append(m)
+                lo.append(m - min(runs) / 1e3)
+                hi.append(max(runs) / 1e3 - m)
+            ax.bar([j + i * width for j in range(len(WORKLOADS))], ys, width, yerr=[lo, hi], capsize=2, label=lab)
+        ax.set_xticks([j + 0.4 - width / 2 for j in range(len(WORKLOADS))])
+        ax.set_xticklabels(WORKLOADS, rotation=30, ha="right")
+        ax.set_ylabel("kops/s (median, min–max)")
+        ax.set_title(f"{ds}: btree-ld vs btree")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    out = os.path.join(fig_dir, "own-equal-memory.png")
+    fig.savefig(out, dpi=110)
+    print(f"(figure: {out})\n")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dir")
@@ -194,6 +286,7 @@ def main():
         if by:
             figures(by, resident, a.fig_dir or a.dir)
     buffer_sweep(a.dir)
+    own(a.dir, a.fig_dir or a.dir)
 
 
 if __name__ == "__main__":

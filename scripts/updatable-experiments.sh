@@ -19,6 +19,11 @@
 #           write-heavy, balanced (Lan §5.2), both settings.
 #   buffer  lookup-only with an LRU page cache of 4, 16, 64 and 256 pages
 #           in front of each kind, all on disk (Lan §6.6, Fig. 13).
+#   own     strata's own design at equal memory: `btree-ld` (its learned
+#           leaf directory: M bytes, read from a first short run) against
+#           `btree` held to M bytes (all on disk behind an LRU of M bytes)
+#           and `btree` with its inner nodes resident (about 5x M), the six
+#           workloads, REPEAT interleaved repeats of each (write runs too).
 #
 # Knobs (environment):
 #   KINDS    index specs (default: btree fiting dpgm, and every other
@@ -43,7 +48,7 @@ REPEAT=${REPEAT:-3}
 OUT=${OUT:-docs/results/updatable}
 DATA_DIR=${DATA_DIR:-bench-data}
 DS=${DS:-fb-like osm-like books-like}
-ONLY=${ONLY:-read,write,buffer}
+ONLY=${ONLY:-read,write,buffer,own}
 if [ -z "${STRATA_BIN:-}" ]; then
   cargo build --release -q -p strata-cli
   STRATA_BIN=target/release/strata
@@ -94,5 +99,30 @@ for ds in $DS; do
         --work-dir "$DATA_DIR/work" --json "$OUT/buffer-$ds-$pages.jsonl" > /dev/null
     done
   fi
+  if want own; then
+    echo "== own $ds: btree-ld at equal memory" >&2
+    $S bench --data "$keys" --dataset "$ds" --index btree-ld --workload lookup --ops 1000 -q \
+      --work-dir "$DATA_DIR/work" --json "$OUT/own-$ds-probe.jsonl" > /dev/null
+    mem=$(python3 -c 'import json,sys; print(max(json.loads(l)["memory_bytes"] for l in open(sys.argv[1])))' "$OUT/own-$ds-probe.jsonl")
+    rm -f "$OUT/own-$ds-probe.jsonl"
+    echo "   btree-ld holds $mem bytes; btree gets an LRU of as many" >&2
+    own="--index btree:resident=none,cache=$mem --index btree-ld --index btree:resident=index"
+    # shellcheck disable=SC2086
+    $S bench --data "$keys" --dataset "$ds" $own --workload lookup --workload scan \
+      --ops "$OPS" --repeat "$REPEAT" --profile nvme -q \
+      --work-dir "$DATA_DIR/work" --json "$OUT/own-read-$ds.jsonl" > /dev/null
+    # shellcheck disable=SC2086
+    $S bench --data "$keys" --dataset "$ds" $own --workload write-only --workload read-heavy \
+      --workload write-heavy --workload balanced \
+      --ops "$WOPS" --repeat "$REPEAT" --profile nvme -q \
+      --work-dir "$DATA_DIR/work" --json "$OUT/own-write-$ds.jsonl" > /dev/null
+  fi
 done
-python3 scripts/report_updatable.py "$OUT" | tee "$OUT/report.md"
+# Tables and figures: matplotlib in .venv (created the way
+# scripts/test-python.sh creates it, when missing).
+venv=${STRATA_VENV:-.venv}
+if [ ! -x "$venv/bin/python" ]; then python3 -m venv "$venv"; fi
+if ! "$venv/bin/python" -c "import matplotlib" 2>/dev/null; then
+  "$venv/bin/python" -m pip install --quiet matplotlib
+fi
+"$venv/bin/python" scripts/report_updatable.py "$OUT" | tee "$OUT/report.md"

@@ -42,6 +42,13 @@ fn btree() {
 }
 
 #[test]
+fn btree_ld() {
+    common::battery("btree-ld");
+    common::battery("btree-ld:page=8192");
+    common::battery_after_updates("btree-ld:fill=80");
+}
+
+#[test]
 fn fiting() {
     common::battery("fiting");
 }

@@ -23,6 +23,8 @@ use strata::storage::{Directory, MemDirectory};
 const SPECS: &[&str] = &[
     "btree",
     "btree:fill=70,page=8192",
+    "btree-ld",
+    "btree-ld:fill=70",
     "fiting",
     "fiting:epsilon=4,buffer=8",
     "dpgm",

@@ -324,7 +324,7 @@ pub(crate) fn check_keys(keys: &[u64]) -> Result<()> {
 }
 
 /// The kinds this layer defines, in `strata list` order: `binary`, `btree`,
-/// `fiting`,
+/// `btree-ld`, `fiting`,
 /// `dpgm`,
 /// then the layered kinds (`LAYERED_KINDS`).
 /// Kinds defined above `index` (`air`, `db`) are registered by the modules
@@ -332,7 +332,8 @@ pub(crate) fn check_keys(keys: &[u64]) -> Result<()> {
 pub fn registry() -> Registry {
     let mut k: Vec<&'static dyn IndexKind> = vec![
         &super::binary::BinaryKind,
-        &super::btree::BTreeKind,
+        &super::btree::BTreeKind::PLAIN,
+        &super::btree::BTreeKind::LEARNED,
         &super::fiting::FitingKind,
         &super::dpgm::DpgmKind,
     ];

@@ -8,7 +8,7 @@
 //! are synced, and then synced itself.
 
 use super::format::{
-    BTREE_FILE_ID, InnerNode, Meta, NO_PAGE, inner_fanout, leaf_put, node_capacity, seal_leaf,
+    BTREE_FILE_ID, InnerNode, Meta, NO_PAGE, inner_fanout, leaf_put, node_capacity, seal_leaf, separator,
 };
 use crate::format::page::check_page_size;
 use crate::pager::PageSpace;
@@ -44,7 +44,9 @@ pub(crate) fn check_fill(fill: u64) -> Result<u32> {
 /// remainder), each inner node `⌊fanout · fill / 100⌋` children (the last
 /// node of a level the remainder). The separator between two neighbouring
 /// children is *last key of the left child + 1*, so a lookup of any key
-/// between two stored keys is routed to the leaf holding its lower bound.
+/// between two stored keys is routed to the leaf holding its lower bound
+/// (or, for `btree-ld`, the roundest value up to the right child's first
+/// key: [`separator`]).
 #[derive(Debug)]
 pub(crate) struct BulkLoader {
     sink: Box<dyn Sink>,
@@ -67,6 +69,8 @@ pub(crate) struct BulkLoader {
     seps: Vec<u64>,
     /// Written into the meta page (0: none).
     build_id: u64,
+    /// Separators by [`separator`]'s rule for `round`.
+    round: bool,
 }
 
 impl BulkLoader {
@@ -101,12 +105,19 @@ impl BulkLoader {
             last_key: None,
             seps: Vec::new(),
             build_id: 0,
+            round: false,
         })
     }
 
     /// Sets the build id the meta page carries (0, the default: none).
     pub(crate) fn set_build_id(&mut self, build_id: u64) {
         self.build_id = build_id;
+    }
+
+    /// Picks round separators ([`round_separator`], for `btree-ld`) instead
+    /// of *last key + 1*.
+    pub(crate) fn set_round_separators(&mut self, round: bool) {
+        self.round = round;
     }
 
     /// Appends a record. Keys must be strictly increasing:
@@ -121,7 +132,9 @@ impl BulkLoader {
                     got: key,
                 });
             }
-            Some(prev) if self.in_leaf == self.leaf_target => self.start_leaf(prev + 1)?,
+            Some(prev) if self.in_leaf == self.leaf_target => {
+                self.start_leaf(separator(prev, key, self.round))?
+            }
             None => self.start_leaf(0)?,
             Some(_) => {}
         }

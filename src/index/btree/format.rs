@@ -395,6 +395,30 @@ impl InnerNode {
 /// Writes a leaf holding `records` (sorted) with next link `next` into
 /// `page` as page `page_no`, and seals it. Records beyond the capacity are
 /// an error.
+/// The separator between a left child whose last key is `last` and a right
+/// child whose first key is `first` (`last < first`; returns `first`
+/// otherwise). Any value in `last + 1 ..= first` routes every stored key
+/// correctly.
+/// - `round == false`: `last + 1`, so that a key in the gap is routed to
+///   the leaf holding its lower bound (`btree`: a lower bound reads one
+///   leaf).
+/// - `round == true`: the *roundest* value in the range, the one with the
+///   most trailing zero bits (the common high bits of the two keys, then
+///   the first bit where `first` has a one): the gaps between neighbouring
+///   separators become cheap to gap-code (`btree-ld`'s directory), at the
+///   price of a second leaf for a lower bound of a key in
+///   `last + 1 .. separator`.
+pub(crate) fn separator(last: u64, first: u64, round: bool) -> u64 {
+    if last >= first {
+        return first;
+    }
+    if !round {
+        return last + 1;
+    }
+    let h = 63 - (last ^ first).leading_zeros();
+    first & !((1u64 << h) - 1)
+}
+
 pub(crate) fn encode_leaf(page: &mut [u8], page_no: u64, records: &[(u64, u64)], next: u64) -> Result<()> {
     let cap = node_capacity(page.len());
     if records.len() > cap {

@@ -61,6 +61,7 @@
 
 mod builder;
 pub(crate) mod format;
+mod ldir;
 mod reader;
 mod writer;
 
@@ -76,30 +77,43 @@ pub(crate) use builder::{BulkLoader, check_fill, load_ranked};
 pub(crate) use format::{BTREE_FILE_ID, Meta, inner_fanout, node_capacity};
 pub use reader::VerifyReport;
 
+use ldir::LeafDir;
 use reader::{BTreeCursor, Pinned};
-use writer::Scratch;
+use writer::{Pending, Scratch};
 
 use super::{
     BuildOptions, Cursor, Index, IndexKind, IndexStats, Manifest, OpenOptions, Params, Record, Records,
     Residency,
 };
-use crate::Result;
-use crate::pager::{Pager, Role, WriteState};
+use crate::pager::{META_PAGE, Pager, Role, WriteState};
 use crate::storage::{Directory, IoContext, IoStats, PageCache};
+use crate::{Error, Result};
 
 /// File name of the tree inside an index directory.
 pub const BTREE_FILE: &str = "btree.db";
 /// Default fill factor (percent) of a bulk load.
 pub const DEFAULT_FILL: u32 = 100;
 
-/// The `btree` kind: parameters `page` (page size, default 4096) and `fill`
-/// (bulk-load fill factor in percent, default 100).
+/// The `btree` kind ([`BTreeKind::PLAIN`]) and `btree-ld`, the same tree
+/// under a learned leaf directory ([`BTreeKind::LEARNED`]): parameters
+/// `page` (page size, default 4096) and `fill` (bulk-load fill factor in
+/// percent, default 100).
 #[derive(Debug)]
-pub struct BTreeKind;
+pub struct BTreeKind {
+    learned: bool,
+}
+
+impl BTreeKind {
+    /// `btree`.
+    pub const PLAIN: BTreeKind = BTreeKind { learned: false };
+    /// `btree-ld`: the leaves and inner nodes of `btree` on storage, the
+    /// learned leaf directory in memory (`docs/format/btree-ld.md`).
+    pub const LEARNED: BTreeKind = BTreeKind { learned: true };
+}
 
 impl IndexKind for BTreeKind {
     fn name(&self) -> &'static str {
-        "btree"
+        if self.learned { "btree-ld" } else { "btree" }
     }
 
     /// Updated in place: one user at a time.
@@ -108,8 +122,14 @@ impl IndexKind for BTreeKind {
     }
 
     fn summary(&self) -> &'static str {
-        "updatable page-based B+-tree (255 records per 4 KiB leaf, fanout 256); \
-         1 page per lookup with inner nodes resident, `height` pages without"
+        if self.learned {
+            "updatable B+-tree under a learned leaf directory in memory (gap-coded round \
+             separators, LeCo page numbers: ~3-5 B per leaf); 1 page per lookup and per \
+             insert without a split"
+        } else {
+            "updatable page-based B+-tree (255 records per 4 KiB leaf, fanout 256); \
+             1 page per lookup with inner nodes resident, `height` pages without"
+        }
     }
 
     fn build(
@@ -124,6 +144,7 @@ impl IndexKind for BTreeKind {
         let sink = dir.create_sink(BTREE_FILE, opts.page_size)?;
         let mut b = BulkLoader::new(sink, opts.page_size, fill)?;
         b.set_build_id(build_id);
+        b.set_round_separators(self.learned);
         for (k, v) in records.iter() {
             b.push(k, v)?;
         }
@@ -148,7 +169,12 @@ impl IndexKind for BTreeKind {
         io: IoContext,
         opts: &OpenOptions,
     ) -> Result<Box<dyn Index>> {
-        let t = BTree::open(dir, io, opts.resident)?;
+        let routing = if self.learned {
+            Routing::Learned
+        } else {
+            Routing::from(opts.resident)
+        };
+        let t = BTree::open_routed(dir, io, routing)?;
         // The record count and the pages change with every update: only the
         // build id is compared.
         manifest.check_paged(t.name(), t.meta().build_id, t.page_size)?;
@@ -160,8 +186,13 @@ impl IndexKind for BTreeKind {
 #[derive(Debug)]
 struct State {
     meta: Meta,
-    /// Decoded inner nodes (with [`Residency::Index`] and height >= 2).
+    /// Decoded inner nodes (with [`Routing::Pinned`] and height >= 2).
     pinned: Option<Pinned>,
+    /// The learned leaf directory (with [`Routing::Learned`]).
+    ldir: Option<LeafDir>,
+    /// Leaf splits the directory routes and the inner nodes do not know
+    /// yet (with [`Routing::Learned`]; written before every checkpoint).
+    pending: Vec<Pending>,
     /// Dirty since the last checkpoint; poisoned after a failed write.
     w: WriteState,
     /// Buffers of the writer.
@@ -176,9 +207,33 @@ pub struct BTree {
     dir: Arc<dyn Directory>,
     stats: Arc<IoStats>,
     cache: Option<Arc<PageCache>>,
-    residency: Residency,
+    routing: Routing,
     page_size: usize,
     state: RwLock<State>,
+}
+
+/// How a [`BTree`] finds the leaf of a key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Routing {
+    /// Through the inner nodes, decoded and pinned in memory at open
+    /// ([`Residency::Index`]).
+    Pinned,
+    /// Through the inner nodes on storage, read on every descent
+    /// ([`Residency::None`]).
+    Disk,
+    /// Through the learned leaf directory in memory, built at open from
+    /// the inner nodes (`btree-ld`); inner pages are read by splits and
+    /// leaf frees only.
+    Learned,
+}
+
+impl From<Residency> for Routing {
+    fn from(r: Residency) -> Routing {
+        match r {
+            Residency::Index => Routing::Pinned,
+            Residency::None => Routing::Disk,
+        }
+    }
 }
 
 impl BTree {
@@ -205,7 +260,14 @@ impl BTree {
     /// Errors: [`Error::Truncated`], [`Error::BadMagic`],
     /// [`Error::UnsupportedVersion`], [`Error::Corruption`] (a page fails its
     /// checksum or structure check), I/O errors.
-    pub fn open(dir: Arc<dyn Directory>, mut io: IoContext, residency: Residency) -> Result<BTree> {
+    pub fn open(dir: Arc<dyn Directory>, io: IoContext, residency: Residency) -> Result<BTree> {
+        BTree::open_routed(dir, io, Routing::from(residency))
+    }
+
+    /// [`BTree::open`] with any [`Routing`]. With [`Routing::Learned`] the
+    /// inner nodes are read as for [`Residency::Index`], flattened into the
+    /// leaf directory and dropped.
+    pub fn open_routed(dir: Arc<dyn Directory>, mut io: IoContext, routing: Routing) -> Result<BTree> {
         let raw = dir.open(BTREE_FILE)?;
         let (pager, cp, recovery) =
             Pager::open_journaled(dir.clone(), BTREE_FILE, raw.clone(), &io, BTREE_FILE_ID)?;
@@ -226,16 +288,18 @@ impl BTree {
             dir,
             stats: io.stats.clone(),
             cache: io.cache.clone(),
-            residency,
+            routing,
             page_size: meta.page_size,
             state: RwLock::new(State {
                 meta,
                 pinned: None,
+                ldir: None,
+                pending: Vec::new(),
                 w: WriteState::new("B+-tree", raw.name()),
                 scratch: Scratch::new(meta.page_size),
             }),
         };
-        if residency == Residency::Index && meta.height >= 2 {
+        if routing != Routing::Disk && meta.height >= 2 {
             // Counted, but not through the page cache: pinned pages would
             // only take cache slots from leaves.
             let uncached = IoContext {
@@ -243,8 +307,35 @@ impl BTree {
                 ..io.clone()
             }
             .wrap_rw(raw);
-            let pinned = Pinned::load(uncached.as_ref(), &meta)?;
+            let ps = meta.page_size as u64;
+            let blocks = tree.pager.blocks();
+            let mut read = |first: u64, buf: &mut [u8]| {
+                blocks.read(Role::Inner, buf.len() as u64 / ps);
+                uncached.read_at(first * ps, buf)
+            };
+            let pinned = Pinned::load(uncached.name(), &mut read, &meta)?;
             tree.state.get_mut().pinned = Some(pinned);
+        }
+        if routing == Routing::Learned {
+            let name = tree.pager.name().to_string();
+            let st = tree.state.get_mut();
+            let leaves = match st.pinned.take() {
+                Some(p) => p.leaves(meta.height),
+                None => vec![(0, meta.root)],
+            };
+            if leaves.len() as u64 != meta.leaves {
+                return Err(Error::corruption(
+                    &name,
+                    META_PAGE,
+                    format!(
+                        "meta page counts {} leaves, the inner nodes {}",
+                        meta.leaves,
+                        leaves.len()
+                    ),
+                ));
+            }
+            let d = LeafDir::new(&leaves).map_err(|e| Error::corruption(&name, META_PAGE, e.to_string()))?;
+            st.ldir = Some(d);
         }
         Ok(tree)
     }
@@ -259,9 +350,9 @@ impl BTree {
         self.page_size
     }
 
-    /// What stays in memory.
-    pub fn residency(&self) -> Residency {
-        self.residency
+    /// How leaves are found.
+    pub fn routing(&self) -> Routing {
+        self.routing
     }
 
     /// Bytes held in memory by the tree's structures: the pinned inner nodes,
@@ -270,12 +361,30 @@ impl BTree {
     pub fn memory_bytes(&self) -> u64 {
         let st = self.state.read();
         let pinned = st.pinned.as_ref().map_or(0, Pinned::memory_bytes);
+        let ldir = st.ldir.as_ref().map_or(0, LeafDir::memory_bytes)
+            + (st.pending.capacity() * std::mem::size_of::<Pending>()) as u64;
         let cache = self.cache.as_ref().map_or(0, |c| c.memory_bytes());
-        std::mem::size_of::<Self>() as u64 + pinned + st.scratch.memory_bytes() + cache
+        std::mem::size_of::<Self>() as u64 + pinned + ldir + st.scratch.memory_bytes() + cache
     }
 
     fn name(&self) -> &str {
         self.pager.name()
+    }
+
+    /// Writes the pending splits into the inner nodes, then the meta page,
+    /// and syncs.
+    fn checkpoint(&self, st: &mut State) -> Result<()> {
+        self.apply_pending(st)?;
+        self.pager.checkpoint(&st.meta.checkpoint())
+    }
+
+    /// `btree`, or `btree-ld` with the learned directory.
+    fn kind_name(&self) -> &'static str {
+        if self.routing == Routing::Learned {
+            "btree-ld"
+        } else {
+            "btree"
+        }
     }
 
     /// Reads page `page_no` into `buf` (one page).
@@ -293,15 +402,13 @@ impl AsMut<WriteState> for State {
 
 impl Drop for BTree {
     fn drop(&mut self) {
-        WriteState::close(self.state.get_mut(), |st| {
-            self.pager.checkpoint(&st.meta.checkpoint())
-        });
+        WriteState::close(&mut *self.state.write(), |st| self.checkpoint(st));
     }
 }
 
 impl Index for BTree {
     fn kind(&self) -> &str {
-        "btree"
+        self.kind_name()
     }
 
     fn len(&self) -> u64 {
@@ -351,15 +458,13 @@ impl Index for BTree {
     /// Writes the meta page and syncs: every completed insert and delete is
     /// durable when this returns. Fails if an earlier write failed.
     fn sync(&self) -> Result<()> {
-        WriteState::sync(&mut *self.state.write(), |st| {
-            self.pager.checkpoint(&st.meta.checkpoint())
-        })
+        WriteState::sync(&mut *self.state.write(), |st| self.checkpoint(st))
     }
 
     fn stats(&self) -> Result<IndexStats> {
         let meta = self.meta();
         let mut st = IndexStats {
-            kind: "btree".into(),
+            kind: self.kind_name().into(),
             n: meta.n,
             memory_bytes: self.memory_bytes(),
             disk_bytes: self.dir.total_bytes()?,
@@ -375,7 +480,14 @@ impl Index for BTree {
         e.insert("leaf_capacity".into(), json!(node_capacity(self.page_size)));
         e.insert("page_size".into(), json!(self.page_size));
         e.insert("free_pages".into(), json!(meta.space.free_pages));
-        e.insert("residency".into(), json!(self.residency.to_string()));
+        e.insert(
+            "routing".into(),
+            json!(format!("{:?}", self.routing).to_lowercase()),
+        );
+        if let Some(d) = self.state.read().ldir.as_ref() {
+            e.insert("directory_bytes".into(), json!(d.memory_bytes()));
+            e.insert("directory_leaves".into(), json!(d.len()));
+        }
         e.insert("blocks".into(), self.pager.blocks().snapshot().to_json());
         Ok(st)
     }

@@ -14,7 +14,7 @@ use super::format::{InnerNode, InnerPage, LeafPage, META_PAGE, Meta, NO_PAGE};
 use super::{BTree, State};
 use crate::index::{Cursor, Record};
 use crate::pager::Role;
-use crate::storage::{AlignedBuf, Storage};
+use crate::storage::AlignedBuf;
 use crate::{Error, Result};
 
 /// Longest run of consecutive pages read with one call when pinning.
@@ -84,10 +84,15 @@ pub(super) struct Pinned {
 impl Pinned {
     /// Reads and decodes every inner node of the tree `meta` describes, level
     /// by level from the root, reading runs of consecutive pages with one
-    /// call each. Checks checksums, page types, that keys increase, that
-    /// child pages are allocated and referenced once, and the node count.
-    pub(super) fn load(storage: &dyn Storage, meta: &Meta) -> Result<Pinned> {
-        let name = storage.name();
+    /// call each (`read(first_page, buf)` fills `buf` with the pages from
+    /// `first_page` on). Checks checksums, page types, that keys increase,
+    /// that child pages are allocated and referenced once, and the node
+    /// count; errors name file `name`.
+    pub(super) fn load(
+        name: &str,
+        read: &mut dyn FnMut(u64, &mut [u8]) -> Result<()>,
+        meta: &Meta,
+    ) -> Result<Pinned> {
         let ps = meta.page_size;
         let mut p = Pinned {
             nodes: Vec::with_capacity(usize::try_from(meta.inner).unwrap_or(0)),
@@ -121,7 +126,7 @@ impl Pinned {
                 let run = buf
                     .get_mut(..len * ps)
                     .ok_or_else(|| Error::invalid("pin buffer"))?;
-                storage.read_at(first * ps as u64, run)?;
+                read(first, run)?;
                 for (k, page) in run.chunks_exact(ps).enumerate() {
                     let page_no = first + k as u64;
                     let view = InnerPage::open(page, page_no, name)?;
@@ -184,6 +189,35 @@ impl Pinned {
             node = self.nodes.get(*node.slots.get(i)? as usize)?;
         }
         node.node.children.get(node.node.route(key)).copied()
+    }
+
+    /// Every leaf with its lower bound (the smallest key routed to it), in
+    /// key order: the tree flattened (`height >= 2`).
+    pub(super) fn leaves(&self, height: u32) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        // (slot, lower bound, level) of the nodes still to visit, the
+        // leftmost on top.
+        let mut stack = vec![(self.root, 0u64, height - 1)];
+        while let Some((slot, lo, level)) = stack.pop() {
+            let Some(n) = self.nodes.get(slot as usize) else {
+                continue;
+            };
+            let bound = |i: usize| {
+                if i == 0 {
+                    lo
+                } else {
+                    n.node.keys.get(i - 1).copied().unwrap_or(lo)
+                }
+            };
+            if level == 1 {
+                out.extend(n.node.children.iter().enumerate().map(|(i, &c)| (bound(i), c)));
+            } else {
+                for (i, &s) in n.slots.iter().enumerate().rev() {
+                    stack.push((s, bound(i), level - 1));
+                }
+            }
+        }
+        out
     }
 
     /// The node in `slot`.
@@ -301,6 +335,11 @@ impl BTree {
     #[inline]
     pub(super) fn leaf_for(&self, st: &State, key: u64, buf: &mut [u8]) -> Result<u64> {
         let meta = &st.meta;
+        if let Some(d) = &st.ldir {
+            return d
+                .leaf_for(key)
+                .ok_or_else(|| Error::corruption(self.name(), meta.root, "leaf directory is empty"));
+        }
         if meta.height == 1 {
             return Ok(meta.root);
         }
@@ -364,11 +403,23 @@ impl BTree {
     /// structure: checksums and page types per level, counts, keys strictly
     /// increasing and inside the range their parent routes to them, every
     /// sibling link pointing at the next leaf in key order, the pinned inner
-    /// nodes equal to their pages, the free list, and that the meta page's
+    /// nodes equal to their pages, the learned leaf directory equal to the
+    /// leaves and their lower bounds, the free list, and that the meta page's
     /// counts match and every allocated page is used exactly once.
     ///
-    /// Takes the shared lock (writers wait); reads every page once.
+    /// Takes the shared lock (writers wait); reads every page once. With
+    /// the learned directory, first writes the splits only the directory
+    /// knows into the inner nodes (as a checkpoint would; refused on a
+    /// poisoned tree).
     pub fn verify(&self) -> Result<VerifyReport> {
+        {
+            let mut st = self.state.write();
+            if !st.pending.is_empty() {
+                st.w.check_writable()?;
+                let r = self.apply_pending(&mut st);
+                st.w.poison(r)?;
+            }
+        }
         let st = self.state.read();
         let meta = st.meta;
         let name = self.name();
@@ -487,6 +538,18 @@ impl BTree {
         if let Some(p) = pinned {
             if p.live() as u64 != inner {
                 return Err(bad(META_PAGE, "pinned node count differs".into()));
+            }
+        }
+        if let Some(d) = &st.ldir {
+            let tree = level.iter().map(|v| (v.lo.unwrap_or(0), v.page));
+            if let Some((j, (want, got))) = tree.zip(d.leaves()).enumerate().find(|(_, (a, b))| a != b) {
+                return Err(bad(
+                    got.1,
+                    format!("leaf directory entry {j} is {got:?}, the tree's leaf {want:?}"),
+                ));
+            }
+            if d.len() as u64 != leaves {
+                return Err(bad(META_PAGE, "leaf directory count differs".into()));
             }
         }
         let free = self.pager.walk_free_list(&meta.space, &mut buf, |f| {

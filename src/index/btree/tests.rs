@@ -22,12 +22,12 @@ fn full_scale() -> bool {
     std::env::var("STRATA_FULL").is_ok_and(|v| v == "1")
 }
 
-fn open_tree(dir: Arc<dyn Directory>, residency: Residency, cache_pages: usize, ps: usize) -> BTree {
+fn open_tree(dir: Arc<dyn Directory>, routing: impl Into<Routing>, cache_pages: usize, ps: usize) -> BTree {
     let mut io = IoContext::default();
     if cache_pages > 0 {
         io.cache = Some(Arc::new(PageCache::new(cache_pages, ps)));
     }
-    BTree::open(dir, io, residency).unwrap()
+    BTree::open_routed(dir, io, routing.into()).unwrap()
 }
 
 fn build_mem(keys: &[u64], ps: usize, fill: u32) -> MemDirectory {
@@ -431,6 +431,90 @@ fn cache_serves_repeated_reads() {
 }
 
 #[test]
+fn learned_directory_reads_one_page_per_lookup_and_insert() {
+    let (dir, keys) = io_tree();
+    let dir: Arc<dyn Directory> = Arc::new(dir);
+    let t = open_tree(dir.clone(), Routing::Learned, 0, 4096);
+    let pinned = open_tree(dir, Routing::Pinned, 0, 4096);
+    assert_eq!(t.meta().height, 3);
+    let mut rng = Pcg64Mcg::seed_from_u64(5);
+    for _ in 0..1000 {
+        let i = rng.random_range(0..keys.len());
+        let (got, d) = io_delta(&t, || t.get(keys[i]).unwrap());
+        assert_eq!(got, Some(i as u64));
+        assert_eq!((d.pages_read, d.read_calls), (1, 1), "get({})", keys[i]);
+        let q = keys[i] + 1 + rng.random_range(0..9);
+        let (lb, d) = io_delta(&t, || t.lower_bound(q).unwrap());
+        assert_eq!(lb, keys.get(i + 1).map(|&k| (k, i as u64 + 1)));
+        // A bulk-loaded tree's separators are `last + 1`: one leaf.
+        assert_eq!(d.pages_read, 1, "lower_bound({q})");
+    }
+    // Inserts: one leaf read; no inner page is read or written but when
+    // `PENDING_MAX` splits have gathered (the inner nodes are then read
+    // once and each split written into them).
+    let all = t.pager.blocks().snapshot();
+    for j in 0..20_000u64 {
+        let k = j * 50 + 5;
+        let before = t.pager.blocks().snapshot();
+        t.insert(k, j).unwrap();
+        let b = t.pager.blocks().snapshot().since(&before);
+        assert_eq!(b.leaf_read, 1, "insert({k})");
+        if b.smo == 0 {
+            assert_eq!(
+                (b.inner_read, b.leaf_written, b.inner_written),
+                (0, 1, 0),
+                "insert({k})"
+            );
+        } else {
+            assert_eq!(b.leaf_written, 2, "a split writes both halves: {b:?}");
+        }
+    }
+    let b = t.pager.blocks().snapshot().since(&all);
+    let flushes = b.smo / super::writer::PENDING_MAX as u64;
+    assert!(b.inner_read <= flushes * t.meta().inner, "{b:?}");
+    assert!(b.smo > 100);
+    for _ in 0..500 {
+        let i = rng.random_range(0..keys.len());
+        let (got, d) = io_delta(&t, || t.get(keys[i]).unwrap());
+        assert_eq!(got, Some(i as u64));
+        assert_eq!((d.pages_read, d.read_calls), (1, 1));
+    }
+    t.verify().unwrap();
+    let st = Index::stats(&t).unwrap();
+    assert_eq!(st.kind, "btree-ld");
+    let dir_bytes = st.extra["directory_bytes"].as_u64().unwrap();
+    let pinned_bytes = pinned.state.read().pinned.as_ref().unwrap().memory_bytes();
+    assert!(
+        dir_bytes * 2 < pinned_bytes,
+        "directory {dir_bytes} B, pinned inner nodes {pinned_bytes} B"
+    );
+}
+
+#[test]
+fn learned_directory_is_refused_when_it_disagrees_with_the_tree() {
+    let keys: Vec<u64> = (0..5000u64).map(|i| i * 3).collect();
+    let t = open_tree(Arc::new(build_mem(&keys, 4096, 100)), Routing::Learned, 0, 4096);
+    // Seeded bug: the directory loses a leaf.
+    {
+        let mut st = t.state.write();
+        let d = st.ldir.as_mut().unwrap();
+        d.remove(255 * 3 * 5, d.leaf_for(255 * 3 * 5).unwrap(), true)
+            .unwrap();
+    }
+    let e = t.verify().unwrap_err();
+    assert!(e.to_string().contains("leaf directory"), "{e}");
+    // Inserts routed by the directory to the wrong leaf split it; writing
+    // those splits into the inner nodes finds the disagreement and poisons
+    // the tree.
+    for k in 0..300u64 {
+        t.insert(255 * 3 * 5 + 1 + 3 * k, 0).unwrap();
+    }
+    let e = t.sync().unwrap_err();
+    assert!(e.to_string().contains("leaf directory"), "{e}");
+    assert!(t.insert(1, 1).is_err(), "poisoned");
+}
+
+#[test]
 fn memory_bytes_counts_pinned_nodes() {
     let keys: Vec<u64> = (0..1_000_000u64).collect();
     let dir: Arc<dyn Directory> = Arc::new(build_mem(&keys, 4096, 100));
@@ -450,7 +534,7 @@ fn memory_bytes_counts_pinned_nodes() {
 #[derive(Debug, Clone, Copy)]
 struct ModelRun {
     page: usize,
-    residency: Residency,
+    residency: Routing,
     cache: usize,
     fill: u32,
     initial: usize,
@@ -576,7 +660,7 @@ fn model_ops() -> usize {
 fn model_4k_resident_index() {
     run_model(ModelRun {
         page: 4096,
-        residency: Residency::Index,
+        residency: Routing::Pinned,
         cache: 0,
         fill: 100,
         initial: 3000,
@@ -586,10 +670,36 @@ fn model_4k_resident_index() {
 }
 
 #[test]
+fn model_4k_learned() {
+    run_model(ModelRun {
+        page: 4096,
+        residency: Routing::Learned,
+        cache: 0,
+        fill: 100,
+        initial: 3000,
+        ops: model_ops(),
+        seed: 17,
+    });
+}
+
+#[test]
+fn model_8k_learned_small_cache() {
+    run_model(ModelRun {
+        page: 8192,
+        residency: Routing::Learned,
+        cache: 8,
+        fill: 70,
+        initial: 6000,
+        ops: model_ops(),
+        seed: 18,
+    });
+}
+
+#[test]
 fn model_4k_resident_none() {
     run_model(ModelRun {
         page: 4096,
-        residency: Residency::None,
+        residency: Routing::Disk,
         cache: 0,
         fill: 70,
         initial: 3000,
@@ -602,7 +712,7 @@ fn model_4k_resident_none() {
 fn model_4k_small_cache() {
     run_model(ModelRun {
         page: 4096,
-        residency: Residency::None,
+        residency: Routing::Disk,
         cache: 8,
         fill: 100,
         initial: 500,
@@ -615,7 +725,7 @@ fn model_4k_small_cache() {
 fn model_16k_resident_index_and_cache() {
     run_model(ModelRun {
         page: 16384,
-        residency: Residency::Index,
+        residency: Routing::Pinned,
         cache: 4,
         fill: 100,
         initial: 4000,
@@ -628,7 +738,7 @@ fn model_16k_resident_index_and_cache() {
 fn model_16k_resident_none() {
     run_model(ModelRun {
         page: 16384,
-        residency: Residency::None,
+        residency: Routing::Disk,
         cache: 0,
         fill: 50,
         initial: 4000,
@@ -983,7 +1093,7 @@ fn failed_writes_poison_the_tree_but_reads_stay_correct() {
         .map(|k| (k, FaultKind::Eio))
         .chain([(3, FaultKind::TornWrite)]);
     for ((countdown, kind), n) in cases.flat_map(|c| [(c, 255 * 256), (c, 255 * 256 + 10)]) {
-        for residency in [Residency::Index, Residency::None] {
+        for residency in [Routing::Pinned, Routing::Disk, Routing::Learned] {
             let keys: Vec<u64> = (0..n as u64).map(|i| i * 2).collect();
             let fd = FaultyDirectory::new();
             BTree::create_ranked(&fd, &keys, 4096, 100).unwrap();

@@ -26,11 +26,10 @@
 
 use super::format::{
     InnerNode, InnerPage, LeafPage, NO_PAGE, encode_leaf, leaf_insert, leaf_remove, leaf_set_value,
-    node_capacity, seal_leaf,
+    node_capacity, seal_leaf, separator,
 };
 use super::reader::{PNode, Pinned};
-use super::{BTree, State};
-use crate::index::Residency;
+use super::{BTree, Routing, State};
 use crate::pager::Role;
 use crate::storage::AlignedBuf;
 use crate::{Error, Result};
@@ -72,6 +71,19 @@ impl Scratch {
 
 /// No pinned slot.
 const NO_SLOT: u32 = u32::MAX;
+
+/// Most splits the learned directory holds before the inner nodes learn
+/// them ([`BTree::apply_pending`]); 16 KiB.
+pub(super) const PENDING_MAX: usize = 512;
+
+/// A leaf split the learned directory routes but the inner nodes do not
+/// know yet: the new leaf `right`, the keys from `sep` on.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Pending {
+    sep: u64,
+    right: u64,
+    append: bool,
+}
 
 /// One inner node on the path from the root to a leaf.
 #[derive(Debug, Clone, Copy)]
@@ -208,7 +220,7 @@ impl BTree {
         let mut guard = self.state.write();
         let st = &mut *guard;
         st.w.check_writable()?;
-        let (path, leaf_no) = self.descend_for_write(st, key)?;
+        let (path, leaf_no) = self.route_for_write(st, key)?;
         self.read_page(Role::Leaf, leaf_no, &mut st.scratch.leaf)?;
         let (count, next, i, existing) = {
             let leaf = LeafPage::open(&st.scratch.leaf, leaf_no, self.name())?;
@@ -236,8 +248,59 @@ impl BTree {
             return Ok(None);
         }
         self.pager.blocks().smo();
-        self.split_insert(st, &path, leaf_no, next, i, key, value)?;
+        let (sep, right) = self.split_insert(st, path.as_deref(), leaf_no, next, i, key, value)?;
+        if let Some(d) = st.ldir.as_mut() {
+            let r = d.split(key, leaf_no, sep, right);
+            st.w.poison(r)?;
+            if st.pending.len() >= PENDING_MAX {
+                let r = self.apply_pending(st);
+                st.w.poison(r)?;
+            }
+        }
         Ok(None)
+    }
+
+    /// The leaf for `key`, and the path to it when the tree is descended
+    /// (`None` with the learned directory, which finds the leaf without
+    /// reading inner nodes).
+    fn route_for_write(&self, st: &mut State, key: u64) -> Result<(Option<Vec<Step>>, u64)> {
+        match &st.ldir {
+            Some(d) => {
+                let leaf = d
+                    .leaf_for(key)
+                    .ok_or_else(|| self.corrupt(st.meta.root, "leaf directory is empty"))?;
+                Ok((None, leaf))
+            }
+            None => {
+                let (path, leaf) = self.descend_for_write(st, key)?;
+                Ok((Some(path), leaf))
+            }
+        }
+    }
+
+    /// Fills in the path to `leaf_no` (the leaf of `key`) if
+    /// [`Self::route_for_write`] left it out: a descent through the inner
+    /// pages on storage, which must reach the same leaf (a directory that
+    /// disagrees with the tree poisons it: the caller passes the error to
+    /// [`WriteState::poison`](crate::pager::WriteState::poison)).
+    fn path_for_write(
+        &self,
+        st: &mut State,
+        key: u64,
+        leaf_no: u64,
+        path: &mut Option<Vec<Step>>,
+    ) -> Result<()> {
+        if path.is_none() {
+            let (p, leaf) = self.descend_for_write(st, key)?;
+            if leaf != leaf_no {
+                return Err(self.corrupt(
+                    leaf,
+                    format!("the inner nodes route key {key} here, the leaf directory to page {leaf_no}"),
+                ));
+            }
+            *path = Some(p);
+        }
+        Ok(())
     }
 
     /// Inserts into the full leaf `leaf_no` (in the leaf buffer) by splitting
@@ -249,13 +312,13 @@ impl BTree {
     fn split_insert(
         &self,
         st: &mut State,
-        path: &[Step],
+        path: Option<&[Step]>,
         leaf_no: u64,
         next: u64,
         i: usize,
         key: u64,
         value: u64,
-    ) -> Result<()> {
+    ) -> Result<(u64, u64)> {
         let cap = node_capacity(self.page_size);
         // Prepare: the records of both halves, and the pages the split needs.
         {
@@ -276,49 +339,135 @@ impl BTree {
             st.scratch.records.get(mid.wrapping_sub(1)),
             st.scratch.records.get(mid),
         ) {
-            // Left keys < sep <= right keys; last-left + 1 cannot overflow.
-            (Some(l), Some(r)) => l.0.checked_add(1).unwrap_or(r.0),
+            // Left keys < sep <= right keys.
+            (Some(l), Some(r)) => separator(l.0, r.0, self.routing == Routing::Learned),
             _ => return Err(self.corrupt(leaf_no, "split of a short leaf")),
+        };
+        let Some(path) = path else {
+            // The learned directory routes the new leaf at once; the inner
+            // nodes learn it before the next checkpoint (`apply_pending`).
+            let right = self
+                .allocate(st, 1)?
+                .first()
+                .copied()
+                .ok_or_else(|| Error::invalid("split page count"))?;
+            let r = self
+                .write_right_half(st, next, mid, right)
+                .and_then(|()| self.write_left_half(st, leaf_no, mid, right));
+            st.w.poison(r)?;
+            st.meta.n += 1;
+            st.meta.leaves += 1;
+            st.w.mark_dirty();
+            st.pending.push(Pending { sep, right, append });
+            return Ok((sep, right));
         };
         let splits = path.iter().rev().take_while(|s| s.keys >= cap).count();
         let root_split = splits == path.len();
         let pages = self.allocate(st, 1 + splits + usize::from(root_split))?;
-        let r = self.apply_split(st, path, leaf_no, next, mid, sep, append, &pages);
+        let right = pages
+            .first()
+            .copied()
+            .ok_or_else(|| Error::invalid("split page count"))?;
+        // The old leaf is rewritten last: until then every read still finds
+        // all its records there (a failed write leaves the tree readable).
+        let r = self
+            .write_right_half(st, next, mid, right)
+            .and_then(|()| self.insert_separator(st, path, sep, right, append, pages.get(1..).unwrap_or(&[])))
+            .and_then(|()| self.write_left_half(st, leaf_no, mid, right));
         st.w.poison(r)?;
         st.meta.n += 1;
         st.meta.leaves += 1;
         st.meta.inner += (splits + usize::from(root_split)) as u64;
         st.w.mark_dirty();
-        Ok(())
+        Ok((sep, right))
     }
 
+    /// Writes records `mid..` of the split buffer to the new leaf `right`
+    /// (linked to `next`).
+    fn write_right_half(&self, st: &mut State, next: u64, mid: usize, right: u64) -> Result<()> {
+        let Scratch { other, records, .. } = &mut st.scratch;
+        encode_leaf(other, right, records.get(mid..).unwrap_or(&[]), next)?;
+        self.pager.write_page(Role::Leaf, right, &st.scratch.other)
+    }
+
+    /// Writes records `..mid` of the split buffer to the split leaf
+    /// `leaf_no` (linked to `right`).
+    fn write_left_half(&self, st: &mut State, leaf_no: u64, mid: usize, right: u64) -> Result<()> {
+        let Scratch { leaf, records, .. } = &mut st.scratch;
+        encode_leaf(leaf, leaf_no, records.get(..mid).unwrap_or(&[]), right)?;
+        self.write_leaf_buf(st, leaf_no)
+    }
+
+    /// Writes the splits the learned directory holds but the inner nodes do
+    /// not yet ([`State::pending`]) into the inner nodes, in separator order
+    /// (each new leaf goes right after the leaf its separator routes to,
+    /// which is its left neighbour once every smaller separator is in).
+    /// With more pending splits than inner pages per descent, the inner
+    /// nodes are read once (runs of consecutive pages) and pinned for the
+    /// batch; otherwise each split descends from the root.
+    pub(super) fn apply_pending(&self, st: &mut State) -> Result<()> {
+        if st.pending.is_empty() {
+            return Ok(());
+        }
+        let mut pending = std::mem::take(&mut st.pending);
+        pending.sort_unstable_by_key(|p| p.sep);
+        let cap = node_capacity(self.page_size);
+        let height = u64::from(st.meta.height);
+        let pin = height >= 2 && pending.len() as u64 * (height - 1) > st.meta.inner;
+        if pin {
+            let meta = st.meta;
+            let mut read = |first: u64, buf: &mut [u8]| self.pager.read_page(Role::Inner, first, buf);
+            st.pinned = Some(Pinned::load(self.name(), &mut read, &meta)?);
+        }
+        let r = (|| {
+            for p in &pending {
+                let (path, leaf) = self.descend_for_write(st, p.sep)?;
+                let want = st.ldir.as_ref().and_then(|d| d.leaf_for(p.sep.saturating_sub(1)));
+                if want != Some(leaf) {
+                    return Err(self.corrupt(
+                        leaf,
+                        format!(
+                            "the inner nodes route separator {} here, the leaf directory to {want:?}",
+                            p.sep
+                        ),
+                    ));
+                }
+                let splits = path.iter().rev().take_while(|s| s.keys >= cap).count();
+                let root_split = splits == path.len();
+                let pages = self.allocate(st, splits + usize::from(root_split))?;
+                self.insert_separator(st, &path, p.sep, p.right, p.append, &pages)?;
+                st.meta.inner += (splits + usize::from(root_split)) as u64;
+            }
+            Ok(())
+        })();
+        if pin {
+            st.pinned = None;
+        }
+        r
+    }
+
+    /// Inserts separator `sep` with the new child `right` into the last node
+    /// of `path` (right after the child the path took), splitting full nodes
+    /// up the path and the root if it is full, with the `pages` those splits
+    /// take (one per split node, one more for a new root).
     #[expect(
         clippy::too_many_arguments,
         reason = "the split carries the path and both halves; a struct would only rename them"
     )]
-    fn apply_split(
+    fn insert_separator(
         &self,
         st: &mut State,
         path: &[Step],
-        leaf_no: u64,
-        next: u64,
-        mid: usize,
         sep: u64,
+        right_leaf: u64,
         append: bool,
         pages: &[u64],
     ) -> Result<()> {
         let cap = node_capacity(self.page_size);
         let mut pages = pages.iter().copied();
         let mut take = || pages.next().ok_or_else(|| Error::invalid("split page count"));
-        // 1. The new right leaf.
-        let right_leaf = take()?;
-        {
-            let Scratch { other, records, .. } = &mut st.scratch;
-            encode_leaf(other, right_leaf, records.get(mid..).unwrap_or(&[]), next)?;
-        }
-        self.pager.write_page(Role::Leaf, right_leaf, &st.scratch.other)?;
-        // 2. Separators up the path; new right halves are written at once,
-        //    shrunk left halves after their parent knows the right half.
+        // Separators up the path; new right halves are written at once,
+        // shrunk left halves after their parent knows the right half.
         let mut up_key = sep;
         let mut up_page = right_leaf;
         let mut up_slot: Option<u32> = None;
@@ -391,7 +540,7 @@ impl BTree {
             let old_height = st.meta.height;
             st.meta.root = root_page;
             st.meta.height += 1;
-            if self.residency == Residency::Index {
+            if self.routing == Routing::Pinned || st.pinned.is_some() {
                 let p = st.pinned.get_or_insert_with(Pinned::default);
                 let slots = match up_slot {
                     Some(s) if old_height >= 2 => vec![p.root, s],
@@ -404,23 +553,19 @@ impl BTree {
                 });
             }
         }
-        // 3. Shrunk inner nodes, top-down, then the left leaf.
+        // Shrunk inner nodes, top-down.
         for (page, slot, node, slots) in shrunk.into_iter().rev() {
             self.write_inner(st, page, &node)?;
             Self::pin_replace(st, slot, node, slots);
         }
-        {
-            let Scratch { leaf, records, .. } = &mut st.scratch;
-            encode_leaf(leaf, leaf_no, records.get(..mid).unwrap_or(&[]), right_leaf)?;
-        }
-        self.write_leaf_buf(st, leaf_no)
+        Ok(())
     }
 
     pub(super) fn delete_impl(&self, key: u64) -> Result<bool> {
         let mut guard = self.state.write();
         let st = &mut *guard;
         st.w.check_writable()?;
-        let (path, leaf_no) = self.descend_for_write(st, key)?;
+        let (mut path, leaf_no) = self.route_for_write(st, key)?;
         self.read_page(Role::Leaf, leaf_no, &mut st.scratch.leaf)?;
         let (count, next, i) = {
             let leaf = LeafPage::open(&st.scratch.leaf, leaf_no, self.name())?;
@@ -441,6 +586,11 @@ impl BTree {
         }
         // The leaf becomes empty and the tree has other leaves: free it.
         // Prepare: the deepest ancestor that keeps a child, the left sibling.
+        let r = self
+            .apply_pending(st)
+            .and_then(|()| self.path_for_write(st, key, leaf_no, &mut path));
+        st.w.poison(r)?;
+        let path = path.unwrap_or_default();
         let stop = path
             .iter()
             .rposition(|s| s.keys >= 1)
@@ -463,6 +613,13 @@ impl BTree {
         let r = self.apply_free_leaf(st, &path, leaf_no, next, stop, left.map(|l| (l, left_count)));
         st.w.poison(r)?;
         st.w.mark_dirty();
+        if let Some(d) = st.ldir.as_mut() {
+            // The ancestor at `stop` dropped the leaf's own lower bound when
+            // the leaf was not its first child, else the next leaf's.
+            let to_left = path.get(stop).is_some_and(|s| s.idx > 0);
+            let r = d.remove(key, leaf_no, to_left);
+            st.w.poison(r)?;
+        }
         Ok(true)
     }
 
