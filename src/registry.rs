@@ -107,6 +107,7 @@ mod tests {
                 "btree",
                 "fiting",
                 "dpgm",
+                "lipp",
                 "zonemap",
                 "btree-static",
                 "leco-zonemap",

@@ -15,6 +15,7 @@ pub mod btree;
 mod cursor;
 pub mod dpgm;
 pub mod fiting;
+pub mod lipp;
 pub mod layered;
 mod manifest;
 mod params;
