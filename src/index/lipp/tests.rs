@@ -266,3 +266,79 @@ proptest! {
         }
     }
 }
+
+/// Lan's Table 4 figures on `LIPP_N` (default 1M) fb-like and osm-like keys:
+/// nodes and blocks per lookup, leaf blocks per scan (1 + 99), disk bytes,
+/// and structure modifications per insert in write-only (bulk half, insert
+/// the other half). A measurement, run by hand:
+/// `cargo test -p strata --lib lipp::tests::table4 -- --ignored --nocapture`.
+#[test]
+#[ignore = "a measurement for the report"]
+fn table4_figures() {
+    let n: usize = std::env::var("LIPP_N").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
+    for dist in [crate::data::Dist::FbLike, crate::data::Dist::OsmLike] {
+        let keys = crate::data::generate(dist, n, 42).unwrap();
+        let dir = MemDirectory::new();
+        let m = build(&dir, &keys, 4096);
+        let t = open(&dir, Residency::None);
+        let mut rng = Pcg64Mcg::seed_from_u64(1);
+        let ops = 20_000u64;
+        let before = blocks(&t);
+        for _ in 0..ops {
+            let k = keys[rng.random_range(0..keys.len())];
+            assert!(t.get(k).unwrap().is_some());
+        }
+        let d = blocks(&t).since(&before);
+        let visits = t.node_visits.load(std::sync::atomic::Ordering::Relaxed);
+        let before = blocks(&t);
+        let scans = 2_000u64;
+        for _ in 0..scans {
+            let k = keys[rng.random_range(0..keys.len())];
+            let mut out = Vec::new();
+            t.scan(k, 100, &mut out).unwrap();
+        }
+        let s = blocks(&t).since(&before);
+        println!(
+            "{dist:?} n={n}: nodes {} bytes {} pages {}; lookup: nodes {:.2}, inner {:.2} + leaf {:.2} = {:.2} blocks; \
+             scan 1+99: inner {:.2} + leaf {:.2} = {:.2} blocks",
+            m.nodes,
+            m.tail,
+            m.space.page_count,
+            visits as f64 / ops as f64,
+            d.inner_read as f64 / ops as f64,
+            d.leaf_read as f64 / ops as f64,
+            (d.inner_read + d.leaf_read) as f64 / ops as f64,
+            s.inner_read as f64 / scans as f64,
+            s.leaf_read as f64 / scans as f64,
+            (s.inner_read + s.leaf_read) as f64 / scans as f64,
+        );
+        drop(t);
+        let half: Vec<u64> = keys.iter().copied().step_by(2).collect();
+        let rest: Vec<u64> = keys.iter().copied().skip(1).step_by(2).collect();
+        let dir = MemDirectory::new();
+        build(&dir, &half, 4096);
+        let t = open(&dir, Residency::None);
+        let ins = rest.len().min(200_000);
+        let mut order: Vec<usize> = (0..rest.len()).collect();
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.random_range(0..=i));
+        }
+        let before = blocks(&t);
+        for &i in order.iter().take(ins) {
+            t.insert(rest[i], 1).unwrap();
+        }
+        let w = blocks(&t).since(&before);
+        let meta = t.meta();
+        println!(
+            "{dist:?} write-only: {ins} inserts, smo/insert {:.3}, read {:.2} + written {:.2} blocks/insert, \
+             node bytes {} (dead {}), nodes {}",
+            w.smo as f64 / ins as f64,
+            (w.inner_read + w.leaf_read + w.other_read) as f64 / ins as f64,
+            (w.inner_written + w.leaf_written + w.other_written) as f64 / ins as f64,
+            meta.tail,
+            meta.dead,
+            meta.nodes
+        );
+        t.verify().unwrap();
+    }
+}
