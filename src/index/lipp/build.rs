@@ -6,9 +6,7 @@
 //! The same plan builds the bulk-loaded tree, the two-key child an insert
 //! creates on a conflict, and the subtree a rebuild writes.
 
-use super::format::{
-    LIPP_FILE_ID, MAX_SLOTS, Meta, Model, NodeHeader, Slot, pages_for, payload, slots_for,
-};
+use super::format::{LIPP_FILE_ID, MAX_SLOTS, Meta, Model, NodeHeader, Slot, pages_for, payload, slots_for};
 use crate::format::page::{self, PAGE_HEADER_LEN, PageHeader, PageType, check_page_size};
 use crate::index::Record;
 use crate::pager::{NO_PAGE, PageSpace};
@@ -46,7 +44,9 @@ pub(crate) fn plan(recs: &[Record]) -> Result<PlanNode> {
     let n = recs.len();
     let slots = slots_for(n);
     if slots > MAX_SLOTS {
-        return Err(Error::invalid(format!("a LIPP node over {n} keys needs too many slots")));
+        return Err(Error::invalid(format!(
+            "a LIPP node over {n} keys needs too many slots"
+        )));
     }
     let key = |i: usize| recs.get(i).map_or(0, |r| r.0);
     let model = Model::fmcd(&key, n, slots);

@@ -355,7 +355,10 @@ impl NodeHeader {
             )));
         }
         if addr.saturating_add(h.bytes()) > tail {
-            return Err(bad(format!("{} slots run past the {tail} node-space bytes", slots)));
+            return Err(bad(format!(
+                "{} slots run past the {tail} node-space bytes",
+                slots
+            )));
         }
         Ok(h)
     }

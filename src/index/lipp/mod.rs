@@ -85,9 +85,9 @@ use super::{
     BuildOptions, Cursor, Index, IndexKind, IndexStats, Manifest, OpenOptions, Params, Record, Records,
     Residency,
 };
+use crate::Result;
 use crate::pager::{Pager, WriteState};
 use crate::storage::{Directory, IoContext, IoStats, PageCache};
-use crate::Result;
 
 /// File name of the index inside an index directory.
 pub const LIPP_FILE: &str = "lipp.db";
@@ -268,16 +268,6 @@ impl Index for LippIndex {
         self.lower_bound_impl(key)
     }
 
-    fn scan(&self, from: u64, count: usize, out: &mut Vec<Record>) -> Result<()> {
-        if count == 0 {
-            return Ok(());
-        }
-        let mut c = LippCursor::new(self);
-        c.seek(from)?;
-        c.next_batch(count, out)?;
-        Ok(())
-    }
-
     fn cursor(&self) -> Result<Box<dyn Cursor + '_>> {
         Ok(Box::new(LippCursor::new(self)))
     }
@@ -287,11 +277,11 @@ impl Index for LippIndex {
     }
 
     fn insert(&self, key: u64, value: u64) -> Result<Option<u64>> {
-        self.write_op(|t, st| t.insert_locked(st, key, value))
+        WriteState::write(&mut *self.state.write(), |st| self.insert_locked(st, key, value))
     }
 
     fn delete(&self, key: u64) -> Result<bool> {
-        self.write_op(|t, st| t.delete_locked(st, key))
+        WriteState::write(&mut *self.state.write(), |st| self.delete_locked(st, key))
     }
 
     /// Checkpoints: every completed insert and delete is durable when this
@@ -318,7 +308,10 @@ impl Index for LippIndex {
         e.insert("node_bytes".into(), json!(meta.tail));
         e.insert("dead_bytes".into(), json!(meta.dead));
         e.insert("lookups".into(), json!(self.lookups.load(Ordering::Relaxed)));
-        e.insert("node_visits".into(), json!(self.node_visits.load(Ordering::Relaxed)));
+        e.insert(
+            "node_visits".into(),
+            json!(self.node_visits.load(Ordering::Relaxed)),
+        );
         e.insert("page_size".into(), json!(self.page_size));
         e.insert("pages".into(), json!(meta.space.page_count));
         e.insert("residency".into(), json!(self.residency.to_string()));

@@ -11,7 +11,7 @@ use super::format::{
 use super::{LippIndex, State};
 use crate::format::page::{self, PAGE_HEADER_LEN, PageType};
 use crate::index::{Cursor, Record};
-use crate::pager::{Role, WriteState};
+use crate::pager::Role;
 use crate::storage::AlignedBuf;
 use crate::{Error, Result};
 
@@ -122,7 +122,14 @@ impl LippIndex {
 
     /// Copies node-space bytes `[addr, addr + out.len())` into `out`,
     /// through `pages` (the covering pages read in one call if needed).
-    fn read_bytes(&self, meta: &Meta, pages: &mut Pages, role: Role, addr: u64, out: &mut [u8]) -> Result<()> {
+    fn read_bytes(
+        &self,
+        meta: &Meta,
+        pages: &mut Pages,
+        role: Role,
+        addr: u64,
+        out: &mut [u8],
+    ) -> Result<()> {
         let len = out.len() as u64;
         if len == 0 {
             return Ok(());
@@ -156,7 +163,14 @@ impl LippIndex {
     /// Writes `data` at node-space address `addr`: the covering pages that
     /// exist are read (through `pages`), patched, resealed and written in
     /// one call; pages past the file's end are appended (zero-filled).
-    fn write_bytes(&self, st: &mut State, pages: &mut Pages, role: Role, addr: u64, data: &[u8]) -> Result<()> {
+    fn write_bytes(
+        &self,
+        st: &mut State,
+        pages: &mut Pages,
+        role: Role,
+        addr: u64,
+        data: &[u8],
+    ) -> Result<()> {
         let len = data.len() as u64;
         if len == 0 {
             return Ok(());
@@ -217,7 +231,13 @@ impl LippIndex {
         }
         let mut b = [0u8; NODE_HDR_LEN as usize];
         self.read_bytes(meta, pages, Role::Inner, addr, &mut b)?;
-        let h = NodeHeader::decode(&b, addr, meta.tail, self.pager.name(), page_of(self.page_size, addr))?;
+        let h = NodeHeader::decode(
+            &b,
+            addr,
+            meta.tail,
+            self.pager.name(),
+            page_of(self.page_size, addr),
+        )?;
         if let Some(c) = &self.headers {
             c.lock().insert(addr, h);
         }
@@ -255,7 +275,13 @@ impl LippIndex {
         let h = {
             let mut b = [0u8; NODE_HDR_LEN as usize];
             self.read_bytes(meta, &mut pages, Role::Leaf, addr, &mut b)?;
-            NodeHeader::decode(&b, addr, meta.tail, self.pager.name(), page_of(self.page_size, addr))?
+            NodeHeader::decode(
+                &b,
+                addr,
+                meta.tail,
+                self.pager.name(),
+                page_of(self.page_size, addr),
+            )?
         };
         let ps = self.page_size;
         let len = h.bytes();
@@ -287,7 +313,8 @@ impl LippIndex {
         let mut addr = meta.root;
         self.lookups.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         for _ in 0..MAX_DEPTH {
-            self.node_visits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.node_visits
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let h = self.header(&meta, &mut pages, addr)?;
             let s = h.model.slot(key, h.slots);
             match self.slot(&meta, &mut pages, addr, s)? {
@@ -304,12 +331,6 @@ impl LippIndex {
         let mut c = LippCursor::new(self);
         c.seek_locked(&st, key)?;
         c.next_locked(&st)
-    }
-
-    /// Runs a write under the exclusive lock: refused once poisoned; an
-    /// error poisons.
-    pub(super) fn write_op<R>(&self, f: impl FnOnce(&LippIndex, &mut State) -> Result<R>) -> Result<R> {
-        WriteState::write(&mut *self.state.write(), |st| f(self, st))
     }
 
     /// Writes the planned subtree over `recs` at the tail; returns its
@@ -421,7 +442,9 @@ impl LippIndex {
                 Slot::Data(k, v) => out.push((k, v)),
                 Slot::Node(c) => {
                     if stack.len() >= MAX_DEPTH {
-                        return Err(self.corrupt(page_of(self.page_size, c), "LIPP path deeper than the limit"));
+                        return Err(
+                            self.corrupt(page_of(self.page_size, c), "LIPP path deeper than the limit")
+                        );
                     }
                     let (h, slots) = self.read_node(meta, c)?;
                     bytes += h.bytes();

@@ -63,7 +63,10 @@ fn node_header_and_slots_round_trip() {
     let mut b = [0u8; 64];
     h.encode(&mut b);
     assert_eq!(NodeHeader::decode(&b, 0, node_bytes(40), "f", 1).unwrap(), h);
-    assert!(NodeHeader::decode(&b, 1, node_bytes(40), "f", 1).is_err(), "past the tail");
+    assert!(
+        NodeHeader::decode(&b, 1, node_bytes(40), "f", 1).is_err(),
+        "past the tail"
+    );
     for s in [Slot::Null, Slot::Data(u64::MAX, 3), Slot::Node(100)] {
         let mut b = [0u8; 17];
         s.encode(&mut b);
@@ -99,13 +102,31 @@ fn exact_blocks_per_lookup_of_a_one_page_tree() {
     let before = blocks(&t);
     assert_eq!(t.get(50).unwrap(), Some(5));
     let d = blocks(&t).since(&before);
-    assert_eq!((d.inner_read, d.leaf_read), (1, 0), "header and slot share the page");
+    assert_eq!(
+        (d.inner_read, d.leaf_read),
+        (1, 0),
+        "header and slot share the page"
+    );
+    let before = blocks(&t);
+    let mut out = Vec::new();
+    t.scan(0, 100, &mut out).unwrap();
+    assert_eq!(out.len(), 20);
+    let d = blocks(&t).since(&before);
+    assert_eq!(
+        (d.inner_read, d.leaf_read),
+        (1, 0),
+        "a scan of a one-page tree reads it once"
+    );
     let t = open(&dir, Residency::Index);
     t.get(50).unwrap();
     let before = blocks(&t);
     assert_eq!(t.get(60).unwrap(), Some(6));
     let d = blocks(&t).since(&before);
-    assert_eq!((d.inner_read, d.leaf_read), (0, 1), "header resident: the slot's page only");
+    assert_eq!(
+        (d.inner_read, d.leaf_read),
+        (0, 1),
+        "header resident: the slot's page only"
+    );
 }
 
 #[test]
@@ -118,7 +139,10 @@ fn answers_on_bumpy_keys_and_scans_in_order() {
         let t = open(&dir, residency);
         for (i, &k) in keys.iter().enumerate().step_by(7) {
             assert_eq!(t.get(k).unwrap(), Some(i as u64));
-            assert_eq!(t.get(k + 1).unwrap(), keys.get(i + 1).filter(|&&n| n == k + 1).map(|_| i as u64 + 1));
+            assert_eq!(
+                t.get(k + 1).unwrap(),
+                keys.get(i + 1).filter(|&&n| n == k + 1).map(|_| i as u64 + 1)
+            );
             assert_eq!(t.lower_bound(k).unwrap(), Some((k, i as u64)));
         }
         assert_eq!(t.lower_bound(keys[keys.len() - 1] + 1).unwrap(), None);
@@ -145,7 +169,10 @@ fn inserts_create_children_and_rebuild_subtrees() {
     }
     let b = blocks(&t);
     let meta = t.meta();
-    assert!(b.smo > 0 && meta.dead > 0, "children created and a subtree rebuilt: {b:?} {meta:?}");
+    assert!(
+        b.smo > 0 && meta.dead > 0,
+        "children created and a subtree rebuilt: {b:?} {meta:?}"
+    );
     let r = t.verify().unwrap();
     assert_eq!(r.records, model.len() as u64);
     for (&k, &v) in &model {
@@ -275,7 +302,10 @@ proptest! {
 #[test]
 #[ignore = "a measurement for the report"]
 fn table4_figures() {
-    let n: usize = std::env::var("LIPP_N").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
+    let n: usize = std::env::var("LIPP_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
     for dist in [crate::data::Dist::FbLike, crate::data::Dist::OsmLike] {
         let keys = crate::data::generate(dist, n, 42).unwrap();
         let dir = MemDirectory::new();
