@@ -37,9 +37,12 @@ pub(crate) const SLOT_DATA: u8 = 1;
 /// Slot type: a child node (its address, 0).
 pub(crate) const SLOT_NODE: u8 = 2;
 /// Deepest node path accepted: deeper is a corrupt (cyclic) tree. FMCD
-/// shrinks a node's key range or count by a constant factor per level, so
-/// valid trees over u64 keys stay far below this.
-pub(crate) const MAX_DEPTH: usize = 256;
+/// shrinks a node's key range or count by a constant factor per level, and
+/// a chain of two-key children grown by inserts below (or above) a node's
+/// keys is rebuilt once its top holds 64 keys (LIPP's rule): sequential
+/// inserts reach depth 48 at 100,000 keys; valid trees stay far below
+/// this.
+pub(crate) const MAX_DEPTH: usize = 1024;
 /// Most slots of one node.
 pub(crate) const MAX_SLOTS: u64 = 1 << 32;
 
