@@ -398,3 +398,41 @@ fn sequential_inserts_stay_shallow() {
         assert!(t.meta().dead > 0, "rebuilds happened");
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// After any inserts and deletes (keys clustered, so children, chains
+    /// and rebuilds happen), `verify`'s invariants hold and the index holds
+    /// exactly the model's records.
+    #[test]
+    fn writes_keep_the_invariants(
+        bulk in proptest::collection::btree_set(0u64..5_000, 0..200),
+        ops in proptest::collection::vec((any::<u8>(), 0u64..5_000, any::<u64>()), 1..1_500),
+    ) {
+        let keys: Vec<u64> = bulk.iter().copied().collect();
+        let dir = MemDirectory::new();
+        build(&dir, &keys, 4096);
+        let mut model: BTreeMap<u64, u64> = keys.iter().enumerate().map(|(i, &k)| (k, i as u64)).collect();
+        let t = open(&dir, Residency::Index);
+        for (op, k, v) in ops {
+            // Spread keys, huge ones, and a dense cluster above them all
+            // (its child grows past 64 keys and is rebuilt).
+            let k = match v % 4 {
+                0 => k,
+                1 => k << 50,
+                _ => (1 << 62) + k % 300,
+            };
+            if op < 64 {
+                prop_assert_eq!(t.delete(k).unwrap(), model.remove(&k).is_some());
+            } else {
+                prop_assert_eq!(t.insert(k, v).unwrap(), model.insert(k, v));
+            }
+        }
+        let r = t.verify().unwrap();
+        prop_assert_eq!(r.records, model.len() as u64);
+        let mut out = Vec::new();
+        t.scan(0, usize::MAX, &mut out).unwrap();
+        prop_assert_eq!(out, model.into_iter().collect::<Vec<_>>());
+    }
+}
