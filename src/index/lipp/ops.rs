@@ -33,6 +33,9 @@ pub struct VerifyReport {
     pub depth: u64,
     /// Node-space bytes of the reachable nodes.
     pub live_bytes: u64,
+    /// Reachable nodes that cross a page boundary (a lookup may read two
+    /// pages for them).
+    pub crossing: u64,
     /// Pages in the file (checkpoint page included), all checked.
     pub pages: u64,
 }
@@ -543,6 +546,9 @@ impl LippIndex {
         let (h, slots) = self.read_node(meta, addr)?;
         r.nodes += 1;
         r.live_bytes += h.bytes();
+        if page_of(self.page_size, addr + h.bytes() - 1) != page {
+            r.crossing += 1;
+        }
         r.depth = r.depth.max(above.len() as u64 + 1);
         for (i, s) in slots.iter().enumerate() {
             let i = i as u64;

@@ -152,6 +152,10 @@ fn answers_on_bumpy_keys_and_scans_in_order() {
         assert_eq!(out, want);
         let r = t.verify().unwrap();
         assert_eq!((r.records, r.nodes), (keys.len() as u64, m.nodes));
+        assert!(
+            r.crossing >= 1 && r.crossing < r.nodes,
+            "the root crosses pages, most children do not"
+        );
     }
 }
 
@@ -311,6 +315,11 @@ fn table4_figures() {
         let dir = MemDirectory::new();
         let m = build(&dir, &keys, 4096);
         let t = open(&dir, Residency::None);
+        let v = t.verify().unwrap();
+        println!(
+            "{dist:?} n={n}: depth {}, {} of {} nodes cross a page boundary",
+            v.depth, v.crossing, v.nodes
+        );
         let mut rng = Pcg64Mcg::seed_from_u64(1);
         let ops = 20_000u64;
         let before = blocks(&t);
