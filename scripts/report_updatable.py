@@ -187,6 +187,8 @@ def own_label(r):
     s = r["spec"]
     if s.startswith("btree-ld"):
         return "btree-ld"
+    if s.startswith("db"):
+        return "db (hybrid store), equal bytes"
     if "resident=index" in s or (s.startswith("btree") and r.get("resident") == "index" and "cache" not in s):
         return "btree, inner nodes resident"
     return "btree, LRU of equal bytes"
@@ -250,7 +252,8 @@ def own(d, fig_dir):
         print("(matplotlib missing: no figures)")
         return
     datasets = sorted({ds for ds, _ in by})
-    labels = ["btree, LRU of equal bytes", "btree-ld", "btree, inner nodes resident"]
+    labels = [l for l in ["btree, LRU of equal bytes", "btree-ld", "btree, inner nodes resident", "db (hybrid store), equal bytes"]
+              if any(own_label(r) == l for rs in by.values() for r in rs)]
     fig, axes = plt.subplots(1, len(datasets), figsize=(5.5 * len(datasets), 4), squeeze=False)
     for ax, ds in zip(axes[0], datasets):
         width = 0.8 / len(labels)

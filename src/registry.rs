@@ -105,8 +105,10 @@ mod tests {
             [
                 "binary",
                 "btree",
+                "btree-ld",
                 "fiting",
                 "dpgm",
+                "lipp",
                 "zonemap",
                 "btree-static",
                 "leco-zonemap",

@@ -54,6 +54,16 @@ fn fiting() {
 }
 
 #[test]
+fn lipp() {
+    common::battery("lipp");
+}
+
+#[test]
+fn lipp_after_updates() {
+    common::battery_after_updates("lipp");
+}
+
+#[test]
 fn fiting_small_epsilon_and_buffer() {
     common::battery("fiting:epsilon=16,buffer=32");
 }

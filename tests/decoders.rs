@@ -121,6 +121,7 @@ fn damaged_index_files_give_errors_not_panics() {
         "rs:epsilon=8,radix_bits=8",
         "rmi:models=16",
         "fiting-static:epsilon=8",
+        "lipp",
     ] {
         damage_each_file(spec);
     }

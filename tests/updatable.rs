@@ -29,6 +29,7 @@ const SPECS: &[&str] = &[
     "fiting:epsilon=4,buffer=8",
     "dpgm",
     "dpgm:buffer=16,epsilon=8",
+    "lipp",
 ];
 
 fn full() -> bool {

@@ -55,6 +55,9 @@ pub enum PageType {
     DpgmBuffer = 26,
     /// A page of the dynamic PGM's catalog of runs (`dpgm`).
     DpgmCatalog = 27,
+    /// A page of LIPP's node space: node bytes, nodes packed back to back
+    /// and crossing pages (`lipp`).
+    LippNode = 40,
 }
 
 impl PageType {
@@ -75,6 +78,7 @@ impl PageType {
             25 => PageType::DpgmModel,
             26 => PageType::DpgmBuffer,
             27 => PageType::DpgmCatalog,
+            40 => PageType::LippNode,
             _ => return None,
         })
     }

@@ -16,6 +16,7 @@ mod cursor;
 pub mod dpgm;
 pub mod fiting;
 pub mod layered;
+pub mod lipp;
 mod manifest;
 mod params;
 mod registry;
