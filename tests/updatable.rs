@@ -27,6 +27,8 @@ const SPECS: &[&str] = &[
     "fiting:epsilon=4,buffer=8",
     "dpgm",
     "dpgm:buffer=16,epsilon=8",
+    "alex",
+    "alex:max_node_pages=1",
 ];
 
 fn full() -> bool {

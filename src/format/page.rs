@@ -55,6 +55,10 @@ pub enum PageType {
     DpgmBuffer = 26,
     /// A page of the dynamic PGM's catalog of runs (`dpgm`).
     DpgmCatalog = 27,
+    /// An ALEX data-node page (`alex`): a page of a data node's run.
+    AlexData = 32,
+    /// An ALEX inner page (`alex`): several inner nodes.
+    AlexInner = 33,
 }
 
 impl PageType {
@@ -75,6 +79,8 @@ impl PageType {
             25 => PageType::DpgmModel,
             26 => PageType::DpgmBuffer,
             27 => PageType::DpgmCatalog,
+            32 => PageType::AlexData,
+            33 => PageType::AlexInner,
             _ => return None,
         })
     }

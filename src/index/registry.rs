@@ -326,6 +326,7 @@ pub(crate) fn check_keys(keys: &[u64]) -> Result<()> {
 /// The kinds this layer defines, in `strata list` order: `binary`, `btree`,
 /// `fiting`,
 /// `dpgm`,
+/// `alex`,
 /// then the layered kinds (`LAYERED_KINDS`).
 /// Kinds defined above `index` (`air`, `db`) are registered by the modules
 /// above it; `strata::registry` holds them all.
@@ -335,6 +336,7 @@ pub fn registry() -> Registry {
         &super::btree::BTreeKind,
         &super::fiting::FitingKind,
         &super::dpgm::DpgmKind,
+        &super::alex::AlexKind,
     ];
     k.extend(super::layered::LAYERED_KINDS.iter().map(|l| l as &dyn IndexKind));
     Registry::new(k)

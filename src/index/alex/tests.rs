@@ -1,0 +1,1 @@
+//! Tests of ALEX on disk.
