@@ -435,23 +435,22 @@ impl<'p> DataNode<'p> {
     }
 }
 
-/// A data node built from sorted records: model, slots and image.
-#[derive(Debug)]
-pub(crate) struct Built {
-    /// The header (links as given).
-    pub hdr: DataHeader,
-    /// The run's pages, sealed for head page `head`.
-    pub image: AlignedBuf,
-}
-
 /// Builds a data node of `cap` slots from `recs` (strictly increasing,
 /// fewer than `cap`) at head page `head` with sibling links `prev`/`next`:
 /// ALEX's model-based placement (each record at its predicted slot, or the
 /// first free slot after the previous record, leaving room for the rest),
 /// gaps filled with the next key; the expected cost per insert from the
 /// search iterations of every key and the runs of records (an insert into
-/// a run of `L` records shifts about `L / 4`).
-pub(crate) fn build_node(recs: &[Record], cap: usize, head: u64, prev: u64, next: u64, ps: usize) -> Result<Built> {
+/// a run of `L` records shifts about `L / 4`). Returns the header and the
+/// run's pages, sealed.
+pub(crate) fn build_node(
+    recs: &[Record],
+    cap: usize,
+    head: u64,
+    prev: u64,
+    next: u64,
+    ps: usize,
+) -> Result<(DataHeader, AlignedBuf)> {
     let n = recs.len();
     if n >= cap || cap % 64 != 0 {
         return Err(Error::invalid(format!("{n} records for a data node of {cap} slots")));
@@ -539,5 +538,5 @@ pub(crate) fn build_node(recs: &[Record], cap: usize, head: u64, prev: u64, next
     for (i, chunk) in image.chunks_exact_mut(ps).enumerate() {
         seal_data(chunk, head + i as u64, head, i);
     }
-    Ok(Built { hdr, image })
+    Ok((hdr, image))
 }

@@ -216,8 +216,8 @@ pub(crate) fn materialize(
             .recs
             .get(lo..hi)
             .ok_or_else(|| Error::invalid("planned records out of range"))?;
-        let built = build_node(recs, cap, head, p, n, ps)?;
-        out.put_data(head, &built.image)?;
+        let (_, image) = build_node(recs, cap, head, p, n, ps)?;
+        out.put_data(head, &image)?;
     }
     for &i in &inner {
         if let Some(Plan::Inner { model, children }) = plan.nodes.get(i) {
@@ -617,7 +617,7 @@ impl Alex {
         }
         let mut prev = NO_PAGE;
         let mut last_key: Option<u64> = None;
-        for &head in &data {
+        for (j, &head) in data.iter().enumerate() {
             let mut node = DataNode::open(&self.pager, head, meta.space.page_count)?;
             let recs = node.verify()?;
             if node.hdr.prev != prev {
@@ -634,12 +634,7 @@ impl Alex {
                 }
             }
             let next = node.hdr.next;
-            let expect = data
-                .iter()
-                .position(|&h| h == head)
-                .and_then(|i| data.get(i + 1))
-                .copied()
-                .unwrap_or(NO_PAGE);
+            let expect = data.get(j + 1).copied().unwrap_or(NO_PAGE);
             if next != expect {
                 return Err(self.corrupt(head, "next-node link out of order"));
             }
