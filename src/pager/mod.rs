@@ -388,6 +388,29 @@ impl Pager {
         Ok(walked)
     }
 
+    /// Walks the free list of `space` and checks that the checkpoint page,
+    /// the owner's `in_use` pages and the free pages add up to the file's
+    /// pages; returns the free pages.
+    ///
+    /// Errors: [`Error::Corruption`] (naming page 0) when they do not, or as
+    /// [`Pager::walk_free_list`].
+    pub fn check_accounting(&self, space: &PageSpace, in_use: u64) -> Result<u64> {
+        let mut buf = crate::storage::AlignedBuf::zeroed(self.page_size);
+        let free = self.walk_free_list(space, &mut buf, |_| Ok(()))?;
+        let used = 1 + in_use + free;
+        if used != space.page_count {
+            return Err(Error::corruption(
+                self.name(),
+                META_PAGE,
+                format!(
+                    "page counts disagree: {used} pages accounted, {} in the file",
+                    space.page_count
+                ),
+            ));
+        }
+        Ok(free)
+    }
+
     /// Makes `cp` the file's state: writes the checkpoint page, then syncs
     /// the file, so every page written before this call is durable with it.
     ///

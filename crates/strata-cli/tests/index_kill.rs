@@ -15,7 +15,12 @@ use rand::{Rng, SeedableRng};
 use strata::index::{BuildOptions, IndexSpec, OpenOptions};
 
 /// The updatable kinds, as `strata build` specs.
-const KINDS: &[&str] = &["btree", "fiting:epsilon=4,buffer=8", "dpgm", "alex:max_node_pages=1"];
+const KINDS: &[&str] = &[
+    "btree",
+    "fiting:epsilon=4,buffer=8",
+    "dpgm",
+    "alex:max_node_pages=1",
+];
 
 type Model = BTreeMap<u64, u64>;
 

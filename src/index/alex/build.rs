@@ -120,7 +120,9 @@ struct SinkOut {
 impl Out for SinkOut {
     fn alloc_data(&mut self, pages: usize) -> Result<u64> {
         if self.tail != NO_PAGE {
-            return Err(Error::invalid("data node reserved after inner nodes in the bulk load"));
+            return Err(Error::invalid(
+                "data node reserved after inner nodes in the bulk load",
+            ));
         }
         let head = self.next;
         self.next += pages as u64;
@@ -143,7 +145,8 @@ impl Out for SinkOut {
         let page = self.next;
         self.next += 1;
         self.tail = page;
-        self.inner.insert(page, (AlignedBuf::zeroed(ps), 1, PAGE_HEADER_LEN + len));
+        self.inner
+            .insert(page, (AlignedBuf::zeroed(ps), 1, PAGE_HEADER_LEN + len));
         Ok(page * ps as u64 + PAGE_HEADER_LEN as u64)
     }
 

@@ -250,10 +250,7 @@ impl DataHeader {
         let bad = |what: String| Err(Error::corruption(file, head, what));
         let cap = self.cap as usize;
         if cap == 0 || cap % 64 != 0 || self.pages as usize != node_pages(cap, ps) {
-            return bad(format!(
-                "data node of {} slots in {} pages",
-                self.cap, self.pages
-            ));
+            return bad(format!("data node of {} slots in {} pages", self.cap, self.pages));
         }
         if self.num_keys > self.cap || !self.model.is_valid() || !self.expected.is_finite() {
             return bad(format!(
@@ -382,24 +379,19 @@ impl InnerNode {
     /// Decodes the node at byte `off` of verified inner page `page_no`
     /// (`used` bytes used): a valid model, a power-of-two fanout from 2,
     /// within the used bytes.
-    pub(crate) fn decode(page: &[u8], page_no: u64, off: usize, used: usize, file: &str) -> Result<InnerNode> {
-        let bad = |what: &str| Error::corruption(file, page_no, format!("inner node at {off}: {what}"));
-        if off < PAGE_HEADER_LEN || off + INNER_HDR_LEN > used {
-            return Err(bad("outside the used bytes"));
-        }
-        let w = |d: usize| get_u64(page, off + d).ok_or_else(|| bad("outside the page"));
-        let model = Model {
-            anchor: w(0)?,
-            slope: f64::from_bits(w(8)?),
-            intercept: f64::from_bits(w(16)?),
+    pub(crate) fn decode(
+        page: &[u8],
+        page_no: u64,
+        off: usize,
+        used: usize,
+        file: &str,
+    ) -> Result<InnerNode> {
+        let (model, fanout) = inner_header(page, page_no, off, used, file)?;
+        let w = |d: usize| {
+            get_u64(page, off + d).ok_or_else(|| {
+                Error::corruption(file, page_no, format!("inner node at {off}: outside the page"))
+            })
         };
-        let fanout = get_u32(page, off + 24).ok_or_else(|| bad("outside the page"))? as usize;
-        if !model.is_valid() || fanout < 2 || !fanout.is_power_of_two() {
-            return Err(bad("bad model or fanout"));
-        }
-        if off + INNER_HDR_LEN + 8 * fanout > used {
-            return Err(bad("children past the used bytes"));
-        }
         let mut children = Vec::with_capacity(fanout);
         for i in 0..fanout {
             children.push(w(INNER_HDR_LEN + 8 * i)?);
@@ -438,7 +430,10 @@ impl Meta {
         let bad = |what: String| Err(Error::corruption(file, crate::pager::META_PAGE, what));
         let ps = self.page_size.max(1) as u64;
         if self.root / ps == NO_PAGE || self.root / ps >= self.space.page_count {
-            return bad(format!("root {} outside the {} pages", self.root, self.space.page_count));
+            return bad(format!(
+                "root {} outside the {} pages",
+                self.root, self.space.page_count
+            ));
         }
         if self.tail != NO_PAGE && self.tail >= self.space.page_count {
             return bad(format!("inner tail page {} outside the file", self.tail));
@@ -496,10 +491,10 @@ impl Meta {
 /// Largest accepted `max_node_pages`.
 pub const MAX_NODE_PAGES: u32 = 1024;
 
-/// Routes `key` through the inner node at byte `off` of verified inner
-/// page `page_no` (`used` bytes used) reading only its header and one
-/// child: `(slot, child address)`.
-pub(crate) fn route_in(page: &[u8], page_no: u64, off: usize, used: usize, key: u64, file: &str) -> Result<(usize, u64)> {
+/// The model and fanout of the inner node at byte `off` of verified inner
+/// page `page_no` (`used` bytes used): a valid model, a power-of-two
+/// fanout from 2, the children within the used bytes.
+fn inner_header(page: &[u8], page_no: u64, off: usize, used: usize, file: &str) -> Result<(Model, usize)> {
     let bad = |what: &str| Error::corruption(file, page_no, format!("inner node at {off}: {what}"));
     if off < PAGE_HEADER_LEN || off + INNER_HDR_LEN > used {
         return Err(bad("outside the used bytes"));
@@ -511,9 +506,29 @@ pub(crate) fn route_in(page: &[u8], page_no: u64, off: usize, used: usize, key: 
         intercept: f64::from_bits(w(16)?),
     };
     let fanout = get_u32(page, off + 24).ok_or_else(|| bad("outside the page"))? as usize;
-    if !model.is_valid() || fanout < 2 || off + INNER_HDR_LEN + 8 * fanout > used {
+    if !model.is_valid() || fanout < 2 || !fanout.is_power_of_two() {
         return Err(bad("bad model or fanout"));
     }
+    if off + INNER_HDR_LEN + 8 * fanout > used {
+        return Err(bad("children past the used bytes"));
+    }
+    Ok((model, fanout))
+}
+
+/// Routes `key` through the inner node at byte `off` of verified inner
+/// page `page_no` (`used` bytes used) reading only its header and one
+/// child: `(slot, child address)`.
+pub(crate) fn route_in(
+    page: &[u8],
+    page_no: u64,
+    off: usize,
+    used: usize,
+    key: u64,
+    file: &str,
+) -> Result<(usize, u64)> {
+    let (model, fanout) = inner_header(page, page_no, off, used, file)?;
     let slot = model.slot(key, fanout);
-    Ok((slot, w(INNER_HDR_LEN + 8 * slot)?))
+    let child = get_u64(page, off + INNER_HDR_LEN + 8 * slot)
+        .ok_or_else(|| Error::corruption(file, page_no, format!("inner node at {off}: outside the page")))?;
+    Ok((slot, child))
 }

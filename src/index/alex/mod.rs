@@ -214,7 +214,8 @@ impl Alex {
     /// and page), I/O errors.
     pub fn open(dir: Arc<dyn Directory>, mut io: IoContext, residency: Residency) -> Result<Alex> {
         let raw = dir.open(ALEX_FILE)?;
-        let (pager, cp, recovery) = Pager::open_journaled(dir.clone(), ALEX_FILE, raw.clone(), &io, ALEX_FILE_ID)?;
+        let (pager, cp, recovery) =
+            Pager::open_journaled(dir.clone(), ALEX_FILE, raw.clone(), &io, ALEX_FILE_ID)?;
         if recovery.pages_restored > 0 {
             log::info!(
                 "ALEX {}: rolled back {} pages to checkpoint {}",
@@ -261,7 +262,10 @@ impl Alex {
     /// the struct.
     pub fn memory_bytes(&self) -> u64 {
         let st = self.state.read();
-        let inner = st.resident.as_ref().map_or(0, |m| m.len() * (self.page_size + 32));
+        let inner = st
+            .resident
+            .as_ref()
+            .map_or(0, |m| m.len() * (self.page_size + 32));
         let cache = self.cache.as_ref().map_or(0, |c| c.memory_bytes());
         std::mem::size_of::<Self>() as u64 + inner as u64 + cache
     }
@@ -273,7 +277,9 @@ impl Alex {
 
 impl Drop for Alex {
     fn drop(&mut self) {
-        WriteState::close(self.state.get_mut(), |st| self.pager.checkpoint(&st.meta.checkpoint()));
+        WriteState::close(self.state.get_mut(), |st| {
+            self.pager.checkpoint(&st.meta.checkpoint())
+        });
     }
 }
 
@@ -327,7 +333,9 @@ impl Index for Alex {
     /// Checkpoints: every completed insert and delete is durable when this
     /// returns. Fails if an earlier write failed.
     fn sync(&self) -> Result<()> {
-        WriteState::sync(&mut *self.state.write(), |st| self.pager.checkpoint(&st.meta.checkpoint()))
+        WriteState::sync(&mut *self.state.write(), |st| {
+            self.pager.checkpoint(&st.meta.checkpoint())
+        })
     }
 
     fn stats(&self) -> Result<IndexStats> {
@@ -345,7 +353,10 @@ impl Index for Alex {
         e.insert("max_node_pages".into(), json!(meta.max_pages));
         e.insert("data_nodes".into(), json!(meta.data_nodes));
         e.insert("inner_nodes".into(), json!(meta.inner_nodes));
-        e.insert("max_node_slots".into(), json!(cap_for_pages(meta.max_pages as usize, self.page_size)));
+        e.insert(
+            "max_node_slots".into(),
+            json!(cap_for_pages(meta.max_pages as usize, self.page_size)),
+        );
         e.insert("max_fanout".into(), json!(max_fanout(self.page_size)));
         e.insert("page_size".into(), json!(self.page_size));
         e.insert("pages".into(), json!(meta.space.page_count));

@@ -108,7 +108,11 @@ impl<'p> DataNode<'p> {
     pub(crate) fn open(pager: &'p Pager, head: u64, page_count: u64) -> Result<DataNode<'p>> {
         let ps = pager.page_size();
         if head == crate::pager::NO_PAGE || head >= page_count {
-            return Err(Error::corruption(pager.name(), head, "data-node link outside the file"));
+            return Err(Error::corruption(
+                pager.name(),
+                head,
+                "data-node link outside the file",
+            ));
         }
         let mut n = DataNode {
             pager,
@@ -236,7 +240,11 @@ impl<'p> DataNode<'p> {
             let w = self.get(bitmap_off(i))?;
             let w = if want { w } else { !w };
             let keep = i % 64;
-            let mask = if keep == 63 { u64::MAX } else { (1u64 << (keep + 1)) - 1 };
+            let mask = if keep == 63 {
+                u64::MAX
+            } else {
+                (1u64 << (keep + 1)) - 1
+            };
             let masked = w & mask;
             if masked != 0 {
                 return Ok(Some((i / 64) * 64 + 63 - masked.leading_zeros() as usize));
@@ -271,7 +279,10 @@ impl<'p> DataNode<'p> {
 
     /// The value of `key`.
     pub(crate) fn get_value(&mut self, key: u64) -> Result<Option<u64>> {
-        Ok(self.lower_bound(key)?.filter(|(_, r)| r.0 == key).map(|(_, r)| r.1))
+        Ok(self
+            .lower_bound(key)?
+            .filter(|(_, r)| r.0 == key)
+            .map(|(_, r)| r.1))
     }
 
     /// Inserts or updates `key` (see [`Insert`]); call [`DataNode::flush`]
@@ -310,7 +321,11 @@ impl<'p> DataNode<'p> {
                 (None, Some(_)) => true,
                 (Some(_), None) => false,
                 (None, None) => {
-                    return Err(Error::corruption(self.pager.name(), self.head, "data node without a gap"));
+                    return Err(Error::corruption(
+                        self.pager.name(),
+                        self.head,
+                        "data node without a gap",
+                    ));
                 }
             };
             if let (true, Some(r)) = (go_right, right) {
@@ -453,7 +468,9 @@ pub(crate) fn build_node(
 ) -> Result<(DataHeader, AlignedBuf)> {
     let n = recs.len();
     if n >= cap || cap % 64 != 0 {
-        return Err(Error::invalid(format!("{n} records for a data node of {cap} slots")));
+        return Err(Error::invalid(format!(
+            "{n} records for a data node of {cap} slots"
+        )));
     }
     let keys: Vec<u64> = recs.iter().map(|r| r.0).collect();
     let model = Model::fit(&keys, cap);
@@ -484,7 +501,10 @@ pub(crate) fn build_node(
     let mut iters = 0u64;
     for &k in &keys {
         let pred = model.slot(k, cap);
-        iters += exp_search(cap, pred, k, |i| Ok(slot_keys.get(i).copied().unwrap_or(u64::MAX)))?.1;
+        iters += exp_search(cap, pred, k, |i| {
+            Ok(slot_keys.get(i).copied().unwrap_or(u64::MAX))
+        })?
+        .1;
     }
     let (mut run, mut shift_sum) = (0u64, 0f64);
     for s in occupied.iter().chain(std::iter::once(&None)) {

@@ -84,7 +84,10 @@ fn layouts_round_trip() {
         Ok(())
     })
     .unwrap();
-    assert_eq!(DataHeader::load(|o| Ok(words.get(&o).copied().unwrap_or(0))).unwrap(), h);
+    assert_eq!(
+        DataHeader::load(|o| Ok(words.get(&o).copied().unwrap_or(0))).unwrap(),
+        h
+    );
     let node = InnerNode {
         model: Model::spread(10, 1000, 4),
         children: vec![4096, 4096, 8192 + 16, 3 * 4096],
@@ -95,10 +98,17 @@ fn layouts_round_trip() {
     let (nodes, used) = format::open_inner(&page, 3, "f").unwrap();
     assert_eq!((nodes, used), (1, 16 + node.len()));
     assert_eq!(InnerNode::decode(&page, 3, 16, used, "f").unwrap(), node);
-    assert_eq!(format::route_in(&page, 3, 16, used, 1000, "f").unwrap(), (3, 3 * 4096));
+    assert_eq!(
+        format::route_in(&page, 3, 16, used, 1000, "f").unwrap(),
+        (3, 3 * 4096)
+    );
     assert_eq!(format::route_in(&page, 3, 16, used, 0, "f").unwrap(), (0, 4096));
     // Past the used bytes, a wrong page number, a flipped byte.
-    assert!(InnerNode::decode(&page, 3, 16, 40, "f").unwrap_err().is_corruption());
+    assert!(
+        InnerNode::decode(&page, 3, 16, 40, "f")
+            .unwrap_err()
+            .is_corruption()
+    );
     assert!(format::open_inner(&page, 4, "f").unwrap_err().is_corruption());
     page[100] ^= 1;
     assert!(format::open_inner(&page, 3, "f").unwrap_err().is_corruption());
@@ -128,7 +138,7 @@ proptest! {
         for q in [probe, *pick.get(&keys), pick.get(&keys).wrapping_add(1)] {
             let (p, iters) = exp_search(keys.len(), pred, q, |i| Ok(keys[i])).unwrap();
             prop_assert_eq!(p, keys.partition_point(|&k| k < q));
-            prop_assert!(iters >= 1 && iters <= 4 + 2 * 64);
+            prop_assert!((1..=4 + 2 * 64).contains(&iters));
         }
     }
 }
@@ -149,7 +159,10 @@ fn bulk_load_shapes_and_verify() {
         assert_eq!(r.pages, 1 + r.inner_pages + r.data_pages);
         for (i, &k) in keys.iter().enumerate().step_by(97) {
             assert_eq!(t.get(k).unwrap(), Some(i as u64));
-            assert_eq!(t.get(k + 1).unwrap(), keys.get(i + 1).filter(|&&x| x == k + 1).map(|_| i as u64 + 1));
+            assert_eq!(
+                t.get(k + 1).unwrap(),
+                keys.get(i + 1).filter(|&&x| x == k + 1).map(|_| i as u64 + 1)
+            );
         }
         let mut all = Vec::new();
         t.scan(0, usize::MAX, &mut all).unwrap();
@@ -162,7 +175,10 @@ fn bulk_load_shapes_and_verify() {
         build(&d, &keys[..n], 4096, 16);
         let t = open(&d, Residency::Index);
         assert_eq!(t.verify().unwrap().records, n as u64);
-        assert_eq!(t.lower_bound(0).unwrap(), keys.first().filter(|_| n == 1).map(|&k| (k, 0)));
+        assert_eq!(
+            t.lower_bound(0).unwrap(),
+            keys.first().filter(|_| n == 1).map(|&k| (k, 0))
+        );
     }
 }
 
@@ -185,7 +201,10 @@ fn blocks_per_lookup_are_exact() {
     let b0 = blocks(&t);
     t.get(keys[777]).unwrap();
     let d = blocks(&t).since(&b0);
-    assert!(d.inner_read >= 1 && d.inner_read <= u64::from(depth), "{d:?} {m:?}");
+    assert!(
+        d.inner_read >= 1 && d.inner_read <= u64::from(depth),
+        "{d:?} {m:?}"
+    );
     assert_eq!((d.leaf_written, d.inner_written, d.smo), (0, 0, 0));
 }
 
@@ -247,7 +266,10 @@ fn run_model(seed: u64, max_pages: u32, residency: Residency, initial: usize) ->
 fn model_small_nodes_resident_index() {
     let (smos, m0, m) = run_model(1, 1, Residency::Index, 2_000);
     assert!(smos >= 50, "{smos}");
-    assert!(m.inner_nodes > m0.inner_nodes && m.data_nodes > m0.data_nodes, "{m0:?} -> {m:?}");
+    assert!(
+        m.inner_nodes > m0.inner_nodes && m.data_nodes > m0.data_nodes,
+        "{m0:?} -> {m:?}"
+    );
     assert!(m.space.free_pages > 0, "freed runs go to the free list");
 }
 
@@ -307,9 +329,11 @@ fn corrupt_pages_are_detected_naming_file_and_page() {
     // An inner page: refused at open when resident, at the lookup if not.
     let root_page = m.root / 4096;
     dir.file(ALEX_FILE).unwrap().corrupt_byte(root_page * 4096 + 40);
-    assert!(Alex::open(Arc::new(dir.clone()), IoContext::default(), Residency::Index)
-        .unwrap_err()
-        .is_corruption());
+    assert!(
+        Alex::open(Arc::new(dir.clone()), IoContext::default(), Residency::Index)
+            .unwrap_err()
+            .is_corruption()
+    );
     let t = open(&dir, Residency::None);
     assert!(t.get(keys[10]).unwrap_err().is_corruption());
     assert!(t.insert(1, 1).unwrap_err().is_corruption());

@@ -49,7 +49,10 @@ pub(crate) enum Plan {
     /// A data node of records `lo..hi`.
     Data { lo: usize, hi: usize },
     /// An inner node: its model and, per slot, the planned child.
-    Inner { model: super::format::Model, children: Vec<usize> },
+    Inner {
+        model: super::format::Model,
+        children: Vec<usize>,
+    },
 }
 
 /// Plans a subtree over sorted records: a data node if they fit the
@@ -207,10 +210,17 @@ pub(crate) fn materialize(
         let Some(Plan::Inner { children, .. }) = plan.nodes.get(i) else {
             return Err(Error::invalid("planned inner node missing"));
         };
-        addr.insert(i, out.alloc_inner(super::format::INNER_HDR_LEN + 8 * children.len())?);
+        addr.insert(
+            i,
+            out.alloc_inner(super::format::INNER_HDR_LEN + 8 * children.len())?,
+        );
     }
     for (j, &(head, cap, lo, hi)) in heads.iter().enumerate() {
-        let p = if j == 0 { prev } else { heads.get(j - 1).map_or(NO_PAGE, |h| h.0) };
+        let p = if j == 0 {
+            prev
+        } else {
+            heads.get(j - 1).map_or(NO_PAGE, |h| h.0)
+        };
         let n = heads.get(j + 1).map_or(next, |h| h.0);
         let recs = plan
             .recs
@@ -223,7 +233,10 @@ pub(crate) fn materialize(
         if let Some(Plan::Inner { model, children }) = plan.nodes.get(i) {
             let node = InnerNode {
                 model: *model,
-                children: children.iter().map(|c| addr.get(c).copied().unwrap_or(0)).collect(),
+                children: children
+                    .iter()
+                    .map(|c| addr.get(c).copied().unwrap_or(0))
+                    .collect(),
             };
             let a = addr.get(&i).copied().unwrap_or(0);
             out.put_inner(a, &node)?;
@@ -363,16 +376,17 @@ impl Alex {
             if depth > MAX_DEPTH {
                 return Err(self.corrupt(page, "inner nodes deeper than 64 levels"));
             }
-            if !pages.contains_key(&page) {
-                if page == NO_PAGE || page >= meta.space.page_count {
-                    return Err(self.corrupt(page, "inner link outside the file"));
+            let buf = match pages.entry(page) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    if page == NO_PAGE || page >= meta.space.page_count {
+                        return Err(self.corrupt(page, "inner link outside the file"));
+                    }
+                    let mut buf = AlignedBuf::zeroed(self.page_size);
+                    self.pager.read_page(Role::Inner, page, &mut buf)?;
+                    e.insert(buf)
                 }
-                let mut buf = AlignedBuf::zeroed(self.page_size);
-                self.pager.read_page(Role::Inner, page, &mut buf)?;
-                open_inner(&buf, page, self.name())?;
-                pages.insert(page, buf);
-            }
-            let buf = pages.get(&page).ok_or_else(|| self.corrupt(page, "inner page"))?;
+            };
             let (_, used) = open_inner(buf, page, self.name())?;
             let node = InnerNode::decode(buf, page, off, used, self.name())?;
             stack.extend(node.children.iter().map(|&c| (c, depth + 1)));
@@ -461,7 +475,10 @@ impl Alex {
                 }
             }
         }
-        Err(self.corrupt(st.meta.root / self.page_size as u64, "insert found no room after 64 SMOs"))
+        Err(self.corrupt(
+            st.meta.root / self.page_size as u64,
+            "insert found no room after 64 SMOs",
+        ))
     }
 
     pub(super) fn delete_locked(&self, st: &mut State, key: u64) -> Result<bool> {
@@ -504,7 +521,14 @@ impl Alex {
     /// One SMO on the full data node at `head` (header `hdr`, records
     /// `recs`, reached by `path`): expansion, sideways split or downward
     /// split (see the module documentation); the old run is freed.
-    fn smo(&self, st: &mut State, head: u64, hdr: super::format::DataHeader, recs: Vec<Record>, path: &Path) -> Result<()> {
+    fn smo(
+        &self,
+        st: &mut State,
+        head: u64,
+        hdr: super::format::DataHeader,
+        recs: Vec<Record>,
+        path: &Path,
+    ) -> Result<()> {
         let ps = self.page_size;
         self.pager.blocks().smo();
         let max_cap = cap_for_pages(st.meta.max_pages as usize, ps);
@@ -525,7 +549,13 @@ impl Alex {
                     let mid = from + (to - from) / 2;
                     let pbuf = self.inner_page(st, paddr / ps as u64)?;
                     let (_, used) = open_inner(&pbuf, paddr / ps as u64, self.name())?;
-                    let parent = InnerNode::decode(&pbuf, paddr / ps as u64, (paddr % ps as u64) as usize, used, self.name())?;
+                    let parent = InnerNode::decode(
+                        &pbuf,
+                        paddr / ps as u64,
+                        (paddr % ps as u64) as usize,
+                        used,
+                        self.name(),
+                    )?;
                     let split = recs.partition_point(|r| parent.route(r.0) < mid);
                     let fits = |n: usize| cap_for_keys(n + 1, INIT_DENSITY, ps) <= max_cap;
                     if fits(split) && fits(recs.len() - split) {
@@ -571,7 +601,8 @@ impl Alex {
             n.set_links(Some(placed.last), None);
             n.flush()?;
         }
-        self.pager.free_run(&mut st.meta.space, head, u64::from(hdr.pages))
+        self.pager
+            .free_run(&mut st.meta.space, head, u64::from(hdr.pages))
     }
 
     /// Checks the whole file: every inner node and data node reachable from
@@ -646,7 +677,9 @@ impl Alex {
         r.data_nodes = data.len() as u64;
         r.inner_nodes = seen_inner.len() as u64;
         r.inner_pages = inner_pages.len() as u64;
-        if r.records != meta.n || r.data_nodes != u64::from(meta.data_nodes) || r.inner_nodes != u64::from(meta.inner_nodes)
+        if r.records != meta.n
+            || r.data_nodes != u64::from(meta.data_nodes)
+            || r.inner_nodes != u64::from(meta.inner_nodes)
         {
             return Err(self.corrupt(
                 crate::pager::META_PAGE,
@@ -659,16 +692,10 @@ impl Alex {
         if meta.tail != NO_PAGE && !inner_pages.contains(&meta.tail) {
             return Err(self.corrupt(meta.tail, "inner tail page holds no reachable inner node"));
         }
-        let mut buf = AlignedBuf::zeroed(self.page_size);
-        r.free_pages = self.pager.walk_free_list(&meta.space, &mut buf, |_| Ok(()))?;
+        r.free_pages = self
+            .pager
+            .check_accounting(&meta.space, r.inner_pages + r.data_pages)?;
         r.pages = meta.space.page_count;
-        let used = 1 + r.inner_pages + r.data_pages + r.free_pages;
-        if used != r.pages {
-            return Err(self.corrupt(
-                crate::pager::META_PAGE,
-                format!("page counts disagree: {used} pages accounted, {} in the file", r.pages),
-            ));
-        }
         Ok(r)
     }
 }

@@ -714,19 +714,10 @@ impl FitingTree {
                 ),
             ));
         }
-        let mut buf = AlignedBuf::zeroed(self.page_size);
-        r.free_pages = self.pager.walk_free_list(&meta.space, &mut buf, |_| Ok(()))?;
+        r.free_pages = self
+            .pager
+            .check_accounting(&meta.space, r.dir_nodes + r.data_pages + r.buffer_pages)?;
         r.pages = meta.space.page_count;
-        let used = 1 + r.dir_nodes + r.data_pages + r.buffer_pages + r.free_pages;
-        if used != r.pages {
-            return Err(self.corrupt(
-                crate::pager::META_PAGE,
-                format!(
-                    "page counts disagree: {used} pages accounted, {} in the file",
-                    r.pages
-                ),
-            ));
-        }
         Ok(r)
     }
 }
