@@ -35,6 +35,9 @@ pub(crate) const MAX_DENSITY: f64 = 0.8;
 pub(crate) const SEARCH_WEIGHT: f64 = 20.0;
 /// Cost-model weight of one shifted record.
 pub(crate) const SHIFT_WEIGHT: f64 = 0.5;
+/// Cost-model weight of one more inner node on the path (a downward
+/// split's price).
+pub(crate) const TRAVERSAL_WEIGHT: f64 = 20.0;
 /// A node's empirical cost *deviates* when it exceeds its expected cost
 /// times this factor plus [`DEVIATION_SLACK`].
 pub(crate) const DEVIATION_FACTOR: f64 = 1.5;

@@ -450,30 +450,29 @@ impl<'p> DataNode<'p> {
     }
 }
 
-/// Builds a data node of `cap` slots from `recs` (strictly increasing,
-/// fewer than `cap`) at head page `head` with sibling links `prev`/`next`:
-/// ALEX's model-based placement (each record at its predicted slot, or the
-/// first free slot after the previous record, leaving room for the rest),
-/// gaps filled with the next key; the expected cost per insert from the
-/// search iterations of every key and the runs of records (an insert into
-/// a run of `L` records shifts about `L / 4`). Returns the header and the
-/// run's pages, sealed.
-pub(crate) fn build_node(
-    recs: &[Record],
-    cap: usize,
-    head: u64,
-    prev: u64,
-    next: u64,
-    ps: usize,
-) -> Result<(DataHeader, AlignedBuf)> {
-    let n = recs.len();
+/// Where a built data node puts its keys.
+#[derive(Debug)]
+pub(crate) struct Placement {
+    /// The node's model.
+    pub model: Model,
+    /// Per slot, the index of the key it holds.
+    pub occupied: Vec<Option<usize>>,
+    /// Per slot, its key (gaps: the next key, `u64::MAX` after the last).
+    pub slot_keys: Vec<u64>,
+    /// Expected cost per insert (see [`build_node`]).
+    pub expected: f64,
+}
+
+/// ALEX's model-based placement of `keys` (strictly increasing, fewer than
+/// `cap`) in `cap` slots, with the expected cost per insert.
+pub(crate) fn place(keys: &[u64], cap: usize) -> Result<Placement> {
+    let n = keys.len();
     if n >= cap || cap % 64 != 0 {
         return Err(Error::invalid(format!(
             "{n} records for a data node of {cap} slots"
         )));
     }
-    let keys: Vec<u64> = recs.iter().map(|r| r.0).collect();
-    let model = Model::fit(&keys, cap);
+    let model = Model::fit(keys, cap);
     let mut slot_keys = vec![u64::MAX; cap];
     let mut occupied = vec![None::<usize>; cap];
     let mut last: Option<usize> = None;
@@ -497,9 +496,8 @@ pub(crate) fn build_node(
             *s = next_key;
         }
     }
-    // Expected cost.
     let mut iters = 0u64;
-    for &k in &keys {
+    for &k in keys {
         let pred = model.slot(k, cap);
         iters += exp_search(cap, pred, k, |i| {
             Ok(slot_keys.get(i).copied().unwrap_or(u64::MAX))
@@ -517,6 +515,38 @@ pub(crate) fn build_node(
     }
     let nn = n.max(1) as f64;
     let expected = SEARCH_WEIGHT * iters as f64 / nn + SHIFT_WEIGHT * shift_sum / nn;
+    Ok(Placement {
+        model,
+        occupied,
+        slot_keys,
+        expected,
+    })
+}
+
+/// Builds a data node of `cap` slots from `recs` (strictly increasing,
+/// fewer than `cap`) at head page `head` with sibling links `prev`/`next`:
+/// ALEX's model-based placement (each record at its predicted slot, or the
+/// first free slot after the previous record, leaving room for the rest),
+/// gaps filled with the next key; the expected cost per insert from the
+/// search iterations of every key and the runs of records (an insert into
+/// a run of `L` records shifts about `L / 4`). Returns the header and the
+/// run's pages, sealed.
+pub(crate) fn build_node(
+    recs: &[Record],
+    cap: usize,
+    head: u64,
+    prev: u64,
+    next: u64,
+    ps: usize,
+) -> Result<(DataHeader, AlignedBuf)> {
+    let n = recs.len();
+    let keys: Vec<u64> = recs.iter().map(|r| r.0).collect();
+    let Placement {
+        model,
+        occupied,
+        slot_keys,
+        expected,
+    } = place(&keys, cap)?;
     let pages = node_pages(cap, ps);
     let hdr = DataHeader {
         model,

@@ -338,3 +338,25 @@ fn corrupt_pages_are_detected_naming_file_and_page() {
     assert!(t.get(keys[10]).unwrap_err().is_corruption());
     assert!(t.insert(1, 1).unwrap_err().is_corruption());
 }
+
+#[test]
+fn cost_deviation_needs_inserts_and_a_margin() {
+    let mut h = DataHeader {
+        expected: 30.0,
+        inserts: 31,
+        iters: 31 * 10,
+        shifts: 31 * 100,
+        ..DataHeader::default()
+    };
+    // 20 × 10 + 0.5 × 100 = 250 per insert, but too few inserts to judge.
+    assert_eq!(h.empirical_cost(), 250.0);
+    assert!(!h.deviates());
+    h.inserts = 32;
+    h.iters = 32 * 2;
+    h.shifts = 32 * 30;
+    // 40 + 15 = 55 = 1.5 × 30 + 10: at the bound, not above it.
+    assert_eq!(h.empirical_cost(), 55.0);
+    assert!(!h.deviates());
+    h.shifts += 32;
+    assert!(h.deviates());
+}

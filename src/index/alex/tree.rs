@@ -5,10 +5,10 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::format::{
-    INIT_DENSITY, InnerNode, Meta, cap_for_keys, cap_for_pages, max_fanout, node_pages, open_inner, route_in,
-    seal_inner,
+    INIT_DENSITY, InnerNode, Meta, TRAVERSAL_WEIGHT, cap_for_keys, cap_for_pages, max_fanout, node_pages,
+    open_inner, route_in, seal_inner,
 };
-use super::node::{DataNode, Insert, build_node};
+use super::node::{DataNode, Insert, build_node, place};
 use super::{Alex, State};
 use crate::format::page::PAGE_HEADER_LEN;
 use crate::index::{Cursor, Record};
@@ -536,38 +536,69 @@ impl Alex {
         let range = self.parent_range(st, path, head * ps as u64)?;
         let budget = Self::budget(ps, st.meta.max_pages);
         let fanout = max_fanout(ps);
-        let mut planner = Planner::new(&recs, usize::MAX, fanout);
-        // (planned root, parent slots it takes)
-        let mut parts: Vec<(usize, usize, usize)> = Vec::new();
-        if want <= max_cap && !hdr.deviates() {
-            let r = planner.plan(0, recs.len(), false);
-            parts.push((r, 0, 0));
+        let keys: Vec<u64> = recs.iter().map(|r| r.0).collect();
+        let fits = |n: usize| cap_for_keys(n + 1, INIT_DENSITY, ps) <= max_cap;
+        // The candidates and their expected cost per insert (ALEX's cost
+        // model, see the module documentation).
+        let expand = if want <= max_cap {
+            Some(expected_of(&keys, 0, keys.len(), ps)?)
         } else {
-            let mut sideways = false;
-            if let Some((paddr, from, to)) = range {
-                if to - from >= 2 {
-                    let mid = from + (to - from) / 2;
-                    let pbuf = self.inner_page(st, paddr / ps as u64)?;
-                    let (_, used) = open_inner(&pbuf, paddr / ps as u64, self.name())?;
-                    let parent = InnerNode::decode(
-                        &pbuf,
-                        paddr / ps as u64,
-                        (paddr % ps as u64) as usize,
-                        used,
-                        self.name(),
-                    )?;
-                    let split = recs.partition_point(|r| parent.route(r.0) < mid);
-                    let fits = |n: usize| cap_for_keys(n + 1, INIT_DENSITY, ps) <= max_cap;
-                    if fits(split) && fits(recs.len() - split) {
-                        let a = planner.plan(0, split, false);
-                        let b = planner.plan(split, recs.len(), false);
-                        parts.push((a, from, mid));
-                        parts.push((b, mid, to));
-                        sideways = true;
+            None
+        };
+        let mut sideways = None;
+        if let Some((paddr, from, to)) = range.filter(|r| r.2 - r.1 >= 2) {
+            let mid = from + (to - from) / 2;
+            let ppage = paddr / ps as u64;
+            let pbuf = self.inner_page(st, ppage)?;
+            let (_, used) = open_inner(&pbuf, ppage, self.name())?;
+            let parent = InnerNode::decode(&pbuf, ppage, (paddr % ps as u64) as usize, used, self.name())?;
+            let split = recs.partition_point(|r| parent.route(r.0) < mid);
+            if fits(split) && fits(recs.len() - split) {
+                let cost = (expected_of(&keys, 0, split, ps)? * split as f64
+                    + expected_of(&keys, split, keys.len(), ps)? * (keys.len() - split) as f64)
+                    / keys.len().max(1) as f64;
+                sideways = Some((split, mid, cost));
+            }
+        }
+        let mut planner = Planner::new(&recs, usize::MAX, fanout);
+        // (planned root, parent slots it takes; 0..0: all of them)
+        let mut parts: Vec<(usize, usize, usize)> = Vec::new();
+        let choice = match (expand, sideways) {
+            (Some(_), _) if !hdr.deviates() => Smo::Expand,
+            (e, s) => {
+                let mut down = Planner::new(&recs, budget, fanout);
+                let root = down.plan(0, recs.len(), true);
+                let mut order = Vec::new();
+                down.data_order(root, &mut order);
+                let mut sum = 0.0;
+                for d in order {
+                    if let Some(Plan::Data { lo, hi }) = down.nodes.get(d) {
+                        sum += expected_of(&keys, *lo, *hi, ps)? * (hi - lo) as f64;
                     }
                 }
+                let down_cost = sum / keys.len().max(1) as f64 + TRAVERSAL_WEIGHT;
+                let mut best = (Smo::Downward, down_cost);
+                if let Some(c) = e.filter(|&c| c < best.1) {
+                    best = (Smo::Expand, c);
+                }
+                if let Some((split, mid, c)) = s.filter(|x| x.2 <= best.1) {
+                    best = (Smo::Sideways(split, mid), c);
+                }
+                best.0
             }
-            if !sideways {
+        };
+        match (choice, range) {
+            (Smo::Sideways(split, mid), Some((_, from, to))) => {
+                let a = planner.plan(0, split, false);
+                let b = planner.plan(split, recs.len(), false);
+                parts.push((a, from, mid));
+                parts.push((b, mid, to));
+            }
+            (Smo::Expand, _) => {
+                let r = planner.plan(0, recs.len(), false);
+                parts.push((r, 0, 0));
+            }
+            _ => {
                 planner.budget = budget;
                 let r = planner.plan(0, recs.len(), true);
                 parts.push((r, 0, 0));
@@ -698,6 +729,25 @@ impl Alex {
         r.pages = meta.space.page_count;
         Ok(r)
     }
+}
+
+/// An SMO chosen for a full data node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Smo {
+    /// A larger node, retrained.
+    Expand,
+    /// Two nodes: records before `.0` take the parent's slots before `.1`.
+    Sideways(usize, usize),
+    /// A new inner node over new data nodes.
+    Downward,
+}
+
+/// Expected cost per insert of a data node built from `keys[lo..hi]`.
+fn expected_of(keys: &[u64], lo: usize, hi: usize, ps: usize) -> Result<f64> {
+    let part = keys
+        .get(lo..hi)
+        .ok_or_else(|| Error::invalid("key range out of bounds"))?;
+    Ok(place(part, cap_for_keys(part.len() + 1, INIT_DENSITY, ps))?.expected)
 }
 
 /// The cursor: slot by slot through a data node's bitmap, then the next
