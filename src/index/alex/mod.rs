@@ -38,20 +38,24 @@
 //!   nearest gap shift by one toward the gap. The header (count and
 //!   statistics) and the pages touched are written.
 //! - An insert that would take a data node above density 0.8 first runs
-//!   one SMO (one `smo`, the whole node read in one call, its pages freed
-//!   to the pager afterwards): *expansion* (a node of density 0.7 with a
-//!   retrained model) while that fits `max_node_pages` and the node's cost
-//!   does not deviate; else a *sideways split* when the parent points to
-//!   the node from two or more slots (each half of the slots gets a node);
-//!   else a *downward split* (a new inner node whose fanout brings its
-//!   children to at most the bulk-load budget). The cost model: cost per
-//!   insert = 20 × search iterations + 0.5 × shifted records; the
-//!   *expected* cost is computed when a node is built (the searches for
-//!   every key, and `L / 4` shifts for an insert into a run of `L`
-//!   records), the *empirical* cost from the node's statistics of inserts
-//!   since (kept in its header, written with the insert; lookups write
-//!   nothing, Lan §4.1); it *deviates* above `1.5 × expected + 10` after 32
-//!   inserts.
+//!   one SMO (one `smo`, the whole node read in one call, the new nodes
+//!   written to new pages, the parent's slots and the neighbours' links
+//!   rewritten, the old pages freed to the pager), chosen by ALEX's cost
+//!   model. Cost per insert = 20 × search iterations (key comparisons of
+//!   the exponential and binary search) + 0.5 × shifted records. A node's
+//!   *expected* cost is computed when it is built (the searches for every
+//!   key it holds, and `L / 4` shifts for an insert into a run of `L`
+//!   records); its *empirical* cost comes from the statistics of the
+//!   inserts since (kept in its header, written with each insert; lookups
+//!   write nothing, Lan §4.1); it *deviates* when above
+//!   `1.5 × expected + 10` after at least 32 inserts. The SMO is an
+//!   *expansion* (a node at density 0.7 with a retrained model) when that
+//!   fits `max_node_pages` and the cost does not deviate; otherwise the
+//!   cheapest by expected cost of the nodes it would build: expansion (if
+//!   it fits), a *sideways split* (when the parent points to the node from
+//!   two or more slots: each half of them gets a node; if both fit) and a
+//!   *downward split* (a new inner node, fanout bringing its children to
+//!   the bulk-load budget, plus 20 for the extra level on the path).
 //! - `delete`: as `get`; the slot becomes a gap (no merges of data nodes).
 //!
 //! # Durability and failures
