@@ -107,6 +107,7 @@ mod tests {
                 "btree",
                 "fiting",
                 "dpgm",
+                "alex",
                 "zonemap",
                 "btree-static",
                 "leco-zonemap",
