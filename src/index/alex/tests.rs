@@ -360,3 +360,37 @@ fn cost_deviation_needs_inserts_and_a_margin() {
     h.shifts += 32;
     assert!(h.deviates());
 }
+
+#[test]
+fn splits_sideways_and_downward() {
+    // Small nodes under one inner node whose children fill several slots:
+    // inserts spread over the keys split nodes sideways (data nodes grow,
+    // inner nodes do not) until a node holds one slot, then downward.
+    // A dense run and a sparse tail: the tail's slots of the root are
+    // grouped into children of several slots each.
+    let mut keys: Vec<u64> = (0..900u64).map(|i| i * 10).collect();
+    keys.extend((1..=100u64).map(|i| i * 10_000_000));
+    let dir = MemDirectory::new();
+    let m0 = build(&dir, &keys, 4096, 1);
+    let t = open(&dir, Residency::Index);
+    let (mut sideways, mut downward) = (0, 0);
+    let mut last = t.meta();
+    let mut rng = Pcg64Mcg::seed_from_u64(5);
+    for _ in 0..6_000 {
+        t.insert(rng.random_range(0..1_000_000_000), 0).unwrap();
+        let m = t.meta();
+        if m.inner_nodes > last.inner_nodes {
+            downward += 1;
+        } else if m.data_nodes > last.data_nodes {
+            sideways += 1;
+        }
+        last = m;
+    }
+    assert!(
+        sideways > 0 && downward > 0,
+        "{sideways} {downward} {m0:?} {last:?}"
+    );
+    let r = t.verify().unwrap();
+    assert_eq!(r.records, t.len());
+    assert!(r.depth >= 2);
+}
