@@ -109,6 +109,7 @@ mod tests {
                 "fiting",
                 "dpgm",
                 "lipp",
+                "alex",
                 "zonemap",
                 "btree-static",
                 "leco-zonemap",

@@ -49,6 +49,22 @@ fn btree_ld() {
 }
 
 #[test]
+fn alex() {
+    common::battery("alex");
+}
+
+#[test]
+fn alex_small_nodes() {
+    common::battery("alex:max_node_pages=1");
+}
+
+#[test]
+fn alex_after_updates() {
+    common::battery_after_updates("alex");
+    common::battery_after_updates("alex:max_node_pages=1");
+}
+
+#[test]
 fn fiting() {
     common::battery("fiting");
 }

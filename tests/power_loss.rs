@@ -312,7 +312,14 @@ fn store_power_loss_at_random_points() {
 // ---- updatable paged kinds (`btree`, issue 18's trees) through the pager ----
 
 /// The updatable kinds on the pager, each cut at random points.
-const PAGED: &[&str] = &["btree", "btree-ld", "fiting:epsilon=4,buffer=8", "dpgm:buffer=16", "lipp"];
+const PAGED: &[&str] = &[
+    "btree",
+    "btree-ld",
+    "fiting:epsilon=4,buffer=8",
+    "dpgm:buffer=16",
+    "lipp",
+    "alex:max_node_pages=1",
+];
 
 /// A workload of the updatable kind `spec`: build, then inserts and deletes
 /// with a checkpoint (`sync`) after every few; returns the state of the last

@@ -30,6 +30,8 @@ const SPECS: &[&str] = &[
     "dpgm",
     "dpgm:buffer=16,epsilon=8",
     "lipp",
+    "alex",
+    "alex:max_node_pages=1",
 ];
 
 fn full() -> bool {

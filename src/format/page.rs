@@ -58,6 +58,10 @@ pub enum PageType {
     /// A page of LIPP's node space: node bytes, nodes packed back to back
     /// and crossing pages (`lipp`).
     LippNode = 40,
+    /// An ALEX data-node page (`alex`): a page of a data node's run.
+    AlexData = 32,
+    /// An ALEX inner page (`alex`): several inner nodes.
+    AlexInner = 33,
 }
 
 impl PageType {
@@ -79,6 +83,8 @@ impl PageType {
             26 => PageType::DpgmBuffer,
             27 => PageType::DpgmCatalog,
             40 => PageType::LippNode,
+            32 => PageType::AlexData,
+            33 => PageType::AlexInner,
             _ => return None,
         })
     }

@@ -10,6 +10,7 @@
 //! (`air` in `tune`, `db`) join them in `strata::registry`, the top of the
 //! crate, so that nothing here names a module above it.
 
+pub mod alex;
 pub mod binary;
 pub mod btree;
 mod cursor;

@@ -324,8 +324,7 @@ pub(crate) fn check_keys(keys: &[u64]) -> Result<()> {
 }
 
 /// The kinds this layer defines, in `strata list` order: `binary`, `btree`,
-/// `btree-ld`, `fiting`,
-/// `dpgm`, `lipp`,
+/// `btree-ld`, `fiting`, `dpgm`, `lipp`, `alex`,
 /// then the layered kinds (`LAYERED_KINDS`).
 /// Kinds defined above `index` (`air`, `db`) are registered by the modules
 /// above it; `strata::registry` holds them all.
@@ -337,6 +336,7 @@ pub fn registry() -> Registry {
         &super::fiting::FitingKind,
         &super::dpgm::DpgmKind,
         &super::lipp::LippKind,
+        &super::alex::AlexKind,
     ];
     k.extend(super::layered::LAYERED_KINDS.iter().map(|l| l as &dyn IndexKind));
     Registry::new(k)

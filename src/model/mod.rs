@@ -38,4 +38,4 @@ pub use pla::{
 pub(crate) use pla::{intercept_range, min_slope_set, zero_interval};
 pub use radix_spline::RadixSpline;
 pub use rmi::Rmi;
-pub(crate) use rmi::{RmiLeaf, RmiRoot, leaf_approx};
+pub(crate) use rmi::{RmiLeaf, RmiRoot, leaf_approx, least_squares};

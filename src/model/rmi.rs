@@ -143,7 +143,7 @@ pub struct Rmi {
 
 /// Least-squares line `y = a + b * x` with `b >= 0`, over `(x, y)` pairs
 /// given by two passes of `pts`. Returns `(b, a)`.
-fn least_squares<F, I>(pts: F) -> (f64, f64)
+pub(crate) fn least_squares<F, I>(pts: F) -> (f64, f64)
 where
     F: Fn() -> I,
     I: Iterator<Item = (f64, f64)>,

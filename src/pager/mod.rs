@@ -305,6 +305,40 @@ impl Pager {
         Ok(pages)
     }
 
+    /// Takes `k` contiguous pages and returns the first: from the head of
+    /// the free list if its first `k` pages form a run (a run freed by
+    /// [`Pager::free_run`] comes back that way: freed in ascending order,
+    /// popped in descending order; the `k` free pages are read, role
+    /// `Other`, to find out), else at the end of the file.
+    ///
+    /// Errors: as [`Pager::allocate`].
+    pub fn allocate_run(&self, space: &mut PageSpace, k: usize) -> Result<u64> {
+        if space.free_pages >= k as u64 {
+            let mut buf = crate::storage::AlignedBuf::zeroed(self.page_size);
+            let mut trial = *space;
+            let pages = self.allocate(&mut trial, k, &mut buf)?;
+            let lo = pages.iter().copied().min().unwrap_or(NO_PAGE);
+            let hi = pages.iter().copied().max().unwrap_or(NO_PAGE);
+            if pages.len() == k && hi - lo + 1 == k as u64 {
+                *space = trial;
+                return Ok(lo);
+            }
+        }
+        let p = space.page_count;
+        space.page_count += k as u64;
+        Ok(p)
+    }
+
+    /// Frees pages `first..first + k` in ascending order (see
+    /// [`Pager::free`]).
+    pub fn free_run(&self, space: &mut PageSpace, first: u64, k: u64) -> Result<()> {
+        let mut buf = crate::storage::AlignedBuf::zeroed(self.page_size);
+        for p in first..first + k {
+            self.free(space, p, &mut buf)?;
+        }
+        Ok(())
+    }
+
     /// Puts `page` (no longer used by the owner) at the head of the free
     /// list: writes it as a free page (encoded in `buf`, one page), then
     /// updates `space`.
@@ -352,6 +386,29 @@ impl Pager {
             walked += 1;
         }
         Ok(walked)
+    }
+
+    /// Walks the free list of `space` and checks that the checkpoint page,
+    /// the owner's `in_use` pages and the free pages add up to the file's
+    /// pages; returns the free pages.
+    ///
+    /// Errors: [`Error::Corruption`] (naming page 0) when they do not, or as
+    /// [`Pager::walk_free_list`].
+    pub fn check_accounting(&self, space: &PageSpace, in_use: u64) -> Result<u64> {
+        let mut buf = crate::storage::AlignedBuf::zeroed(self.page_size);
+        let free = self.walk_free_list(space, &mut buf, |_| Ok(()))?;
+        let used = 1 + in_use + free;
+        if used != space.page_count {
+            return Err(Error::corruption(
+                self.name(),
+                META_PAGE,
+                format!(
+                    "page counts disagree: {used} pages accounted, {} in the file",
+                    space.page_count
+                ),
+            ));
+        }
+        Ok(free)
     }
 
     /// Makes `cp` the file's state: writes the checkpoint page, then syncs

@@ -15,7 +15,14 @@ use rand::{Rng, SeedableRng};
 use strata::index::{BuildOptions, IndexSpec, OpenOptions};
 
 /// The updatable kinds, as `strata build` specs.
-const KINDS: &[&str] = &["btree", "btree-ld", "fiting:epsilon=4,buffer=8", "dpgm", "lipp"];
+const KINDS: &[&str] = &[
+    "btree",
+    "btree-ld",
+    "fiting:epsilon=4,buffer=8",
+    "dpgm",
+    "lipp",
+    "alex:max_node_pages=1",
+];
 
 type Model = BTreeMap<u64, u64>;
 

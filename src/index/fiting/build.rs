@@ -20,9 +20,10 @@ use crate::{Error, Result};
 /// Pages assembled per write call.
 const WRITE_BATCH_PAGES: usize = 256;
 
-/// Appends whole pages to a sink in batches.
+/// Appends whole pages to a sink in batches (shared with `alex`'s bulk
+/// load).
 #[derive(Debug)]
-pub(super) struct PageWriter {
+pub(crate) struct PageWriter {
     sink: Box<dyn Sink>,
     ps: usize,
     batch: AlignedBuf,
@@ -32,10 +33,11 @@ pub(super) struct PageWriter {
 }
 
 impl PageWriter {
-    fn new(sink: Box<dyn Sink>, ps: usize) -> Result<Self> {
+    /// A writer on `sink`, which must have reserved page 0 (one page).
+    pub(crate) fn new(sink: Box<dyn Sink>, ps: usize) -> Result<Self> {
         if sink.position() != ps as u64 {
             return Err(Error::invalid(format!(
-                "a FITing-tree sink must reserve one {ps}-byte page for the checkpoint ({})",
+                "a paged index sink must reserve one {ps}-byte page for the checkpoint ({})",
                 sink.name()
             )));
         }
@@ -48,13 +50,24 @@ impl PageWriter {
         })
     }
 
+    /// The sink's name (for errors).
+    pub(crate) fn name(&self) -> &str {
+        self.sink.name()
+    }
+
+    /// Flushes, then finishes the sink with the checkpoint page `page`.
+    pub(crate) fn finish(mut self, page: &[u8]) -> Result<()> {
+        self.flush()?;
+        self.sink.finish(page)
+    }
+
     /// Number the next page gets.
-    fn next_page(&self) -> u64 {
+    pub(crate) fn next_page(&self) -> u64 {
         self.first + self.len as u64
     }
 
     /// Takes the next page slot: its number and bytes.
-    fn page(&mut self) -> Result<(u64, &mut [u8])> {
+    pub(crate) fn page(&mut self) -> Result<(u64, &mut [u8])> {
         if self.len == WRITE_BATCH_PAGES {
             self.flush()?;
         }
@@ -68,7 +81,8 @@ impl PageWriter {
         Ok((no, p))
     }
 
-    fn flush(&mut self) -> Result<()> {
+    /// Writes the batched pages.
+    pub(crate) fn flush(&mut self) -> Result<()> {
         let bytes = self.len * self.ps;
         let part = self
             .batch

@@ -87,6 +87,8 @@ use serde_json::{Value, json};
 pub use format::Meta;
 pub use ops::VerifyReport;
 
+pub(crate) use build::PageWriter;
+
 use build::FitingLoader;
 use format::{DirNode, FITING_FILE_ID, buf_capacity, dir_capacity, seg_capacity};
 use ops::FitingCursor;

@@ -313,35 +313,14 @@ impl FitingTree {
         WriteState::write(&mut *self.state.write(), |st| f(self, st))
     }
 
-    /// Takes `k` contiguous pages: from the head of the free list if its
-    /// first `k` pages form a run (a run freed by [`Self::free_run`] comes
-    /// back that way: freed in ascending order, popped in descending order;
-    /// the `k` free pages are read, role `Other`, to find out), else at the
-    /// end of the file.
+    /// Takes `k` contiguous pages ([`crate::pager::Pager::allocate_run`]).
     fn alloc_run(&self, st: &mut State, k: usize) -> Result<u64> {
-        if st.meta.space.free_pages >= k as u64 {
-            let mut buf = AlignedBuf::zeroed(self.page_size);
-            let mut trial = st.meta.space;
-            let pages = self.pager.allocate(&mut trial, k, &mut buf)?;
-            let lo = pages.iter().copied().min().unwrap_or(NO_PAGE);
-            let hi = pages.iter().copied().max().unwrap_or(NO_PAGE);
-            if pages.len() == k && hi - lo + 1 == k as u64 {
-                st.meta.space = trial;
-                return Ok(lo);
-            }
-        }
-        let p = st.meta.space.page_count;
-        st.meta.space.page_count += k as u64;
-        Ok(p)
+        self.pager.allocate_run(&mut st.meta.space, k)
     }
 
     /// Frees pages `first..first + k`.
     fn free_run(&self, st: &mut State, first: u64, k: u64) -> Result<()> {
-        let mut buf = AlignedBuf::zeroed(self.page_size);
-        for p in first..first + k {
-            self.pager.free(&mut st.meta.space, p, &mut buf)?;
-        }
-        Ok(())
+        self.pager.free_run(&mut st.meta.space, first, k)
     }
 
     /// Writes directory node `node` as page `page` (role `Inner`) and keeps
@@ -735,19 +714,10 @@ impl FitingTree {
                 ),
             ));
         }
-        let mut buf = AlignedBuf::zeroed(self.page_size);
-        r.free_pages = self.pager.walk_free_list(&meta.space, &mut buf, |_| Ok(()))?;
+        r.free_pages = self
+            .pager
+            .check_accounting(&meta.space, r.dir_nodes + r.data_pages + r.buffer_pages)?;
         r.pages = meta.space.page_count;
-        let used = 1 + r.dir_nodes + r.data_pages + r.buffer_pages + r.free_pages;
-        if used != r.pages {
-            return Err(self.corrupt(
-                crate::pager::META_PAGE,
-                format!(
-                    "page counts disagree: {used} pages accounted, {} in the file",
-                    r.pages
-                ),
-            ));
-        }
         Ok(r)
     }
 }
