@@ -450,10 +450,6 @@ impl BTree {
     /// of `path` (right after the child the path took), splitting full nodes
     /// up the path and the root if it is full, with the `pages` those splits
     /// take (one per split node, one more for a new root).
-    #[expect(
-        clippy::too_many_arguments,
-        reason = "the split carries the path and both halves; a struct would only rename them"
-    )]
     fn insert_separator(
         &self,
         st: &mut State,
