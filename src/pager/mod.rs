@@ -161,6 +161,8 @@ impl Pager {
     /// [`Pager::checkpoint`] numbers the checkpoints, so a crash at any point
     /// reopens at the last checkpoint.
     ///
+    /// A rollback that restored pages is logged (`log::info`).
+    ///
     /// Errors: those of [`Checkpoint::load`] and [`Pager::open`]; the
     /// storages' I/O errors.
     pub fn open_journaled(
@@ -179,6 +181,15 @@ impl Pager {
             (None, Recovery::default())
         };
         let cp = Checkpoint::load(raw.as_ref(), &id)?;
+        if recovery.pages_restored > 0 {
+            log::info!(
+                "{} {}: rolled back {} pages to checkpoint {}",
+                id.what,
+                raw.name(),
+                recovery.pages_restored,
+                cp.number
+            );
+        }
         let mut pager = Pager::open(raw.clone(), io, id, cp.page_size)?;
         let j = Journal::new(dir, name, file, raw, io.stats.clone(), &cp);
         pager.journal = Some(Arc::new(Mutex::new(j)));

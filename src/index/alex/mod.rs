@@ -218,16 +218,7 @@ impl Alex {
     /// and page), I/O errors.
     pub fn open(dir: Arc<dyn Directory>, mut io: IoContext, residency: Residency) -> Result<Alex> {
         let raw = dir.open(ALEX_FILE)?;
-        let (pager, cp, recovery) =
-            Pager::open_journaled(dir.clone(), ALEX_FILE, raw.clone(), &io, ALEX_FILE_ID)?;
-        if recovery.pages_restored > 0 {
-            log::info!(
-                "ALEX {}: rolled back {} pages to checkpoint {}",
-                pager.name(),
-                recovery.pages_restored,
-                cp.number
-            );
-        }
+        let (pager, cp, _) = Pager::open_journaled(dir.clone(), ALEX_FILE, raw.clone(), &io, ALEX_FILE_ID)?;
         let meta = Meta::from_checkpoint(&cp);
         meta.check(raw.name())?;
         cp.check_file(raw.as_ref())?;

@@ -269,16 +269,7 @@ impl BTree {
     /// leaf directory and dropped.
     pub fn open_routed(dir: Arc<dyn Directory>, mut io: IoContext, routing: Routing) -> Result<BTree> {
         let raw = dir.open(BTREE_FILE)?;
-        let (pager, cp, recovery) =
-            Pager::open_journaled(dir.clone(), BTREE_FILE, raw.clone(), &io, BTREE_FILE_ID)?;
-        if recovery.pages_restored > 0 {
-            log::info!(
-                "B+-tree {}: rolled back {} pages to checkpoint {}",
-                pager.name(),
-                recovery.pages_restored,
-                cp.number
-            );
-        }
+        let (pager, cp, _) = Pager::open_journaled(dir.clone(), BTREE_FILE, raw.clone(), &io, BTREE_FILE_ID)?;
         let meta = Meta::from_checkpoint(&cp);
         meta.check(raw.name())?;
         cp.check_file(raw.as_ref())?;

@@ -295,16 +295,7 @@ impl Dpgm {
     /// and page), I/O errors.
     pub fn open(dir: Arc<dyn Directory>, io: IoContext, residency: Residency) -> Result<Dpgm> {
         let raw = dir.open(DPGM_FILE)?;
-        let (pager, cp, recovery) =
-            Pager::open_journaled(dir.clone(), DPGM_FILE, raw.clone(), &io, DPGM_FILE_ID)?;
-        if recovery.pages_restored > 0 {
-            log::info!(
-                "dynamic PGM {}: rolled back {} pages to checkpoint {}",
-                pager.name(),
-                recovery.pages_restored,
-                cp.number
-            );
-        }
+        let (pager, cp, _) = Pager::open_journaled(dir.clone(), DPGM_FILE, raw.clone(), &io, DPGM_FILE_ID)?;
         let meta = Meta::from_checkpoint(&cp);
         let name = pager.name().to_string();
         meta.check(&name)?;

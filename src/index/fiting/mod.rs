@@ -232,16 +232,8 @@ impl FitingTree {
     /// and page), I/O errors.
     pub fn open(dir: Arc<dyn Directory>, mut io: IoContext, residency: Residency) -> Result<FitingTree> {
         let raw = dir.open(FITING_FILE)?;
-        let (pager, cp, recovery) =
+        let (pager, cp, _) =
             Pager::open_journaled(dir.clone(), FITING_FILE, raw.clone(), &io, FITING_FILE_ID)?;
-        if recovery.pages_restored > 0 {
-            log::info!(
-                "FITing-tree {}: rolled back {} pages to checkpoint {}",
-                pager.name(),
-                recovery.pages_restored,
-                cp.number
-            );
-        }
         let meta = Meta::from_checkpoint(&cp);
         meta.check(raw.name())?;
         cp.check_file(raw.as_ref())?;

@@ -190,16 +190,7 @@ impl LippIndex {
     /// (naming the file and page), I/O errors.
     pub fn open(dir: Arc<dyn Directory>, mut io: IoContext, residency: Residency) -> Result<LippIndex> {
         let raw = dir.open(LIPP_FILE)?;
-        let (pager, cp, recovery) =
-            Pager::open_journaled(dir.clone(), LIPP_FILE, raw.clone(), &io, LIPP_FILE_ID)?;
-        if recovery.pages_restored > 0 {
-            log::info!(
-                "LIPP {}: rolled back {} pages to checkpoint {}",
-                pager.name(),
-                recovery.pages_restored,
-                cp.number
-            );
-        }
+        let (pager, cp, _) = Pager::open_journaled(dir.clone(), LIPP_FILE, raw.clone(), &io, LIPP_FILE_ID)?;
         let meta = Meta::from_checkpoint(&cp);
         meta.check(raw.name())?;
         cp.check_file(raw.as_ref())?;
