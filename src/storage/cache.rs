@@ -239,6 +239,52 @@ impl<S: ReadStorage + ?Sized> ReadStorage for CachedStorage<S> {
         Ok(())
     }
 
+    /// Requests whose pages are all cached are served from the cache; the
+    /// others go to the storage below as one batch (each read whole, even
+    /// if some of its pages are cached), and their whole pages are cached.
+    fn read_many(&self, reqs: &mut [super::ReadReq<'_>], queue_depth: usize) -> Result<()> {
+        let ps = self.cache.page_size as u64;
+        let mut misses: Vec<super::ReadReq<'_>> = Vec::new();
+        for r in reqs.iter_mut() {
+            let len = r.buf.len() as u64;
+            let cached = len == 0
+                || (r.offset / ps..=(r.offset + len - 1) / ps)
+                    .all(|p| self.cache.get(self.file_id, p).is_some());
+            if cached {
+                self.read_at(r.offset, r.buf)?;
+            } else {
+                misses.push(super::ReadReq {
+                    offset: r.offset,
+                    buf: &mut *r.buf,
+                });
+            }
+        }
+        if misses.is_empty() {
+            return Ok(());
+        }
+        self.inner.read_many(&mut misses, queue_depth)?;
+        let file_len = self.len()?;
+        for r in &misses {
+            // Cache the whole pages the read covered (the file's last page
+            // may be short, as `load_run` caches it).
+            let first = r.offset.div_ceil(ps);
+            let end = r.offset + r.buf.len() as u64;
+            let mut p = first;
+            while p * ps < end {
+                let to = ((p + 1) * ps).min(end);
+                if to - p * ps < ps && to != file_len {
+                    break;
+                }
+                let at = (p * ps - r.offset) as usize;
+                if let Some(bytes) = r.buf.get(at..(to - r.offset) as usize) {
+                    self.cache.put(self.file_id, p, Arc::from(bytes));
+                }
+                p += 1;
+            }
+        }
+        Ok(())
+    }
+
     fn len(&self) -> Result<u64> {
         match self.len.load(Relaxed) {
             u64::MAX => self.inner.len(),
@@ -295,6 +341,7 @@ impl<S: Storage + ?Sized> Storage for CachedStorage<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::ReadReq;
     use crate::storage::{IoStats, MemStorage, SimulatedStorage};
 
     fn setup(
@@ -335,6 +382,53 @@ mod tests {
         assert_eq!(&t[..], &data[39_900..]);
         let mut over = vec![0u8; 200];
         assert!(c.read_at(39_900, &mut over).is_err());
+    }
+
+    /// A batch reads only the requests with a missing page (whole), caches
+    /// their whole pages, and serves the rest from the cache.
+    #[test]
+    fn a_batch_reads_misses_and_caches_them() {
+        let (c, stats, _cache, data) = setup(100);
+        let mut warm = vec![0u8; 4096];
+        c.read_at(0, &mut warm).unwrap(); // page 0 cached
+        let mut a = vec![0u8; 4096];
+        let mut b = vec![0u8; 5000];
+        let mut t = vec![0u8; 100];
+        let mut reqs = vec![
+            ReadReq {
+                offset: 0,
+                buf: &mut a,
+            },
+            ReadReq {
+                offset: 8192,
+                buf: &mut b,
+            },
+            ReadReq {
+                offset: 39_900,
+                buf: &mut t,
+            },
+        ];
+        c.read_many(&mut reqs, 8).unwrap();
+        assert_eq!(&a[..], &data[..4096]);
+        assert_eq!(&b[..], &data[8192..13_192]);
+        assert_eq!(&t[..], &data[39_900..]);
+        let s = stats.snapshot();
+        assert_eq!((s.read_calls, s.pages_read), (1 + 2, 1 + 2 + 1));
+        // Page 2 (whole in the read at 8192) is cached now; page 3 and the
+        // last page 9 were read only in part and are not.
+        let mut again = [vec![0u8; 4096], vec![0u8; 96]];
+        let [x, y] = &mut again;
+        let mut reqs = vec![
+            ReadReq { offset: 8192, buf: x },
+            ReadReq {
+                offset: 36_864,
+                buf: y,
+            },
+        ];
+        c.read_many(&mut reqs, 8).unwrap();
+        assert_eq!(stats.snapshot().read_calls, 4, "page 2 a hit, page 9 a miss");
+        assert_eq!(&again[0][..], &data[8192..12_288]);
+        assert_eq!(&again[1][..], &data[36_864..36_960]);
     }
 
     #[test]

@@ -43,6 +43,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 mod aligned;
+mod batch;
 mod cache;
 mod fault;
 mod file;
@@ -59,6 +60,7 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 pub use aligned::{ALIGN, AlignedBuf};
+pub use batch::{DEFAULT_QUEUE_DEPTH, IoEngine, MAX_QUEUE_DEPTH, ReadReq, uring_available};
 pub use cache::{CacheStats, CachedStorage, PageCache};
 pub use fault::{FaultKind, FaultOp, FaultPlan, FaultyDirectory, FaultyStorage};
 pub use file::{FileStorage, FsDirectory};
@@ -83,14 +85,25 @@ pub const DEFAULT_PAGE_SIZE: usize = 4096;
 /// storage (an object store). Implementations are thread-safe: concurrent
 /// `read_at` calls are allowed and are the common case.
 ///
-/// Batched reads (many `(offset, buffer)` pairs in one call, served by
-/// io_uring on local files) belong here, as a provided method whose default
-/// issues the `read_at` calls one by one, so that every implementation and
-/// wrapper gets them and can override them.
+/// Batched reads ([`ReadStorage::read_many`]) are a provided method whose
+/// default issues the `read_at` calls one by one, so that every
+/// implementation and wrapper has them; local files override it with
+/// io_uring (or a pool of threads), the accounting and caching wrappers
+/// forward it.
 pub trait ReadStorage: Send + Sync + Debug {
     /// Reads exactly `buf.len()` bytes starting at `offset`, or fails (a read
     /// past the end is an error).
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()>;
+    /// Reads every request of `reqs` (as [`read_at`](ReadStorage::read_at)
+    /// would) with up to `queue_depth` of them in flight at once, completing
+    /// in any order. Returns once all are done; on an error, which requests
+    /// were filled is unspecified. Every request counts as one read call.
+    ///
+    /// Provided: one `read_at` after another.
+    fn read_many(&self, reqs: &mut [ReadReq<'_>], queue_depth: usize) -> Result<()> {
+        let _ = queue_depth;
+        batch::read_one_by_one(self, reqs)
+    }
     /// Current length in bytes.
     fn len(&self) -> Result<u64>;
     /// Whether the file is empty.

@@ -96,6 +96,16 @@ impl StorageProfile {
         (self.read_ns(bytes) * 1000.0).round() as u64
     }
 
+    /// The modelled time, in picoseconds, of a batch of reads of `bytes`
+    /// bytes in all, `calls` of them with up to `queue_depth` in flight: the
+    /// latency is paid once per wave of `queue_depth` reads, the bandwidth
+    /// is shared (`ceil(calls / qd) * latency + bytes / bandwidth`).
+    /// At queue depth 1 it is the sum of the reads' `T(bytes)`.
+    pub fn batch_read_ps(&self, calls: u64, bytes: u64, queue_depth: usize) -> u64 {
+        let waves = calls.div_ceil(queue_depth.max(1) as u64);
+        ((waves as f64 * self.latency_ns + bytes as f64 * self.ns_per_byte()) * 1000.0).round() as u64
+    }
+
     /// Latency in microseconds.
     pub fn latency_us(&self) -> f64 {
         self.latency_ns / 1000.0

@@ -41,6 +41,13 @@ impl IoStats {
         self.modelled_read_ps.fetch_add(modelled_ps, Relaxed);
     }
 
+    /// Charges `modelled_ps` picoseconds of modelled device time without a
+    /// read call (a batch's reads are counted one by one with
+    /// [`IoStats::record_read`] and charged their overlapped time here).
+    pub fn record_modelled(&self, modelled_ps: u64) {
+        self.modelled_read_ps.fetch_add(modelled_ps, Relaxed);
+    }
+
     /// Counts one write call of `bytes` bytes.
     pub fn record_write(&self, bytes: u64) {
         self.write_calls.fetch_add(1, Relaxed);
