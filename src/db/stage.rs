@@ -531,6 +531,8 @@ impl StaticStage {
                 resident,
                 cache_pages: 0,
                 profile: io.profile.clone(),
+                queue_depth: io.queue_depth,
+                ..OpenOptions::default()
             },
             io,
         )?;

@@ -310,6 +310,18 @@ impl DataRun {
         })
     }
 
+    /// Reads each page range `[a, b)` of `ranges` with up to `queue_depth`
+    /// reads in flight, one read call per range
+    /// ([`PagedFile::read_pages_many`]).
+    pub fn read_pages_many(&self, ranges: &[(u64, u64)], queue_depth: usize) -> Result<Vec<PageRun>> {
+        Ok(self
+            .file
+            .read_pages_many(ranges, queue_depth)?
+            .into_iter()
+            .map(|run| PageRun { run })
+            .collect())
+    }
+
     /// Reads data page `d`.
     pub fn read_page(&self, d: u64) -> Result<PageRun> {
         self.read_pages(d, d + 1)

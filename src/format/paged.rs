@@ -467,6 +467,38 @@ impl PagedFile {
     /// Reads data pages `[a, b)` (clipped to the file) in one read call and
     /// verifies each page's checksum, type and entry count.
     pub fn read_pages(&self, a: u64, b: u64) -> Result<PagedRun> {
+        let (offset, b, mut buf) = self.range_buf(a, b)?;
+        self.storage.read_at(offset, &mut buf)?;
+        self.checked_run(a, b, buf)
+    }
+
+    /// Reads each page range `[a, b)` of `ranges` (clipped to the file) as
+    /// [`PagedFile::read_pages`] does, with up to `queue_depth` reads in
+    /// flight ([`ReadStorage::read_many`]): one read call per range.
+    pub fn read_pages_many(&self, ranges: &[(u64, u64)], queue_depth: usize) -> Result<Vec<PagedRun>> {
+        let mut planned = Vec::with_capacity(ranges.len());
+        for &(a, b) in ranges {
+            let (offset, b, buf) = self.range_buf(a, b)?;
+            planned.push((a, b, offset, buf));
+        }
+        let mut reqs: Vec<crate::storage::ReadReq<'_>> = planned
+            .iter_mut()
+            .map(|(_, _, offset, buf)| crate::storage::ReadReq {
+                offset: *offset,
+                buf: &mut buf[..],
+            })
+            .collect();
+        self.storage.read_many(&mut reqs, queue_depth)?;
+        drop(reqs);
+        planned
+            .into_iter()
+            .map(|(a, b, _, buf)| self.checked_run(a, b, buf))
+            .collect()
+    }
+
+    /// The offset and an uninitialised buffer for pages `[a, b)`, with `b`
+    /// clipped to the file.
+    fn range_buf(&self, a: u64, b: u64) -> Result<(u64, u64, AlignedBuf)> {
         let b = b.min(self.meta.pages);
         if a >= b {
             return Err(Error::invalid(format!(
@@ -482,11 +514,15 @@ impl PagedFile {
         let bytes = n_pages.checked_mul(ps).ok_or_else(too_large)?;
         // Below the file length checked at open: `(a + 1) * ps` fits.
         let offset = paged_file_len(a, ps).ok_or_else(too_large)?;
-        // `read_at` fills all of it or fails: no need to zero it first.
-        let mut buf = AlignedBuf::for_overwrite(bytes);
-        self.storage.read_at(offset, &mut buf)?;
-        for i in 0..n_pages {
-            let d = a + i as u64;
+        // A read fills all of it or fails: no need to zero it first.
+        Ok((offset, b, AlignedBuf::for_overwrite(bytes)))
+    }
+
+    /// Verifies the pages `[a, b)` read into `buf` and wraps them.
+    fn checked_run(&self, a: u64, b: u64, buf: AlignedBuf) -> Result<PagedRun> {
+        let ps = self.meta.page_size;
+        for d in a..b {
+            let i = (d - a) as usize;
             let pg = buf
                 .get(i * ps..(i + 1) * ps)
                 .ok_or_else(|| Error::invalid("page slice"))?;

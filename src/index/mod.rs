@@ -11,6 +11,7 @@
 //! crate, so that nothing here names a module above it.
 
 pub mod alex;
+mod batch;
 pub mod binary;
 pub mod btree;
 mod cursor;

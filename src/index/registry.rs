@@ -11,8 +11,8 @@ use serde_json::{Map, Value};
 use super::{ApproxPos, Cursor, Index, IndexSpec, IndexStats, Manifest, Params, Record, Records};
 use crate::format::page::check_page_size;
 use crate::storage::{
-    DirLock, Directory, FsDirectory, IoContext, IoStats, LockMode, MemDirectory, PageCache, PassThrough,
-    StorageProfile,
+    DEFAULT_QUEUE_DEPTH, DirLock, Directory, FsDirectory, IoContext, IoEngine, IoStats, LockMode,
+    MAX_QUEUE_DEPTH, MemDirectory, PageCache, PassThrough, StorageProfile,
 };
 use crate::{Error, Result};
 
@@ -52,7 +52,7 @@ impl std::fmt::Display for Residency {
 }
 
 /// How to open an index.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct OpenOptions {
     /// Read data files with `O_DIRECT` (cold reads that bypass the OS cache).
     pub direct: bool,
@@ -62,6 +62,26 @@ pub struct OpenOptions {
     pub cache_pages: usize,
     /// Profile whose modelled time is charged per read call.
     pub profile: Option<StorageProfile>,
+    /// Reads in flight at most in [`Index::get_many`],
+    /// [`Index::lower_bound_many`] and scans' read-ahead (default
+    /// [`DEFAULT_QUEUE_DEPTH`]; 1 reads one page after another).
+    pub queue_depth: usize,
+    /// How local files serve batched reads (default: io_uring if this
+    /// kernel has it, else a pool of threads).
+    pub io_engine: IoEngine,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions {
+            direct: false,
+            resident: Residency::default(),
+            cache_pages: 0,
+            profile: None,
+            queue_depth: DEFAULT_QUEUE_DEPTH,
+            io_engine: IoEngine::Auto,
+        }
+    }
 }
 
 /// How to build an index.
@@ -552,7 +572,11 @@ impl Registry {
     /// updatable `btree`) until the index is dropped; a conflicting lock,
     /// e.g. a build or an open `btree`, is [`Error::Locked`].
     pub fn open(&self, path: &Path, opts: &OpenOptions) -> Result<Box<dyn Index>> {
-        let dir: Arc<dyn Directory> = Arc::new(FsDirectory::open(path)?.with_direct(opts.direct));
+        let dir: Arc<dyn Directory> = Arc::new(
+            FsDirectory::open(path)?
+                .with_direct(opts.direct)
+                .with_io_engine(opts.io_engine),
+        );
         let m = Manifest::load(dir.as_ref())?;
         let Some(mode) = self.find(&m.kind)?.dir_lock() else {
             return self.open_in(dir, opts);
@@ -566,6 +590,7 @@ impl Registry {
     pub fn open_in(&self, dir: Arc<dyn Directory>, opts: &OpenOptions) -> Result<Box<dyn Index>> {
         let m = Manifest::load(dir.as_ref())?;
         let mut io = IoContext::with_profile(opts.profile.clone());
+        io.queue_depth = opts.queue_depth.clamp(1, MAX_QUEUE_DEPTH);
         if opts.cache_pages > 0 {
             io.cache = Some(Arc::new(PageCache::new(opts.cache_pages, m.page_size)));
         }

@@ -39,6 +39,26 @@ pub(crate) struct Located {
     pub run: Option<PageRun>,
 }
 
+/// Where many keys' lower bounds are ([`DataRunReader::locate_many`]).
+#[derive(Debug)]
+pub(crate) struct LocatedMany {
+    /// Lower bound of each key.
+    pub lb: Vec<u64>,
+    /// The run (in `runs`) each key read last, if it read any.
+    pub run_of: Vec<Option<usize>>,
+    /// The page runs read.
+    pub runs: Vec<PageRun>,
+}
+
+impl LocatedMany {
+    /// The record at key `i`'s lower bound, if the pages it read hold it.
+    pub(crate) fn record(&self, i: usize) -> Option<Record> {
+        let lb = *self.lb.get(i)?;
+        let run = self.runs.get((*self.run_of.get(i)?)?)?;
+        run.record(lb)
+    }
+}
+
 /// Last-mile search and scans over a [`DataRun`].
 #[derive(Debug, Clone)]
 pub(crate) struct DataRunReader {
@@ -94,6 +114,136 @@ impl DataRunReader {
                 }
             }
         }
+    }
+
+    /// [`DataRunReader::locate`] for many keys at once (any order), each
+    /// with its predicted range: the same pages per key, read in rounds
+    /// with up to `queue_depth` reads in flight (one round with all at
+    /// once, one per page visited with one by one).
+    pub(crate) fn locate_many(
+        &self,
+        keys: &[u64],
+        approx: &[ApproxPos],
+        fetch: Fetch,
+        queue_depth: usize,
+    ) -> Result<LocatedMany> {
+        let n = self.run.len();
+        let meta = *self.run.meta();
+        let mut out = LocatedMany {
+            lb: vec![0; keys.len()],
+            run_of: vec![None; keys.len()],
+            runs: Vec::new(),
+        };
+        // Keys still open: (key index, next page, last page, lo, hi).
+        let mut open: Vec<(usize, u64, u64, u64, u64)> = Vec::new();
+        for (i, (&key, a)) in keys.iter().zip(approx).enumerate() {
+            let _ = key;
+            let lo = a.lo.min(n);
+            let hi = a.hi.min(n).max(lo);
+            if lo == hi {
+                if let Some(lb) = out.lb.get_mut(i) {
+                    *lb = lo;
+                }
+                continue;
+            }
+            open.push((i, meta.page_of(lo), meta.page_of(hi - 1), lo, hi));
+        }
+        while !open.is_empty() {
+            let mut set = super::batch::RangeSet::default();
+            let wanted: Vec<usize> = open
+                .iter()
+                .map(|&(_, p, last, _, _)| match fetch {
+                    Fetch::AllAtOnce => set.add(p, last + 1),
+                    Fetch::OneByOne => set.add(p, p + 1),
+                })
+                .collect();
+            let base = out.runs.len();
+            out.runs
+                .extend(set.read(|r| self.run.read_pages_many(r, queue_depth))?);
+            let mut still = Vec::new();
+            for (&(i, p, last, lo, hi), w) in open.iter().zip(wanted) {
+                let Some(run) = out.runs.get(base + w) else {
+                    continue;
+                };
+                let key = keys.get(i).copied().unwrap_or(0);
+                let stop = match fetch {
+                    Fetch::AllAtOnce => hi,
+                    Fetch::OneByOne => hi.min(run.item_range().1),
+                };
+                let lb = run.lower_bound(key, lo, stop);
+                if fetch == Fetch::AllAtOnce || lb < stop || p == last {
+                    if let (Some(l), Some(r)) = (out.lb.get_mut(i), out.run_of.get_mut(i)) {
+                        *l = lb;
+                        *r = Some(base + w);
+                    }
+                } else {
+                    still.push((i, p + 1, last, lo, hi));
+                }
+            }
+            open = still;
+        }
+        Ok(out)
+    }
+
+    /// The values of `keys` (each `None` if absent), from
+    /// [`DataRunReader::locate_many`]'s reads.
+    pub(crate) fn get_many(
+        &self,
+        keys: &[u64],
+        approx: &[ApproxPos],
+        fetch: Fetch,
+        queue_depth: usize,
+    ) -> Result<Vec<Option<u64>>> {
+        let loc = self.locate_many(keys, approx, fetch, queue_depth)?;
+        Ok(keys
+            .iter()
+            .enumerate()
+            .map(|(i, &key)| loc.record(i).filter(|r| r.0 == key).map(|r| r.1))
+            .collect())
+    }
+
+    /// The lower bounds of `keys`: [`DataRunReader::locate_many`], then one
+    /// more batch for the keys whose lower bound is on the page after the
+    /// pages they read (as [`DataRunReader::record_at`] reads it).
+    pub(crate) fn lower_bound_many(
+        &self,
+        keys: &[u64],
+        approx: &[ApproxPos],
+        fetch: Fetch,
+        queue_depth: usize,
+    ) -> Result<Vec<Option<Record>>> {
+        let loc = self.locate_many(keys, approx, fetch, queue_depth)?;
+        let n = self.run.len();
+        let mut answers: Vec<Option<Record>> = Vec::with_capacity(keys.len());
+        let mut set = super::batch::RangeSet::default();
+        let mut later: Vec<(usize, usize)> = Vec::new();
+        for i in 0..keys.len() {
+            let lb = loc.lb.get(i).copied().unwrap_or(n);
+            match loc.record(i) {
+                Some(r) => answers.push(Some(r)),
+                None if lb >= n => answers.push(None),
+                None => {
+                    let p = self.run.meta().page_of(lb);
+                    later.push((i, set.add(p, p + 1)));
+                    answers.push(None);
+                }
+            }
+        }
+        let pages = set.read(|r| self.run.read_pages_many(r, queue_depth))?;
+        for (i, w) in later {
+            let lb = loc.lb.get(i).copied().unwrap_or(n);
+            let rec = pages.get(w).and_then(|p| p.record(lb)).ok_or_else(|| {
+                Error::corruption(
+                    self.run.storage().name(),
+                    self.run.meta().page_of(lb) + 1,
+                    "record missing from page",
+                )
+            })?;
+            if let Some(a) = answers.get_mut(i) {
+                *a = Some(rec);
+            }
+        }
+        Ok(answers)
     }
 
     /// The record at item `i`, reusing `run` if it holds it.

@@ -265,6 +265,9 @@ pub struct IoContext {
     pub cache: Option<Arc<PageCache>>,
     /// Page size used to count pages touched by a read.
     pub page_size: usize,
+    /// Reads in flight at most when a reader batches them
+    /// ([`ReadStorage::read_many`]).
+    pub queue_depth: usize,
 }
 
 impl Default for IoContext {
@@ -274,6 +277,7 @@ impl Default for IoContext {
             profile: None,
             cache: None,
             page_size: DEFAULT_PAGE_SIZE,
+            queue_depth: DEFAULT_QUEUE_DEPTH,
         }
     }
 }

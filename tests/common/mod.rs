@@ -285,7 +285,9 @@ pub fn battery(spec: &str) {
 }
 
 /// Builds `spec` over `keys` and checks it opened with `resident=index`,
-/// `resident=none` with `O_DIRECT`, and with a small page cache.
+/// `resident=none` with `O_DIRECT`, and with a small page cache; batched
+/// reads through io_uring (the default engine where the kernel has it) in
+/// those, and through the pool of `pread` threads in a fourth.
 pub fn battery_on(spec: &str, name: &str, keys: &[u64]) {
     let tmp = tempfile::tempdir().unwrap();
     let s: IndexSpec = spec.parse().unwrap();
@@ -310,6 +312,16 @@ pub fn battery_on(spec: &str, name: &str, keys: &[u64]) {
                 ..Default::default()
             },
             3,
+        ),
+        (
+            "direct,io=threads,queue-depth=4",
+            OpenOptions {
+                direct: true,
+                io_engine: strata::storage::IoEngine::Threads,
+                queue_depth: 4,
+                ..Default::default()
+            },
+            11,
         ),
     ];
     for (vname, opts, stride) in variants {

@@ -405,6 +405,7 @@ fn open(
             resident: opts.resident,
             cache_pages: opts.cache_pages,
             profile: Some(opts.profile.clone()),
+            ..OpenOptions::default()
         },
     )?;
     Ok((idx, None))

@@ -135,6 +135,8 @@ pub struct LayeredIndex {
     stats: Arc<IoStats>,
     dir: Arc<dyn Directory>,
     models: Option<u64>,
+    /// Reads in flight at most in batched lookups.
+    queue_depth: usize,
 }
 
 impl LayeredIndex {
@@ -226,6 +228,7 @@ impl LayeredIndex {
             stats: io.stats.clone(),
             dir,
             models,
+            queue_depth: io.queue_depth,
         })
     }
 
@@ -294,6 +297,75 @@ impl LayeredIndex {
         )
     }
 
+    /// [`LayeredIndex::predict`] for many keys: level by level, the windows
+    /// of every key in a layer held on storage read as one batch (a blob
+    /// layer is read once for the batch).
+    pub fn predict_many(&self, keys: &[u64]) -> Result<Vec<ApproxPos>> {
+        let layers = &self.layers;
+        if layers.iter().all(|l| l.resident.is_some()) {
+            return keys.iter().map(|&k| self.predict(k)).collect();
+        }
+        let n = self.data.len();
+        let count = |l: usize| layers.get(l).map_or(0, OpenLayer::count);
+        let top = layers.len().saturating_sub(1);
+        let mut windows = vec![(0u64, count(top)); keys.len()];
+        for (l, layer) in layers.iter().enumerate().rev() {
+            let below = match l.checked_sub(1) {
+                Some(b) => count(b),
+                None => n,
+            };
+            let name = layer.file.storage().name();
+            // Layers on storage: every key's window in one batch.
+            let mut set = super::batch::RangeSet::default();
+            let mut wanted: Vec<Option<usize>> = vec![None; keys.len()];
+            let mut blob = None;
+            match &layer.resident {
+                Some(_) => {}
+                None if layer.kind.is_blob() => {
+                    blob = Some(decode_blob(&layer.kind, &read_blob(&layer.file)?, name)?);
+                }
+                None => {
+                    let meta = layer.file.meta();
+                    for (w, &(lo, hi)) in wanted.iter_mut().zip(&windows) {
+                        let hi = hi.min(meta.count);
+                        if lo < hi {
+                            *w = Some(set.add(meta.page_of(lo), meta.page_of(hi - 1) + 1));
+                        }
+                    }
+                }
+            }
+            let runs = set.read(|r| layer.file.read_pages_many(r, self.queue_depth))?;
+            for (i, &key) in keys.iter().enumerate() {
+                let Some(&(lo, hi)) = windows.get(i) else { continue };
+                let range = if lo >= hi {
+                    (lo.min(below), lo.min(below))
+                } else {
+                    match (&layer.resident, &blob) {
+                        (Some(Resident::Entries(res)), _) => {
+                            step(&layer.kind, Access::Entries(res), key, lo, hi, below)?
+                        }
+                        (Some(Resident::Blob(b)), _) | (None, Some(b)) => {
+                            step(&layer.kind, Access::Blob(b), key, lo, hi, below)?
+                        }
+                        (None, None) => {
+                            let run = wanted
+                                .get(i)
+                                .copied()
+                                .flatten()
+                                .and_then(|w| runs.get(w))
+                                .ok_or_else(|| Error::corruption(name, 0, "layer window not read"))?;
+                            step(&layer.kind, Access::Entries(run), key, lo, hi, below)?
+                        }
+                    }
+                };
+                if let Some(w) = windows.get_mut(i) {
+                    *w = resident::next_window(l, range, below, layer.kind.exact());
+                }
+            }
+        }
+        Ok(windows.into_iter().map(resident::approx_of).collect())
+    }
+
     /// Sizes of the layers (entries, bytes, kind), bottom-up.
     pub fn layer_summary(&self) -> Vec<Value> {
         self.layers
@@ -327,6 +399,32 @@ impl Index for LayeredIndex {
     fn lower_bound(&self, key: u64) -> Result<Option<Record>> {
         let a = self.predict(key)?;
         self.data.lower_bound(key, a, self.fetch)
+    }
+
+    /// Sorted and deduplicated, predicted level by level
+    /// ([`LayeredIndex::predict_many`]), then every key's data pages read
+    /// in one batch: the pages of one-by-one lookups, `queue_depth` reads
+    /// in flight.
+    fn get_many(&self, keys: &[u64], out: &mut Vec<Option<u64>>) -> Result<()> {
+        let batch = super::batch::KeyBatch::new(keys);
+        let approx = self.predict_many(&batch.keys)?;
+        let answers = self
+            .data
+            .get_many(&batch.keys, &approx, self.fetch, self.queue_depth)?;
+        batch.scatter(&answers, out);
+        Ok(())
+    }
+
+    /// As [`Index::get_many`], plus one batch for the keys whose lower bound
+    /// lies on the page after their predicted range.
+    fn lower_bound_many(&self, keys: &[u64], out: &mut Vec<Option<Record>>) -> Result<()> {
+        let batch = super::batch::KeyBatch::new(keys);
+        let approx = self.predict_many(&batch.keys)?;
+        let answers = self
+            .data
+            .lower_bound_many(&batch.keys, &approx, self.fetch, self.queue_depth)?;
+        batch.scatter(&answers, out);
+        Ok(())
     }
 
     /// Seeks with the model's prediction and the last-mile search (the

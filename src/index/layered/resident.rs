@@ -76,23 +76,36 @@ pub(crate) fn descend(
         } else {
             step_at(l, lo, hi, below)?
         };
-        window = if l > 0 && !exact(l) {
-            // The wanted entry below is the last one <= key: one before
-            // the lower bound at most, and the bound may be `hi`.
-            (range.0.saturating_sub(1), range.1.saturating_add(1).min(below))
-        } else {
-            range
-        };
-        if l > 0 && window.0 >= window.1 && below > 0 {
-            // Never hand an empty window to an index layer.
-            window = (window.0.min(below - 1), window.0.min(below - 1) + 1);
-        }
+        window = next_window(l, range, below, exact(l));
     }
-    Ok(ApproxPos {
+    Ok(approx_of(window))
+}
+
+/// The window of layer `l - 1` (or the range of positions, at `l = 0`)
+/// after layer `l`'s search step returned `range` over `below` entries:
+/// one of [`descend`]'s steps, shared with the batched descent.
+pub(crate) fn next_window(l: usize, range: (u64, u64), below: u64, exact: bool) -> (u64, u64) {
+    let mut window = if l > 0 && !exact {
+        // The wanted entry below is the last one <= key: one before
+        // the lower bound at most, and the bound may be `hi`.
+        (range.0.saturating_sub(1), range.1.saturating_add(1).min(below))
+    } else {
+        range
+    };
+    if l > 0 && window.0 >= window.1 && below > 0 {
+        // Never hand an empty window to an index layer.
+        window = (window.0.min(below - 1), window.0.min(below - 1) + 1);
+    }
+    window
+}
+
+/// The approximate position of a final window of positions.
+pub(crate) fn approx_of(window: (u64, u64)) -> ApproxPos {
+    ApproxPos {
         pos: window.0 + (window.1 - window.0) / 2,
         lo: window.0,
         hi: window.1,
-    })
+    }
 }
 
 impl LayerStack {
