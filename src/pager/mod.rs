@@ -74,7 +74,7 @@ pub use owner::{SlotReader, SlotWriter, WriteState};
 use journal::Journal;
 
 use crate::format::page::check_page_size;
-use crate::storage::{Directory, IoContext, Storage};
+use crate::storage::{AlignedBuf, Directory, IoContext, ReadReq, Storage};
 use crate::{Error, Result};
 
 /// The pages of one read-write file of fixed-size pages. See the module
@@ -89,6 +89,8 @@ pub struct Pager {
     journal: Option<Arc<Mutex<Journal>>>,
     /// Pages fetched and written per [`Role`] (shared by clones).
     blocks: Arc<BlockCounts>,
+    /// Reads in flight at most in [`Pager::read_pages_many`].
+    queue_depth: usize,
 }
 
 impl Pager {
@@ -147,6 +149,7 @@ impl Pager {
             id,
             journal: None,
             blocks: Arc::default(),
+            queue_depth: io.queue_depth,
         })
     }
 
@@ -237,6 +240,29 @@ impl Pager {
     pub fn read_page(&self, role: Role, page_no: u64, buf: &mut [u8]) -> Result<()> {
         self.blocks.read(role, self.pages_in(buf.len()));
         self.storage.read_at(self.offset(page_no), buf)
+    }
+
+    /// Reads each page of `pages` (one page each) with up to the
+    /// context's `queue_depth` reads in flight ([`ReadStorage::read_many`]):
+    /// the pages `read_page` would read one after another, one read call
+    /// each, into fresh aligned buffers in the order of `pages`.
+    pub fn read_pages_many(&self, role: Role, pages: &[u64]) -> Result<Vec<AlignedBuf>> {
+        let mut bufs: Vec<AlignedBuf> = pages
+            .iter()
+            .map(|_| AlignedBuf::for_overwrite(self.page_size))
+            .collect();
+        let mut reqs: Vec<ReadReq<'_>> = pages
+            .iter()
+            .zip(bufs.iter_mut())
+            .map(|(&p, b)| ReadReq {
+                offset: self.offset(p),
+                buf: &mut b[..],
+            })
+            .collect();
+        self.blocks.read(role, pages.len() as u64);
+        self.storage.read_many(&mut reqs, self.queue_depth)?;
+        drop(reqs);
+        Ok(bufs)
     }
 
     /// Pages in `len` bytes (a partial page counts as one).

@@ -417,6 +417,24 @@ impl Index for BTree {
         self.lower_bound_impl(key)
     }
 
+    /// Sorted and deduplicated; the inner levels on storage read level by
+    /// level, then the leaves, each level's distinct pages in one batch of
+    /// `queue_depth` reads in flight.
+    fn get_many(&self, keys: &[u64], out: &mut Vec<Option<u64>>) -> Result<()> {
+        let batch = crate::index::batch::KeyBatch::new(keys);
+        let answers = self.get_many_impl(&batch.keys)?;
+        batch.scatter(&answers, out);
+        Ok(())
+    }
+
+    /// As [`Index::get_many`].
+    fn lower_bound_many(&self, keys: &[u64], out: &mut Vec<Option<Record>>) -> Result<()> {
+        let batch = crate::index::batch::KeyBatch::new(keys);
+        let answers = self.lower_bound_many_impl(&batch.keys)?;
+        batch.scatter(&answers, out);
+        Ok(())
+    }
+
     /// Descends like [`Index::get`], then reads one page per further leaf;
     /// reads nothing when `count` is 0.
     fn scan(&self, from: u64, count: usize, out: &mut Vec<Record>) -> Result<()> {

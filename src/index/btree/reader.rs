@@ -307,6 +307,22 @@ pub struct VerifyReport {
     pub free_pages: u64,
 }
 
+/// The distinct values of `at` where equal values are adjacent (the pages
+/// of keys in order), and for each element the index of its value.
+fn runs_of(at: &[u64]) -> (Vec<u64>, Vec<usize>) {
+    let mut distinct: Vec<u64> = Vec::new();
+    let which = at
+        .iter()
+        .map(|&p| {
+            if distinct.last() != Some(&p) {
+                distinct.push(p);
+            }
+            distinct.len() - 1
+        })
+        .collect();
+    (distinct, which)
+}
+
 /// A node to visit during verification, with the key range it must cover.
 #[derive(Debug, Clone, Copy)]
 struct Visit {
@@ -355,6 +371,92 @@ impl BTree {
             page = self.check_child(meta, page, inner.child(inner.route(key)))?;
         }
         Ok(page)
+    }
+
+    /// The leaf page of each of `keys` (ascending): from memory when the
+    /// inner nodes are pinned or the learned directory routes, otherwise
+    /// level by level from the root, each level's distinct pages read in
+    /// one batch (keys routed through one node share its read).
+    fn leaves_for_many(&self, st: &State, keys: &[u64]) -> Result<Vec<u64>> {
+        let meta = &st.meta;
+        if st.ldir.is_some() || meta.height == 1 || st.pinned.is_some() {
+            return with_page_buf(self.page_size, |buf| {
+                keys.iter().map(|&k| self.leaf_for(st, k, buf)).collect()
+            });
+        }
+        let mut at = vec![meta.root; keys.len()];
+        for _ in 1..meta.height {
+            let (pages, which) = runs_of(&at);
+            let bufs = self.pager.read_pages_many(Role::Inner, &pages)?;
+            for ((&key, page), &w) in keys.iter().zip(at.iter_mut()).zip(&which) {
+                let (Some(&p), Some(buf)) = (pages.get(w), bufs.get(w)) else {
+                    return Err(Error::invalid("inner page not read"));
+                };
+                let inner = InnerPage::open(buf, p, self.name())?;
+                *page = self.check_child(meta, p, inner.child(inner.route(key)))?;
+            }
+        }
+        Ok(at)
+    }
+
+    /// [`Index::get`](crate::index::Index::get) of each of `keys`
+    /// (ascending, distinct): their leaves found with
+    /// [`BTree::leaves_for_many`], then every distinct leaf read in one
+    /// batch.
+    pub(super) fn get_many_impl(&self, keys: &[u64]) -> Result<Vec<Option<u64>>> {
+        let st = self.state.read();
+        let leaves = self.leaves_for_many(&st, keys)?;
+        let (pages, which) = runs_of(&leaves);
+        let bufs = self.pager.read_pages_many(Role::Leaf, &pages)?;
+        keys.iter()
+            .zip(&which)
+            .map(|(&key, &w)| {
+                let (Some(&p), Some(buf)) = (pages.get(w), bufs.get(w)) else {
+                    return Err(Error::invalid("leaf page not read"));
+                };
+                let leaf = LeafPage::open(buf, p, self.name())?;
+                Ok(leaf
+                    .record(leaf.lower_bound(key))
+                    .filter(|r| r.0 == key)
+                    .map(|r| r.1))
+            })
+            .collect()
+    }
+
+    /// [`Index::lower_bound`](crate::index::Index::lower_bound) of each of
+    /// `keys` (ascending, distinct), batched like
+    /// [`BTree::get_many_impl`]; a key whose leaf holds nothing `>=` it
+    /// (only after deletes) follows the sibling links one by one.
+    pub(super) fn lower_bound_many_impl(&self, keys: &[u64]) -> Result<Vec<Option<Record>>> {
+        let mut answers = Vec::with_capacity(keys.len());
+        let mut later = Vec::new();
+        {
+            let st = self.state.read();
+            let leaves = self.leaves_for_many(&st, keys)?;
+            let (pages, which) = runs_of(&leaves);
+            let bufs = self.pager.read_pages_many(Role::Leaf, &pages)?;
+            for (i, (&key, &w)) in keys.iter().zip(&which).enumerate() {
+                let (Some(&p), Some(buf)) = (pages.get(w), bufs.get(w)) else {
+                    return Err(Error::invalid("leaf page not read"));
+                };
+                let leaf = LeafPage::open(buf, p, self.name())?;
+                match leaf.record(leaf.lower_bound(key)) {
+                    Some(r) => answers.push(Some(r)),
+                    None => {
+                        if leaf.next() != NO_PAGE {
+                            later.push(i);
+                        }
+                        answers.push(None);
+                    }
+                }
+            }
+        }
+        for i in later {
+            if let (Some(&key), Some(a)) = (keys.get(i), answers.get_mut(i)) {
+                *a = self.lower_bound_impl(key)?;
+            }
+        }
+        Ok(answers)
     }
 
     /// Follows the sibling link of leaf `page`, guarding against cycles.

@@ -1,0 +1,163 @@
+//! Batched lookups (`get_many`, `lower_bound_many`) against the one-by-one
+//! path: the same answers, and the same read calls, pages and bytes per
+//! lookup where every key reads a range of its own, on every read engine
+//! (io_uring, the pool of `pread` threads, one by one) and queue depth.
+
+use rand::{Rng, SeedableRng};
+use strata::index::{BuildOptions, Index, IndexSpec, OpenOptions, Residency};
+use strata::storage::IoEngine;
+
+/// 200,000 keys with gaps, and a batch of lookups each on a page of its
+/// own: every 1,000th key (a 4 KiB data page holds 255 records), half of
+/// them shifted to a key that is absent, in shuffled order.
+fn data() -> (Vec<u64>, Vec<u64>) {
+    let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(19);
+    let mut keys: Vec<u64> = Vec::with_capacity(200_000);
+    let mut k = 0u64;
+    for _ in 0..200_000 {
+        k += rng.random_range(1..1_000u64);
+        keys.push(k * 2);
+    }
+    let mut batch: Vec<u64> = keys
+        .iter()
+        .step_by(1000)
+        .enumerate()
+        .map(|(i, &k)| if i % 2 == 0 { k } else { k + 1 })
+        .collect();
+    for i in (1..batch.len()).rev() {
+        batch.swap(i, rng.random_range(0..=i));
+    }
+    (keys, batch)
+}
+
+fn engines() -> Vec<IoEngine> {
+    let mut e = vec![IoEngine::Threads, IoEngine::Sync];
+    if strata::storage::uring_available() {
+        e.push(IoEngine::Uring);
+    }
+    e
+}
+
+/// One-by-one answers and the I/O they took.
+fn one_by_one(
+    idx: &dyn Index,
+    batch: &[u64],
+) -> (Vec<Option<u64>>, Vec<Option<(u64, u64)>>, [u64; 3], [u64; 3]) {
+    let io = idx.io().clone();
+    let s0 = io.snapshot();
+    let gets: Vec<Option<u64>> = batch.iter().map(|&k| idx.get(k).unwrap()).collect();
+    let s1 = io.snapshot();
+    let lbs: Vec<Option<(u64, u64)>> = batch.iter().map(|&k| idx.lower_bound(k).unwrap()).collect();
+    let s2 = io.snapshot();
+    let d = |a: strata::storage::IoSnapshot, b: strata::storage::IoSnapshot| {
+        let x = b.since(&a);
+        [x.read_calls, x.pages_read, x.bytes_read]
+    };
+    (gets, lbs, d(s0, s1), d(s1, s2))
+}
+
+fn batched(
+    idx: &dyn Index,
+    batch: &[u64],
+) -> (Vec<Option<u64>>, Vec<Option<(u64, u64)>>, [u64; 3], [u64; 3]) {
+    let io = idx.io().clone();
+    let s0 = io.snapshot();
+    let mut gets = Vec::new();
+    idx.get_many(batch, &mut gets).unwrap();
+    let s1 = io.snapshot();
+    let mut lbs = Vec::new();
+    idx.lower_bound_many(batch, &mut lbs).unwrap();
+    let s2 = io.snapshot();
+    let d = |a: strata::storage::IoSnapshot, b: strata::storage::IoSnapshot| {
+        let x = b.since(&a);
+        [x.read_calls, x.pages_read, x.bytes_read]
+    };
+    (gets, lbs, d(s0, s1), d(s1, s2))
+}
+
+/// Builds `spec` and compares both paths; `same_io`: the I/O must be
+/// equal, else the batch may read less (pages shared within a round).
+fn compare(spec: &str, resident: Residency, same_io: bool) {
+    let (keys, batch) = data();
+    let tmp = tempfile::tempdir().unwrap();
+    let s: IndexSpec = spec.parse().unwrap();
+    strata::registry::build(&s, &keys, tmp.path(), &BuildOptions::default()).unwrap();
+    let base = OpenOptions {
+        direct: true,
+        resident,
+        ..OpenOptions::default()
+    };
+    let (want_g, want_l, io_g, io_l) = {
+        let idx = strata::registry::open(tmp.path(), &base).unwrap();
+        one_by_one(idx.as_ref(), &batch)
+    };
+    assert!(
+        io_g[0] >= batch.len() as u64,
+        "{spec}: one read per lookup at least"
+    );
+    for engine in engines() {
+        for qd in [1, 4, 32] {
+            let what = format!("{spec} resident={resident} {engine:?} qd={qd}");
+            let opts = OpenOptions {
+                io_engine: engine,
+                queue_depth: qd,
+                ..base.clone()
+            };
+            let idx = strata::registry::open(tmp.path(), &opts).unwrap();
+            let (g, l, bio_g, bio_l) = batched(idx.as_ref(), &batch);
+            assert_eq!(g, want_g, "{what}: get_many answers");
+            assert_eq!(l, want_l, "{what}: lower_bound_many answers");
+            if same_io {
+                assert_eq!(bio_g, io_g, "{what}: get_many read calls, pages, bytes");
+                assert_eq!(bio_l, io_l, "{what}: lower_bound_many read calls, pages, bytes");
+            } else {
+                for (b, o) in [(bio_g, io_g), (bio_l, io_l)] {
+                    assert!(
+                        b[1] <= o[1] && b[2] <= o[2],
+                        "{what}: batch {b:?} > one by one {o:?}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn gap_zonemap_d_same_answers_and_io() {
+    compare("gap-zonemap-d", Residency::Index, true);
+}
+
+#[test]
+fn pgm_disk_cpr_same_answers_and_io() {
+    compare("pgm-disk-cpr", Residency::Index, true);
+}
+
+#[test]
+fn zonemap_pgm_rmi_rs_same_answers_and_io() {
+    for spec in [
+        "zonemap",
+        "pgm",
+        "rmi",
+        "rs",
+        "zonemap:fetch=one-by-one",
+        "pgm:fetch=one-by-one",
+    ] {
+        compare(spec, Residency::Index, true);
+    }
+}
+
+#[test]
+fn btree_same_answers_and_io() {
+    compare("btree", Residency::Index, true);
+    compare("btree-ld", Residency::Index, true);
+}
+
+/// Levels on storage: read level by level, a node shared by keys of one
+/// round read once (the root: once per batch instead of once per key).
+#[test]
+fn levels_on_storage_read_level_by_level() {
+    compare("btree", Residency::None, false);
+    compare("pgm", Residency::None, false);
+    compare("btree-static", Residency::None, false);
+    compare("binary", Residency::None, false);
+}
