@@ -188,6 +188,11 @@ impl Index for DbIndex {
         self.db.get(key)
     }
 
+    /// [`Db::get_many`]: the static stage's keys in one batch.
+    fn get_many(&self, keys: &[u64], out: &mut Vec<Option<u64>>) -> Result<()> {
+        self.db.get_many(keys, out)
+    }
+
     fn lower_bound(&self, key: u64) -> Result<Option<Record>> {
         self.db.range(key..).next().transpose()
     }

@@ -226,6 +226,46 @@ impl Db {
         }
     }
 
+    /// Appends the value of each of `keys` (any order, repeats allowed; `None`
+    /// if absent) to `out`: a key in a dynamic stage is answered from
+    /// memory, the others from the static stage in one batch
+    /// ([`Index::get_many`]: their pages read with many in flight). All
+    /// answers come from one version of the store. On an error `out` is
+    /// left as it was.
+    pub fn get_many(&self, keys: &[u64], out: &mut Vec<Option<u64>>) -> Result<()> {
+        let v = self.inner.version.load();
+        let start = out.len();
+        let mut rest: Vec<u64> = Vec::new();
+        let mut rest_at: Vec<usize> = Vec::new();
+        for &k in keys {
+            let hit = v
+                .active
+                .get(k)
+                .or_else(|| v.frozen.as_ref().and_then(|f| f.get(k)));
+            match hit {
+                Some(s) => out.push(s.value()),
+                None => {
+                    rest_at.push(out.len());
+                    rest.push(k);
+                    out.push(None);
+                }
+            }
+        }
+        if let (Some(st), false) = (&v.stat, rest.is_empty()) {
+            let mut got = Vec::with_capacity(rest.len());
+            if let Err(e) = st.index.get_many(&rest, &mut got) {
+                out.truncate(start);
+                return Err(e);
+            }
+            for (&at, g) in rest_at.iter().zip(got) {
+                if let Some(slot) = out.get_mut(at) {
+                    *slot = g;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Stops the background threads (a running merge finishes first) and
     /// syncs the log. Dropping the store does the same, ignoring errors.
     pub fn close(self) -> Result<()> {

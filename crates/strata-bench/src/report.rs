@@ -105,6 +105,16 @@ pub struct BenchRecord {
     pub resident: String,
     /// Worker threads.
     pub threads: usize,
+    /// Lookups per `get_many` call, when batched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<usize>,
+    /// Reads in flight at most in a batch, when batched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_depth: Option<usize>,
+    /// The engine that served batched reads (`uring`, `threads`, `sync`),
+    /// when batched.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_engine: Option<String>,
     /// Key choice (uniform / zipfian).
     pub key_choice: String,
     /// Records bulk-loaded before the operations.

@@ -44,6 +44,14 @@ pub struct BenchOptions {
     pub key_choice: KeyChoice,
     /// Worker threads.
     pub threads: usize,
+    /// Lookups per `get_many` call (1: one `get` per lookup). Runs of
+    /// consecutive lookups are cut into batches of this many; other
+    /// operations run one by one.
+    pub batch: usize,
+    /// Reads in flight at most in a batch (`OpenOptions::queue_depth`).
+    pub queue_depth: usize,
+    /// How local files serve batched reads.
+    pub io_engine: strata::storage::IoEngine,
     /// Where indexes are built.
     pub work_dir: PathBuf,
     /// Page size for the builds.
@@ -108,19 +116,40 @@ fn blocks_of(st: &strata::index::IndexStats) -> Option<BlockSnapshot> {
 ///   without a log of their own, such as `btree`);
 /// - `resident=index|none`: what this configuration keeps in memory
 ///   (overriding [`BenchOptions::resident`]), e.g. `btree:resident=none,cache=128K`
-///   for a B+-tree held to a small memory beside a store that pins its index.
+///   for a B+-tree held to a small memory beside a store that pins its index;
+/// - `batch=B` and `qd=Q`: this configuration's lookups go to `get_many` B at
+///   a time with up to Q reads in flight (overriding [`BenchOptions::batch`]
+///   and [`BenchOptions::queue_depth`]), so that queue depths run side by
+///   side over one build: `pgm-disk-cpr:batch=1` and `pgm-disk-cpr:batch=256,qd=32`.
+///
+/// Read-only workloads share one build among configurations whose specs
+/// differ only in these parameters.
 #[derive(Debug, Clone)]
 struct RunnerParams {
     spec: IndexSpec,
     cache_pages: Option<usize>,
     durable: bool,
     resident: Option<Residency>,
+    batch: Option<usize>,
+    queue_depth: Option<usize>,
 }
 
 fn split_runner_params(spec: &IndexSpec, page_size: usize) -> Result<RunnerParams> {
     let mut map = spec.params.given().clone();
     let cache = map.remove("cache");
     let durable = map.remove("durable");
+    let count = |key: &str, v: Option<serde_json::Value>| -> Result<Option<usize>> {
+        v.map(|v| {
+            v.as_u64()
+                .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+                .and_then(|n| usize::try_from(n).ok())
+                .filter(|&n| n >= 1)
+                .ok_or_else(|| Error::invalid(format!("{key} must be a whole number >= 1, got {v}")))
+        })
+        .transpose()
+    };
+    let batch = count("batch", map.remove("batch"))?;
+    let queue_depth = count("qd", map.remove("qd"))?.map(|q| q.min(strata::storage::MAX_QUEUE_DEPTH));
     let resident = map
         .remove("resident")
         .map(|v| match v.as_str() {
@@ -149,6 +178,8 @@ fn split_runner_params(spec: &IndexSpec, page_size: usize) -> Result<RunnerParam
         cache_pages,
         durable,
         resident,
+        batch,
+        queue_depth,
     })
 }
 
@@ -225,6 +256,12 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
         if let Some(r) = rp.resident {
             o.resident = r;
         }
+        if let Some(b) = rp.batch {
+            o.batch = b;
+        }
+        if let Some(q) = rp.queue_depth {
+            o.queue_depth = q;
+        }
         own.push((o, rp));
     }
     for (w_i, &workload) in opts.workloads.iter().enumerate() {
@@ -263,6 +300,18 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
                 // writes (their expected answers assume the bulk-loaded state).
                 let (dir, report, temporary) = match (&plan.bulk, plan.workload.writes()) {
                     (None, false) => {
+                        // A configuration that differs from an earlier one
+                        // only in runner parameters reads its build.
+                        if static_builds[i].is_none() && !is_peer[i] {
+                            let same = (0..i).find(|&j| {
+                                !is_peer[j]
+                                    && static_builds[j].is_some()
+                                    && own[j].1.spec.to_string() == own[i].1.spec.to_string()
+                            });
+                            if let Some(j) = same {
+                                static_builds[i] = static_builds[j].clone();
+                            }
+                        }
                         if static_builds[i].is_none() {
                             on_event(Event::Building {
                                 spec: spec_text.clone(),
@@ -405,10 +454,59 @@ fn open(
             resident: opts.resident,
             cache_pages: opts.cache_pages,
             profile: Some(opts.profile.clone()),
-            ..OpenOptions::default()
+            queue_depth: opts.queue_depth,
+            io_engine: opts.io_engine,
         },
     )?;
     Ok((idx, None))
+}
+
+/// How many of `ops` (at least one) run as one call: up to `batch`
+/// consecutive lookups, or a single operation of another kind.
+fn batch_len(ops: &[&Op], batch: usize) -> usize {
+    if batch <= 1 {
+        return 1.min(ops.len());
+    }
+    let n = ops
+        .iter()
+        .take(batch)
+        .take_while(|op| matches!(op, Op::Get { .. }))
+        .count();
+    n.max(1).min(ops.len())
+}
+
+/// Runs `chunk` (one operation, or lookups only): several lookups in one
+/// [`Index::get_many`]. Returns how many answers were wrong.
+fn exec_chunk(
+    idx: &dyn Index,
+    chunk: &[&Op],
+    strict_scans: bool,
+    durable: bool,
+    buf: &mut Vec<(u64, u64)>,
+) -> Result<u64> {
+    match chunk {
+        [] => Ok(0),
+        [op] => Ok(u64::from(!exec(idx, op, strict_scans, durable, buf)?)),
+        _ => {
+            let keys: Vec<u64> = chunk
+                .iter()
+                .map(|op| match op {
+                    Op::Get { key, .. } => *key,
+                    _ => 0,
+                })
+                .collect();
+            let mut got = Vec::with_capacity(keys.len());
+            idx.get_many(&keys, &mut got)?;
+            let mut bad = 0;
+            for (op, g) in chunk.iter().zip(&got) {
+                match op {
+                    Op::Get { expect, .. } => bad += u64::from(g != expect),
+                    _ => bad += 1,
+                }
+            }
+            Ok(bad + (chunk.len() as u64).saturating_sub(got.len() as u64))
+        }
+    }
 }
 
 /// Runs one operation; returns whether the answer was right.
@@ -486,17 +584,24 @@ fn run_one(
         let mut wrong = 0u64;
         let mut buf = Vec::with_capacity(128);
         let tick = (plan.ops.len() / 100).max(1);
-        for (i, op) in plan.ops.iter().enumerate() {
+        let ops: Vec<&Op> = plan.ops.iter().collect();
+        let mut i = 0;
+        while i < ops.len() {
+            let n = batch_len(&ops[i..], opts.batch);
+            let chunk = &ops[i..i + n];
             let s = Instant::now();
-            let ok = exec(idx.as_ref(), op, true, durable, &mut buf)?;
+            let bad = exec_chunk(idx.as_ref(), chunk, true, durable, &mut buf)?;
             let ns = s.elapsed().as_nanos() as u64;
-            hist.saturating_record(ns.max(1));
-            wrong += u64::from(!ok);
-            if i % tick == 0 {
+            // Every lookup of a batch waits for the whole batch.
+            hist.record_n(ns.max(1), n as u64)
+                .map_err(|e| Error::invalid(format!("histogram: {e}")))?;
+            wrong += bad;
+            if i / tick != (i + n) / tick {
                 on_event(Event::Progress { done: i });
             }
+            i += n;
             if let Some(c) = cooler.as_mut() {
-                if (i + 1) % COLD_EVERY == 0 {
+                if i / COLD_EVERY != (i - n) / COLD_EVERY {
                     let p = Instant::now();
                     c()?;
                     paused += p.elapsed();
@@ -505,7 +610,7 @@ fn run_one(
         }
         (hist, wrong)
     } else {
-        run_threads(idx.as_ref(), plan, threads, durable)?
+        run_threads(idx.as_ref(), plan, threads, durable, opts.batch)?
     };
     if plan.workload.writes() {
         // Background work the writes started (a store's merge) is part of
@@ -564,6 +669,7 @@ fn run_threads(
     plan: &WorkloadPlan,
     threads: usize,
     durable: bool,
+    batch: usize,
 ) -> Result<(Histogram<u64>, u64)> {
     let mut parts: Vec<Vec<&Op>> = vec![Vec::new(); threads];
     for op in &plan.ops {
@@ -585,11 +691,14 @@ fn run_threads(
                     let mut hist = new_hist()?;
                     let mut wrong = 0;
                     let mut buf = Vec::with_capacity(128);
-                    for op in ops {
+                    let mut i = 0;
+                    while i < ops.len() {
+                        let n = batch_len(&ops[i..], batch);
                         let t = Instant::now();
-                        let ok = exec(idx, op, strict, durable, &mut buf)?;
-                        hist.saturating_record((t.elapsed().as_nanos() as u64).max(1));
-                        wrong += u64::from(!ok);
+                        wrong += exec_chunk(idx, &ops[i..i + n], strict, durable, &mut buf)?;
+                        hist.record_n((t.elapsed().as_nanos() as u64).max(1), n as u64)
+                            .map_err(|e| Error::invalid(format!("histogram: {e}")))?;
+                        i += n;
                     }
                     Ok((hist, wrong))
                 })
@@ -678,6 +787,15 @@ fn aggregate(
         spec: spec.to_string(),
         resident: opts.resident.to_string(),
         threads: opts.threads.max(1),
+        batch: (opts.batch > 1).then_some(opts.batch),
+        queue_depth: (opts.batch > 1).then_some(opts.queue_depth),
+        io_engine: (opts.batch > 1).then(|| {
+            opts.io_engine
+                .resolve()
+                .unwrap_or(opts.io_engine)
+                .name()
+                .to_string()
+        }),
         key_choice: format!("{:?}", opts.key_choice).to_lowercase(),
         bulk_n: plan.bulk_len(n) as u64,
         throughput_runs,
@@ -713,6 +831,9 @@ mod tests {
             seed: 1,
             key_choice: KeyChoice::Uniform,
             threads: 1,
+            batch: 1,
+            queue_depth: strata::storage::DEFAULT_QUEUE_DEPTH,
+            io_engine: strata::storage::IoEngine::Auto,
             work_dir: dir.to_path_buf(),
             page_size: 4096,
         }

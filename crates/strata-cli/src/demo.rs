@@ -95,6 +95,9 @@ pub fn run(a: DemoArgs, quiet: bool) -> Result<()> {
             seed: 1,
             key_choice: KeyChoice::Uniform,
             threads: 1,
+            batch: 1,
+            queue_depth: strata::storage::DEFAULT_QUEUE_DEPTH,
+            io_engine: strata::storage::IoEngine::Auto,
             work_dir: a.dir.join(format!("{}-indexes", dist.name())),
             page_size: 4096,
         };

@@ -204,6 +204,17 @@ struct BenchArgs {
     /// Worker threads.
     #[arg(long, default_value_t = 1)]
     threads: usize,
+    /// Lookups per batch: runs of lookups go to `get_many` this many at a
+    /// time (1: one `get` per lookup).
+    #[arg(long, default_value_t = 1)]
+    batch: usize,
+    /// Reads in flight at most in a batch (1-256).
+    #[arg(long, default_value_t = strata::storage::DEFAULT_QUEUE_DEPTH)]
+    queue_depth: usize,
+    /// How batched reads reach local files: auto (io_uring if the kernel
+    /// has it, else threads), uring, threads or sync.
+    #[arg(long, default_value = "auto")]
+    io: String,
     /// Key choice of reads/updates: uniform or zipfian.
     #[arg(long, default_value = "uniform")]
     keys_choice: String,
@@ -635,6 +646,9 @@ fn bench(a: BenchArgs, quiet: bool) -> Result<()> {
         seed: a.seed,
         key_choice: a.keys_choice.parse::<KeyChoice>()?,
         threads: a.threads,
+        batch: a.batch.max(1),
+        queue_depth: a.queue_depth.clamp(1, strata::storage::MAX_QUEUE_DEPTH),
+        io_engine: a.io.parse()?,
         work_dir,
         page_size: a.page,
     };

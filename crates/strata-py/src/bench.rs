@@ -65,6 +65,9 @@ pub fn run_bench<'py>(
         seed,
         key_choice: key_choice.parse::<KeyChoice>().py()?,
         threads,
+        batch: 1,
+        queue_depth: strata::storage::DEFAULT_QUEUE_DEPTH,
+        io_engine: strata::storage::IoEngine::Auto,
         work_dir,
         page_size,
     };

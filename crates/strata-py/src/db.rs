@@ -272,7 +272,9 @@ impl PyDb {
         let keys = u64_array(&keys, "keys")?;
         let mut owned = Vec::new();
         let ks = key_slice(&keys, &mut owned);
-        let (values, found) = self.with(py, |db| lookup_many(ks, missing, with_found, |k| db.get(k)))?;
+        let (values, found) = self.with(py, |db| {
+            lookup_many(ks, missing, with_found, |k, out| db.get_many(k, out))
+        })?;
         values_and_found(py, values, found, with_found)
     }
 

@@ -56,22 +56,27 @@ pub fn key_slice<'a>(keys: &'a PyReadonlyArray1<'_, u64>, owned: &'a mut Vec<u64
     }
 }
 
-/// Looks up every key of `ks` with `get`: the values (`missing` for absent
-/// keys) and, with `with_found`, whether each key was present. Shared by
-/// `Index.get_many` and `Db.get_many`.
+/// Looks up every key of `ks` through `get_many` (the batched path: reads
+/// with many in flight), 4,096 keys per call: the values (`missing` for
+/// absent keys) and, with `with_found`, whether each key was present.
+/// Shared by `Index.get_many` and `Db.get_many`.
 pub fn lookup_many(
     ks: &[u64],
     missing: u64,
     with_found: bool,
-    mut get: impl FnMut(u64) -> strata::Result<Option<u64>>,
+    mut get_many: impl FnMut(&[u64], &mut Vec<Option<u64>>) -> strata::Result<()>,
 ) -> strata::Result<(Vec<u64>, Vec<bool>)> {
     let mut values = Vec::with_capacity(ks.len());
     let mut found = Vec::with_capacity(if with_found { ks.len() } else { 0 });
-    for &k in ks {
-        let v = get(k)?;
-        values.push(v.unwrap_or(missing));
-        if with_found {
-            found.push(v.is_some());
+    let mut got = Vec::with_capacity(ks.len().min(4096));
+    for chunk in ks.chunks(4096) {
+        got.clear();
+        get_many(chunk, &mut got)?;
+        for v in &got {
+            values.push(v.unwrap_or(missing));
+            if with_found {
+                found.push(v.is_some());
+            }
         }
     }
     Ok((values, found))
@@ -192,7 +197,8 @@ impl PyIndex {
         let idx = self.idx()?;
         let mut owned = Vec::new();
         let ks = key_slice(&keys, &mut owned);
-        let (values, found) = py.run_detached(|| lookup_many(ks, missing, with_found, |k| idx.get(k)))?;
+        let (values, found) =
+            py.run_detached(|| lookup_many(ks, missing, with_found, |k, out| idx.get_many(k, out)))?;
         values_and_found(py, values, found, with_found)
     }
 
