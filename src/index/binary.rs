@@ -54,6 +54,7 @@ impl IndexKind for BinaryKind {
             run,
             stats: io.stats.clone(),
             dir,
+            queue_depth: io.queue_depth,
         }))
     }
 }
@@ -64,6 +65,8 @@ pub struct BinaryIndex {
     run: DataRun,
     stats: Arc<IoStats>,
     dir: Arc<dyn Directory>,
+    /// Reads in flight at most in batched lookups.
+    queue_depth: usize,
 }
 
 impl BinaryIndex {
@@ -101,6 +104,63 @@ impl BinaryIndex {
     }
 }
 
+impl BinaryIndex {
+    /// [`BinaryIndex::locate`] for many keys, the binary searches in lock
+    /// step: each round reads the middle page of every search still open
+    /// in one batch (a page several searches probe in the same round once).
+    /// Returns each key's lower bound and the index in the returned pages
+    /// of the page holding it.
+    fn locate_many(&self, keys: &[u64]) -> Result<(Vec<(u64, Option<usize>)>, Vec<PageRun>)> {
+        let meta = *self.run.meta();
+        let mut runs: Vec<PageRun> = Vec::new();
+        let mut found: Vec<(u64, Option<usize>)> = vec![(meta.n, None); keys.len()];
+        // (key index, lo, hi, best): as in `locate`.
+        let mut open: Vec<(usize, u64, u64, Option<usize>)> = (0..keys.len())
+            .filter(|_| meta.pages > 0)
+            .map(|i| (i, 0, meta.pages, None))
+            .collect();
+        while !open.is_empty() {
+            let mut set = super::batch::RangeSet::default();
+            let wanted: Vec<usize> = open
+                .iter()
+                .map(|&(_, lo, hi, _)| {
+                    let mid = lo + (hi - lo) / 2;
+                    set.add(mid, mid + 1)
+                })
+                .collect();
+            let base = runs.len();
+            runs.extend(set.read(|r| self.run.read_pages_many(r, self.queue_depth))?);
+            let mut still = Vec::new();
+            for (&(i, lo, hi, best), w) in open.iter().zip(wanted) {
+                let key = keys.get(i).copied().unwrap_or(0);
+                let mid = lo + (hi - lo) / 2;
+                let Some(page) = runs.get(base + w) else { continue };
+                let (plo, phi) = page.item_range();
+                let last = page.key(phi - 1).unwrap_or(u64::MAX);
+                let (lo, hi, best) = if last < key {
+                    (mid + 1, hi, best)
+                } else if page.key(plo).unwrap_or(0) <= key || mid == 0 {
+                    if let Some(f) = found.get_mut(i) {
+                        *f = (page.lower_bound(key, plo, phi), Some(base + w));
+                    }
+                    continue;
+                } else {
+                    (lo, mid, Some(base + w))
+                };
+                if lo < hi {
+                    still.push((i, lo, hi, best));
+                } else if let (Some(b), true) = (best, lo < meta.pages) {
+                    if let (Some(f), Some(p)) = (found.get_mut(i), runs.get(b)) {
+                        *f = (p.item_range().0, Some(b));
+                    }
+                }
+            }
+            open = still;
+        }
+        Ok((found, runs))
+    }
+}
+
 impl Index for BinaryIndex {
     fn kind(&self) -> &str {
         "binary"
@@ -121,6 +181,38 @@ impl Index for BinaryIndex {
     fn lower_bound(&self, key: u64) -> Result<Option<Record>> {
         let (lb, page) = self.locate(key)?;
         Ok(page.and_then(|p| p.record(lb)))
+    }
+
+    /// The binary searches of the sorted, distinct keys in lock step
+    /// (one batch of reads per step), as many pages per key as one by one.
+    fn get_many(&self, keys: &[u64], out: &mut Vec<Option<u64>>) -> Result<()> {
+        let batch = super::batch::KeyBatch::new(keys);
+        let (found, runs) = self.locate_many(&batch.keys)?;
+        let answers: Vec<Option<u64>> = batch
+            .keys
+            .iter()
+            .zip(&found)
+            .map(|(&k, &(lb, run))| {
+                run.and_then(|r| runs.get(r))
+                    .and_then(|p| p.record(lb))
+                    .filter(|r| r.0 == k)
+                    .map(|r| r.1)
+            })
+            .collect();
+        batch.scatter(&answers, out);
+        Ok(())
+    }
+
+    /// As [`Index::get_many`].
+    fn lower_bound_many(&self, keys: &[u64], out: &mut Vec<Option<Record>>) -> Result<()> {
+        let batch = super::batch::KeyBatch::new(keys);
+        let (found, runs) = self.locate_many(&batch.keys)?;
+        let answers: Vec<Option<Record>> = found
+            .iter()
+            .map(|&(lb, run)| run.and_then(|r| runs.get(r)).and_then(|p| p.record(lb)))
+            .collect();
+        batch.scatter(&answers, out);
+        Ok(())
     }
 
     /// Seeks with the binary search over pages, then reads page by page; a
