@@ -129,6 +129,30 @@ impl LeafDir {
         self.chunks.get(p.chunk)?.pages.get(p.i)
     }
 
+    /// The pages of the `k` leaves after the leaf `key` routes to, in key
+    /// order (fewer at the end of the tree).
+    pub(super) fn leaves_after(&self, key: u64, k: usize) -> Vec<u64> {
+        let mut out = Vec::with_capacity(k);
+        let Some(Pos { chunk, i }) = self.route(key) else {
+            return out;
+        };
+        let mut at = i + 1;
+        for c in self.chunks.iter().skip(chunk) {
+            while out.len() < k {
+                match c.pages.get(at) {
+                    Some(p) => out.push(p),
+                    None => break,
+                }
+                at += 1;
+            }
+            if out.len() >= k {
+                break;
+            }
+            at = 0;
+        }
+        out
+    }
+
     /// The leaf `key` routes to, checked to be `page`.
     fn find(&self, key: u64, page: u64) -> Result<Pos> {
         let p = self

@@ -191,6 +191,56 @@ impl Pinned {
         node.node.children.get(node.node.route(key)).copied()
     }
 
+    /// The pages of the `k` leaves after the leaf `key` routes to, in key
+    /// order (fewer at the end of the tree; `height >= 2`).
+    pub(super) fn leaves_after(&self, height: u32, key: u64, k: usize) -> Vec<u64> {
+        let mut out = Vec::with_capacity(k);
+        // The path from the root: (node slot, child index) per level.
+        let mut path: Vec<(u32, usize)> = Vec::new();
+        let mut slot = self.root;
+        for level in (1..height).rev() {
+            let Some(n) = self.nodes.get(slot as usize) else {
+                return out;
+            };
+            let i = n.node.route(key);
+            path.push((slot, i));
+            if level > 1 {
+                match n.slots.get(i) {
+                    Some(&s) => slot = s,
+                    None => return out,
+                }
+            }
+        }
+        // Step to the next leaf: the next child of the level-1 node, or up
+        // to the first ancestor with a next child and down its left edge.
+        while out.len() < k {
+            let Some(up) = path.iter().rposition(|&(s, i)| {
+                self.nodes
+                    .get(s as usize)
+                    .is_some_and(|n| i + 1 < n.node.children.len())
+            }) else {
+                break;
+            };
+            path.truncate(up + 1);
+            if let Some(last) = path.last_mut() {
+                last.1 += 1;
+            }
+            while path.len() < (height - 1) as usize {
+                let Some(&(s, i)) = path.last() else { break };
+                let Some(&child) = self.nodes.get(s as usize).and_then(|n| n.slots.get(i)) else {
+                    return out;
+                };
+                path.push((child, 0));
+            }
+            let Some(&(s, i)) = path.last() else { break };
+            match self.nodes.get(s as usize).and_then(|n| n.node.children.get(i)) {
+                Some(&page) => out.push(page),
+                None => break,
+            }
+        }
+        out
+    }
+
     /// Every leaf with its lower bound (the smallest key routed to it), in
     /// key order: the tree flattened (`height >= 2`).
     pub(super) fn leaves(&self, height: u32) -> Vec<(u64, u64)> {
@@ -699,6 +749,9 @@ enum Then {
     End,
 }
 
+/// Leaves a scan reads ahead in one batch at most (256 KiB of 4 KiB pages).
+const READ_AHEAD_MAX: usize = 64;
+
 /// A [`Cursor`] over a [`BTree`]: a seek descends like a lookup and reads
 /// the key's leaf, [`Cursor::next`] follows the sibling link and reads one
 /// leaf when the records of the last one are used up.
@@ -724,6 +777,9 @@ pub(super) struct BTreeCursor<'a> {
     meta: Meta,
     /// Sibling links followed since the last descent (cycle guard).
     hops: u64,
+    /// Leaves read ahead (page, verified later by [`LeafPage::open`]), the
+    /// next to follow first: used when the sibling link leads to them.
+    ahead: std::collections::VecDeque<(u64, AlignedBuf)>,
 }
 
 impl<'a> BTreeCursor<'a> {
@@ -745,6 +801,7 @@ impl<'a> BTreeCursor<'a> {
             then: Then::Descend(0),
             meta,
             hops: 0,
+            ahead: std::collections::VecDeque::new(),
         }
     }
 
@@ -760,9 +817,49 @@ impl<'a> BTreeCursor<'a> {
             let mut n = 0;
             while n < count && c.refill(&st, buf)? {
                 n += c.drain(count - n, out);
+                if n < count {
+                    c.read_ahead(&st, count - n)?;
+                }
             }
             Ok(n)
         })
+    }
+
+    /// With the leaves routed from memory (pinned inner nodes or the
+    /// learned directory), reads the leaves that `need` more records take
+    /// at least, after the one held, in one batch (`queue_depth` reads in
+    /// flight): `ceil(need / capacity)` leaves (at most
+    /// [`READ_AHEAD_MAX`], then again when they are used), never one that a scan
+    /// following the sibling links would not read. Without them the next
+    /// leaf is known only from the held one's link: nothing is read ahead.
+    fn read_ahead(&mut self, st: &State, need: usize) -> Result<()> {
+        if !self.ahead.is_empty() || self.count == 0 || st.meta.height < 2 {
+            return Ok(());
+        }
+        let Then::Sibling { .. } = self.then else {
+            return Ok(());
+        };
+        let k = need
+            .div_ceil(super::format::node_capacity(self.tree.page_size).max(1))
+            .min(READ_AHEAD_MAX);
+        if k < 2 {
+            // The next leaf alone: one read either way.
+            return Ok(());
+        }
+        let Some(last) = self.held().key(self.count - 1) else {
+            return Ok(());
+        };
+        let pages = match (&st.ldir, &st.pinned) {
+            (Some(d), _) => d.leaves_after(last, k),
+            (None, Some(p)) => p.leaves_after(st.meta.height, last, k),
+            (None, None) => return Ok(()),
+        };
+        if pages.first() != Some(&self.next) {
+            return Ok(());
+        }
+        let bufs = self.tree.pager.read_pages_many(Role::Leaf, &pages)?;
+        self.ahead = pages.into_iter().zip(bufs).collect();
+        Ok(())
     }
 
     /// The leaf held.
@@ -776,7 +873,13 @@ impl<'a> BTreeCursor<'a> {
     fn load(&mut self, st: &State, page: u64, from: Option<u64>, resume: Option<u64>) -> Result<()> {
         let tree = self.tree;
         self.count = 0;
-        tree.read_page(Role::Leaf, page, &mut self.leaf)?;
+        match self.ahead.pop_front() {
+            Some((p, buf)) if p == page && from.is_none() => self.leaf = buf,
+            _ => {
+                self.ahead.clear();
+                tree.read_page(Role::Leaf, page, &mut self.leaf)?;
+            }
+        }
         let leaf = LeafPage::open(&self.leaf, page, tree.name())?;
         let (count, next) = (leaf.count(), leaf.next());
         let start = from.map_or(0, |k| leaf.lower_bound(k));
@@ -870,9 +973,16 @@ impl Cursor for BTreeCursor<'_> {
         }
         let tree = self.tree;
         let st = tree.state.read();
+        if st.meta != self.meta {
+            // Leaves read ahead under another version of the tree.
+            self.ahead.clear();
+        }
         with_page_buf(tree.page_size, |buf| {
             while n < count && self.refill(&st, buf)? {
                 n += self.drain(count - n, out);
+                if n < count {
+                    self.read_ahead(&st, count - n)?;
+                }
             }
             Ok(n)
         })
