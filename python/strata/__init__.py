@@ -186,6 +186,7 @@ def open(
     direct: bool = False,
     cache_pages: int = 0,
     profile: Optional[str] = None,
+    queue_depth: int = 32,
 ) -> Index:
     """Opens the index directory at ``path`` (written by :func:`build` or ``strata build``).
 
@@ -196,8 +197,11 @@ def open(
     - ``cache_pages``: pages of an LRU buffer pool in front of storage.
     - ``profile``: storage profile whose modelled time ``Index.io()`` reports
       (``nvme``, ``hdd``, ..., ``custom:LAT_US:BW_MB_S``; see :func:`profiles`).
+    - ``queue_depth``: reads in flight at most in ``Index.get_many`` (io_uring
+      on local files where the kernel has it, else a pool of threads; 1 reads
+      one page after another).
     """
-    return _strata.open(os.fspath(path), resident, direct, cache_pages, profile)
+    return _strata.open(os.fspath(path), resident, direct, cache_pages, profile, None, queue_depth)
 
 
 def build(

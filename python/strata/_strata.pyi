@@ -210,6 +210,7 @@ def open(
     cache_pages: int = 0,
     profile: Optional[str] = None,
     build_report: Optional[Dict[str, Any]] = None,
+    queue_depth: int = 32,
 ) -> Index: ...
 def build(
     keys: _U64Array,

@@ -308,18 +308,22 @@ fn open_options(
     direct: bool,
     cache_pages: usize,
     profile: Option<&str>,
+    queue_depth: usize,
 ) -> strata::Result<OpenOptions> {
     Ok(OpenOptions {
         direct,
         resident: resident.parse::<Residency>()?,
         cache_pages,
         profile: profile.map(StorageProfile::named).transpose()?,
+        queue_depth: queue_depth.clamp(1, strata::storage::MAX_QUEUE_DEPTH),
+        io_engine: strata::storage::IoEngine::Auto,
     })
 }
 
 /// Opens the index directory at `path`.
 #[pyfunction]
-#[pyo3(signature = (path, resident = "index", direct = false, cache_pages = 0, profile = None, build_report = None))]
+#[pyo3(signature = (path, resident = "index", direct = false, cache_pages = 0, profile = None, build_report = None, queue_depth = 32))]
+#[expect(clippy::too_many_arguments, reason = "Python keyword arguments")]
 pub fn open(
     py: Python<'_>,
     path: PathBuf,
@@ -328,8 +332,9 @@ pub fn open(
     cache_pages: usize,
     profile: Option<&str>,
     build_report: Option<Py<PyDict>>,
+    queue_depth: usize,
 ) -> PyResult<PyIndex> {
-    let opts = open_options(resident, direct, cache_pages, profile).py()?;
+    let opts = open_options(resident, direct, cache_pages, profile, queue_depth).py()?;
     let idx = py.run_detached(|| strata::registry::open(&path, &opts))?;
     Ok(PyIndex {
         inner: RwLock::new(Some(Arc::from(idx))),
