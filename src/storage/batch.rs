@@ -162,9 +162,15 @@ thread_local! {
     static RING: RefCell<Option<IoUring>> = const { RefCell::new(None) };
 }
 
+/// The index [`read_on_ring`] reports when this thread could not set up a
+/// ring (nothing was read: the caller may use another engine).
+pub(crate) const NO_RING: usize = usize::MAX;
+
 /// Serves `reads` through this thread's io_uring with up to `queue_depth`
 /// in flight. On an error the reads already submitted are still reaped
-/// before it returns; the error names the first failed read's index.
+/// before it returns; the error names the first failed read's index, or
+/// [`NO_RING`] if no ring could be set up (a limit on locked memory, too
+/// many rings): then nothing was submitted.
 pub(crate) fn read_on_ring(
     reads: &mut [RingRead<'_>],
     queue_depth: usize,
@@ -173,16 +179,16 @@ pub(crate) fn read_on_ring(
     RING.with(|cell| match cell.try_borrow_mut() {
         Ok(mut slot) => {
             if slot.is_none() {
-                *slot = Some(IoUring::new(MAX_QUEUE_DEPTH as u32).map_err(|e| (0, e))?);
+                *slot = Some(IoUring::new(MAX_QUEUE_DEPTH as u32).map_err(|e| (NO_RING, e))?);
             }
             match slot.as_mut() {
                 Some(ring) => run(ring),
-                None => Err((0, std::io::Error::other("no io_uring"))),
+                None => Err((NO_RING, std::io::Error::other("no io_uring"))),
             }
         }
         // Never reached (nothing here calls back into a read), but a ring
         // of its own is always correct.
-        Err(_) => run(&mut IoUring::new(MAX_QUEUE_DEPTH as u32).map_err(|e| (0, e))?),
+        Err(_) => run(&mut IoUring::new(MAX_QUEUE_DEPTH as u32).map_err(|e| (NO_RING, e))?),
     })
 }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::aligned::{ALIGN, AlignedBuf};
-use super::batch::{IoEngine, ReadReq, RingRead, pread_at_least, read_on_ring, read_on_threads};
+use super::batch::{IoEngine, NO_RING, ReadReq, RingRead, pread_at_least, read_on_ring, read_on_threads};
 use super::{DirLock, Directory, LockMode, ReadStorage, Storage};
 use crate::{Error, Result};
 
@@ -222,16 +222,25 @@ impl FileStorage {
                     done: 0,
                 });
             }
-            read_on_ring(&mut reads, queue_depth).map_err(|(k, e)| {
-                let (_, offset, min) = owner.get(k).copied().unwrap_or((0, 0, 0));
-                if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                    self.io_err(eof(offset, min))
-                } else {
-                    self.io_err(e)
+            match read_on_ring(&mut reads, queue_depth) {
+                Ok(()) => Ok(true),
+                Err((NO_RING, e)) => {
+                    log::warn!("no io_uring for this thread ({e}); batched reads use threads");
+                    Ok(false)
                 }
-            })
+                Err((k, e)) => {
+                    let (_, offset, min) = owner.get(k).copied().unwrap_or((0, 0, 0));
+                    Err(if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                        self.io_err(eof(offset, min))
+                    } else {
+                        self.io_err(e)
+                    })
+                }
+            }
         };
-        result?;
+        if !result? {
+            return read_on_threads(self, reqs, queue_depth);
+        }
         for ((i, head), bounce) in bounced.into_iter().zip(&bounces) {
             let Some(r) = reqs.get_mut(i) else { continue };
             let len = r.buf.len();
