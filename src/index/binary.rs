@@ -59,6 +59,10 @@ impl IndexKind for BinaryKind {
     }
 }
 
+/// Each key's lower bound with the index of the page holding it, and the
+/// pages read ([`BinaryIndex::locate_many`]).
+type Located2 = (Vec<(u64, Option<usize>)>, Vec<PageRun>);
+
 /// Binary search over the pages of a data run.
 #[derive(Debug)]
 pub struct BinaryIndex {
@@ -110,7 +114,7 @@ impl BinaryIndex {
     /// in one batch (a page several searches probe in the same round once).
     /// Returns each key's lower bound and the index in the returned pages
     /// of the page holding it.
-    fn locate_many(&self, keys: &[u64]) -> Result<(Vec<(u64, Option<usize>)>, Vec<PageRun>)> {
+    fn locate_many(&self, keys: &[u64]) -> Result<Located2> {
         let meta = *self.run.meta();
         let mut runs: Vec<PageRun> = Vec::new();
         let mut found: Vec<(u64, Option<usize>)> = vec![(meta.n, None); keys.len()];
