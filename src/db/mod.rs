@@ -229,7 +229,7 @@ impl Db {
     /// Appends the value of each of `keys` (any order, repeats allowed; `None`
     /// if absent) to `out`: a key in a dynamic stage is answered from
     /// memory, the others from the static stage in one batch
-    /// ([`Index::get_many`]: their pages read with many in flight). All
+    /// ([`Index::get_many`](crate::index::Index::get_many): their pages read with many in flight). All
     /// answers come from one version of the store. On an error `out` is
     /// left as it was.
     pub fn get_many(&self, keys: &[u64], out: &mut Vec<Option<u64>>) -> Result<()> {

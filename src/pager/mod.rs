@@ -243,7 +243,7 @@ impl Pager {
     }
 
     /// Reads each page of `pages` (one page each) with up to the
-    /// context's `queue_depth` reads in flight ([`ReadStorage::read_many`]):
+    /// context's `queue_depth` reads in flight ([`ReadStorage::read_many`](crate::storage::ReadStorage::read_many)):
     /// the pages `read_page` would read one after another, one read call
     /// each, into fresh aligned buffers in the order of `pages`.
     pub fn read_pages_many(&self, role: Role, pages: &[u64]) -> Result<Vec<AlignedBuf>> {
