@@ -314,6 +314,26 @@ impl Index for FitingTree {
         self.lower_bound_impl(key)
     }
 
+    /// Sorted and deduplicated, in rounds of batched reads: the directory
+    /// level by level when not resident, then every key's window of
+    /// segment pages, then the insert buffers the keys need; the same pages
+    /// as one `get` per key, each distinct range once per round.
+    fn get_many(&self, keys: &[u64], out: &mut Vec<Option<u64>>) -> Result<()> {
+        let batch = crate::index::batch::KeyBatch::new(keys);
+        let answers = self.get_many_impl(&batch.keys)?;
+        batch.scatter(&answers, out);
+        Ok(())
+    }
+
+    /// As [`Index::get_many`]; pages past the window (rare: after deletes,
+    /// or a key past its segment's last record) are read key by key.
+    fn lower_bound_many(&self, keys: &[u64], out: &mut Vec<Option<Record>>) -> Result<()> {
+        let batch = crate::index::batch::KeyBatch::new(keys);
+        let answers = self.lower_bound_many_impl(&batch.keys)?;
+        batch.scatter(&answers, out);
+        Ok(())
+    }
+
     fn scan(&self, from: u64, count: usize, out: &mut Vec<Record>) -> Result<()> {
         if count == 0 {
             return Ok(());
