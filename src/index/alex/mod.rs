@@ -299,6 +299,27 @@ impl Index for Alex {
         c.next()
     }
 
+    /// Sorted and deduplicated, in rounds of batched reads: the inner path
+    /// level by level when not resident, the data nodes' head pages, the
+    /// pages where the searches start, the value pages; a data node's pages
+    /// are read once for all the keys in it (never more pages than one
+    /// `get` per key).
+    fn get_many(&self, keys: &[u64], out: &mut Vec<Option<u64>>) -> Result<()> {
+        let batch = crate::index::batch::KeyBatch::new(keys);
+        let answers = self.get_many_impl(&batch.keys)?;
+        batch.scatter(&answers, out);
+        Ok(())
+    }
+
+    /// As [`Index::get_many`]; a key past its node's last record follows
+    /// the sibling links as the cursor does.
+    fn lower_bound_many(&self, keys: &[u64], out: &mut Vec<Option<Record>>) -> Result<()> {
+        let batch = crate::index::batch::KeyBatch::new(keys);
+        let answers = self.lower_bound_many_impl(&batch.keys)?;
+        batch.scatter(&answers, out);
+        Ok(())
+    }
+
     fn scan(&self, from: u64, count: usize, out: &mut Vec<Record>) -> Result<()> {
         if count == 0 {
             return Ok(());
