@@ -167,13 +167,16 @@ fn levels_on_storage_read_level_by_level() {
 /// resident the levels are read level by level, shared within a round.
 #[test]
 fn updatable_kinds_same_answers_and_io() {
-    for spec in ["fiting", "dpgm", "lipp"] {
+    for spec in ["fiting", "dpgm"] {
         compare(spec, Residency::Index, true);
     }
     // A bulk-loaded ALEX data node holds up to ~1,400 records here, so keys
     // 1,000 apart often share one: its head page (and the pages they both
     // touch) is read once for them, fewer pages than one by one.
     compare("alex", Residency::Index, false);
+    // LIPP's root header shares its page with the first slots: a key whose
+    // slot is there reads it one by one, not in a batch that holds it.
+    compare("lipp", Residency::Index, false);
 }
 
 #[test]

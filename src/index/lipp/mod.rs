@@ -259,6 +259,26 @@ impl Index for LippIndex {
         self.lower_bound_impl(key)
     }
 
+    /// Sorted and deduplicated: one round per level for the keys still
+    /// open, the node headers not resident in one batch and the slots the
+    /// models give in another; a page read once serves every key of the
+    /// batch (held until the batch ends).
+    fn get_many(&self, keys: &[u64], out: &mut Vec<Option<u64>>) -> Result<()> {
+        let batch = crate::index::batch::KeyBatch::new(keys);
+        let answers = self.get_many_impl(&batch.keys)?;
+        batch.scatter(&answers, out);
+        Ok(())
+    }
+
+    /// As [`Index::get_many`], then each key's cursor continues from its
+    /// path (slots after the position read key by key).
+    fn lower_bound_many(&self, keys: &[u64], out: &mut Vec<Option<Record>>) -> Result<()> {
+        let batch = crate::index::batch::KeyBatch::new(keys);
+        let answers = self.lower_bound_many_impl(&batch.keys)?;
+        batch.scatter(&answers, out);
+        Ok(())
+    }
+
     fn cursor(&self) -> Result<Box<dyn Cursor + '_>> {
         Ok(Box::new(LippCursor::new(self)))
     }
