@@ -38,11 +38,12 @@ fn engines() -> Vec<IoEngine> {
     e
 }
 
+/// Answers of `get` and `lower_bound` for a batch, and the read calls,
+/// pages and bytes each took.
+type Answers = (Vec<Option<u64>>, Vec<Option<(u64, u64)>>, [u64; 3], [u64; 3]);
+
 /// One-by-one answers and the I/O they took.
-fn one_by_one(
-    idx: &dyn Index,
-    batch: &[u64],
-) -> (Vec<Option<u64>>, Vec<Option<(u64, u64)>>, [u64; 3], [u64; 3]) {
+fn one_by_one(idx: &dyn Index, batch: &[u64]) -> Answers {
     let io = idx.io().clone();
     let s0 = io.snapshot();
     let gets: Vec<Option<u64>> = batch.iter().map(|&k| idx.get(k).unwrap()).collect();
@@ -56,10 +57,7 @@ fn one_by_one(
     (gets, lbs, d(s0, s1), d(s1, s2))
 }
 
-fn batched(
-    idx: &dyn Index,
-    batch: &[u64],
-) -> (Vec<Option<u64>>, Vec<Option<(u64, u64)>>, [u64; 3], [u64; 3]) {
+fn batched(idx: &dyn Index, batch: &[u64]) -> Answers {
     let io = idx.io().clone();
     let s0 = io.snapshot();
     let mut gets = Vec::new();
@@ -239,7 +237,10 @@ fn updatable_kinds_after_inserts_and_deletes() {
                     assert_eq!(g, want_g, "{what}: get_many answers");
                     assert_eq!(l, want_l, "{what}: lower_bound_many answers");
                     for (b, o) in [(bio_g, io_g), (bio_l, io_l)] {
-                        assert!(b[1] <= o[1] && b[2] <= o[2], "{what}: batch {b:?} > one by one {o:?}");
+                        assert!(
+                            b[1] <= o[1] && b[2] <= o[2],
+                            "{what}: batch {b:?} > one by one {o:?}"
+                        );
                     }
                     // Inserting through the same index after a batch: the
                     // next batch sees it.

@@ -211,7 +211,7 @@ fn drive(
             let Some(rest) = r.buf.get_mut(r.done..) else {
                 break;
             };
-            let len = u32::try_from(rest.len()).unwrap_or(u32::MAX & !4095);
+            let len = u32::try_from(rest.len()).unwrap_or(!4095);
             let entry = opcode::Read::new(types::Fd(r.file.as_raw_fd()), rest.as_mut_ptr(), len)
                 .offset(r.offset + r.done as u64)
                 .build()

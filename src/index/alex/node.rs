@@ -132,7 +132,12 @@ impl<'p> DataNode<'p> {
 
     /// As [`DataNode::open`], with the head page already read into `page0`
     /// (verified here).
-    pub(crate) fn open_from(pager: &'p Pager, head: u64, page_count: u64, page0: AlignedBuf) -> Result<DataNode<'p>> {
+    pub(crate) fn open_from(
+        pager: &'p Pager,
+        head: u64,
+        page_count: u64,
+        page0: AlignedBuf,
+    ) -> Result<DataNode<'p>> {
         let ps = pager.page_size();
         let mut n = DataNode {
             pager,

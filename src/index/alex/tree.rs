@@ -817,6 +817,11 @@ impl Cursor for AlexCursor<'_> {
     }
 }
 
+/// What [`Alex::locate_many`] finds: the data nodes opened, each key's node
+/// (an index among them), and each key's first slot `>=` it with that
+/// slot's key.
+type Located<'p> = (Vec<DataNode<'p>>, Vec<usize>, Vec<Option<(usize, u64)>>);
+
 /// Where a key of a batch finds its inner node in a round.
 #[derive(Debug, Clone, Copy)]
 enum InnerSrc {
@@ -873,7 +878,11 @@ impl Alex {
             for (((&key, a), h), s) in keys.iter().zip(addr.iter_mut()).zip(held.iter_mut()).zip(src) {
                 let j = match s {
                     InnerSrc::Done => continue,
-                    InnerSrc::Read => base + which.next().ok_or_else(|| Error::invalid("inner page not read"))?,
+                    InnerSrc::Read => {
+                        base + which
+                            .next()
+                            .ok_or_else(|| Error::invalid("inner page not read"))?
+                    }
                     InnerSrc::Held(j) => j,
                 };
                 let (page, off) = (*a / ps, (*a % ps) as usize);
@@ -887,7 +896,11 @@ impl Alex {
                 *h = Some(j);
             }
         }
-        let deep = addr.iter().find(|&&a| a % ps != 0).copied().unwrap_or(st.meta.root);
+        let deep = addr
+            .iter()
+            .find(|&&a| a % ps != 0)
+            .copied()
+            .unwrap_or(st.meta.root);
         Err(self.corrupt(deep / ps, "inner nodes deeper than 64 levels"))
     }
 
@@ -919,11 +932,7 @@ impl Alex {
     /// in (`which`: each key's node): the path, then one batch of head
     /// pages, one of the pages where the searches start; pages further
     /// along a search are read as it reaches them.
-    fn locate_many<'p>(
-        &'p self,
-        st: &State,
-        keys: &[u64],
-    ) -> Result<(Vec<DataNode<'p>>, Vec<usize>, Vec<Option<(usize, u64)>>)> {
+    fn locate_many<'p>(&'p self, st: &State, keys: &[u64]) -> Result<Located<'p>> {
         let pc = st.meta.space.page_count;
         let heads = self.descend_many(st, keys)?;
         let (distinct, which) = runs_of(&heads);
@@ -948,7 +957,9 @@ impl Alex {
         self.feed(&mut nodes, &want)?;
         let mut found = Vec::with_capacity(keys.len());
         for (&k, &n) in keys.iter().zip(&which) {
-            let d = nodes.get_mut(n).ok_or_else(|| Error::invalid("data node not open"))?;
+            let d = nodes
+                .get_mut(n)
+                .ok_or_else(|| Error::invalid("data node not open"))?;
             found.push(match d.lower_slot(k)? {
                 Some(q) => Some((q, d.key(q)?)),
                 None => None,

@@ -8,6 +8,11 @@ use crate::Result;
 use crate::index::{Cursor, Record, Residency};
 use crate::storage::AlignedBuf;
 
+/// Positions run `i` for a cursor's seek: `(i, run, scratch buffer, the
+/// page's entries)` to the position and slot ([`seek`]'s answer).
+pub(super) type SeekRun<'a> =
+    dyn FnMut(usize, &Run, &mut AlignedBuf, &mut Vec<Entry>) -> Result<(u64, usize)> + 'a;
+
 /// One input of the merge: the records of one page (or of the buffer) from
 /// the cursor's position on, and the next page of its run to read.
 #[derive(Debug, Default)]
@@ -74,7 +79,7 @@ impl<'a> DpgmCursor<'a> {
         st: &State,
         key: u64,
         buffer: Vec<Entry>,
-        seek_run: &mut dyn FnMut(usize, &Run, &mut AlignedBuf, &mut Vec<Entry>) -> Result<(u64, usize)>,
+        seek_run: &mut SeekRun<'_>,
     ) -> Result<()> {
         let ps = self.idx.page_size;
         self.sources.clear();

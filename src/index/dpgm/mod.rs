@@ -490,7 +490,9 @@ impl Dpgm {
         let st = self.state.read();
         let buffer = self.buffer_of(&st)?;
         let err = run::Errors::of(&st.meta);
-        let mut seeks: Vec<std::vec::IntoIter<(usize, (u64, usize, Vec<Entry>))>> = Vec::new();
+        // Per run: (key index, its position, slot and page), keys ascending.
+        type Positions = std::vec::IntoIter<(usize, (u64, usize, Vec<Entry>))>;
+        let mut seeks: Vec<Positions> = Vec::new();
         for r in &st.runs {
             let open: Vec<usize> = (0..keys.len())
                 .filter(|&i| keys.get(i).is_some_and(|&k| k > r.desc.min && k <= r.desc.max))

@@ -592,7 +592,11 @@ pub(super) fn seek_many(
     let segs: Vec<Option<Seg>> = if let Some(levels) = &run.model {
         let bottom = levels.first().map(Vec::as_slice).unwrap_or(&[]);
         xs.iter()
-            .map(|&x| bottom.get(bottom.partition_point(|s| s.key <= x).saturating_sub(1)).copied())
+            .map(|&x| {
+                bottom
+                    .get(bottom.partition_point(|s| s.key <= x).saturating_sub(1))
+                    .copied()
+            })
             .collect()
     } else {
         let top = d.model.len().saturating_sub(1);
@@ -602,10 +606,13 @@ pub(super) fn seek_many(
             let arr = Paged::model(d, ps, j);
             let searches: Vec<(Paged, u64, u64)> = windows.iter().map(|&(lo, hi)| (arr, lo, hi)).collect();
             let found = partition_many(pager, &searches, &|i, k| xs.get(i).is_some_and(|&x| k <= x))?;
-            for (((&x, (f, mut buf)), window), seg) in xs.iter().zip(found).zip(windows.iter_mut()).zip(segs.iter_mut()) {
+            for (((&x, (f, mut buf)), window), seg) in
+                xs.iter().zip(found).zip(windows.iter_mut()).zip(segs.iter_mut())
+            {
                 let (pg, slot) = f.hold(pager, &arr, f.pp.saturating_sub(1), &mut buf)?;
                 let page = buf.get(pg * ps..(pg + 1) * ps).unwrap_or(&[]);
-                let s = seg_at(page, slot).ok_or_else(|| Error::corruption(pager.name(), arr.first, "short model page"))?;
+                let s = seg_at(page, slot)
+                    .ok_or_else(|| Error::corruption(pager.name(), arr.first, "short model page"))?;
                 *seg = Some(s);
                 if j > 0 {
                     let below = d.model.get(j - 1).copied().unwrap_or(0);

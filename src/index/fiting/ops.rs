@@ -826,7 +826,14 @@ impl<'a> FitingCursor<'a> {
     /// Positions the cursor at `key` in segment `e`, from what a seek read:
     /// the position in the segment's pages and its sibling link
     /// ([`FitingTree::seg_lower_bound`]), and the segment's buffer.
-    fn place(&mut self, e: &Entry, key: u64, pos: Option<SegPos>, next: Option<u64>, mut buffered: Vec<Record>) {
+    fn place(
+        &mut self,
+        e: &Entry,
+        key: u64,
+        pos: Option<SegPos>,
+        next: Option<u64>,
+        mut buffered: Vec<Record>,
+    ) {
         self.head = e.page;
         self.data_pages = e.data_pages;
         self.next_seg = next;
@@ -926,6 +933,10 @@ impl Cursor for FitingCursor<'_> {
     }
 }
 
+/// What [`FitingTree::read_windows`] returns: each key's window `(p0, p1)`,
+/// the distinct windows read, and each key's index among them.
+type Windows = (Vec<(u64, u64)>, Vec<AlignedBuf>, Vec<usize>);
+
 /// Batched lookups: each round reads, for every key still open, its next
 /// pages with many reads in flight ([`crate::pager::Pager::read_runs_many`]).
 impl FitingTree {
@@ -944,7 +955,10 @@ impl FitingTree {
         for depth in 0..meta.height {
             let last = depth + 1 == meta.height;
             let (pages, which) = runs_of(&at);
-            if let Some(&p) = pages.iter().find(|&&p| p == NO_PAGE || p >= meta.space.page_count) {
+            if let Some(&p) = pages
+                .iter()
+                .find(|&&p| p == NO_PAGE || p >= meta.space.page_count)
+            {
                 return Err(self.corrupt(p, "directory link outside the file"));
             }
             let bufs = self.pager.read_pages_many(Role::Inner, &pages)?;
@@ -953,7 +967,8 @@ impl FitingTree {
                 .zip(&bufs)
                 .map(|(&p, b)| DirNode::decode(b, p, self.name()))
                 .collect::<Result<Vec<_>>>()?;
-            for (((&key, &w), page), slot) in keys.iter().zip(&which).zip(at.iter_mut()).zip(found.iter_mut()) {
+            for (((&key, &w), page), slot) in keys.iter().zip(&which).zip(at.iter_mut()).zip(found.iter_mut())
+            {
                 let (Some(node), Some(&p)) = (nodes.get(w), pages.get(w)) else {
                     return Err(Error::invalid("directory node not read"));
                 };
@@ -984,12 +999,7 @@ impl FitingTree {
     /// pages read in one batch (identical windows, adjacent for keys in
     /// order, once): the windows, the buffers read, and for each key the
     /// index of its buffer.
-    fn read_windows(
-        &self,
-        meta: &Meta,
-        keys: &[u64],
-        entries: &[Entry],
-    ) -> Result<(Vec<(u64, u64)>, Vec<AlignedBuf>, Vec<usize>)> {
+    fn read_windows(&self, meta: &Meta, keys: &[u64], entries: &[Entry]) -> Result<Windows> {
         let wins = keys
             .iter()
             .zip(entries)
@@ -1034,8 +1044,11 @@ impl FitingTree {
         let (wins, bufs, which) = self.read_windows(meta, keys, &entries)?;
         let mut answers = Vec::with_capacity(keys.len());
         let mut open = Vec::new();
-        for (i, (((&key, e), &(p0, p1)), &w)) in keys.iter().zip(&entries).zip(&wins).zip(&which).enumerate() {
-            let buf = bufs.get(w).ok_or_else(|| Error::invalid("segment window not read"))?;
+        for (i, (((&key, e), &(p0, p1)), &w)) in keys.iter().zip(&entries).zip(&wins).zip(&which).enumerate()
+        {
+            let buf = bufs
+                .get(w)
+                .ok_or_else(|| Error::invalid("segment window not read"))?;
             match self.probe_in(e, p0, p1, buf, key)? {
                 Some(hit) => answers.push(Some(hit.value)),
                 None => {
@@ -1074,7 +1087,9 @@ impl FitingTree {
         let (wins, bufs, which) = self.read_windows(meta, keys, &entries)?;
         let mut seeks = Vec::with_capacity(keys.len());
         for (((&key, e), &(p0, p1)), &w) in keys.iter().zip(&entries).zip(&wins).zip(&which) {
-            let buf = bufs.get(w).ok_or_else(|| Error::invalid("segment window not read"))?;
+            let buf = bufs
+                .get(w)
+                .ok_or_else(|| Error::invalid("segment window not read"))?;
             seeks.push(Some(self.seg_lower_bound_in(e, key, p0, p1, buf)?));
         }
         let want: Vec<(u64, u64)> = entries
@@ -1089,7 +1104,9 @@ impl FitingTree {
             let buffered = if e.buffer == NO_PAGE {
                 Vec::new()
             } else {
-                let w = bwhich.next().ok_or_else(|| Error::invalid("insert buffer not read"))?;
+                let w = bwhich
+                    .next()
+                    .ok_or_else(|| Error::invalid("insert buffer not read"))?;
                 buffers.get(w).cloned().unwrap_or_default()
             };
             let (pos, next) = seek.take().unwrap_or_default();

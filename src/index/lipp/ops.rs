@@ -789,7 +789,11 @@ impl LippIndex {
             if open.is_empty() {
                 return Ok(walks);
             }
-            let cached = |addr: u64| self.headers.as_ref().is_some_and(|c| c.lock().contains_key(&addr));
+            let cached = |addr: u64| {
+                self.headers
+                    .as_ref()
+                    .is_some_and(|c| c.lock().contains_key(&addr))
+            };
             let want: Vec<(u64, u64)> = open
                 .iter()
                 .filter_map(|&i| walks.get(i))
@@ -815,7 +819,8 @@ impl LippIndex {
             self.load_many(meta, pages, Role::Leaf, &want)?;
             for (&i, (hdr, s)) in open.iter().zip(slots) {
                 let w = walks.get_mut(i).ok_or_else(|| Error::invalid("lookup lost"))?;
-                self.node_visits.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                self.node_visits
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 w.touched.extend(span(NodeHeader::slot_addr(w.addr, s), SLOT_LEN));
                 let slot = self.slot(meta, pages, w.addr, s)?;
                 let next = match slot {
