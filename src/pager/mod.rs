@@ -271,6 +271,9 @@ impl Pager {
     /// with a buffer of `count` pages would read for each, one after
     /// another, into fresh aligned buffers in the order of `runs`.
     pub fn read_runs_many(&self, role: Role, runs: &[(u64, u64)]) -> Result<Vec<AlignedBuf>> {
+        if runs.is_empty() {
+            return Ok(Vec::new());
+        }
         let mut bufs: Vec<AlignedBuf> = runs
             .iter()
             .map(|&(_, n)| AlignedBuf::for_overwrite(n.max(1) as usize * self.page_size))

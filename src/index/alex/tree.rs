@@ -872,7 +872,11 @@ impl Alex {
             }
             let (distinct, which) = runs_of(&want);
             let base = pool.len();
-            let bufs = self.pager.read_pages_many(Role::Inner, &distinct)?;
+            let bufs = if distinct.is_empty() {
+                Vec::new()
+            } else {
+                self.pager.read_pages_many(Role::Inner, &distinct)?
+            };
             pool.extend(distinct.iter().copied().zip(bufs));
             let mut which = which.into_iter();
             for (((&key, a), h), s) in keys.iter().zip(addr.iter_mut()).zip(held.iter_mut()).zip(src) {
@@ -908,6 +912,9 @@ impl Alex {
     /// `(node, page)` of `want` (adjacent duplicates once) and hands each
     /// to its node.
     fn feed(&self, nodes: &mut [DataNode<'_>], want: &[(usize, usize)]) -> Result<()> {
+        if want.is_empty() {
+            return Ok(());
+        }
         let (distinct, _) = runs_of(want);
         let pages = distinct
             .iter()

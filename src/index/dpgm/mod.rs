@@ -44,6 +44,12 @@
 //!   `lower_bound`, `scan` and the cursor merge all runs (k-way): a seek
 //!   locates the key in every run whose range can hold it, `next` reads one
 //!   record page of a run when its records are used up.
+//! - `get_many`/`lower_bound_many`: keys sorted and deduplicated; the
+//!   buffer once for the batch; each run searched for the keys still open
+//!   in its key range in rounds (a model level on storage per round, then
+//!   the record windows), each round's first windows in one batch of
+//!   `queue_depth` reads in flight; lower bounds start each key's merge
+//!   from the positions found. The pages of one lookup per key at most.
 //! - An insert or delete reads what a `get` reads (the lookup that gives
 //!   its answer and keeps `len` exact: for a new key, one window per run
 //!   whose key range holds it) and, with [`Residency::None`], writes the
@@ -864,6 +870,9 @@ impl Index for Dpgm {
     /// storage, then record windows); the pages one `get` per key reads,
     /// each distinct window once per round.
     fn get_many(&self, keys: &[u64], out: &mut Vec<Option<u64>>) -> Result<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
         let batch = batch::KeyBatch::new(keys);
         let found = {
             let st = self.state.read();
@@ -880,6 +889,9 @@ impl Index for Dpgm {
     /// As [`Index::get_many`], every run whose range holds a key
     /// positioned for it, then each key's merge from there.
     fn lower_bound_many(&self, keys: &[u64], out: &mut Vec<Option<Record>>) -> Result<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
         let batch = batch::KeyBatch::new(keys);
         let answers = self.lower_bound_many_impl(&batch.keys)?;
         batch.scatter(&answers, out);
