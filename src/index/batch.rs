@@ -46,6 +46,22 @@ impl KeyBatch {
     }
 }
 
+/// The distinct values of `at` where equal values are adjacent (the page
+/// ranges of keys in order), and for each element the index of its value.
+pub(crate) fn runs_of<T: PartialEq + Copy>(at: &[T]) -> (Vec<T>, Vec<usize>) {
+    let mut distinct: Vec<T> = Vec::new();
+    let which = at
+        .iter()
+        .map(|&p| {
+            if distinct.last() != Some(&p) {
+                distinct.push(p);
+            }
+            distinct.len() - 1
+        })
+        .collect();
+    (distinct, which)
+}
+
 /// Page ranges wanted in one round, each read once however many keys want
 /// it.
 #[derive(Debug, Default)]

@@ -265,6 +265,34 @@ impl Pager {
         Ok(bufs)
     }
 
+    /// Reads each run `(first, count)` of `runs` (`count` consecutive pages
+    /// from page `first`, at least one) in one read call, with up to the
+    /// context's `queue_depth` calls in flight: what [`Pager::read_page`]
+    /// with a buffer of `count` pages would read for each, one after
+    /// another, into fresh aligned buffers in the order of `runs`.
+    pub fn read_runs_many(&self, role: Role, runs: &[(u64, u64)]) -> Result<Vec<AlignedBuf>> {
+        if runs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut bufs: Vec<AlignedBuf> = runs
+            .iter()
+            .map(|&(_, n)| AlignedBuf::for_overwrite(n.max(1) as usize * self.page_size))
+            .collect();
+        let mut reqs: Vec<ReadReq<'_>> = runs
+            .iter()
+            .zip(bufs.iter_mut())
+            .map(|(&(p, _), b)| ReadReq {
+                offset: self.offset(p),
+                buf: &mut b[..],
+            })
+            .collect();
+        let pages: u64 = runs.iter().map(|&(_, n)| n.max(1)).sum();
+        self.blocks.read(role, pages);
+        self.storage.read_many(&mut reqs, self.queue_depth)?;
+        drop(reqs);
+        Ok(bufs)
+    }
+
     /// Pages in `len` bytes (a partial page counts as one).
     #[inline]
     fn pages_in(&self, len: usize) -> u64 {

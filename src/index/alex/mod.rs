@@ -30,6 +30,11 @@
 //! - `get`/`lower_bound`: the path, then the model's slot and an
 //!   exponential search from it; the bitmap skips gaps. `lower_bound`
 //!   follows the next link when the node holds no larger key.
+//! - `get_many`/`lower_bound_many`: keys sorted and deduplicated, then
+//!   rounds of batched reads: the inner path level by level (not
+//!   resident), the data nodes' head pages, the pages where the searches
+//!   start, the value pages; a data node's pages are read once for all the
+//!   keys in it, so never more pages than one lookup per key.
 //! - `scan`/cursor: a seek as `lower_bound`, then slot by slot through the
 //!   bitmap, each page read once, the next node through its sibling link.
 //! - `insert`: as `get`; an existing key is updated in place (its value's
@@ -297,6 +302,33 @@ impl Index for Alex {
         let mut c = AlexCursor::new(self);
         c.seek(key)?;
         c.next()
+    }
+
+    /// Sorted and deduplicated, in rounds of batched reads: the inner path
+    /// level by level when not resident, the data nodes' head pages, the
+    /// pages where the searches start, the value pages; a data node's pages
+    /// are read once for all the keys in it (never more pages than one
+    /// `get` per key).
+    fn get_many(&self, keys: &[u64], out: &mut Vec<Option<u64>>) -> Result<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let batch = crate::index::batch::KeyBatch::new(keys);
+        let answers = self.get_many_impl(&batch.keys)?;
+        batch.scatter(&answers, out);
+        Ok(())
+    }
+
+    /// As [`Index::get_many`]; a key past its node's last record follows
+    /// the sibling links as the cursor does.
+    fn lower_bound_many(&self, keys: &[u64], out: &mut Vec<Option<Record>>) -> Result<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let batch = crate::index::batch::KeyBatch::new(keys);
+        let answers = self.lower_bound_many_impl(&batch.keys)?;
+        batch.scatter(&answers, out);
+        Ok(())
     }
 
     fn scan(&self, from: u64, count: usize, out: &mut Vec<Record>) -> Result<()> {

@@ -130,6 +130,69 @@ impl<'p> DataNode<'p> {
         Ok(n)
     }
 
+    /// As [`DataNode::open`], with the head page already read into `page0`
+    /// (verified here).
+    pub(crate) fn open_from(
+        pager: &'p Pager,
+        head: u64,
+        page_count: u64,
+        page0: AlignedBuf,
+    ) -> Result<DataNode<'p>> {
+        let ps = pager.page_size();
+        let mut n = DataNode {
+            pager,
+            head,
+            hdr: DataHeader::default(),
+            ps,
+            pages: BTreeMap::new(),
+            dirty: BTreeSet::new(),
+            hdr_dirty: false,
+        };
+        n.offer(0, page0)?;
+        let hdr = DataHeader::load(|o| n.get(o))?;
+        hdr.check(head, ps, page_count, pager.name())?;
+        n.hdr = hdr;
+        Ok(n)
+    }
+
+    /// Keeps page `i` of the run, read by the caller, unless it is held
+    /// already (after verifying it).
+    pub(crate) fn offer(&mut self, i: usize, page: AlignedBuf) -> Result<()> {
+        if self.pages.contains_key(&i) {
+            return Ok(());
+        }
+        let no = self.head + i as u64;
+        open_data(&page, no, self.head, i, self.pager.name())?;
+        self.pages.insert(i, page);
+        Ok(())
+    }
+
+    /// Whether page `i` of the run is needed and not held: a page
+    /// [`DataNode::offer`] would take (inside the run).
+    pub(crate) fn wants(&self, i: usize) -> bool {
+        !self.pages.contains_key(&i) && i < self.hdr.pages as usize
+    }
+
+    /// The run page holding the first key the search for `key` reads (the
+    /// model's slot).
+    pub(crate) fn search_page(&self, key: u64) -> usize {
+        let cap = self.cap();
+        let pred = self.hdr.model.slot(key, cap).min(cap.saturating_sub(1));
+        locate(key_off(cap, pred), self.ps).0
+    }
+
+    /// The run page holding the value of slot `i`.
+    pub(crate) fn value_page(&self, i: usize) -> usize {
+        locate(value_off(self.cap(), i), self.ps).0
+    }
+
+    /// The first occupied slot whose key is `>= key` (the slot
+    /// [`DataNode::lower_bound`] answers from), reading no value.
+    pub(crate) fn lower_slot(&mut self, key: u64) -> Result<Option<usize>> {
+        let (_, p, _) = self.search(key)?;
+        self.next_occupied(p)
+    }
+
     /// Reads every page of the run not read yet, in one call.
     pub(crate) fn load_all(&mut self) -> Result<()> {
         let pages = self.hdr.pages as usize;

@@ -11,6 +11,7 @@ use super::format::{
 use super::node::{DataNode, Insert, build_node, place};
 use super::{Alex, State};
 use crate::format::page::PAGE_HEADER_LEN;
+use crate::index::batch::runs_of;
 use crate::index::{Cursor, Record};
 use crate::pager::{NO_PAGE, Pager, Role};
 use crate::storage::AlignedBuf;
@@ -813,5 +814,254 @@ impl Cursor for AlexCursor<'_> {
             self.node = Some(DataNode::open(pager, next, pc)?);
             self.slot = 0;
         }
+    }
+}
+
+/// What [`Alex::locate_many`] finds: the data nodes opened, each key's node
+/// (an index among them), and each key's first slot `>=` it with that
+/// slot's key.
+type Located<'p> = (Vec<DataNode<'p>>, Vec<usize>, Vec<Option<(usize, u64)>>);
+
+/// Where a key of a batch finds its inner node in a round.
+#[derive(Debug, Clone, Copy)]
+enum InnerSrc {
+    /// The data node is reached: no inner node left.
+    Done,
+    /// Page `i` of the pages held from earlier rounds.
+    Held(usize),
+    /// The next of the pages read in this round.
+    Read,
+}
+
+/// Batched lookups: the path level by level (inner pages not resident),
+/// then the data nodes' head pages, the pages the searches start on, and
+/// the value pages, each round's distinct pages in one batch.
+impl Alex {
+    /// The data node (head page) of each of `keys` (ascending): from the
+    /// resident inner pages, or else level by level, each level's distinct
+    /// inner pages read in one batch; a key whose next node lies on the page
+    /// it holds from the previous level reads nothing (as
+    /// [`Alex::descend`] holds it).
+    fn descend_many(&self, st: &State, keys: &[u64]) -> Result<Vec<u64>> {
+        if st.resident.is_some() {
+            return keys.iter().map(|&k| self.descend(st, k, None)).collect();
+        }
+        let ps = self.page_size as u64;
+        let mut addr = vec![st.meta.root; keys.len()];
+        let mut held: Vec<Option<usize>> = vec![None; keys.len()];
+        let mut pool: Vec<(u64, AlignedBuf)> = Vec::new();
+        for _ in 0..=MAX_DEPTH {
+            let mut src = Vec::with_capacity(keys.len());
+            let mut want = Vec::new();
+            for (&a, h) in addr.iter().zip(&held) {
+                let (page, off) = (a / ps, a % ps);
+                if off == 0 {
+                    src.push(InnerSrc::Done);
+                } else if let Some(j) = h.filter(|&j| pool.get(j).is_some_and(|p| p.0 == page)) {
+                    src.push(InnerSrc::Held(j));
+                } else {
+                    if page == NO_PAGE || page >= st.meta.space.page_count {
+                        return Err(self.corrupt(page, "inner link outside the file"));
+                    }
+                    src.push(InnerSrc::Read);
+                    want.push(page);
+                }
+            }
+            if want.is_empty() && src.iter().all(|s| matches!(s, InnerSrc::Done)) {
+                return Ok(addr.iter().map(|&a| a / ps).collect());
+            }
+            let (distinct, which) = runs_of(&want);
+            let base = pool.len();
+            let bufs = if distinct.is_empty() {
+                Vec::new()
+            } else {
+                self.pager.read_pages_many(Role::Inner, &distinct)?
+            };
+            pool.extend(distinct.iter().copied().zip(bufs));
+            let mut which = which.into_iter();
+            for (((&key, a), h), s) in keys.iter().zip(addr.iter_mut()).zip(held.iter_mut()).zip(src) {
+                let j = match s {
+                    InnerSrc::Done => continue,
+                    InnerSrc::Read => {
+                        base + which
+                            .next()
+                            .ok_or_else(|| Error::invalid("inner page not read"))?
+                    }
+                    InnerSrc::Held(j) => j,
+                };
+                let (page, off) = (*a / ps, (*a % ps) as usize);
+                let bytes = pool
+                    .get(j)
+                    .map(|p| &p.1[..])
+                    .ok_or_else(|| Error::invalid("inner page not read"))?;
+                let (_, used) = open_inner(bytes, page, self.name())?;
+                let (_, child) = route_in(bytes, page, off, used, key, self.name())?;
+                *a = child;
+                *h = Some(j);
+            }
+        }
+        let deep = addr
+            .iter()
+            .find(|&&a| a % ps != 0)
+            .copied()
+            .unwrap_or(st.meta.root);
+        Err(self.corrupt(deep / ps, "inner nodes deeper than 64 levels"))
+    }
+
+    /// Reads, in one batch, page `page` of node `node` for each
+    /// `(node, page)` of `want` (adjacent duplicates once) and hands each
+    /// to its node.
+    fn feed(&self, nodes: &mut [DataNode<'_>], want: &[(usize, usize)]) -> Result<()> {
+        if want.is_empty() {
+            return Ok(());
+        }
+        let (distinct, _) = runs_of(want);
+        let pages = distinct
+            .iter()
+            .map(|&(n, p)| {
+                nodes
+                    .get(n)
+                    .map(|d| d.head + p as u64)
+                    .ok_or_else(|| Error::invalid("data node not open"))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let bufs = self.pager.read_pages_many(Role::Leaf, &pages)?;
+        for (&(n, p), b) in distinct.iter().zip(bufs) {
+            if let Some(d) = nodes.get_mut(n) {
+                d.offer(p, b)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The slot and key of the first record `>= key` in its data node, for
+    /// each of `keys` (ascending, distinct), with the nodes they were found
+    /// in (`which`: each key's node): the path, then one batch of head
+    /// pages, one of the pages where the searches start; pages further
+    /// along a search are read as it reaches them.
+    fn locate_many<'p>(&'p self, st: &State, keys: &[u64]) -> Result<Located<'p>> {
+        let pc = st.meta.space.page_count;
+        let heads = self.descend_many(st, keys)?;
+        let (distinct, which) = runs_of(&heads);
+        if let Some(&h) = distinct.iter().find(|&&h| h == NO_PAGE || h >= pc) {
+            return Err(self.corrupt(h, "data-node link outside the file"));
+        }
+        let bufs = self.pager.read_pages_many(Role::Leaf, &distinct)?;
+        let mut nodes = distinct
+            .iter()
+            .zip(bufs)
+            .map(|(&h, b)| DataNode::open_from(&self.pager, h, pc, b))
+            .collect::<Result<Vec<_>>>()?;
+        let want: Vec<(usize, usize)> = keys
+            .iter()
+            .zip(&which)
+            .filter_map(|(&k, &n)| {
+                let d = nodes.get(n)?;
+                let p = d.search_page(k);
+                d.wants(p).then_some((n, p))
+            })
+            .collect();
+        self.feed(&mut nodes, &want)?;
+        let mut found = Vec::with_capacity(keys.len());
+        for (&k, &n) in keys.iter().zip(&which) {
+            let d = nodes
+                .get_mut(n)
+                .ok_or_else(|| Error::invalid("data node not open"))?;
+            found.push(match d.lower_slot(k)? {
+                Some(q) => Some((q, d.key(q)?)),
+                None => None,
+            });
+        }
+        Ok((nodes, which, found))
+    }
+
+    /// Reads the value pages of the slots `(key index, slot)` of `at` in
+    /// one batch, then the values.
+    fn values_of(
+        &self,
+        nodes: &mut [DataNode<'_>],
+        which: &[usize],
+        at: &[(usize, usize)],
+    ) -> Result<Vec<u64>> {
+        let want: Vec<(usize, usize)> = at
+            .iter()
+            .filter_map(|&(i, q)| {
+                let n = *which.get(i)?;
+                let d = nodes.get(n)?;
+                let p = d.value_page(q);
+                d.wants(p).then_some((n, p))
+            })
+            .collect();
+        self.feed(nodes, &want)?;
+        at.iter()
+            .map(|&(i, q)| {
+                let n = which.get(i).copied().unwrap_or(usize::MAX);
+                nodes
+                    .get_mut(n)
+                    .ok_or_else(|| Error::invalid("data node not open"))?
+                    .value(q)
+            })
+            .collect()
+    }
+
+    /// [`crate::index::Index::get`] of each of `keys` (ascending, distinct)
+    /// in rounds: the path ([`Alex::descend_many`]), the head pages, the
+    /// pages where the searches start, the value pages of the keys found;
+    /// each round's distinct pages in one batch, a data node's pages read
+    /// once for all the keys in it.
+    pub(super) fn get_many_impl(&self, keys: &[u64]) -> Result<Vec<Option<u64>>> {
+        let st = self.state.read();
+        let (mut nodes, which, found) = self.locate_many(&st, keys)?;
+        let at: Vec<(usize, usize)> = found
+            .iter()
+            .zip(keys)
+            .enumerate()
+            .filter_map(|(i, (f, &k))| f.filter(|&(_, fk)| fk == k).map(|(q, _)| (i, q)))
+            .collect();
+        let values = self.values_of(&mut nodes, &which, &at)?;
+        let mut answers = vec![None; keys.len()];
+        for (&(i, _), v) in at.iter().zip(values) {
+            if let Some(a) = answers.get_mut(i) {
+                *a = Some(v);
+            }
+        }
+        Ok(answers)
+    }
+
+    /// [`crate::index::Index::lower_bound`] of each of `keys` (ascending,
+    /// distinct): the rounds of [`Alex::get_many_impl`]; a key whose data
+    /// node holds nothing `>=` it follows the sibling links node by node,
+    /// as the cursor does.
+    pub(super) fn lower_bound_many_impl(&self, keys: &[u64]) -> Result<Vec<Option<Record>>> {
+        let st = self.state.read();
+        let pc = st.meta.space.page_count;
+        let (mut nodes, which, found) = self.locate_many(&st, keys)?;
+        let at: Vec<(usize, usize)> = found
+            .iter()
+            .enumerate()
+            .filter_map(|(i, f)| f.map(|(q, _)| (i, q)))
+            .collect();
+        let values = self.values_of(&mut nodes, &which, &at)?;
+        let mut answers: Vec<Option<Record>> = vec![None; keys.len()];
+        for (&(i, _), v) in at.iter().zip(values) {
+            if let (Some(a), Some(Some((_, k)))) = (answers.get_mut(i), found.get(i)) {
+                *a = Some((*k, v));
+            }
+        }
+        for ((f, &n), a) in found.iter().zip(&which).zip(answers.iter_mut()) {
+            if f.is_some() {
+                continue;
+            }
+            let mut next = nodes.get(n).map_or(NO_PAGE, |d| d.hdr.next);
+            while next != NO_PAGE {
+                let mut d = DataNode::open(&self.pager, next, pc)?;
+                if let Some(q) = d.next_occupied(0)? {
+                    *a = Some((d.key(q)?, d.value(q)?));
+                    break;
+                }
+                next = d.hdr.next;
+            }
+        }
+        Ok(answers)
     }
 }

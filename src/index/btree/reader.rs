@@ -357,22 +357,6 @@ pub struct VerifyReport {
     pub free_pages: u64,
 }
 
-/// The distinct values of `at` where equal values are adjacent (the pages
-/// of keys in order), and for each element the index of its value.
-fn runs_of(at: &[u64]) -> (Vec<u64>, Vec<usize>) {
-    let mut distinct: Vec<u64> = Vec::new();
-    let which = at
-        .iter()
-        .map(|&p| {
-            if distinct.last() != Some(&p) {
-                distinct.push(p);
-            }
-            distinct.len() - 1
-        })
-        .collect();
-    (distinct, which)
-}
-
 /// A node to visit during verification, with the key range it must cover.
 #[derive(Debug, Clone, Copy)]
 struct Visit {
@@ -436,7 +420,7 @@ impl BTree {
         }
         let mut at = vec![meta.root; keys.len()];
         for _ in 1..meta.height {
-            let (pages, which) = runs_of(&at);
+            let (pages, which) = crate::index::batch::runs_of(&at);
             let bufs = self.pager.read_pages_many(Role::Inner, &pages)?;
             for ((&key, page), &w) in keys.iter().zip(at.iter_mut()).zip(&which) {
                 let (Some(&p), Some(buf)) = (pages.get(w), bufs.get(w)) else {
@@ -456,7 +440,7 @@ impl BTree {
     pub(super) fn get_many_impl(&self, keys: &[u64]) -> Result<Vec<Option<u64>>> {
         let st = self.state.read();
         let leaves = self.leaves_for_many(&st, keys)?;
-        let (pages, which) = runs_of(&leaves);
+        let (pages, which) = crate::index::batch::runs_of(&leaves);
         let bufs = self.pager.read_pages_many(Role::Leaf, &pages)?;
         keys.iter()
             .zip(&which)
@@ -483,7 +467,7 @@ impl BTree {
         {
             let st = self.state.read();
             let leaves = self.leaves_for_many(&st, keys)?;
-            let (pages, which) = runs_of(&leaves);
+            let (pages, which) = crate::index::batch::runs_of(&leaves);
             let bufs = self.pager.read_pages_many(Role::Leaf, &pages)?;
             for (i, (&key, &w)) in keys.iter().zip(&which).enumerate() {
                 let (Some(&p), Some(buf)) = (pages.get(w), bufs.get(w)) else {

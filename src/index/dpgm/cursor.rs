@@ -2,11 +2,16 @@
 //! newest entry of a key winning, tombstones skipped.
 
 use super::format::Entry;
-use super::run::{Errors, read_records, seek};
+use super::run::{Errors, Run, read_records, seek};
 use super::{Dpgm, State};
 use crate::Result;
 use crate::index::{Cursor, Record, Residency};
 use crate::storage::AlignedBuf;
+
+/// Positions run `i` for a cursor's seek: `(i, run, scratch buffer, the
+/// page's entries)` to the position and slot ([`seek`]'s answer).
+pub(super) type SeekRun<'a> =
+    dyn FnMut(usize, &Run, &mut AlignedBuf, &mut Vec<Entry>) -> Result<(u64, usize)> + 'a;
 
 /// One input of the merge: the records of one page (or of the buffer) from
 /// the cursor's position on, and the next page of its run to read.
@@ -54,12 +59,30 @@ impl<'a> DpgmCursor<'a> {
     /// Positions every source at the lower bound of `key`.
     fn load(&mut self, st: &State, key: u64) -> Result<()> {
         let idx = self.idx;
-        let ps = idx.page_size;
-        self.sources.clear();
         let buffer = match idx.residency {
             Residency::None if st.meta.buffer_count > 0 => idx.read_buffer(&st.meta, &mut self.buf)?,
             _ => st.buffer.clone(),
         };
+        let err = Errors::of(&st.meta);
+        self.load_with(st, key, buffer, &mut |_, r, buf, entries| {
+            seek(&idx.pager, r, key, err, buf, entries)
+        })
+    }
+
+    /// Positions every source at the lower bound of `key`, from the buffer's
+    /// entries and `seek_run(i, run, scratch, entries)`, which positions run
+    /// `i` (within its key range, above its first key) like
+    /// [`seek`](super::run::seek): its position and slot, its page in
+    /// `entries`.
+    pub(super) fn load_with(
+        &mut self,
+        st: &State,
+        key: u64,
+        buffer: Vec<Entry>,
+        seek_run: &mut SeekRun<'_>,
+    ) -> Result<()> {
+        let ps = self.idx.page_size;
+        self.sources.clear();
         let from = buffer.partition_point(|e| e.key < key);
         self.sources.push(Source {
             run: None,
@@ -67,7 +90,6 @@ impl<'a> DpgmCursor<'a> {
             at: from,
             next_page: u64::MAX,
         });
-        let err = Errors::of(&st.meta);
         for (i, r) in st.runs.iter().enumerate() {
             let mut s = Source {
                 run: Some(i),
@@ -76,7 +98,7 @@ impl<'a> DpgmCursor<'a> {
             if key > r.desc.max {
                 s.next_page = u64::MAX;
             } else if key > r.desc.min {
-                let (pp, slot) = seek(&idx.pager, r, key, err, &mut self.buf, &mut s.entries)?;
+                let (pp, slot) = seek_run(i, r, &mut self.buf, &mut s.entries)?;
                 s.at = slot;
                 s.next_page = pp / super::format::leaf_capacity(ps).max(1) as u64 + 1;
             }
@@ -88,7 +110,7 @@ impl<'a> DpgmCursor<'a> {
     }
 
     /// The next live record under the lock.
-    fn next_locked(&mut self, st: &State) -> Result<Option<Record>> {
+    pub(super) fn next_locked(&mut self, st: &State) -> Result<Option<Record>> {
         if self.epoch != Some(st.epoch) {
             match self.resume {
                 Some(k) => self.load(st, k)?,

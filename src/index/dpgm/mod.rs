@@ -44,6 +44,12 @@
 //!   `lower_bound`, `scan` and the cursor merge all runs (k-way): a seek
 //!   locates the key in every run whose range can hold it, `next` reads one
 //!   record page of a run when its records are used up.
+//! - `get_many`/`lower_bound_many`: keys sorted and deduplicated; the
+//!   buffer once for the batch; each run searched for the keys still open
+//!   in its key range in rounds (a model level on storage per round, then
+//!   the record windows), each round's first windows in one batch of
+//!   `queue_depth` reads in flight; lower bounds start each key's merge
+//!   from the positions found. The pages of one lookup per key at most.
 //! - An insert or delete reads what a `get` reads (the lookup that gives
 //!   its answer and keeps `len` exact: for a new key, one window per run
 //!   whose key range holds it) and, with [`Residency::None`], writes the
@@ -99,6 +105,7 @@ use format::{
 };
 use run::{Run, build_model, decode_records, describe, emit_run, load_model, merge_newest, read_all};
 
+use super::batch;
 use super::{
     BuildOptions, Cursor, Index, IndexKind, IndexStats, Manifest, OpenOptions, Params, Record, Records,
     Residency,
@@ -427,6 +434,100 @@ impl Dpgm {
             }
         }
         Ok(None)
+    }
+
+    /// The entries of the buffer as a lookup sees them: read from its
+    /// pages (one call) with [`Residency::None`] when it holds entries,
+    /// else the copy in memory.
+    fn buffer_of(&self, st: &State) -> Result<Vec<Entry>> {
+        match self.residency {
+            Residency::None if st.meta.buffer_count > 0 => {
+                self.read_buffer(&st.meta, &mut AlignedBuf::zeroed(0))
+            }
+            _ => Ok(st.buffer.clone()),
+        }
+    }
+
+    /// The newest entry of each of `keys` (ascending, distinct), as
+    /// [`Dpgm::lookup`] finds it: the buffer (read once for the batch when
+    /// not resident), then the runs newest first, each run searched for
+    /// the keys still open in its key range in rounds
+    /// ([`run::seek_many`]: model levels on storage, then record windows,
+    /// each round in one batch).
+    fn lookup_many(&self, st: &State, keys: &[u64]) -> Result<Vec<Option<Entry>>> {
+        let buffer = self.buffer_of(st)?;
+        let mut found: Vec<Option<Entry>> = keys
+            .iter()
+            .map(|&k| {
+                buffer
+                    .binary_search_by_key(&k, |e| e.key)
+                    .ok()
+                    .and_then(|i| buffer.get(i).copied())
+            })
+            .collect();
+        let err = run::Errors::of(&st.meta);
+        for r in &st.runs {
+            let open: Vec<usize> = (0..keys.len())
+                .filter(|&i| {
+                    found.get(i).is_some_and(Option::is_none)
+                        && keys.get(i).is_some_and(|&k| k >= r.desc.min && k <= r.desc.max)
+                })
+                .collect();
+            if open.is_empty() {
+                continue;
+            }
+            let xs: Vec<u64> = open.iter().filter_map(|&i| keys.get(i).copied()).collect();
+            let seeks = run::seek_many(&self.pager, r, &xs, err)?;
+            for ((&i, &x), (_, slot, page)) in open.iter().zip(&xs).zip(&seeks) {
+                if let (Some(e), Some(f)) = (page.get(*slot).filter(|e| e.key == x), found.get_mut(i)) {
+                    *f = Some(*e);
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    /// The lower bound of each of `keys` (ascending, distinct): the buffer
+    /// (read once when not resident), every run positioned for the keys
+    /// above its first key and within its range ([`run::seek_many`], in
+    /// rounds of batched reads), then the k-way cursor of each key started
+    /// from those positions (pages it reads further, rare, one by one).
+    fn lower_bound_many_impl(&self, keys: &[u64]) -> Result<Vec<Option<Record>>> {
+        let st = self.state.read();
+        let buffer = self.buffer_of(&st)?;
+        let err = run::Errors::of(&st.meta);
+        // Per run: (key index, its position, slot and page), keys ascending.
+        type Positions = std::vec::IntoIter<(usize, (u64, usize, Vec<Entry>))>;
+        let mut seeks: Vec<Positions> = Vec::new();
+        for r in &st.runs {
+            let open: Vec<usize> = (0..keys.len())
+                .filter(|&i| keys.get(i).is_some_and(|&k| k > r.desc.min && k <= r.desc.max))
+                .collect();
+            let xs: Vec<u64> = open.iter().filter_map(|&i| keys.get(i).copied()).collect();
+            let got = if xs.is_empty() {
+                Vec::new()
+            } else {
+                run::seek_many(&self.pager, r, &xs, err)?
+            };
+            seeks.push(open.into_iter().zip(got).collect::<Vec<_>>().into_iter());
+        }
+        let mut answers = Vec::with_capacity(keys.len());
+        for (i, &key) in keys.iter().enumerate() {
+            let mut c = DpgmCursor::new(self);
+            c.load_with(&st, key, buffer.clone(), &mut |ri, _, _, entries| {
+                let (j, (pp, slot, page)) = seeks
+                    .get_mut(ri)
+                    .and_then(Iterator::next)
+                    .ok_or_else(|| Error::invalid("run not positioned"))?;
+                if j != i {
+                    return Err(Error::invalid("run positioned for another key"));
+                }
+                *entries = page;
+                Ok((pp, slot))
+            })?;
+            answers.push(c.next_locked(&st)?);
+        }
+        Ok(answers)
     }
 
     /// Runs a write step (which marks the state dirty when it changes
@@ -762,6 +863,39 @@ impl Index for Dpgm {
 
     fn cursor(&self) -> Result<Box<dyn Cursor + '_>> {
         Ok(Box::new(DpgmCursor::new(self)))
+    }
+
+    /// Sorted and deduplicated: the buffer once, then each run for the keys
+    /// still open in its range, in rounds of batched reads (model levels on
+    /// storage, then record windows); the pages one `get` per key reads,
+    /// each distinct window once per round.
+    fn get_many(&self, keys: &[u64], out: &mut Vec<Option<u64>>) -> Result<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let batch = batch::KeyBatch::new(keys);
+        let found = {
+            let st = self.state.read();
+            self.lookup_many(&st, &batch.keys)?
+        };
+        let answers: Vec<Option<u64>> = found
+            .into_iter()
+            .map(|e| e.filter(|e| !e.dead).map(|e| e.value))
+            .collect();
+        batch.scatter(&answers, out);
+        Ok(())
+    }
+
+    /// As [`Index::get_many`], every run whose range holds a key
+    /// positioned for it, then each key's merge from there.
+    fn lower_bound_many(&self, keys: &[u64], out: &mut Vec<Option<Record>>) -> Result<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let batch = batch::KeyBatch::new(keys);
+        let answers = self.lower_bound_many_impl(&batch.keys)?;
+        batch.scatter(&answers, out);
+        Ok(())
     }
 
     fn supports_updates(&self) -> bool {

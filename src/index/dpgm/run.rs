@@ -12,6 +12,7 @@ use super::format::{
     record_at, seg_at, segs_per_page,
 };
 use crate::format::page::PageType;
+use crate::index::batch::runs_of;
 use crate::model::optimal_pla;
 use crate::pager::{Pager, Role};
 use crate::storage::AlignedBuf;
@@ -192,6 +193,13 @@ impl Paged {
             .get_mut(..bytes)
             .ok_or_else(|| Error::invalid("read buffer out of range"))?;
         pager.read_page(self.role, self.first + p0, region)?;
+        self.check(pager, p0, region)
+    }
+
+    /// Verifies array pages `p0..` held at the start of `region` (whole
+    /// pages).
+    fn check(&self, pager: &Pager, p0: u64, region: &[u8]) -> Result<()> {
+        let ps = pager.page_size();
         for (k, page) in region.chunks_exact(ps).enumerate() {
             let p = p0 + k as u64;
             open_page(page, self.first + p, pager.name(), self.kind, self.count_on(p))?;
@@ -238,6 +246,33 @@ pub(super) fn partition(
     below: &dyn Fn(u64) -> bool,
     buf: &mut AlignedBuf,
 ) -> Result<Found> {
+    partition_pre(pager, arr, lo, hi, below, buf, false)
+}
+
+/// The array pages [`partition`] reads first for `lo..hi`: `(p0, pages)`;
+/// `None` when it reads nothing (an empty array).
+fn first_window(arr: &Paged, lo: u64, hi: u64) -> Option<(u64, u64)> {
+    if arr.len == 0 {
+        return None;
+    }
+    let per = arr.per_page.max(1);
+    let lo = lo.min(arr.len - 1);
+    let hi = hi.clamp(lo + 1, arr.len);
+    let (p0, p1) = (lo / per, (hi - 1) / per);
+    Some((p0, p1 - p0 + 1))
+}
+
+/// [`partition`]; with `pre`, the pages of its first read
+/// ([`first_window`]) are already in `buf` (they are verified, not read).
+fn partition_pre(
+    pager: &Pager,
+    arr: &Paged,
+    lo: u64,
+    hi: u64,
+    below: &dyn Fn(u64) -> bool,
+    buf: &mut AlignedBuf,
+    mut pre: bool,
+) -> Result<Found> {
     let ps = pager.page_size();
     let (mut known_lo, mut known_hi) = (0u64, arr.len);
     let mut lo = lo.min(arr.len.saturating_sub(1));
@@ -248,7 +283,15 @@ pub(super) fn partition(
         let p0 = lo / arr.per_page;
         let p1 = (hi - 1) / arr.per_page;
         let np = p1 - p0 + 1;
-        arr.read(pager, p0, np, buf)?;
+        if pre {
+            let region = buf
+                .get(..np as usize * ps)
+                .ok_or_else(|| Error::invalid("window not read"))?;
+            arr.check(pager, p0, region)?;
+            pre = false;
+        } else {
+            arr.read(pager, p0, np, buf)?;
+        }
         found.p0 = p0;
         found.np = np;
         let a = p0 * arr.per_page;
@@ -497,4 +540,110 @@ pub(super) fn merge_newest(sources: Vec<Vec<Entry>>, drop_dead: bool) -> Vec<Ent
         }
     }
     out
+}
+
+/// Searches `(array, lo, hi)` of one role each, the first windows of all of
+/// them read in one batch (identical adjacent windows once); `below(i, k)`
+/// is the predicate of search `i`. Wider windows, rare, are read search by
+/// search as [`partition`] reads them. Returns each search's result and the
+/// pages it read last.
+fn partition_many(
+    pager: &Pager,
+    searches: &[(Paged, u64, u64)],
+    below: &dyn Fn(usize, u64) -> bool,
+) -> Result<Vec<(Found, AlignedBuf)>> {
+    let firsts: Vec<Option<(u64, u64)>> = searches
+        .iter()
+        .map(|(arr, lo, hi)| first_window(arr, *lo, *hi).map(|(p0, np)| (arr.first + p0, np)))
+        .collect();
+    let want: Vec<(u64, u64)> = firsts.iter().flatten().copied().collect();
+    let (distinct, which) = runs_of(&want);
+    let role = searches.first().map_or(Role::Leaf, |s| s.0.role);
+    let bufs = pager.read_runs_many(role, &distinct)?;
+    let mut which = which.into_iter();
+    let mut out = Vec::with_capacity(searches.len());
+    for (i, ((arr, lo, hi), first)) in searches.iter().zip(&firsts).enumerate() {
+        let mut buf = match first {
+            Some(_) => which
+                .next()
+                .and_then(|w| bufs.get(w))
+                .cloned()
+                .ok_or_else(|| Error::invalid("window not read"))?,
+            None => AlignedBuf::zeroed(0),
+        };
+        let f = partition_pre(pager, arr, *lo, *hi, &|k| below(i, k), &mut buf, first.is_some())?;
+        out.push((f, buf));
+    }
+    Ok(out)
+}
+
+/// [`seek`] of each of `xs` (ascending, each within the run's key range)
+/// in `run`, in rounds: with the model on storage one round per model
+/// level, then the record windows; each round's first windows in one
+/// batch. Returns each key's position, slot and decoded record page.
+pub(super) fn seek_many(
+    pager: &Pager,
+    run: &Run,
+    xs: &[u64],
+    err: Errors,
+) -> Result<Vec<(u64, usize, Vec<Entry>)>> {
+    let ps = pager.page_size();
+    let d = &run.desc;
+    let segs: Vec<Option<Seg>> = if let Some(levels) = &run.model {
+        let bottom = levels.first().map(Vec::as_slice).unwrap_or(&[]);
+        xs.iter()
+            .map(|&x| {
+                bottom
+                    .get(bottom.partition_point(|s| s.key <= x).saturating_sub(1))
+                    .copied()
+            })
+            .collect()
+    } else {
+        let top = d.model.len().saturating_sub(1);
+        let mut windows = vec![(0u64, d.model.last().copied().unwrap_or(0)); xs.len()];
+        let mut segs = vec![None; xs.len()];
+        for j in (0..=top).rev() {
+            let arr = Paged::model(d, ps, j);
+            let searches: Vec<(Paged, u64, u64)> = windows.iter().map(|&(lo, hi)| (arr, lo, hi)).collect();
+            let found = partition_many(pager, &searches, &|i, k| xs.get(i).is_some_and(|&x| k <= x))?;
+            for (((&x, (f, mut buf)), window), seg) in
+                xs.iter().zip(found).zip(windows.iter_mut()).zip(segs.iter_mut())
+            {
+                let (pg, slot) = f.hold(pager, &arr, f.pp.saturating_sub(1), &mut buf)?;
+                let page = buf.get(pg * ps..(pg + 1) * ps).unwrap_or(&[]);
+                let s = seg_at(page, slot)
+                    .ok_or_else(|| Error::corruption(pager.name(), arr.first, "short model page"))?;
+                *seg = Some(s);
+                if j > 0 {
+                    let below = d.model.get(j - 1).copied().unwrap_or(0);
+                    let p = s.predict(x, below);
+                    *window = (p.saturating_sub(err.inner + 1), p.saturating_add(err.inner + 2));
+                }
+            }
+        }
+        segs
+    };
+    let arr = Paged::records(d, ps);
+    let searches: Vec<(Paged, u64, u64)> = xs
+        .iter()
+        .zip(&segs)
+        .map(|(&x, seg)| {
+            let p = seg.map_or(0, |s| s.predict(x, d.n));
+            (arr, p.saturating_sub(err.eps + 1), p.saturating_add(err.eps + 2))
+        })
+        .collect();
+    let found = partition_many(pager, &searches, &|i, k| xs.get(i).is_some_and(|&x| k < x))?;
+    let mut out = Vec::with_capacity(xs.len());
+    for (f, mut buf) in found {
+        let mut page = Vec::new();
+        if f.pp >= arr.len {
+            out.push((f.pp, 0, page));
+            continue;
+        }
+        let (pg, slot) = f.hold(pager, &arr, f.pp, &mut buf)?;
+        let data = buf.get(pg * ps..(pg + 1) * ps).unwrap_or(&[]);
+        decode_records(data, arr.count_on(f.pp / arr.per_page), &mut page);
+        out.push((f.pp, slot, page));
+    }
+    Ok(out)
 }

@@ -53,6 +53,12 @@
 //!   old pages freed. Runs are taken from the free list when its head holds
 //!   a run of the size needed (its pages are read, role `Other`), else
 //!   appended to the file.
+//! - `get_many`/`lower_bound_many`: keys sorted and deduplicated, then
+//!   rounds of batched reads ([`Pager::read_runs_many`]): the directory
+//!   level by level when not resident (a node once per level for the keys
+//!   routed through it), every key's window, the buffers the keys need;
+//!   the rare pages past a window are read key by key, as one by one. The
+//!   pages of one `get`/`lower_bound` per key, identical ranges once.
 //! - `delete`: as `get`; removes the key from its segment page in place or
 //!   from the buffer (no tombstones) and writes that page (or the buffer).
 //!
@@ -312,6 +318,32 @@ impl Index for FitingTree {
 
     fn lower_bound(&self, key: u64) -> Result<Option<Record>> {
         self.lower_bound_impl(key)
+    }
+
+    /// Sorted and deduplicated, in rounds of batched reads: the directory
+    /// level by level when not resident, then every key's window of
+    /// segment pages, then the insert buffers the keys need; the same pages
+    /// as one `get` per key, each distinct range once per round.
+    fn get_many(&self, keys: &[u64], out: &mut Vec<Option<u64>>) -> Result<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let batch = crate::index::batch::KeyBatch::new(keys);
+        let answers = self.get_many_impl(&batch.keys)?;
+        batch.scatter(&answers, out);
+        Ok(())
+    }
+
+    /// As [`Index::get_many`]; pages past the window (rare: after deletes,
+    /// or a key past its segment's last record) are read key by key.
+    fn lower_bound_many(&self, keys: &[u64], out: &mut Vec<Option<Record>>) -> Result<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let batch = crate::index::batch::KeyBatch::new(keys);
+        let answers = self.lower_bound_many_impl(&batch.keys)?;
+        batch.scatter(&answers, out);
+        Ok(())
     }
 
     fn scan(&self, from: u64, count: usize, out: &mut Vec<Record>) -> Result<()> {

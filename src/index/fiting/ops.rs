@@ -10,6 +10,7 @@ use super::format::{
     encode_seg_page, patch_seg_head, seg_capacity, seg_remove, seg_set_value,
 };
 use super::{FitingTree, State};
+use crate::index::batch::runs_of;
 use crate::index::{Cursor, Record};
 use crate::model::optimal_pla;
 use crate::pager::{NO_PAGE, Role, WriteState};
@@ -171,13 +172,25 @@ impl FitingTree {
 
     /// The insert buffer of segment `head` starting at page `first`.
     fn read_buffer(&self, meta: &Meta, head: u64, first: u64) -> Result<Vec<Record>> {
-        let pages = self.buffer_run(meta);
-        if first == NO_PAGE || first + pages as u64 > meta.space.page_count {
+        let pages = self.check_buffer(meta, head, first)?;
+        let mut buf = AlignedBuf::zeroed(pages as usize * self.page_size);
+        self.pager.read_page(Role::Leaf, first, &mut buf)?;
+        self.decode_buffer_of(meta, &buf, head, first)
+    }
+
+    /// Checks that the insert buffer of segment `head` starting at page
+    /// `first` lies in the file; returns its pages.
+    fn check_buffer(&self, meta: &Meta, head: u64, first: u64) -> Result<u64> {
+        let pages = self.buffer_run(meta) as u64;
+        if first == NO_PAGE || first.saturating_add(pages) > meta.space.page_count {
             return Err(self.corrupt(head, "insert buffer outside the file"));
         }
-        let mut buf = AlignedBuf::zeroed(pages * self.page_size);
-        self.pager.read_page(Role::Leaf, first, &mut buf)?;
-        let recs = decode_buffer(&buf, self.page_size, first, head, self.name())?;
+        Ok(pages)
+    }
+
+    /// Decodes the insert buffer of segment `head` read from page `first`.
+    fn decode_buffer_of(&self, meta: &Meta, buf: &[u8], head: u64, first: u64) -> Result<Vec<Record>> {
+        let recs = decode_buffer(buf, self.page_size, first, head, self.name())?;
         if recs.len() > meta.buffer as usize {
             return Err(self.corrupt(first, "insert buffer holds more than its capacity"));
         }
@@ -195,11 +208,23 @@ impl FitingTree {
     /// Reads the window of `key` in segment `e` (one call) and finds the
     /// key in it: the pages read, and the key's place if it is there.
     fn probe(&self, meta: &Meta, e: &Entry, key: u64) -> Result<(AlignedBuf, Option<Hit>)> {
-        self.check_entry(meta, e)?;
-        let (p0, p1) = e.window(key, u64::from(meta.epsilon), seg_capacity(self.page_size));
+        let (p0, p1) = self.window_of(meta, e, key)?;
         let w = self.read_seg(e.page, p0, p1)?;
-        for j in 0..=(p1 - p0) as usize {
-            let p = self.seg_page(&w, e.page, p0, j)?;
+        let hit = self.probe_in(e, p0, p1, &w, key)?;
+        Ok((w, hit))
+    }
+
+    /// The first and last segment page of `key`'s window in segment `e`,
+    /// after checking that the segment lies in the file.
+    fn window_of(&self, meta: &Meta, e: &Entry, key: u64) -> Result<(u64, u64)> {
+        self.check_entry(meta, e)?;
+        Ok(e.window(key, u64::from(meta.epsilon), seg_capacity(self.page_size)))
+    }
+
+    /// Finds `key` in the window `p0..=p1` of segment `e`, read into `w`.
+    fn probe_in(&self, e: &Entry, p0: u64, p1: u64, w: &[u8], key: u64) -> Result<Option<Hit>> {
+        for j in 0..=p1.saturating_sub(p0) as usize {
+            let p = self.seg_page(w, e.page, p0, j)?;
             let slot = p.lower_bound(key);
             if let Some((k, value)) = p.record(slot) {
                 if k == key {
@@ -211,11 +236,11 @@ impl FitingTree {
                         next: p.next,
                         value,
                     };
-                    return Ok((w, Some(hit)));
+                    return Ok(Some(hit));
                 }
             }
         }
-        Ok((w, None))
+        Ok(None)
     }
 
     /// The bytes of page `j` of a window read by [`Self::probe`].
@@ -245,14 +270,26 @@ impl FitingTree {
     /// Position of the first record `>= key` among the segment's pages (not
     /// its buffer), and the segment's sibling link if the head page was read.
     fn seg_lower_bound(&self, meta: &Meta, e: &Entry, key: u64) -> Result<(Option<SegPos>, Option<u64>)> {
-        self.check_entry(meta, e)?;
-        let (p0, p1) = e.window(key, u64::from(meta.epsilon), seg_capacity(self.page_size));
+        let (p0, p1) = self.window_of(meta, e, key)?;
         let buf = self.read_seg(e.page, p0, p1)?;
+        self.seg_lower_bound_in(e, key, p0, p1, &buf)
+    }
+
+    /// [`Self::seg_lower_bound`] with the window `p0..=p1` already read into
+    /// `buf`: reads only the pages before or after it that the answer needs.
+    fn seg_lower_bound_in(
+        &self,
+        e: &Entry,
+        key: u64,
+        p0: u64,
+        p1: u64,
+        buf: &[u8],
+    ) -> Result<(Option<SegPos>, Option<u64>)> {
         let mut next = None;
         let mut found: Option<SegPos> = None;
         let mut seen_smaller = false;
-        for j in 0..=(p1 - p0) as usize {
-            let p = self.seg_page(&buf, e.page, p0, j)?;
+        for j in 0..=p1.saturating_sub(p0) as usize {
+            let p = self.seg_page(buf, e.page, p0, j)?;
             if p.index == 0 {
                 next = Some(p.next);
             }
@@ -777,6 +814,26 @@ impl<'a> FitingCursor<'a> {
         let mut path = Path::new();
         let e = t.find(st, key, &mut path)?;
         let (pos, next) = t.seg_lower_bound(&st.meta, &e, key)?;
+        let buffered = if e.buffer == NO_PAGE {
+            Vec::new()
+        } else {
+            t.read_buffer(&st.meta, e.page, e.buffer)?
+        };
+        self.place(&e, key, pos, next, buffered);
+        Ok(())
+    }
+
+    /// Positions the cursor at `key` in segment `e`, from what a seek read:
+    /// the position in the segment's pages and its sibling link
+    /// ([`FitingTree::seg_lower_bound`]), and the segment's buffer.
+    fn place(
+        &mut self,
+        e: &Entry,
+        key: u64,
+        pos: Option<SegPos>,
+        next: Option<u64>,
+        mut buffered: Vec<Record>,
+    ) {
         self.head = e.page;
         self.data_pages = e.data_pages;
         self.next_seg = next;
@@ -791,18 +848,12 @@ impl<'a> FitingCursor<'a> {
             }
         }
         self.ri = 0;
-        self.buf = if e.buffer == NO_PAGE {
-            Vec::new()
-        } else {
-            let mut b = t.read_buffer(&st.meta, e.page, e.buffer)?;
-            let i = b.partition_point(|r| r.0 < key);
-            b.drain(..i);
-            b
-        };
+        let i = buffered.partition_point(|r| r.0 < key);
+        buffered.drain(..i);
+        self.buf = buffered;
         self.bi = 0;
         self.active = true;
         self.started = true;
-        Ok(())
     }
 
     pub(super) fn next_locked(&mut self, st: &State) -> Result<Option<Record>> {
@@ -879,5 +930,190 @@ impl Cursor for FitingCursor<'_> {
         let t = self.t;
         let st = t.state.read();
         self.next_locked(&st)
+    }
+}
+
+/// What [`FitingTree::read_windows`] returns: each key's window `(p0, p1)`,
+/// the distinct windows read, and each key's index among them.
+type Windows = (Vec<(u64, u64)>, Vec<AlignedBuf>, Vec<usize>);
+
+/// Batched lookups: each round reads, for every key still open, its next
+/// pages with many reads in flight ([`crate::pager::Pager::read_runs_many`]).
+impl FitingTree {
+    /// The segment entry of each of `keys` (ascending): from memory with the
+    /// directory resident; otherwise level by level from the root, each
+    /// level's distinct nodes read in one batch (keys routed through one
+    /// node share its read).
+    fn find_many(&self, st: &State, keys: &[u64]) -> Result<Vec<Entry>> {
+        let meta = &st.meta;
+        if st.resident.is_some() {
+            let mut path = Path::new();
+            return keys.iter().map(|&k| self.find(st, k, &mut path)).collect();
+        }
+        let mut at = vec![meta.root; keys.len()];
+        let mut found: Vec<Option<Entry>> = vec![None; keys.len()];
+        for depth in 0..meta.height {
+            let last = depth + 1 == meta.height;
+            let (pages, which) = runs_of(&at);
+            if let Some(&p) = pages
+                .iter()
+                .find(|&&p| p == NO_PAGE || p >= meta.space.page_count)
+            {
+                return Err(self.corrupt(p, "directory link outside the file"));
+            }
+            let bufs = self.pager.read_pages_many(Role::Inner, &pages)?;
+            let nodes = pages
+                .iter()
+                .zip(&bufs)
+                .map(|(&p, b)| DirNode::decode(b, p, self.name()))
+                .collect::<Result<Vec<_>>>()?;
+            for (((&key, &w), page), slot) in keys.iter().zip(&which).zip(at.iter_mut()).zip(found.iter_mut())
+            {
+                let (Some(node), Some(&p)) = (nodes.get(w), pages.get(w)) else {
+                    return Err(Error::invalid("directory node not read"));
+                };
+                if node.leaf != last {
+                    return Err(self.corrupt(p, "directory node at the wrong level"));
+                }
+                let e = *node
+                    .entries
+                    .get(node.route(key))
+                    .ok_or_else(|| self.corrupt(p, "empty directory node"))?;
+                if last {
+                    if e.page >= meta.space.page_count {
+                        return Err(self.corrupt(p, "segment outside the file"));
+                    }
+                    *slot = Some(e);
+                } else {
+                    *page = e.page;
+                }
+            }
+        }
+        found
+            .into_iter()
+            .map(|e| e.ok_or_else(|| self.corrupt(meta.root, "directory without segments")))
+            .collect()
+    }
+
+    /// The window `(p0, p1)` of each key in its segment, and the windows'
+    /// pages read in one batch (identical windows, adjacent for keys in
+    /// order, once): the windows, the buffers read, and for each key the
+    /// index of its buffer.
+    fn read_windows(&self, meta: &Meta, keys: &[u64], entries: &[Entry]) -> Result<Windows> {
+        let wins = keys
+            .iter()
+            .zip(entries)
+            .map(|(&k, e)| self.window_of(meta, e, k))
+            .collect::<Result<Vec<_>>>()?;
+        let runs: Vec<(u64, u64)> = wins
+            .iter()
+            .zip(entries)
+            .map(|(&(p0, p1), e)| (e.page + p0, p1.saturating_sub(p0) + 1))
+            .collect();
+        let (distinct, which) = runs_of(&runs);
+        let bufs = self.pager.read_runs_many(Role::Leaf, &distinct)?;
+        Ok((wins, bufs, which))
+    }
+
+    /// The insert buffers of the segments `(head, first buffer page)` of
+    /// `want` (adjacent duplicates read once), decoded, in one batch; and
+    /// for each element the index of its buffer.
+    fn read_buffers(&self, meta: &Meta, want: &[(u64, u64)]) -> Result<(Vec<Vec<Record>>, Vec<usize>)> {
+        let (distinct, which) = runs_of(want);
+        let runs = distinct
+            .iter()
+            .map(|&(head, first)| Ok((first, self.check_buffer(meta, head, first)?)))
+            .collect::<Result<Vec<_>>>()?;
+        let bufs = self.pager.read_runs_many(Role::Leaf, &runs)?;
+        let decoded = distinct
+            .iter()
+            .zip(&bufs)
+            .map(|(&(head, first), b)| self.decode_buffer_of(meta, b, head, first))
+            .collect::<Result<Vec<_>>>()?;
+        Ok((decoded, which))
+    }
+
+    /// [`crate::index::Index::get`] of each of `keys` (ascending, distinct),
+    /// in rounds: the directory levels not resident, then every key's
+    /// window, then the buffers of the keys not in their window whose
+    /// segment has one; each round's distinct reads in one batch.
+    pub(super) fn get_many_impl(&self, keys: &[u64]) -> Result<Vec<Option<u64>>> {
+        let st = self.state.read();
+        let meta = &st.meta;
+        let entries = self.find_many(&st, keys)?;
+        let (wins, bufs, which) = self.read_windows(meta, keys, &entries)?;
+        let mut answers = Vec::with_capacity(keys.len());
+        let mut open = Vec::new();
+        for (i, (((&key, e), &(p0, p1)), &w)) in keys.iter().zip(&entries).zip(&wins).zip(&which).enumerate()
+        {
+            let buf = bufs
+                .get(w)
+                .ok_or_else(|| Error::invalid("segment window not read"))?;
+            match self.probe_in(e, p0, p1, buf, key)? {
+                Some(hit) => answers.push(Some(hit.value)),
+                None => {
+                    if e.buffer != NO_PAGE {
+                        open.push((i, (e.page, e.buffer)));
+                    }
+                    answers.push(None);
+                }
+            }
+        }
+        let want: Vec<(u64, u64)> = open.iter().map(|&(_, hb)| hb).collect();
+        let (buffers, which) = self.read_buffers(meta, &want)?;
+        for (&(i, _), &w) in open.iter().zip(&which) {
+            let (Some(&key), Some(b), Some(a)) = (keys.get(i), buffers.get(w), answers.get_mut(i)) else {
+                return Err(Error::invalid("insert buffer not read"));
+            };
+            *a = b
+                .binary_search_by_key(&key, |r| r.0)
+                .ok()
+                .and_then(|j| b.get(j))
+                .map(|r| r.1);
+        }
+        Ok(answers)
+    }
+
+    /// [`crate::index::Index::lower_bound`] of each of `keys` (ascending,
+    /// distinct): the rounds of [`Self::get_many_impl`] (directory, windows,
+    /// buffers of every key whose segment has one); the rare further pages
+    /// (before or after the window, the next segment when the key's
+    /// segment holds nothing `>=` it) are read key by key, as the cursor
+    /// reads them one by one.
+    pub(super) fn lower_bound_many_impl(&self, keys: &[u64]) -> Result<Vec<Option<Record>>> {
+        let st = self.state.read();
+        let meta = &st.meta;
+        let entries = self.find_many(&st, keys)?;
+        let (wins, bufs, which) = self.read_windows(meta, keys, &entries)?;
+        let mut seeks = Vec::with_capacity(keys.len());
+        for (((&key, e), &(p0, p1)), &w) in keys.iter().zip(&entries).zip(&wins).zip(&which) {
+            let buf = bufs
+                .get(w)
+                .ok_or_else(|| Error::invalid("segment window not read"))?;
+            seeks.push(Some(self.seg_lower_bound_in(e, key, p0, p1, buf)?));
+        }
+        let want: Vec<(u64, u64)> = entries
+            .iter()
+            .filter(|e| e.buffer != NO_PAGE)
+            .map(|e| (e.page, e.buffer))
+            .collect();
+        let (buffers, bwhich) = self.read_buffers(meta, &want)?;
+        let mut bwhich = bwhich.into_iter();
+        let mut answers = Vec::with_capacity(keys.len());
+        for ((&key, e), seek) in keys.iter().zip(&entries).zip(seeks.iter_mut()) {
+            let buffered = if e.buffer == NO_PAGE {
+                Vec::new()
+            } else {
+                let w = bwhich
+                    .next()
+                    .ok_or_else(|| Error::invalid("insert buffer not read"))?;
+                buffers.get(w).cloned().unwrap_or_default()
+            };
+            let (pos, next) = seek.take().unwrap_or_default();
+            let mut c = FitingCursor::new(self);
+            c.place(e, key, pos, next, buffered);
+            answers.push(c.next_locked(&st)?);
+        }
+        Ok(answers)
     }
 }

@@ -27,6 +27,11 @@
 //! reused"), so a node whose header and slot share a page costs one block.
 //! - `get`: per node on the path: its header (unless resident) and the one
 //!   slot its model gives, 1-2 pages each; DATA or NULL ends the path.
+//! - `get_many`/`lower_bound_many`: keys sorted and deduplicated, one round
+//!   per level for the keys still open: the headers not resident in one
+//!   batch, the slots the models give in another. Every page read is held
+//!   for the rest of the batch (a few pages per key), so a page serves all
+//!   the keys that reach it.
 //! - `lower_bound`/cursor: a seek reads what `get` reads; then slots in
 //!   order, page by page, descending into each child met (its header and
 //!   slots) and back: Lan's O5, LIPP's scans read many leaf blocks.
@@ -257,6 +262,32 @@ impl Index for LippIndex {
 
     fn lower_bound(&self, key: u64) -> Result<Option<Record>> {
         self.lower_bound_impl(key)
+    }
+
+    /// Sorted and deduplicated: one round per level for the keys still
+    /// open, the node headers not resident in one batch and the slots the
+    /// models give in another; a page read once serves every key of the
+    /// batch (held until the batch ends).
+    fn get_many(&self, keys: &[u64], out: &mut Vec<Option<u64>>) -> Result<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let batch = crate::index::batch::KeyBatch::new(keys);
+        let answers = self.get_many_impl(&batch.keys)?;
+        batch.scatter(&answers, out);
+        Ok(())
+    }
+
+    /// As [`Index::get_many`], then each key's cursor continues from its
+    /// path (slots after the position read key by key).
+    fn lower_bound_many(&self, keys: &[u64], out: &mut Vec<Option<Record>>) -> Result<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        let batch = crate::index::batch::KeyBatch::new(keys);
+        let answers = self.lower_bound_many_impl(&batch.keys)?;
+        batch.scatter(&answers, out);
+        Ok(())
     }
 
     fn cursor(&self) -> Result<Box<dyn Cursor + '_>> {

@@ -2,7 +2,7 @@
 //! creation and LIPP's subtree rebuild), deletes and `verify` of LIPP (see
 //! the module documentation for the I/O of each).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use super::build::{plan, seal_node_page, serialize};
 use super::format::{
@@ -10,6 +10,7 @@ use super::format::{
 };
 use super::{LippIndex, State};
 use crate::format::page::{self, PAGE_HEADER_LEN, PageType};
+use crate::index::batch::runs_of;
 use crate::index::{Cursor, Record};
 use crate::pager::Role;
 use crate::storage::AlignedBuf;
@@ -47,6 +48,8 @@ pub(crate) struct Pages {
     cap: usize,
     /// `(page number, page)`, most recently used last.
     list: Vec<(u64, Vec<u8>)>,
+    /// Every page put, none evicted ([`Pages::unbounded`]; `list` unused).
+    all: Option<HashMap<u64, Vec<u8>>>,
 }
 
 impl Pages {
@@ -54,15 +57,31 @@ impl Pages {
         Pages {
             cap: cap.max(2),
             list: Vec::new(),
+            all: None,
+        }
+    }
+
+    /// Pages that keep every page put (a batch's pages, until it ends).
+    fn unbounded() -> Pages {
+        Pages {
+            cap: usize::MAX,
+            list: Vec::new(),
+            all: Some(HashMap::new()),
         }
     }
 
     fn has(&self, no: u64) -> bool {
+        if let Some(m) = &self.all {
+            return m.contains_key(&no);
+        }
         self.list.iter().any(|(p, _)| *p == no)
     }
 
     /// Page `no`, marked most recently used.
     fn get(&mut self, no: u64) -> Option<&[u8]> {
+        if let Some(m) = &self.all {
+            return m.get(&no).map(Vec::as_slice);
+        }
         let i = self.list.iter().position(|(p, _)| *p == no)?;
         let e = self.list.remove(i);
         self.list.push(e);
@@ -70,6 +89,10 @@ impl Pages {
     }
 
     fn put(&mut self, no: u64, bytes: Vec<u8>) {
+        if let Some(m) = &mut self.all {
+            m.insert(no, bytes);
+            return;
+        }
         self.list.retain(|(p, _)| *p != no);
         self.list.push((no, bytes));
         while self.list.len() > self.cap {
@@ -79,6 +102,9 @@ impl Pages {
 
     pub(crate) fn clear(&mut self) {
         self.list.clear();
+        if let Some(m) = &mut self.all {
+            m.clear();
+        }
     }
 }
 
@@ -683,5 +709,181 @@ impl Cursor for LippCursor<'_> {
     fn next(&mut self) -> Result<Option<Record>> {
         let st = self.t.state.read();
         self.next_locked(&st)
+    }
+}
+
+/// A key of a batch on its way down: the node it is at, and the pages its
+/// lookup touched, in order.
+#[derive(Debug)]
+struct Walk {
+    key: u64,
+    addr: u64,
+    /// Nodes passed, with the slot after the one taken (a cursor's stack).
+    stack: Vec<Frame>,
+    /// The slot that ended the path (`None` while open).
+    end: Option<Slot>,
+    touched: Vec<u64>,
+}
+
+/// Batched lookups: one round per level of the keys still open, each with
+/// one batch of the node headers not resident and one of the slots the
+/// models give; a page read once serves every key of the batch.
+impl LippIndex {
+    /// Reads, in one batch, the node pages covering `[addr, addr + len)` for
+    /// each of `want` that are not all in `pages` (identical runs once), and
+    /// puts them in `pages`.
+    fn load_many(&self, meta: &Meta, pages: &mut Pages, role: Role, want: &[(u64, u64)]) -> Result<()> {
+        let ps = self.page_size;
+        let runs: Vec<(u64, u64)> = want
+            .iter()
+            .filter(|&&(_, len)| len > 0)
+            .map(|&(a, len)| (page_of(ps, a), page_of(ps, a + len - 1)))
+            .filter(|&(f, l)| !(f..=l).all(|p| pages.has(p)))
+            .collect();
+        let (mut distinct, _) = runs_of(&runs);
+        let mut seen = HashSet::new();
+        distinct.retain(|r| seen.insert(*r));
+        for &(first, last) in &distinct {
+            if first == 0 || last < first || last >= meta.space.page_count {
+                return Err(self.corrupt(
+                    first,
+                    format!(
+                        "LIPP node pages {first}..={last} outside the {} pages",
+                        meta.space.page_count
+                    ),
+                ));
+            }
+        }
+        let reqs: Vec<(u64, u64)> = distinct.iter().map(|&(f, l)| (f, l - f + 1)).collect();
+        let bufs = self.pager.read_runs_many(role, &reqs)?;
+        for (&(first, _), buf) in distinct.iter().zip(&bufs) {
+            for (j, pg) in buf.chunks(ps).enumerate() {
+                page::open_typed(pg, first + j as u64, self.pager.name(), PageType::LippNode)?;
+                pages.put(first + j as u64, pg.to_vec());
+            }
+        }
+        Ok(())
+    }
+
+    /// Walks every key of `keys` (ascending, distinct) down to the slot
+    /// that ends its path, level by level, each level's header and slot
+    /// reads in one batch each; every page read is kept in `pages` for the
+    /// whole batch.
+    fn walk_many(&self, meta: &Meta, keys: &[u64], pages: &mut Pages) -> Result<Vec<Walk>> {
+        let ps = self.page_size;
+        let mut walks: Vec<Walk> = keys
+            .iter()
+            .map(|&key| Walk {
+                key,
+                addr: meta.root,
+                stack: Vec::new(),
+                end: None,
+                touched: Vec::new(),
+            })
+            .collect();
+        let span = |a: u64, len: u64| page_of(ps, a)..=page_of(ps, a + len - 1);
+        for _ in 0..MAX_DEPTH {
+            let open: Vec<usize> = (0..walks.len())
+                .filter(|&i| walks.get(i).is_some_and(|w| w.end.is_none()))
+                .collect();
+            if open.is_empty() {
+                return Ok(walks);
+            }
+            let cached = |addr: u64| {
+                self.headers
+                    .as_ref()
+                    .is_some_and(|c| c.lock().contains_key(&addr))
+            };
+            let want: Vec<(u64, u64)> = open
+                .iter()
+                .filter_map(|&i| walks.get(i))
+                .filter(|w| !cached(w.addr))
+                .map(|w| (w.addr, NODE_HDR_LEN))
+                .collect();
+            self.load_many(meta, pages, Role::Inner, &want)?;
+            let mut slots = Vec::with_capacity(open.len());
+            for &i in &open {
+                let w = walks.get_mut(i).ok_or_else(|| Error::invalid("lookup lost"))?;
+                if !cached(w.addr) {
+                    w.touched.extend(span(w.addr, NODE_HDR_LEN));
+                }
+                let hdr = self.header(meta, pages, w.addr)?;
+                let s = hdr.model.slot(w.key, hdr.slots);
+                slots.push((hdr, s));
+            }
+            let want: Vec<(u64, u64)> = open
+                .iter()
+                .zip(&slots)
+                .filter_map(|(&i, &(_, s))| Some((NodeHeader::slot_addr(walks.get(i)?.addr, s), SLOT_LEN)))
+                .collect();
+            self.load_many(meta, pages, Role::Leaf, &want)?;
+            for (&i, (hdr, s)) in open.iter().zip(slots) {
+                let w = walks.get_mut(i).ok_or_else(|| Error::invalid("lookup lost"))?;
+                self.node_visits
+                    .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                w.touched.extend(span(NodeHeader::slot_addr(w.addr, s), SLOT_LEN));
+                let slot = self.slot(meta, pages, w.addr, s)?;
+                let next = match slot {
+                    Slot::Data(k, _) if k >= w.key => s,
+                    _ => s + 1,
+                };
+                w.stack.push(Frame {
+                    addr: w.addr,
+                    hdr,
+                    next,
+                });
+                match slot {
+                    Slot::Node(c) => w.addr = c,
+                    other => w.end = Some(other),
+                }
+            }
+        }
+        match walks.iter().find(|w| w.end.is_none()) {
+            Some(w) => Err(self.corrupt(page_of(ps, w.addr), "LIPP path deeper than the limit")),
+            None => Ok(walks),
+        }
+    }
+
+    /// [`crate::index::Index::get`] of each of `keys` (ascending, distinct):
+    /// [`LippIndex::walk_many`].
+    pub(super) fn get_many_impl(&self, keys: &[u64]) -> Result<Vec<Option<u64>>> {
+        let st = self.state.read();
+        let meta = st.meta;
+        self.lookups
+            .fetch_add(keys.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        let mut pages = Pages::unbounded();
+        let walks = self.walk_many(&meta, keys, &mut pages)?;
+        Ok(walks
+            .iter()
+            .map(|w| match w.end {
+                Some(Slot::Data(k, v)) if k == w.key => Some(v),
+                _ => None,
+            })
+            .collect())
+    }
+
+    /// [`crate::index::Index::lower_bound`] of each of `keys` (ascending,
+    /// distinct): [`LippIndex::walk_many`], then each key's cursor from the
+    /// node stack of its walk, holding the pages its own seek would hold;
+    /// the slots after the position are read key by key as the cursor
+    /// reads them.
+    pub(super) fn lower_bound_many_impl(&self, keys: &[u64]) -> Result<Vec<Option<Record>>> {
+        let st = self.state.read();
+        let meta = st.meta;
+        let mut pages = Pages::unbounded();
+        let walks = self.walk_many(&meta, keys, &mut pages)?;
+        let mut answers = Vec::with_capacity(keys.len());
+        for w in walks {
+            let mut c = LippCursor::new(self);
+            for &p in &w.touched {
+                if let Some(b) = pages.get(p) {
+                    c.pages.put(p, b.to_vec());
+                }
+            }
+            c.stack = w.stack;
+            c.started = true;
+            answers.push(c.next_locked(&st)?);
+        }
+        Ok(answers)
     }
 }
