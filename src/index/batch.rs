@@ -62,6 +62,25 @@ pub(crate) fn runs_of<T: PartialEq + Copy>(at: &[T]) -> (Vec<T>, Vec<usize>) {
     (distinct, which)
 }
 
+/// Answers a batch: `answer` gets the distinct keys of `keys`, ascending,
+/// and returns one answer each; they are appended to `out` in the order of
+/// `keys` (repeats answered once). An empty batch calls nothing. What every
+/// kind's `Index::get_many` and `Index::lower_bound_many` do around its
+/// own rounds of reads.
+pub(crate) fn answer<T: Clone>(
+    keys: &[u64],
+    out: &mut Vec<T>,
+    answer: impl FnOnce(&[u64]) -> Result<Vec<T>>,
+) -> Result<()> {
+    if keys.is_empty() {
+        return Ok(());
+    }
+    let batch = KeyBatch::new(keys);
+    let answers = answer(&batch.keys)?;
+    batch.scatter(&answers, out);
+    Ok(())
+}
+
 /// Page ranges wanted in one round, each read once however many keys want
 /// it.
 #[derive(Debug, Default)]

@@ -190,33 +190,32 @@ impl Index for BinaryIndex {
     /// The binary searches of the sorted, distinct keys in lock step
     /// (one batch of reads per step), as many pages per key as one by one.
     fn get_many(&self, keys: &[u64], out: &mut Vec<Option<u64>>) -> Result<()> {
-        let batch = super::batch::KeyBatch::new(keys);
-        let (found, runs) = self.locate_many(&batch.keys)?;
-        let answers: Vec<Option<u64>> = batch
-            .keys
-            .iter()
-            .zip(&found)
-            .map(|(&k, &(lb, run))| {
-                run.and_then(|r| runs.get(r))
-                    .and_then(|p| p.record(lb))
-                    .filter(|r| r.0 == k)
-                    .map(|r| r.1)
-            })
-            .collect();
-        batch.scatter(&answers, out);
-        Ok(())
+        super::batch::answer(keys, out, |keys| {
+            let (found, runs) = self.locate_many(keys)?;
+            let answers: Vec<Option<u64>> = keys
+                .iter()
+                .zip(&found)
+                .map(|(&k, &(lb, run))| {
+                    run.and_then(|r| runs.get(r))
+                        .and_then(|p| p.record(lb))
+                        .filter(|r| r.0 == k)
+                        .map(|r| r.1)
+                })
+                .collect();
+            Ok(answers)
+        })
     }
 
     /// As [`Index::get_many`].
     fn lower_bound_many(&self, keys: &[u64], out: &mut Vec<Option<Record>>) -> Result<()> {
-        let batch = super::batch::KeyBatch::new(keys);
-        let (found, runs) = self.locate_many(&batch.keys)?;
-        let answers: Vec<Option<Record>> = found
-            .iter()
-            .map(|&(lb, run)| run.and_then(|r| runs.get(r)).and_then(|p| p.record(lb)))
-            .collect();
-        batch.scatter(&answers, out);
-        Ok(())
+        super::batch::answer(keys, out, |keys| {
+            let (found, runs) = self.locate_many(keys)?;
+            let answers: Vec<Option<Record>> = found
+                .iter()
+                .map(|&(lb, run)| run.and_then(|r| runs.get(r)).and_then(|p| p.record(lb)))
+                .collect();
+            Ok(answers)
+        })
     }
 
     /// Seeks with the binary search over pages, then reads page by page; a

@@ -310,25 +310,13 @@ impl Index for Alex {
     /// are read once for all the keys in it (never more pages than one
     /// `get` per key).
     fn get_many(&self, keys: &[u64], out: &mut Vec<Option<u64>>) -> Result<()> {
-        if keys.is_empty() {
-            return Ok(());
-        }
-        let batch = crate::index::batch::KeyBatch::new(keys);
-        let answers = self.get_many_impl(&batch.keys)?;
-        batch.scatter(&answers, out);
-        Ok(())
+        crate::index::batch::answer(keys, out, |keys| self.get_many_impl(keys))
     }
 
     /// As [`Index::get_many`]; a key past its node's last record follows
     /// the sibling links as the cursor does.
     fn lower_bound_many(&self, keys: &[u64], out: &mut Vec<Option<Record>>) -> Result<()> {
-        if keys.is_empty() {
-            return Ok(());
-        }
-        let batch = crate::index::batch::KeyBatch::new(keys);
-        let answers = self.lower_bound_many_impl(&batch.keys)?;
-        batch.scatter(&answers, out);
-        Ok(())
+        crate::index::batch::answer(keys, out, |keys| self.lower_bound_many_impl(keys))
     }
 
     fn scan(&self, from: u64, count: usize, out: &mut Vec<Record>) -> Result<()> {

@@ -421,18 +421,12 @@ impl Index for BTree {
     /// level, then the leaves, each level's distinct pages in one batch of
     /// `queue_depth` reads in flight.
     fn get_many(&self, keys: &[u64], out: &mut Vec<Option<u64>>) -> Result<()> {
-        let batch = crate::index::batch::KeyBatch::new(keys);
-        let answers = self.get_many_impl(&batch.keys)?;
-        batch.scatter(&answers, out);
-        Ok(())
+        crate::index::batch::answer(keys, out, |keys| self.get_many_impl(keys))
     }
 
     /// As [`Index::get_many`].
     fn lower_bound_many(&self, keys: &[u64], out: &mut Vec<Option<Record>>) -> Result<()> {
-        let batch = crate::index::batch::KeyBatch::new(keys);
-        let answers = self.lower_bound_many_impl(&batch.keys)?;
-        batch.scatter(&answers, out);
-        Ok(())
+        crate::index::batch::answer(keys, out, |keys| self.lower_bound_many_impl(keys))
     }
 
     /// Descends like [`Index::get`], then reads one page per further leaf;

@@ -870,32 +870,23 @@ impl Index for Dpgm {
     /// storage, then record windows); the pages one `get` per key reads,
     /// each distinct window once per round.
     fn get_many(&self, keys: &[u64], out: &mut Vec<Option<u64>>) -> Result<()> {
-        if keys.is_empty() {
-            return Ok(());
-        }
-        let batch = batch::KeyBatch::new(keys);
-        let found = {
-            let st = self.state.read();
-            self.lookup_many(&st, &batch.keys)?
-        };
-        let answers: Vec<Option<u64>> = found
-            .into_iter()
-            .map(|e| e.filter(|e| !e.dead).map(|e| e.value))
-            .collect();
-        batch.scatter(&answers, out);
-        Ok(())
+        batch::answer(keys, out, |keys| {
+            let found = {
+                let st = self.state.read();
+                self.lookup_many(&st, keys)?
+            };
+            let answers: Vec<Option<u64>> = found
+                .into_iter()
+                .map(|e| e.filter(|e| !e.dead).map(|e| e.value))
+                .collect();
+            Ok(answers)
+        })
     }
 
     /// As [`Index::get_many`], every run whose range holds a key
     /// positioned for it, then each key's merge from there.
     fn lower_bound_many(&self, keys: &[u64], out: &mut Vec<Option<Record>>) -> Result<()> {
-        if keys.is_empty() {
-            return Ok(());
-        }
-        let batch = batch::KeyBatch::new(keys);
-        let answers = self.lower_bound_many_impl(&batch.keys)?;
-        batch.scatter(&answers, out);
-        Ok(())
+        batch::answer(keys, out, |keys| self.lower_bound_many_impl(keys))
     }
 
     fn supports_updates(&self) -> bool {

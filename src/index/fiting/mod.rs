@@ -325,25 +325,13 @@ impl Index for FitingTree {
     /// segment pages, then the insert buffers the keys need; the same pages
     /// as one `get` per key, each distinct range once per round.
     fn get_many(&self, keys: &[u64], out: &mut Vec<Option<u64>>) -> Result<()> {
-        if keys.is_empty() {
-            return Ok(());
-        }
-        let batch = crate::index::batch::KeyBatch::new(keys);
-        let answers = self.get_many_impl(&batch.keys)?;
-        batch.scatter(&answers, out);
-        Ok(())
+        crate::index::batch::answer(keys, out, |keys| self.get_many_impl(keys))
     }
 
     /// As [`Index::get_many`]; pages past the window (rare: after deletes,
     /// or a key past its segment's last record) are read key by key.
     fn lower_bound_many(&self, keys: &[u64], out: &mut Vec<Option<Record>>) -> Result<()> {
-        if keys.is_empty() {
-            return Ok(());
-        }
-        let batch = crate::index::batch::KeyBatch::new(keys);
-        let answers = self.lower_bound_many_impl(&batch.keys)?;
-        batch.scatter(&answers, out);
-        Ok(())
+        crate::index::batch::answer(keys, out, |keys| self.lower_bound_many_impl(keys))
     }
 
     fn scan(&self, from: u64, count: usize, out: &mut Vec<Record>) -> Result<()> {

@@ -406,25 +406,20 @@ impl Index for LayeredIndex {
     /// in one batch: the pages of one-by-one lookups, `queue_depth` reads
     /// in flight.
     fn get_many(&self, keys: &[u64], out: &mut Vec<Option<u64>>) -> Result<()> {
-        let batch = super::batch::KeyBatch::new(keys);
-        let approx = self.predict_many(&batch.keys)?;
-        let answers = self
-            .data
-            .get_many(&batch.keys, &approx, self.fetch, self.queue_depth)?;
-        batch.scatter(&answers, out);
-        Ok(())
+        super::batch::answer(keys, out, |keys| {
+            let approx = self.predict_many(keys)?;
+            self.data.get_many(keys, &approx, self.fetch, self.queue_depth)
+        })
     }
 
     /// As [`Index::get_many`], plus one batch for the keys whose lower bound
     /// lies on the page after their predicted range.
     fn lower_bound_many(&self, keys: &[u64], out: &mut Vec<Option<Record>>) -> Result<()> {
-        let batch = super::batch::KeyBatch::new(keys);
-        let approx = self.predict_many(&batch.keys)?;
-        let answers = self
-            .data
-            .lower_bound_many(&batch.keys, &approx, self.fetch, self.queue_depth)?;
-        batch.scatter(&answers, out);
-        Ok(())
+        super::batch::answer(keys, out, |keys| {
+            let approx = self.predict_many(keys)?;
+            self.data
+                .lower_bound_many(keys, &approx, self.fetch, self.queue_depth)
+        })
     }
 
     /// Seeks with the model's prediction and the last-mile search (the

@@ -269,25 +269,13 @@ impl Index for LippIndex {
     /// models give in another; a page read once serves every key of the
     /// batch (held until the batch ends).
     fn get_many(&self, keys: &[u64], out: &mut Vec<Option<u64>>) -> Result<()> {
-        if keys.is_empty() {
-            return Ok(());
-        }
-        let batch = crate::index::batch::KeyBatch::new(keys);
-        let answers = self.get_many_impl(&batch.keys)?;
-        batch.scatter(&answers, out);
-        Ok(())
+        crate::index::batch::answer(keys, out, |keys| self.get_many_impl(keys))
     }
 
     /// As [`Index::get_many`], then each key's cursor continues from its
     /// path (slots after the position read key by key).
     fn lower_bound_many(&self, keys: &[u64], out: &mut Vec<Option<Record>>) -> Result<()> {
-        if keys.is_empty() {
-            return Ok(());
-        }
-        let batch = crate::index::batch::KeyBatch::new(keys);
-        let answers = self.lower_bound_many_impl(&batch.keys)?;
-        batch.scatter(&answers, out);
-        Ok(())
+        crate::index::batch::answer(keys, out, |keys| self.lower_bound_many_impl(keys))
     }
 
     fn cursor(&self) -> Result<Box<dyn Cursor + '_>> {
