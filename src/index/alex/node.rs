@@ -114,7 +114,17 @@ impl<'p> DataNode<'p> {
                 "data-node link outside the file",
             ));
         }
-        let mut n = DataNode {
+        let mut n = DataNode::unloaded(pager, head, ps);
+        n.load(0)?;
+        let hdr = DataHeader::load(|o| n.get(o))?;
+        hdr.check(head, ps, page_count, pager.name())?;
+        n.hdr = hdr;
+        Ok(n)
+    }
+
+    /// A node with nothing read yet (its header still to be loaded).
+    fn unloaded(pager: &'p Pager, head: u64, ps: usize) -> DataNode<'p> {
+        DataNode {
             pager,
             head,
             hdr: DataHeader::default(),
@@ -122,12 +132,7 @@ impl<'p> DataNode<'p> {
             pages: BTreeMap::new(),
             dirty: BTreeSet::new(),
             hdr_dirty: false,
-        };
-        n.load(0)?;
-        let hdr = DataHeader::load(|o| n.get(o))?;
-        hdr.check(head, ps, page_count, pager.name())?;
-        n.hdr = hdr;
-        Ok(n)
+        }
     }
 
     /// As [`DataNode::open`], with the head page already read into `page0`
@@ -139,15 +144,7 @@ impl<'p> DataNode<'p> {
         page0: AlignedBuf,
     ) -> Result<DataNode<'p>> {
         let ps = pager.page_size();
-        let mut n = DataNode {
-            pager,
-            head,
-            hdr: DataHeader::default(),
-            ps,
-            pages: BTreeMap::new(),
-            dirty: BTreeSet::new(),
-            hdr_dirty: false,
-        };
+        let mut n = DataNode::unloaded(pager, head, ps);
         n.offer(0, page0)?;
         let hdr = DataHeader::load(|o| n.get(o))?;
         hdr.check(head, ps, page_count, pager.name())?;
