@@ -322,6 +322,21 @@ impl DataRun {
             .collect())
     }
 
+    /// The read of data pages `[a, b)`, with `b` clipped to the run
+    /// (returned), for a [`ReadStream`](crate::storage::ReadStream);
+    /// [`DataRun::run_from`] checks what it read.
+    pub fn range_read(&self, a: u64, b: u64) -> Result<(u64, crate::storage::StreamRead)> {
+        self.file.range_read(a, b)
+    }
+
+    /// Verifies data pages `[a, b)` (as clipped by [`DataRun::range_read`])
+    /// read into `buf` and wraps them, as [`DataRun::read_pages`] does.
+    pub fn run_from(&self, a: u64, b: u64, buf: crate::storage::AlignedBuf) -> Result<PageRun> {
+        Ok(PageRun {
+            run: self.file.run_from(a, b, buf)?,
+        })
+    }
+
     /// Reads data page `d`.
     pub fn read_page(&self, d: u64) -> Result<PageRun> {
         self.read_pages(d, d + 1)

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use super::bytes::{get_u32, get_u64, put_u32, put_u64};
 use super::page::{self, MIN_PAGE_SIZE, PAGE_HEADER_LEN, PageHeader, PageType, check_page_size};
-use crate::storage::{AlignedBuf, Directory, ReadStorage, Sink};
+use crate::storage::{AlignedBuf, Directory, ReadStorage, ReadStream, Sink, StreamRead};
 use crate::{Error, Result};
 
 /// Pages written per write call while building.
@@ -476,29 +476,78 @@ impl PagedFile {
     /// [`PagedFile::read_pages`] does, with up to `queue_depth` reads in
     /// flight ([`ReadStorage::read_many`]): one read call per range.
     pub fn read_pages_many(&self, ranges: &[(u64, u64)], queue_depth: usize) -> Result<Vec<PagedRun>> {
-        let mut planned = Vec::with_capacity(ranges.len());
-        for &(a, b) in ranges {
-            let (offset, b, buf) = self.range_buf(a, b)?;
-            planned.push((a, b, offset, buf));
+        struct Ranges<'f> {
+            file: &'f PagedFile,
+            ranges: &'f [(u64, u64)],
+            planned: Vec<(u64, u64)>,
+            runs: Vec<Option<PagedRun>>,
         }
-        let mut reqs: Vec<crate::storage::ReadReq<'_>> = planned
-            .iter_mut()
-            .map(|(_, _, offset, buf)| crate::storage::ReadReq {
-                offset: *offset,
-                buf: &mut buf[..],
-            })
-            .collect();
-        self.storage.read_many(&mut reqs, queue_depth)?;
-        drop(reqs);
-        planned
+        impl ReadStream for Ranges<'_> {
+            fn next(&mut self) -> Result<Option<StreamRead>> {
+                let Some(&(a, b)) = self.ranges.get(self.planned.len()) else {
+                    return Ok(None);
+                };
+                let (b, read) = self.file.range_read(a, b)?;
+                self.planned.push((a, b));
+                self.runs.push(None);
+                Ok(Some(read))
+            }
+            fn done(&mut self, seq: usize, buf: AlignedBuf) -> Result<()> {
+                let &(a, b) = self
+                    .planned
+                    .get(seq)
+                    .ok_or_else(|| Error::invalid("read out of range"))?;
+                let run = self.file.run_from(a, b, buf)?;
+                if let Some(slot) = self.runs.get_mut(seq) {
+                    *slot = Some(run);
+                }
+                Ok(())
+            }
+        }
+        let mut stream = Ranges {
+            file: self,
+            ranges,
+            planned: Vec::with_capacity(ranges.len()),
+            runs: Vec::with_capacity(ranges.len()),
+        };
+        self.storage.read_stream(&mut stream, queue_depth)?;
+        stream
+            .runs
             .into_iter()
-            .map(|(a, b, _, buf)| self.checked_run(a, b, buf))
+            .map(|r| r.ok_or_else(|| Error::invalid("page range not read")))
             .collect()
+    }
+
+    /// The read of pages `[a, b)`, with `b` clipped to the file (returned),
+    /// for a [`ReadStream`]; [`PagedFile::run_from`] checks what it read.
+    pub fn range_read(&self, a: u64, b: u64) -> Result<(u64, StreamRead)> {
+        let (offset, b, len) = self.range_span(a, b)?;
+        Ok((b, StreamRead { offset, len }))
+    }
+
+    /// Verifies the pages `[a, b)` (as clipped by [`PagedFile::range_read`])
+    /// read into `buf` and wraps them, as [`PagedFile::read_pages`] does.
+    pub fn run_from(&self, a: u64, b: u64, buf: AlignedBuf) -> Result<PagedRun> {
+        let (_, _, len) = self.range_span(a, b)?;
+        if buf.len() != len {
+            return Err(Error::invalid(format!(
+                "a read of pages [{a}, {b}) holds {} bytes, expected {len}",
+                buf.len()
+            )));
+        }
+        self.checked_run(a, b, buf)
     }
 
     /// The offset and an uninitialised buffer for pages `[a, b)`, with `b`
     /// clipped to the file.
     fn range_buf(&self, a: u64, b: u64) -> Result<(u64, u64, AlignedBuf)> {
+        let (offset, b, bytes) = self.range_span(a, b)?;
+        // A read fills all of it or fails: no need to zero it first.
+        Ok((offset, b, AlignedBuf::for_overwrite(bytes)))
+    }
+
+    /// The offset, clipped end and byte length of pages `[a, b)`.
+    fn range_span(&self, a: u64, b: u64) -> Result<(u64, u64, usize)> {
         let b = b.min(self.meta.pages);
         if a >= b {
             return Err(Error::invalid(format!(
@@ -514,8 +563,7 @@ impl PagedFile {
         let bytes = n_pages.checked_mul(ps).ok_or_else(too_large)?;
         // Below the file length checked at open: `(a + 1) * ps` fits.
         let offset = paged_file_len(a, ps).ok_or_else(too_large)?;
-        // A read fills all of it or fails: no need to zero it first.
-        Ok((offset, b, AlignedBuf::for_overwrite(bytes)))
+        Ok((offset, b, bytes))
     }
 
     /// Verifies the pages `[a, b)` read into `buf` and wraps them.

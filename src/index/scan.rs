@@ -3,6 +3,7 @@
 
 use super::{ApproxPos, Cursor, Record};
 use crate::format::{DataRun, PageRun};
+use crate::storage::{AlignedBuf, ReadStream, StreamRead};
 use crate::{Error, Result};
 
 /// How the pages of a predicted range are fetched (Zhang G1).
@@ -37,26 +38,6 @@ pub(crate) struct Located {
     /// The pages read last; they hold `lb` unless `lb` is at `hi` of the
     /// predicted range and on the next page.
     pub run: Option<PageRun>,
-}
-
-/// Where many keys' lower bounds are ([`DataRunReader::locate_many`]).
-#[derive(Debug)]
-pub(crate) struct LocatedMany {
-    /// Lower bound of each key.
-    pub lb: Vec<u64>,
-    /// The run (in `runs`) each key read last, if it read any.
-    pub run_of: Vec<Option<usize>>,
-    /// The page runs read.
-    pub runs: Vec<PageRun>,
-}
-
-impl LocatedMany {
-    /// The record at key `i`'s lower bound, if the pages it read hold it.
-    pub(crate) fn record(&self, i: usize) -> Option<Record> {
-        let lb = *self.lb.get(i)?;
-        let run = self.runs.get((*self.run_of.get(i)?)?)?;
-        run.record(lb)
-    }
 }
 
 /// Last-mile search and scans over a [`DataRun`].
@@ -116,134 +97,59 @@ impl DataRunReader {
         }
     }
 
-    /// [`DataRunReader::locate`] for many keys at once (any order), each
-    /// with its predicted range: the same pages per key, read in rounds
-    /// with up to `queue_depth` reads in flight (one round with all at
-    /// once, one per page visited with one by one).
-    pub(crate) fn locate_many(
-        &self,
-        keys: &[u64],
-        approx: &[ApproxPos],
-        fetch: Fetch,
-        queue_depth: usize,
-    ) -> Result<LocatedMany> {
-        let n = self.run.len();
-        let meta = *self.run.meta();
-        let mut out = LocatedMany {
-            lb: vec![0; keys.len()],
-            run_of: vec![None; keys.len()],
-            runs: Vec::new(),
-        };
-        // Keys still open: (key index, next page, last page, lo, hi).
-        let mut open: Vec<(usize, u64, u64, u64, u64)> = Vec::new();
-        for (i, (&key, a)) in keys.iter().zip(approx).enumerate() {
-            let _ = key;
-            let lo = a.lo.min(n);
-            let hi = a.hi.min(n).max(lo);
-            if lo == hi {
-                if let Some(lb) = out.lb.get_mut(i) {
-                    *lb = lo;
-                }
-                continue;
-            }
-            open.push((i, meta.page_of(lo), meta.page_of(hi - 1), lo, hi));
-        }
-        while !open.is_empty() {
-            let mut set = super::batch::RangeSet::default();
-            let wanted: Vec<usize> = open
-                .iter()
-                .map(|&(_, p, last, _, _)| match fetch {
-                    Fetch::AllAtOnce => set.add(p, last + 1),
-                    Fetch::OneByOne => set.add(p, p + 1),
-                })
-                .collect();
-            let base = out.runs.len();
-            out.runs
-                .extend(set.read(|r| self.run.read_pages_many(r, queue_depth))?);
-            let mut still = Vec::new();
-            for (&(i, p, last, lo, hi), w) in open.iter().zip(wanted) {
-                let Some(run) = out.runs.get(base + w) else {
-                    continue;
-                };
-                let key = keys.get(i).copied().unwrap_or(0);
-                let stop = match fetch {
-                    Fetch::AllAtOnce => hi,
-                    Fetch::OneByOne => hi.min(run.item_range().1),
-                };
-                let lb = run.lower_bound(key, lo, stop);
-                if fetch == Fetch::AllAtOnce || lb < stop || p == last {
-                    if let (Some(l), Some(r)) = (out.lb.get_mut(i), out.run_of.get_mut(i)) {
-                        *l = lb;
-                        *r = Some(base + w);
-                    }
-                } else {
-                    still.push((i, p + 1, last, lo, hi));
-                }
-            }
-            open = still;
-        }
-        Ok(out)
-    }
-
-    /// The values of `keys` (each `None` if absent), from
-    /// [`DataRunReader::locate_many`]'s reads.
+    /// The values of `keys` (ascending; each `None` if absent), the
+    /// predicted range of key `i` given by `predict(i)`: the pages each
+    /// key's one-by-one lookup reads ([`DataRunReader::locate`]), up to
+    /// `queue_depth` reads in flight, each key predicted as the storage asks
+    /// for a read and searched as its pages arrive ([`Lookups`]).
     pub(crate) fn get_many(
         &self,
         keys: &[u64],
-        approx: &[ApproxPos],
+        predict: impl FnMut(usize) -> Result<ApproxPos>,
         fetch: Fetch,
         queue_depth: usize,
     ) -> Result<Vec<Option<u64>>> {
-        let loc = self.locate_many(keys, approx, fetch, queue_depth)?;
-        Ok(keys
-            .iter()
-            .enumerate()
-            .map(|(i, &key)| loc.record(i).filter(|r| r.0 == key).map(|r| r.1))
-            .collect())
+        let answers = self.lookups(keys, predict, fetch, Goal::Get, queue_depth)?;
+        Ok(answers.into_iter().map(|r| r.map(|r| r.1)).collect())
     }
 
-    /// The lower bounds of `keys`: [`DataRunReader::locate_many`], then one
-    /// more batch for the keys whose lower bound is on the page after the
-    /// pages they read (as [`DataRunReader::record_at`] reads it).
+    /// The lower bounds of `keys` (ascending), as [`DataRunReader::get_many`]
+    /// finds them, plus a read of the next page for the keys whose lower
+    /// bound lies after the pages they read (as
+    /// [`DataRunReader::record_at`] reads it).
     pub(crate) fn lower_bound_many(
         &self,
         keys: &[u64],
-        approx: &[ApproxPos],
+        predict: impl FnMut(usize) -> Result<ApproxPos>,
         fetch: Fetch,
         queue_depth: usize,
     ) -> Result<Vec<Option<Record>>> {
-        let loc = self.locate_many(keys, approx, fetch, queue_depth)?;
-        let n = self.run.len();
-        let mut answers: Vec<Option<Record>> = Vec::with_capacity(keys.len());
-        let mut set = super::batch::RangeSet::default();
-        let mut later: Vec<(usize, usize)> = Vec::new();
-        for i in 0..keys.len() {
-            let lb = loc.lb.get(i).copied().unwrap_or(n);
-            match loc.record(i) {
-                Some(r) => answers.push(Some(r)),
-                None if lb >= n => answers.push(None),
-                None => {
-                    let p = self.run.meta().page_of(lb);
-                    later.push((i, set.add(p, p + 1)));
-                    answers.push(None);
-                }
-            }
-        }
-        let pages = set.read(|r| self.run.read_pages_many(r, queue_depth))?;
-        for (i, w) in later {
-            let lb = loc.lb.get(i).copied().unwrap_or(n);
-            let rec = pages.get(w).and_then(|p| p.record(lb)).ok_or_else(|| {
-                Error::corruption(
-                    self.run.storage().name(),
-                    self.run.meta().page_of(lb) + 1,
-                    "record missing from page",
-                )
-            })?;
-            if let Some(a) = answers.get_mut(i) {
-                *a = Some(rec);
-            }
-        }
-        Ok(answers)
+        self.lookups(keys, predict, fetch, Goal::LowerBound, queue_depth)
+    }
+
+    fn lookups(
+        &self,
+        keys: &[u64],
+        predict: impl FnMut(usize) -> Result<ApproxPos>,
+        fetch: Fetch,
+        goal: Goal,
+        queue_depth: usize,
+    ) -> Result<Vec<Option<Record>>> {
+        let mut stream = Lookups {
+            reader: self,
+            keys,
+            predict,
+            fetch,
+            goal,
+            next_key: 0,
+            ahead: None,
+            steps: vec![Step::Done; keys.len()],
+            follow: std::collections::VecDeque::new(),
+            reqs: Vec::new(),
+            answers: vec![None; keys.len()],
+        };
+        self.run.storage().read_stream(&mut stream, queue_depth)?;
+        Ok(stream.answers)
     }
 
     /// The record at item `i`, reusing `run` if it holds it.
@@ -405,5 +311,224 @@ impl<F: Fn(u64) -> Result<Located>> Cursor for DataRunCursor<'_, F> {
 
     fn next_batch(&mut self, count: usize, out: &mut Vec<Record>) -> Result<usize> {
         self.at.next_batch(count, out)
+    }
+}
+
+/// What a batched lookup answers for each key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Goal {
+    /// The record with the key, if any.
+    Get,
+    /// The first record at or after the key.
+    LowerBound,
+}
+
+/// Where a key of a batched lookup is.
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    /// Searching its predicted items `[lo, hi)`: pages `p..=last` are
+    /// still to read (all at once, or from `p` one by one).
+    Search { lo: u64, hi: u64, p: u64, last: u64 },
+    /// Its lower bound is item `lb`, on a page still to read.
+    Fetch(u64),
+    /// Answered.
+    Done,
+}
+
+/// One read of a batched lookup: data pages `[a, b)` and the keys waiting
+/// for them.
+#[derive(Debug)]
+struct PageReq {
+    a: u64,
+    b: u64,
+    keys: Vec<usize>,
+}
+
+/// The lookups of a batch as a [`ReadStream`]: `next` predicts keys in
+/// order until one needs other pages than the key before it (keys needing
+/// the same pages share one read), `done` searches the pages for their
+/// keys and queues the reads some still need (the next page with
+/// [`Fetch::OneByOne`], a lower bound's page after its range).
+struct Lookups<'r, P> {
+    reader: &'r DataRunReader,
+    keys: &'r [u64],
+    predict: P,
+    fetch: Fetch,
+    goal: Goal,
+    /// The next key to predict.
+    next_key: usize,
+    /// A key predicted after the last read was made, for the next one.
+    ahead: Option<(usize, Step)>,
+    steps: Vec<Step>,
+    /// Reads queued by `done`, issued before new keys are predicted.
+    follow: std::collections::VecDeque<PageReq>,
+    /// Every read issued, by sequence number (keys taken when done).
+    reqs: Vec<PageReq>,
+    answers: Vec<Option<Record>>,
+}
+
+impl<P: FnMut(usize) -> Result<ApproxPos>> Lookups<'_, P> {
+    /// Predicts key `i`: its first step, or `Done` if it needs no read.
+    fn start(&mut self, i: usize) -> Result<Step> {
+        let n = self.reader.run.len();
+        let a = (self.predict)(i)?;
+        let lo = a.lo.min(n);
+        let hi = a.hi.min(n).max(lo);
+        if lo == hi {
+            // The lower bound is `lo` without a read; a get finds nothing
+            // (the key would lie in `[lo, hi)`).
+            return Ok(match self.goal {
+                Goal::LowerBound if lo < n => Step::Fetch(lo),
+                _ => Step::Done,
+            });
+        }
+        let meta = self.reader.run.meta();
+        Ok(Step::Search {
+            lo,
+            hi,
+            p: meta.page_of(lo),
+            last: meta.page_of(hi - 1),
+        })
+    }
+
+    /// The pages `[a, b)` a step reads next.
+    fn pages(&self, step: Step) -> Option<(u64, u64)> {
+        match step {
+            Step::Search { p, last, .. } => Some(match self.fetch {
+                Fetch::AllAtOnce => (p, last + 1),
+                Fetch::OneByOne => (p, p + 1),
+            }),
+            Step::Fetch(lb) => {
+                let p = self.reader.run.meta().page_of(lb);
+                Some((p, p + 1))
+            }
+            Step::Done => None,
+        }
+    }
+
+    /// Queues a read of pages `[a, b)` for key `i` (sharing the last queued
+    /// read if it is the same).
+    fn follow(&mut self, a: u64, b: u64, i: usize) {
+        match self.follow.back_mut() {
+            Some(r) if r.a == a && r.b == b => r.keys.push(i),
+            _ => self.follow.push_back(PageReq { a, b, keys: vec![i] }),
+        }
+    }
+
+    fn issue(&mut self, r: PageReq) -> Result<StreamRead> {
+        let (b, read) = self.reader.run.range_read(r.a, r.b)?;
+        self.reqs.push(PageReq { b, ..r });
+        Ok(read)
+    }
+
+    /// Key `i`'s answer from its lower bound `lb`, found in `run` (which
+    /// may end before `lb`).
+    fn settle(&mut self, i: usize, key: u64, lb: u64, run: &PageRun) {
+        let n = self.reader.run.len();
+        let answer = match (run.record(lb), self.goal) {
+            (Some(r), Goal::Get) => (r.0 == key).then_some(r),
+            (Some(r), Goal::LowerBound) => Some(r),
+            (None, Goal::LowerBound) if lb < n => {
+                let p = self.reader.run.meta().page_of(lb);
+                if let Some(s) = self.steps.get_mut(i) {
+                    *s = Step::Fetch(lb);
+                }
+                self.follow(p, p + 1, i);
+                return;
+            }
+            (None, _) => None,
+        };
+        if let Some(a) = self.answers.get_mut(i) {
+            *a = answer;
+        }
+        if let Some(s) = self.steps.get_mut(i) {
+            *s = Step::Done;
+        }
+    }
+}
+
+impl<P: FnMut(usize) -> Result<ApproxPos>> ReadStream for Lookups<'_, P> {
+    fn next(&mut self) -> Result<Option<StreamRead>> {
+        if let Some(r) = self.follow.pop_front() {
+            return self.issue(r).map(Some);
+        }
+        let mut cur: Option<PageReq> = None;
+        loop {
+            let (i, step) = match self.ahead.take() {
+                Some(x) => x,
+                None => {
+                    let Some(i) = (self.next_key < self.keys.len()).then_some(self.next_key) else {
+                        break;
+                    };
+                    self.next_key += 1;
+                    (i, self.start(i)?)
+                }
+            };
+            if let Some(s) = self.steps.get_mut(i) {
+                *s = step;
+            }
+            let Some((a, b)) = self.pages(step) else {
+                continue;
+            };
+            match &mut cur {
+                None => cur = Some(PageReq { a, b, keys: vec![i] }),
+                Some(c) if c.a == a && c.b == b => c.keys.push(i),
+                Some(_) => {
+                    self.ahead = Some((i, step));
+                    break;
+                }
+            }
+        }
+        cur.map(|c| self.issue(c)).transpose()
+    }
+
+    fn done(&mut self, seq: usize, buf: AlignedBuf) -> Result<()> {
+        let (a, b, waiting) = match self.reqs.get_mut(seq) {
+            Some(r) => (r.a, r.b, std::mem::take(&mut r.keys)),
+            None => return Err(Error::invalid("completed read out of range")),
+        };
+        let run = self.reader.run.run_from(a, b, buf)?;
+        for i in waiting {
+            let key = self.keys.get(i).copied().unwrap_or(0);
+            match self.steps.get(i).copied().unwrap_or(Step::Done) {
+                Step::Search { lo, hi, p, last } => {
+                    let stop = match self.fetch {
+                        Fetch::AllAtOnce => hi,
+                        Fetch::OneByOne => hi.min(run.item_range().1),
+                    };
+                    let lb = run.lower_bound(key, lo, stop);
+                    if self.fetch == Fetch::AllAtOnce || lb < stop || p == last {
+                        self.settle(i, key, lb, &run);
+                    } else {
+                        if let Some(s) = self.steps.get_mut(i) {
+                            *s = Step::Search {
+                                lo,
+                                hi,
+                                p: p + 1,
+                                last,
+                            };
+                        }
+                        self.follow(p + 1, p + 2, i);
+                    }
+                }
+                Step::Fetch(lb) => {
+                    let rec = run.record(lb).ok_or_else(|| {
+                        Error::corruption(
+                            self.reader.run.storage().name(),
+                            self.reader.run.meta().page_of(lb) + 1,
+                            "record missing from page",
+                        )
+                    })?;
+                    if let Some(a) = self.answers.get_mut(i) {
+                        *a = Some(rec);
+                    }
+                    if let Some(s) = self.steps.get_mut(i) {
+                        *s = Step::Done;
+                    }
+                }
+                Step::Done => {}
+            }
+        }
+        Ok(())
     }
 }

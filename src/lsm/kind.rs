@@ -189,10 +189,11 @@ impl IndexKind for LsmKind {
         dir: Arc<dyn Directory>,
         // The store reads through counters and a block cache of its own.
         _io: IoContext,
-        _opts: &OpenOptions,
+        opts: &OpenOptions,
     ) -> Result<Box<dyn Index>> {
         let params = Params::from_map(manifest.config.clone());
-        let cfg = config(&params)?;
+        let mut cfg = config(&params)?;
+        cfg.opts.queue_depth = opts.queue_depth;
         let store = Store::open_in(dir, cfg.opts)?;
         Ok(Box::new(LsmIndex {
             store,
@@ -237,6 +238,25 @@ impl Index for LsmIndex {
             .get(&encode(key))?
             .map(|v| decode(&v, "value"))
             .transpose()
+    }
+
+    /// [`Store::get_many`]: each table's blocks for the batch read with many
+    /// reads in flight.
+    fn get_many(&self, keys: &[u64], out: &mut Vec<Option<u64>>) -> Result<()> {
+        let encoded: Vec<[u8; 8]> = keys.iter().map(|&k| encode(k)).collect();
+        let refs: Vec<&[u8]> = encoded.iter().map(|k| &k[..]).collect();
+        let got = self.store.get_many(&refs)?;
+        let start = out.len();
+        for g in got {
+            match g.map(|v| decode(&v, "value")).transpose() {
+                Ok(v) => out.push(v),
+                Err(e) => {
+                    out.truncate(start);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
     }
 
     fn lower_bound(&self, key: u64) -> Result<Option<Record>> {

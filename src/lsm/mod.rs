@@ -223,6 +223,27 @@ impl Store {
         self.inner.get_in(&v, key, seq)
     }
 
+    /// The values of many keys, as [`Store::get`] would return them, all
+    /// from one version of the store: the memtables first, then each
+    /// table's blocks for all its keys read in one batch with up to
+    /// [`Options::queue_depth`] reads in flight (a level's tables one after
+    /// another). Answers in the order of `keys`. A key longer than 64 KiB is
+    /// [`Error::InvalidInput`].
+    pub fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>> {
+        for k in keys {
+            key::check_entry(k, None)?;
+        }
+        let v = self.inner.version.load();
+        let seq = self.inner.visible.load(Ordering::SeqCst);
+        Ok(v.get_many(keys, seq, self.inner.io.queue_depth)?
+            .into_iter()
+            .map(|f| match f {
+                Some(Found::Value(v)) => Some(v),
+                Some(Found::Deleted) | None => None,
+            })
+            .collect())
+    }
+
     /// A snapshot at the newest visible sequence number.
     pub fn snapshot(&self) -> Snapshot {
         let inner = &self.inner;

@@ -63,7 +63,7 @@ impl Store {
             // Tables read through the store's block cache, not a page cache.
             cache: None,
             page_size: CACHE_PAGE,
-            queue_depth: crate::storage::DEFAULT_QUEUE_DEPTH,
+            queue_depth: opts.queue_depth.clamp(1, crate::storage::MAX_QUEUE_DEPTH),
         };
         let wal_io = IoContext {
             cache: None,

@@ -130,6 +130,9 @@ pub struct Options {
     /// Refuse to open rather than drop a complete last log frame that fails
     /// its checksum (as [`crate::db::Options::strict_recovery`]; default false).
     pub strict_recovery: bool,
+    /// Reads in flight at most in a batched lookup ([`super::Store::get_many`];
+    /// default [`crate::storage::DEFAULT_QUEUE_DEPTH`]).
+    pub queue_depth: usize,
 }
 
 impl Default for Options {
@@ -168,6 +171,7 @@ impl Options {
             read_only: false,
             background: true,
             strict_recovery: false,
+            queue_depth: crate::storage::DEFAULT_QUEUE_DEPTH,
         }
     }
 

@@ -670,9 +670,107 @@ fn run_granularity(steps: &[GranStep], g: Granularity) -> u64 {
             assert_eq!(l.files == 0, l.index_bytes == 0, "{l:?}");
         }
     }
+    check_get_many(&s, &model, 20_000);
     let want: Vec<_> = model.into_iter().collect();
     assert_eq!(scan(&s), want);
     most
+}
+
+/// `get_many` of every key `k(0..n)` (in a scrambled order, some twice)
+/// answers as the model does, and as `get` does.
+fn check_get_many(s: &Store, model: &std::collections::BTreeMap<Vec<u8>, Vec<u8>>, n: u32) {
+    let keys: Vec<Vec<u8>> = (0..n + n / 4).map(|i| k((i * 7919) % n)).collect();
+    let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+    let got = s.get_many(&refs).unwrap();
+    assert_eq!(got.len(), keys.len());
+    for (key, g) in keys.iter().zip(&got) {
+        assert_eq!(g.as_ref(), model.get(key), "{:?}", String::from_utf8_lossy(key));
+    }
+    for key in keys.iter().step_by(97) {
+        assert_eq!(s.get(key).unwrap().as_ref(), model.get(key));
+    }
+}
+
+/// Batched lookups find every key wherever its newest version is (the
+/// memtable, L0 tables, each level; values and tombstones shadowing older
+/// values), pinned and unpinned, with and without a block cache; cold, a
+/// batch reads no more than the keys' one-by-one lookups (keys whose
+/// blocks are the same share a read).
+#[test]
+fn get_many_answers_as_get_does_from_every_level() {
+    for (pin, cache) in [(true, true), (true, false), (false, true), (false, false)] {
+        let dir = Arc::new(MemDirectory::new());
+        let mut o = small();
+        o.pin_tables = pin;
+        if !cache {
+            o.block_cache_bytes = 0;
+        }
+        let s = Store::open_in(dir.clone(), o.clone()).unwrap();
+        let mut model = std::collections::BTreeMap::new();
+        for round in 0..4u32 {
+            for i in (0..2000u32).filter(|i| (i + round) % (round + 2) == 0) {
+                let v = format!("{round}:{i}").into_bytes();
+                s.put(&k(i), &v).unwrap();
+                model.insert(k(i), v);
+            }
+            for i in (0..2000u32).filter(|i| i % (11 + round) == 0) {
+                s.delete(&k(i)).unwrap();
+                model.remove(&k(i));
+            }
+            if round == 1 {
+                s.compact_range(None, None).unwrap();
+            }
+        }
+        // Some keys only in the memtable.
+        for i in 2000..2050u32 {
+            s.put(&k(i), b"mem").unwrap();
+            model.insert(k(i), b"mem".to_vec());
+        }
+        let st = s.stats();
+        assert!(
+            st.levels.iter().skip(1).any(|l| l.files > 0) && st.levels[0].files > 0,
+            "{st:?}"
+        );
+        check_get_many(&s, &model, 2100);
+        assert_eq!(s.get_many(&[]).unwrap(), Vec::<Option<Vec<u8>>>::new());
+        assert!(s.get_many(&[&vec![0u8; 70_000]]).is_err());
+        s.close().unwrap();
+        if cache {
+            continue;
+        }
+        // Cold (no block cache): the batch's reads against one by one.
+        let s = Store::open_in(dir, o).unwrap();
+        s.compact_range(None, None).unwrap();
+        let keys: Vec<Vec<u8>> = (0..2000u32).step_by(200).map(k).collect();
+        let refs: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        let r0 = s.stats().io.read_calls;
+        for key in &refs {
+            s.get(key).unwrap();
+        }
+        let r1 = s.stats().io.read_calls;
+        let got = s.get_many(&refs).unwrap();
+        let r2 = s.stats().io.read_calls;
+        assert!(
+            r2 - r1 <= r1 - r0 && r2 > r1,
+            "pin={pin}: {} vs {}",
+            r2 - r1,
+            r1 - r0
+        );
+        assert_eq!(
+            got,
+            refs.iter().map(|key| s.get(key).unwrap()).collect::<Vec<_>>()
+        );
+        let dense: Vec<Vec<u8>> = (500..540u32).map(k).collect();
+        let refs: Vec<&[u8]> = dense.iter().map(Vec::as_slice).collect();
+        let r0 = s.stats().io.read_calls;
+        for key in &refs {
+            s.get(key).unwrap();
+        }
+        let r1 = s.stats().io.read_calls;
+        s.get_many(&refs).unwrap();
+        let r2 = s.stats().io.read_calls;
+        assert!(r2 - r1 <= r1 - r0, "pin={pin}: {} > {}", r2 - r1, r1 - r0);
+    }
 }
 
 proptest::proptest! {

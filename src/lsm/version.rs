@@ -44,6 +44,46 @@ impl TableFile {
     }
 }
 
+impl TableFile {
+    /// [`TableFile::get`] for the keys `at` of `user_keys` (with their
+    /// lookup keys), their blocks read in one batch ([`Table::get_many`]):
+    /// `(position in user_keys, what the table holds)` for each key found.
+    pub(super) fn get_many(
+        &self,
+        user_keys: &[&[u8]],
+        lookups: &[Vec<u8>],
+        at: &[usize],
+        queue_depth: usize,
+    ) -> Result<Vec<(usize, Found)>> {
+        let mut which: Vec<usize> = Vec::with_capacity(at.len());
+        let mut batch: Vec<&[u8]> = Vec::with_capacity(at.len());
+        for &i in at {
+            if let (Some(&u), Some(l)) = (user_keys.get(i), lookups.get(i)) {
+                if self.covers(u) {
+                    which.push(i);
+                    batch.push(l);
+                }
+            }
+        }
+        let got = self.table.get_many(&batch, queue_depth)?;
+        let mut found = Vec::new();
+        for (i, g) in which.into_iter().zip(got) {
+            let Some((ikey, value)) = g else { continue };
+            let p = key::parse(&ikey).ok_or_else(|| {
+                Error::corruption(
+                    super::manifest::table_name(self.rec.number),
+                    0,
+                    "an entry whose internal key has no valid trailer",
+                )
+            })?;
+            if Some(&p.user_key) == user_keys.get(i) {
+                found.push((i, Found::of(p.kind, value)));
+            }
+        }
+        Ok(found)
+    }
+}
+
 impl std::fmt::Debug for TableFile {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TableFile").field("rec", &self.rec).finish()
@@ -107,6 +147,73 @@ impl Version {
             }
         }
         Ok(None)
+    }
+
+    /// [`Version::get`] for many keys: the memtables, then each L0 table
+    /// (newest first) and each level for the keys not found yet, every
+    /// table's blocks for all its keys read in one batch with up to
+    /// `queue_depth` reads in flight. Answers in the order of `user_keys`.
+    pub(super) fn get_many(
+        &self,
+        user_keys: &[&[u8]],
+        seq: u64,
+        queue_depth: usize,
+    ) -> Result<Vec<Option<Found>>> {
+        let mut out: Vec<Option<Found>> = vec![None; user_keys.len()];
+        // Keys not found yet, in key order (a table's reads then ascend).
+        let mut open: Vec<usize> = Vec::with_capacity(user_keys.len());
+        for (i, &k) in user_keys.iter().enumerate() {
+            let hit = self
+                .active
+                .get(k, seq)
+                .or_else(|| self.frozen.iter().find_map(|fr| fr.mem.get(k, seq)));
+            match (hit, out.get_mut(i)) {
+                (Some(f), Some(o)) => *o = Some(f),
+                _ => open.push(i),
+            }
+        }
+        open.sort_by(|&a, &b| user_keys.get(a).cmp(&user_keys.get(b)));
+        let lookups: Vec<Vec<u8>> = user_keys.iter().map(|k| key::lookup_key(k, seq)).collect();
+        let probe = |t: &TableFile, at: &[usize], out: &mut Vec<Option<Found>>| -> Result<()> {
+            for (i, f) in t.get_many(user_keys, &lookups, at, queue_depth)? {
+                if let Some(o) = out.get_mut(i) {
+                    *o = Some(f);
+                }
+            }
+            Ok(())
+        };
+        for (level, files) in self.levels.iter().enumerate() {
+            if open.is_empty() {
+                break;
+            }
+            if level == 0 {
+                for t in files {
+                    probe(t, &open, &mut out)?;
+                    open.retain(|&i| out.get(i).is_some_and(Option::is_none));
+                }
+                continue;
+            }
+            // Each key's one table of the level; keys in order, so each
+            // table's keys are consecutive.
+            let mut from = 0;
+            while from < open.len() {
+                let table_of = |i: usize| {
+                    let l = lookups.get(i).map_or(&[][..], Vec::as_slice);
+                    files.partition_point(|t| key::compare(&t.rec.largest, l).is_lt())
+                };
+                let ti = table_of(open.get(from).copied().unwrap_or(0));
+                let mut to = from + 1;
+                while open.get(to).is_some_and(|&i| table_of(i) == ti) {
+                    to += 1;
+                }
+                if let (Some(t), Some(at)) = (files.get(ti), open.get(from..to)) {
+                    probe(t, at, &mut out)?;
+                }
+                from = to;
+            }
+            open.retain(|&i| out.get(i).is_some_and(Option::is_none));
+        }
+        Ok(out)
     }
 
     /// The levels after removing `remove` (`(level, number)`) and adding

@@ -23,6 +23,7 @@ use io_uring::{IoUring, opcode, types};
 use serde::{Deserialize, Serialize};
 
 use super::ReadStorage;
+use super::aligned::{ALIGN, AlignedBuf};
 use crate::{Error, Result};
 
 /// One read of a batch: fill all of `buf` from `offset`.
@@ -109,19 +110,90 @@ pub fn uring_available() -> bool {
     })
 }
 
-/// The default of [`ReadStorage::read_many`]: one `read_at` after another.
-pub(crate) fn read_one_by_one<S: ReadStorage + ?Sized>(s: &S, reqs: &mut [ReadReq<'_>]) -> Result<()> {
-    for r in reqs.iter_mut() {
-        s.read_at(r.offset, r.buf)?;
+/// One read of a stream: `len` bytes from `offset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamRead {
+    /// Byte offset in the file.
+    pub offset: u64,
+    /// Bytes to read; the read fails if the file ends before them.
+    pub len: usize,
+}
+
+/// A batched read whose requests are made while earlier ones are in flight
+/// ([`ReadStorage::read_stream`]): the storage asks for the next read
+/// whenever fewer than the queue depth are in flight, and hands each
+/// completed read's bytes back at once, while the others are still being
+/// read. A lookup batch predicts each key's pages in `next` and searches
+/// them in `done`, so the device is busy while the CPU works.
+pub trait ReadStream {
+    /// The next read to issue, or `None` if there is none for now. After a
+    /// `None`, the storage asks again once it has handed back a completed
+    /// read (`done` may make new reads: a key's next page); the stream ends
+    /// when `next` returns `None` with no read in flight or undelivered.
+    fn next(&mut self) -> Result<Option<StreamRead>>;
+    /// The `seq`-th read `next` returned (counting from 0) is complete:
+    /// `buf` holds its `len` bytes. An error stops the stream: no further
+    /// read is issued, the reads in flight are waited for, and
+    /// `read_stream` returns it.
+    fn done(&mut self, seq: usize, buf: AlignedBuf) -> Result<()>;
+}
+
+/// [`ReadStorage::read_many`] as a stream: the requests in order, each
+/// read's bytes copied into its buffer.
+pub(crate) struct ManyStream<'r, 'a> {
+    reqs: &'r mut [ReadReq<'a>],
+    next: usize,
+}
+
+impl<'r, 'a> ManyStream<'r, 'a> {
+    pub(crate) fn new(reqs: &'r mut [ReadReq<'a>]) -> Self {
+        ManyStream { reqs, next: 0 }
+    }
+}
+
+impl ReadStream for ManyStream<'_, '_> {
+    fn next(&mut self) -> Result<Option<StreamRead>> {
+        let Some(r) = self.reqs.get(self.next) else {
+            return Ok(None);
+        };
+        self.next += 1;
+        Ok(Some(StreamRead {
+            offset: r.offset,
+            len: r.buf.len(),
+        }))
+    }
+
+    fn done(&mut self, seq: usize, buf: AlignedBuf) -> Result<()> {
+        let r = self
+            .reqs
+            .get_mut(seq)
+            .ok_or_else(|| Error::invalid("completed read out of range"))?;
+        if r.buf.len() != buf.len() {
+            return Err(Error::invalid("completed read of the wrong length"));
+        }
+        r.buf.copy_from_slice(&buf);
+        Ok(())
+    }
+}
+
+/// The default of [`ReadStorage::read_stream`]: one `read_at` after another.
+pub(crate) fn stream_one_by_one<S: ReadStorage + ?Sized>(s: &S, stream: &mut dyn ReadStream) -> Result<()> {
+    let mut seq = 0;
+    while let Some(r) = stream.next()? {
+        let mut buf = AlignedBuf::for_overwrite(r.len);
+        s.read_at(r.offset, &mut buf)?;
+        stream.done(seq, buf)?;
+        seq += 1;
     }
     Ok(())
 }
 
-/// Reads each request with `read_at` on a pool of threads, `queue_depth`
-/// requests at a time at most (the pool's size bounds it too).
-pub(crate) fn read_on_threads<S: ReadStorage + ?Sized>(
+/// Serves a stream on a pool of threads issuing `read_at`: requests are
+/// taken a few queue depths at a time, read in parallel (up to
+/// `queue_depth` at once), then handed back in order.
+pub(crate) fn stream_on_threads<S: ReadStorage + ?Sized>(
     s: &S,
-    reqs: &mut [ReadReq<'_>],
+    stream: &mut dyn ReadStream,
     queue_depth: usize,
 ) -> Result<()> {
     static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
@@ -133,104 +205,245 @@ pub(crate) fn read_on_threads<S: ReadStorage + ?Sized>(
             .map_err(|e| log::warn!("no I/O thread pool ({e}); batched reads run one by one"))
             .ok()
     });
-    let workers = queue_depth.min(POOL_THREADS).min(reqs.len());
-    let Some(pool) = pool.as_ref().filter(|_| workers > 1) else {
-        return read_one_by_one(s, reqs);
+    let Some(pool) = pool.as_ref().filter(|_| queue_depth > 1) else {
+        return stream_one_by_one(s, stream);
     };
-    let per = reqs.len().div_ceil(workers);
-    let results: Vec<Result<()>> = pool.install(|| {
-        use rayon::prelude::*;
-        reqs.par_chunks_mut(per)
-            .map(|chunk| read_one_by_one(s, chunk))
-            .collect()
-    });
-    results.into_iter().collect()
-}
-
-/// One read handed to the ring: `buf[done..]` is still to be filled from
-/// `offset + done`; it is complete once `done >= min` (a direct read into
-/// an aligned bounce buffer may stop at the end of the file past `min`).
-pub(crate) struct RingRead<'a> {
-    pub(crate) file: &'a File,
-    pub(crate) offset: u64,
-    pub(crate) buf: &'a mut [u8],
-    pub(crate) min: usize,
-    pub(crate) done: usize,
+    let chunk = queue_depth.saturating_mul(4);
+    let mut seq = 0;
+    loop {
+        let mut reads: Vec<StreamRead> = Vec::with_capacity(chunk);
+        while reads.len() < chunk {
+            match stream.next()? {
+                Some(r) => reads.push(r),
+                None => break,
+            }
+        }
+        if reads.is_empty() {
+            return Ok(());
+        }
+        let workers = queue_depth.min(POOL_THREADS).min(reads.len());
+        let per = reads.len().div_ceil(workers);
+        let bufs: Vec<Result<Vec<AlignedBuf>>> = pool.install(|| {
+            use rayon::prelude::*;
+            reads
+                .par_chunks(per)
+                .map(|part| {
+                    part.iter()
+                        .map(|r| {
+                            let mut buf = AlignedBuf::for_overwrite(r.len);
+                            s.read_at(r.offset, &mut buf)?;
+                            Ok(buf)
+                        })
+                        .collect()
+                })
+                .collect()
+        });
+        for part in bufs {
+            for buf in part? {
+                stream.done(seq, buf)?;
+                seq += 1;
+            }
+        }
+    }
 }
 
 thread_local! {
     static RING: RefCell<Option<IoUring>> = const { RefCell::new(None) };
 }
 
-/// The index [`read_on_ring`] reports when this thread could not set up a
-/// ring (nothing was read: the caller may use another engine).
-pub(crate) const NO_RING: usize = usize::MAX;
+/// Why [`stream_on_ring`] failed.
+pub(crate) enum RingError {
+    /// This thread could not set up a ring (a limit on locked memory, too
+    /// many rings): nothing was asked of the stream, so the caller may use
+    /// another engine.
+    NoRing(std::io::Error),
+    /// A read failed.
+    Read(std::io::Error),
+    /// The stream's `next` or `done` failed.
+    Other(Error),
+    /// The ring itself failed (io_uring_enter) with reads in flight: their
+    /// buffers were leaked.
+    Broken(std::io::Error),
+}
 
-/// Serves `reads` through this thread's io_uring with up to `queue_depth`
-/// in flight. On an error the reads already submitted are still reaped
-/// before it returns; the error names the first failed read's index, or
-/// [`NO_RING`] if no ring could be set up (a limit on locked memory, too
-/// many rings): then nothing was submitted.
-pub(crate) fn read_on_ring(
-    reads: &mut [RingRead<'_>],
+/// Serves `stream` from `file` through this thread's io_uring with up to
+/// `queue_depth` reads in flight. With `direct`, every read is widened to
+/// 4 KiB-aligned offsets and lengths (as `O_DIRECT` requires) into an
+/// aligned buffer. On an error the reads already submitted are still
+/// reaped before it returns.
+pub(crate) fn stream_on_ring(
+    file: &File,
+    direct: bool,
+    stream: &mut dyn ReadStream,
     queue_depth: usize,
-) -> std::result::Result<(), (usize, std::io::Error)> {
-    let mut run = |ring: &mut IoUring| drive(ring, reads, queue_depth);
+) -> std::result::Result<(), RingError> {
+    let mut run = |ring: &mut IoUring| drive(ring, file, direct, stream, queue_depth);
     RING.with(|cell| match cell.try_borrow_mut() {
         Ok(mut slot) => {
             if slot.is_none() {
-                *slot = Some(IoUring::new(MAX_QUEUE_DEPTH as u32).map_err(|e| (NO_RING, e))?);
+                *slot = Some(IoUring::new(MAX_QUEUE_DEPTH as u32).map_err(RingError::NoRing)?);
             }
-            match slot.as_mut() {
+            let r = match slot.as_mut() {
                 Some(ring) => run(ring),
-                None => Err((NO_RING, std::io::Error::other("no io_uring"))),
+                None => Err(RingError::NoRing(std::io::Error::other("no io_uring"))),
+            };
+            if let Err(RingError::Broken(_)) = &r {
+                // The ring may be broken (io_uring_enter failed): a new one
+                // next time.
+                *slot = None;
             }
+            r
         }
-        // Never reached (nothing here calls back into a read), but a ring
-        // of its own is always correct.
-        Err(_) => run(&mut IoUring::new(MAX_QUEUE_DEPTH as u32).map_err(|e| (NO_RING, e))?),
+        // A stream that reads in a batch from `next` or `done` (nested):
+        // a ring of its own.
+        Err(_) => run(&mut IoUring::new(MAX_QUEUE_DEPTH as u32).map_err(RingError::NoRing)?),
     })
 }
 
+/// A read in flight: the request, its buffer, and what is read so far.
+struct Slot {
+    seq: usize,
+    req: StreamRead,
+    buf: AlignedBuf,
+    /// File offset of `buf[0]` (the request's offset, rounded down when
+    /// direct).
+    start: u64,
+    /// Bytes of `buf` before the request's first byte.
+    head: usize,
+    /// Bytes of `buf` read so far; complete at `head + req.len`.
+    got: usize,
+}
+
+impl Slot {
+    fn complete(&self) -> bool {
+        self.got >= self.head + self.req.len
+    }
+
+    /// The request's bytes, in a buffer of their own when the read was
+    /// widened.
+    fn into_buf(self) -> AlignedBuf {
+        if self.head == 0 {
+            return self.buf;
+        }
+        let mut out = AlignedBuf::for_overwrite(self.req.len);
+        if let Some(src) = self.buf.get(self.head..self.head + self.req.len) {
+            out.copy_from_slice(src);
+        }
+        out
+    }
+}
+
+/// Reads queued in the ring but not yet submitted before it submits them.
+const SUBMIT_BATCH: usize = 8;
+
 fn drive(
     ring: &mut IoUring,
-    reads: &mut [RingRead<'_>],
+    file: &File,
+    direct: bool,
+    stream: &mut dyn ReadStream,
     queue_depth: usize,
-) -> std::result::Result<(), (usize, std::io::Error)> {
+) -> std::result::Result<(), RingError> {
     let qd = queue_depth.clamp(1, MAX_QUEUE_DEPTH);
-    let mut next = 0usize;
+    let mut slots: Vec<Option<Slot>> = Vec::with_capacity(qd);
+    let mut free: Vec<usize> = Vec::new();
+    // Slots whose read is complete (handed back next) or to be resubmitted.
+    let mut finished: Vec<usize> = Vec::new();
     let mut again: Vec<usize> = Vec::new();
     let mut in_flight = 0usize;
-    let mut failed: Option<(usize, std::io::Error)> = None;
+    let mut seq = 0usize;
+    let mut failed: Option<RingError> = None;
+    let mut completions: Vec<(u64, i32)> = Vec::with_capacity(qd);
     loop {
         // Fill the ring up to the queue depth (not after a failure).
+        let mut queued = 0usize;
         while failed.is_none() && in_flight < qd {
-            let i = match again.pop() {
-                Some(i) => i,
-                None if next < reads.len() => {
-                    next += 1;
-                    next - 1
-                }
-                None => break,
+            let k = match again.pop() {
+                Some(k) => k,
+                None => match stream.next() {
+                    Ok(Some(req)) => {
+                        let (start, head) = if direct {
+                            let start = req.offset - req.offset % ALIGN as u64;
+                            (start, (req.offset - start) as usize)
+                        } else {
+                            (req.offset, 0)
+                        };
+                        let slot = Slot {
+                            seq,
+                            req,
+                            buf: AlignedBuf::for_overwrite(head + req.len),
+                            start,
+                            head,
+                            got: 0,
+                        };
+                        seq += 1;
+                        let k = match free.pop() {
+                            Some(k) => {
+                                if let Some(s) = slots.get_mut(k) {
+                                    *s = Some(slot);
+                                }
+                                k
+                            }
+                            None => {
+                                slots.push(Some(slot));
+                                slots.len() - 1
+                            }
+                        };
+                        if req.len == 0 {
+                            finished.push(k);
+                            continue;
+                        }
+                        k
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        failed = Some(RingError::Other(e));
+                        break;
+                    }
+                },
             };
-            let Some(r) = reads.get_mut(i) else { break };
-            let Some(rest) = r.buf.get_mut(r.done..) else {
+            let Some(Some(s)) = slots.get_mut(k) else { break };
+            let Some(rest) = s.buf.full_mut().get_mut(s.got..) else {
                 break;
             };
             // Longer than 4 GiB: read the first aligned part, then the rest.
             let len = u32::try_from(rest.len()).unwrap_or(!4095);
-            let entry = opcode::Read::new(types::Fd(r.file.as_raw_fd()), rest.as_mut_ptr(), len)
-                .offset(r.offset + r.done as u64)
+            let entry = opcode::Read::new(types::Fd(file.as_raw_fd()), rest.as_mut_ptr(), len)
+                .offset(s.start + s.got as u64)
                 .build()
-                .user_data(i as u64);
-            // SAFETY: the entry points into `reads[i].buf`, which the caller
-            // lends for the whole call, and this function reaps every
-            // submitted entry before it returns.
+                .user_data(k as u64);
+            // SAFETY: the entry points into the buffer of `slots[k]`, which
+            // stays there (not moved, not dropped) until its completion is
+            // reaped; every submitted entry is reaped before this function
+            // returns, or its buffer is leaked.
             if unsafe { ring.submission().push(&entry) }.is_err() {
-                again.push(i);
+                again.push(k);
                 break;
             }
             in_flight += 1;
+            queued += 1;
+            if queued >= SUBMIT_BATCH {
+                submit(ring, &mut slots, in_flight)?;
+                queued = 0;
+            }
+        }
+        if queued > 0 {
+            submit(ring, &mut slots, in_flight)?;
+        }
+        // Hand back what completed while the ring works on the rest.
+        if !finished.is_empty() {
+            for k in std::mem::take(&mut finished) {
+                let Some(slot) = slots.get_mut(k).and_then(Option::take) else {
+                    continue;
+                };
+                free.push(k);
+                if failed.is_none() {
+                    let seq = slot.seq;
+                    if let Err(e) = stream.done(seq, slot.into_buf()) {
+                        failed = Some(RingError::Other(e));
+                    }
+                }
+            }
+            continue;
         }
         if in_flight == 0 {
             break;
@@ -239,51 +452,81 @@ fn drive(
             match ring.submit_and_wait(1) {
                 Ok(_) => break,
                 Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::EAGAIN | libc::EBUSY)) => {}
-                Err(e) => {
-                    // The ring itself failed with reads in flight: their
-                    // buffers cannot be handed back safely.
-                    log::error!("io_uring_enter failed with {in_flight} reads in flight: {e}");
-                    std::process::abort();
+                Err(e) => return Err(abandon(&mut slots, e)),
+            }
+        }
+        completions.clear();
+        completions.extend(ring.completion().map(|c| (c.user_data(), c.result())));
+        for &(data, res) in &completions {
+            in_flight -= 1;
+            let k = data as usize;
+            let Some(Some(s)) = slots.get_mut(k) else { continue };
+            if res < 0 {
+                if matches!(-res, libc::EINTR | libc::EAGAIN) {
+                    again.push(k);
+                } else {
+                    if failed.is_none() {
+                        failed = Some(RingError::Read(std::io::Error::from_raw_os_error(-res)));
+                    }
+                    finished.push(k);
+                }
+            } else if res == 0 {
+                if !s.complete() && failed.is_none() {
+                    failed = Some(RingError::Read(std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        format!(
+                            "read of {} bytes at offset {} passes the end of the file",
+                            s.req.len, s.req.offset
+                        ),
+                    )));
+                }
+                finished.push(k);
+            } else {
+                s.got += res as usize;
+                if s.complete() {
+                    finished.push(k);
+                } else {
+                    again.push(k);
                 }
             }
         }
-        let completions: Vec<(u64, i32)> = ring.completion().map(|c| (c.user_data(), c.result())).collect();
-        for (data, res) in completions {
-            in_flight -= 1;
-            let i = data as usize;
-            let Some(r) = reads.get_mut(i) else { continue };
-            if res < 0 {
-                let e = std::io::Error::from_raw_os_error(-res);
-                if matches!(-res, libc::EINTR | libc::EAGAIN) {
-                    again.push(i);
-                } else if failed.is_none() {
-                    failed = Some((i, e));
-                }
-            } else if res == 0 {
-                if r.done < r.min && failed.is_none() {
-                    failed = Some((
-                        i,
-                        std::io::Error::new(
-                            std::io::ErrorKind::UnexpectedEof,
-                            format!(
-                                "read of {} bytes at offset {} passes the end of the file",
-                                r.min, r.offset
-                            ),
-                        ),
-                    ));
-                }
-            } else {
-                r.done += res as usize;
-                if r.done < r.min {
-                    again.push(i);
-                }
-            }
+        if failed.is_some() {
+            // Resubmit nothing after a failure; the rest drains.
+            again.clear();
         }
     }
     match failed {
         Some(f) => Err(f),
         None => Ok(()),
     }
+}
+
+/// Submits the queued entries; a ring that fails with reads in flight
+/// gives their buffers up ([`abandon`]).
+fn submit(
+    ring: &mut IoUring,
+    slots: &mut [Option<Slot>],
+    in_flight: usize,
+) -> std::result::Result<(), RingError> {
+    loop {
+        match ring.submit() {
+            Ok(_) => return Ok(()),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::EAGAIN | libc::EBUSY)) => {}
+            Err(e) => {
+                log::error!("io_uring_enter failed with {in_flight} reads in flight: {e}");
+                return Err(abandon(slots, e));
+            }
+        }
+    }
+}
+
+/// The ring failed with reads possibly in flight: the kernel may still
+/// write into their buffers, so they are leaked, never freed or reused.
+fn abandon(slots: &mut [Option<Slot>], e: std::io::Error) -> RingError {
+    for s in slots.iter_mut().filter_map(Option::take) {
+        std::mem::forget(s.buf);
+    }
+    RingError::Broken(e)
 }
 
 /// `pread` until `buf` holds at least `min` bytes or the file ends.

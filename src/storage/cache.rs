@@ -8,7 +8,7 @@ use lru::LruCache;
 use parking_lot::Mutex;
 use serde::Serialize;
 
-use super::{ReadStorage, Storage};
+use super::{AlignedBuf, ReadStorage, Storage};
 use crate::{Error, Result};
 
 static NEXT_FILE_ID: AtomicU64 = AtomicU64::new(1);
@@ -173,6 +173,72 @@ impl<S: ReadStorage + ?Sized> CachedStorage<S> {
     }
 }
 
+/// The stream [`CachedStorage::read_stream`] passes down: the outer
+/// stream's reads that miss the cache.
+struct Misses<'c, 'o, S: ReadStorage + ?Sized> {
+    cache: &'c CachedStorage<S>,
+    outer: &'o mut dyn super::ReadStream,
+    /// Reads the outer stream made so far.
+    issued: usize,
+    /// For each read passed down: the outer sequence number and request.
+    map: Vec<(usize, super::StreamRead)>,
+}
+
+impl<S: ReadStorage + ?Sized> super::ReadStream for Misses<'_, '_, S> {
+    fn next(&mut self) -> Result<Option<super::StreamRead>> {
+        let ps = self.cache.cache.page_size as u64;
+        while let Some(r) = self.outer.next()? {
+            let seq = self.issued;
+            self.issued += 1;
+            let len = r.len as u64;
+            let cached = len == 0
+                || (r.offset / ps..=(r.offset + len - 1) / ps)
+                    .all(|p| self.cache.cache.get(self.cache.file_id, p).is_some());
+            if !cached {
+                self.map.push((seq, r));
+                return Ok(Some(r));
+            }
+            let mut buf = AlignedBuf::for_overwrite(r.len);
+            self.cache.read_at(r.offset, &mut buf)?;
+            self.outer.done(seq, buf)?;
+        }
+        Ok(None)
+    }
+
+    fn done(&mut self, seq: usize, buf: AlignedBuf) -> Result<()> {
+        let (outer_seq, r) = *self
+            .map
+            .get(seq)
+            .ok_or_else(|| Error::invalid("completed read out of range"))?;
+        self.cache.keep_pages(r.offset, &buf)?;
+        self.outer.done(outer_seq, buf)
+    }
+}
+
+impl<S: ReadStorage + ?Sized> CachedStorage<S> {
+    /// Caches the whole pages that `bytes`, read at `offset`, covers (the
+    /// file's last page may be short, as `load_run` caches it).
+    fn keep_pages(&self, offset: u64, bytes: &[u8]) -> Result<()> {
+        let ps = self.cache.page_size as u64;
+        let file_len = self.len()?;
+        let first = offset.div_ceil(ps);
+        let end = offset + bytes.len() as u64;
+        let mut p = first;
+        while p * ps < end {
+            let to = ((p + 1) * ps).min(end);
+            if to - p * ps < ps && to != file_len {
+                break;
+            }
+            let at = (p * ps - offset) as usize;
+            if let Some(b) = bytes.get(at..(to - offset) as usize) {
+                self.cache.put(self.file_id, p, Arc::from(b));
+            }
+            p += 1;
+        }
+        Ok(())
+    }
+}
+
 impl<S: ReadStorage + ?Sized> ReadStorage for CachedStorage<S> {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         if buf.is_empty() {
@@ -239,50 +305,18 @@ impl<S: ReadStorage + ?Sized> ReadStorage for CachedStorage<S> {
         Ok(())
     }
 
-    /// Requests whose pages are all cached are served from the cache; the
-    /// others go to the storage below as one batch (each read whole, even
-    /// if some of its pages are cached), and their whole pages are cached.
-    fn read_many(&self, reqs: &mut [super::ReadReq<'_>], queue_depth: usize) -> Result<()> {
-        let ps = self.cache.page_size as u64;
-        let mut misses: Vec<super::ReadReq<'_>> = Vec::new();
-        for r in reqs.iter_mut() {
-            let len = r.buf.len() as u64;
-            let cached = len == 0
-                || (r.offset / ps..=(r.offset + len - 1) / ps)
-                    .all(|p| self.cache.get(self.file_id, p).is_some());
-            if cached {
-                self.read_at(r.offset, r.buf)?;
-            } else {
-                misses.push(super::ReadReq {
-                    offset: r.offset,
-                    buf: &mut *r.buf,
-                });
-            }
-        }
-        if misses.is_empty() {
-            return Ok(());
-        }
-        self.inner.read_many(&mut misses, queue_depth)?;
-        let file_len = self.len()?;
-        for r in &misses {
-            // Cache the whole pages the read covered (the file's last page
-            // may be short, as `load_run` caches it).
-            let first = r.offset.div_ceil(ps);
-            let end = r.offset + r.buf.len() as u64;
-            let mut p = first;
-            while p * ps < end {
-                let to = ((p + 1) * ps).min(end);
-                if to - p * ps < ps && to != file_len {
-                    break;
-                }
-                let at = (p * ps - r.offset) as usize;
-                if let Some(bytes) = r.buf.get(at..(to - r.offset) as usize) {
-                    self.cache.put(self.file_id, p, Arc::from(bytes));
-                }
-                p += 1;
-            }
-        }
-        Ok(())
+    /// Reads whose pages are all cached are served from the cache as the
+    /// stream asks for them; the others go to the storage below as one
+    /// stream (each read whole, even if some of its pages are cached), and
+    /// their whole pages are cached as they complete.
+    fn read_stream(&self, stream: &mut dyn super::ReadStream, queue_depth: usize) -> Result<()> {
+        let mut misses = Misses {
+            cache: self,
+            outer: stream,
+            issued: 0,
+            map: Vec::new(),
+        };
+        self.inner.read_stream(&mut misses, queue_depth)
     }
 
     fn len(&self) -> Result<u64> {

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::aligned::{ALIGN, AlignedBuf};
-use super::batch::{IoEngine, NO_RING, ReadReq, RingRead, pread_at_least, read_on_ring, read_on_threads};
+use super::batch::{
+    IoEngine, ReadStream, RingError, pread_at_least, stream_on_ring, stream_on_threads, stream_one_by_one,
+};
 use super::{DirLock, Directory, LockMode, ReadStorage, Storage};
 use crate::{Error, Result};
 
@@ -141,14 +143,25 @@ impl ReadStorage for FileStorage {
         Ok(())
     }
 
-    fn read_many(&self, reqs: &mut [ReadReq<'_>], queue_depth: usize) -> Result<()> {
-        if queue_depth <= 1 || reqs.len() <= 1 {
-            return super::batch::read_one_by_one(self, reqs);
+    fn read_stream(&self, stream: &mut dyn ReadStream, queue_depth: usize) -> Result<()> {
+        if queue_depth <= 1 {
+            return stream_one_by_one(self, stream);
         }
         match self.engine {
-            IoEngine::Uring => self.read_many_uring(reqs, queue_depth),
-            IoEngine::Threads => read_on_threads(self, reqs, queue_depth),
-            IoEngine::Sync | IoEngine::Auto => super::batch::read_one_by_one(self, reqs),
+            IoEngine::Uring => {
+                let file = self.direct.as_ref().unwrap_or(&self.file);
+                match stream_on_ring(file, self.direct.is_some(), stream, queue_depth) {
+                    Ok(()) => Ok(()),
+                    Err(RingError::NoRing(e)) => {
+                        log::warn!("no io_uring for this thread ({e}); batched reads use threads");
+                        stream_on_threads(self, stream, queue_depth)
+                    }
+                    Err(RingError::Read(e)) | Err(RingError::Broken(e)) => Err(self.io_err(e)),
+                    Err(RingError::Other(e)) => Err(e),
+                }
+            }
+            IoEngine::Threads => stream_on_threads(self, stream, queue_depth),
+            IoEngine::Sync | IoEngine::Auto => stream_one_by_one(self, stream),
         }
     }
 
@@ -158,98 +171,6 @@ impl ReadStorage for FileStorage {
 
     fn name(&self) -> &str {
         &self.name
-    }
-}
-
-impl FileStorage {
-    /// [`ReadStorage::read_many`] through this thread's io_uring: aligned
-    /// direct reads land in the caller's buffers, others go through aligned
-    /// bounce buffers (as [`ReadStorage::read_at`] does) copied out after.
-    fn read_many_uring(&self, reqs: &mut [ReadReq<'_>], queue_depth: usize) -> Result<()> {
-        let eof = |offset: u64, len: usize| {
-            std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                format!("read of {len} bytes at offset {offset} passes the end of the file"),
-            )
-        };
-        // (request index, bytes to skip at the start of the bounce buffer).
-        let mut bounced: Vec<(usize, usize)> = Vec::new();
-        let mut bounces: Vec<AlignedBuf> = Vec::new();
-        let mut plan: Vec<(usize, u64, usize)> = Vec::with_capacity(reqs.len());
-        for (i, r) in reqs.iter().enumerate() {
-            let len = r.buf.len();
-            if len == 0 {
-                continue;
-            }
-            if self.direct.is_some()
-                && !(r.offset % ALIGN as u64 == 0
-                    && len % ALIGN == 0
-                    && (r.buf.as_ptr() as usize) % ALIGN == 0)
-            {
-                let start = r.offset - r.offset % ALIGN as u64;
-                let head = (r.offset - start) as usize;
-                bounced.push((i, head));
-                bounces.push(AlignedBuf::zeroed(head + len));
-                plan.push((usize::MAX, start, head + len));
-            } else {
-                plan.push((i, r.offset, len));
-            }
-        }
-        let file = self.direct.as_ref().unwrap_or(&self.file);
-        let result = {
-            let mut direct_bufs = reqs.iter_mut().map(|r| Some(&mut *r.buf)).collect::<Vec<_>>();
-            let mut bounce_iter = bounces.iter_mut();
-            let mut reads: Vec<RingRead<'_>> = Vec::with_capacity(plan.len());
-            let mut owner: Vec<(usize, u64, usize)> = Vec::with_capacity(plan.len());
-            for &(i, offset, min) in &plan {
-                let buf: &mut [u8] = if i == usize::MAX {
-                    match bounce_iter.next() {
-                        Some(b) => b.full_mut(),
-                        None => return Err(Error::invalid("bounce buffers out of step")),
-                    }
-                } else {
-                    match direct_bufs.get_mut(i).and_then(Option::take) {
-                        Some(b) => b,
-                        None => return Err(Error::invalid("read buffers out of step")),
-                    }
-                };
-                owner.push((i, offset, min));
-                reads.push(RingRead {
-                    file,
-                    offset,
-                    buf,
-                    min,
-                    done: 0,
-                });
-            }
-            match read_on_ring(&mut reads, queue_depth) {
-                Ok(()) => Ok(true),
-                Err((NO_RING, e)) => {
-                    log::warn!("no io_uring for this thread ({e}); batched reads use threads");
-                    Ok(false)
-                }
-                Err((k, e)) => {
-                    let (_, offset, min) = owner.get(k).copied().unwrap_or((0, 0, 0));
-                    Err(if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                        self.io_err(eof(offset, min))
-                    } else {
-                        self.io_err(e)
-                    })
-                }
-            }
-        };
-        if !result? {
-            return read_on_threads(self, reqs, queue_depth);
-        }
-        for ((i, head), bounce) in bounced.into_iter().zip(&bounces) {
-            let Some(r) = reqs.get_mut(i) else { continue };
-            let len = r.buf.len();
-            let src = bounce
-                .get(head..head + len)
-                .ok_or_else(|| self.io_err(eof(r.offset, len)))?;
-            r.buf.copy_from_slice(src);
-        }
-        Ok(())
     }
 }
 
@@ -425,6 +346,7 @@ impl Directory for FsDirectory {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::{ReadReq, StreamRead};
 
     fn roundtrip(direct: bool) {
         let tmp = tempfile::tempdir().unwrap();
@@ -473,6 +395,116 @@ mod tests {
             e.push(IoEngine::Uring);
         }
         e
+    }
+
+    /// A stream that reads `first` pages of 4 KiB (at odd offsets when
+    /// `skew`), and for each completed read one follow-up of the bytes
+    /// after it; it fails in `done` of read `fail_at`.
+    struct FollowUps {
+        first: u64,
+        skew: u64,
+        issued: u64,
+        queue: Vec<StreamRead>,
+        reads: Vec<StreamRead>,
+        got: Vec<Option<Vec<u8>>>,
+        fail_at: Option<usize>,
+        next_after_failure: usize,
+        failed: bool,
+    }
+
+    impl ReadStream for FollowUps {
+        fn next(&mut self) -> Result<Option<StreamRead>> {
+            if self.failed {
+                self.next_after_failure += 1;
+            }
+            let r = match self.queue.pop() {
+                Some(r) => r,
+                None if self.issued < self.first => {
+                    self.issued += 1;
+                    StreamRead {
+                        offset: (self.issued - 1) * 4096 * 3 + self.skew,
+                        len: 4096,
+                    }
+                }
+                None => return Ok(None),
+            };
+            self.reads.push(r);
+            self.got.push(None);
+            Ok(Some(r))
+        }
+
+        fn done(&mut self, seq: usize, buf: AlignedBuf) -> Result<()> {
+            if self.fail_at == Some(seq) {
+                self.failed = true;
+                return Err(Error::invalid("stop"));
+            }
+            let r = self.reads[seq];
+            assert_eq!(buf.len(), r.len);
+            if r.len == 4096 {
+                self.queue.push(StreamRead {
+                    offset: r.offset + 4096,
+                    len: 100,
+                });
+            }
+            self.got[seq] = Some(buf.to_vec());
+            Ok(())
+        }
+    }
+
+    /// A stream's follow-up reads (made in `done`) are served too, each
+    /// read's bytes equal the file's, on every engine and queue depth; an
+    /// error of `done` stops the stream (no read asked for after it) and is
+    /// returned.
+    #[test]
+    fn read_stream_serves_follow_ups_and_stops_at_an_error() {
+        let tmp = tempfile::tempdir().unwrap();
+        let data: Vec<u8> = (0..1_000_000u32).map(|i| (i * 13 % 251) as u8).collect();
+        FsDirectory::create_all(tmp.path())
+            .unwrap()
+            .create("f")
+            .unwrap()
+            .write_at(0, &data)
+            .unwrap();
+        let stream = |skew, fail_at| FollowUps {
+            first: 60,
+            skew,
+            issued: 0,
+            queue: Vec::new(),
+            reads: Vec::new(),
+            got: Vec::new(),
+            fail_at,
+            next_after_failure: 0,
+            failed: false,
+        };
+        for direct in [false, true] {
+            for engine in engines() {
+                let f = FsDirectory::create_all(tmp.path())
+                    .unwrap()
+                    .with_direct(direct)
+                    .with_io_engine(engine)
+                    .open_read("f")
+                    .unwrap();
+                for qd in [1, 4, 32] {
+                    for skew in [0, 777] {
+                        let mut s = stream(skew, None);
+                        f.read_stream(&mut s, qd).unwrap();
+                        assert_eq!(s.reads.len(), 120, "{engine:?} {direct} {qd}");
+                        for (r, got) in s.reads.iter().zip(&s.got) {
+                            let o = r.offset as usize;
+                            assert_eq!(
+                                got.as_deref(),
+                                Some(&data[o..o + r.len]),
+                                "{engine:?} {direct} {qd}"
+                            );
+                        }
+                    }
+                    let mut s = stream(0, Some(7));
+                    let e = f.read_stream(&mut s, qd).unwrap_err();
+                    assert!(e.to_string().contains("stop"), "{e}");
+                    assert_eq!(s.next_after_failure, 0, "{engine:?} {direct} {qd}");
+                }
+            }
+        }
     }
 
     /// A batch answers each request as `read_at` does, on every engine,

@@ -60,7 +60,9 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 pub use aligned::{ALIGN, AlignedBuf};
-pub use batch::{DEFAULT_QUEUE_DEPTH, IoEngine, MAX_QUEUE_DEPTH, ReadReq, uring_available};
+pub use batch::{
+    DEFAULT_QUEUE_DEPTH, IoEngine, MAX_QUEUE_DEPTH, ReadReq, ReadStream, StreamRead, uring_available,
+};
 pub use cache::{CacheStats, CachedStorage, PageCache};
 pub use fault::{FaultKind, FaultOp, FaultPlan, FaultyDirectory, FaultyStorage};
 pub use file::{FileStorage, FsDirectory};
@@ -85,11 +87,12 @@ pub const DEFAULT_PAGE_SIZE: usize = 4096;
 /// storage (an object store). Implementations are thread-safe: concurrent
 /// `read_at` calls are allowed and are the common case.
 ///
-/// Batched reads ([`ReadStorage::read_many`]) are a provided method whose
+/// Batched reads ([`ReadStorage::read_stream`], and
+/// [`ReadStorage::read_many`] on top of it) are provided methods whose
 /// default issues the `read_at` calls one by one, so that every
-/// implementation and wrapper has them; local files override it with
-/// io_uring (or a pool of threads), the accounting and caching wrappers
-/// forward it.
+/// implementation and wrapper has them; local files override `read_stream`
+/// with io_uring (or a pool of threads), the accounting and caching
+/// wrappers forward it.
 pub trait ReadStorage: Send + Sync + Debug {
     /// Reads exactly `buf.len()` bytes starting at `offset`, or fails (a read
     /// past the end is an error).
@@ -99,10 +102,23 @@ pub trait ReadStorage: Send + Sync + Debug {
     /// in any order. Returns once all are done; on an error, which requests
     /// were filled is unspecified. Every request counts as one read call.
     ///
-    /// Provided: one `read_at` after another.
+    /// Provided, on top of [`read_stream`](ReadStorage::read_stream) (each
+    /// read's bytes copied into its buffer); implementations override
+    /// `read_stream`.
     fn read_many(&self, reqs: &mut [ReadReq<'_>], queue_depth: usize) -> Result<()> {
+        self.read_stream(&mut batch::ManyStream::new(reqs), queue_depth)
+    }
+    /// Serves the reads `stream` asks for with up to `queue_depth` in
+    /// flight, handing each one's bytes back as it completes while the
+    /// others are still being read ([`ReadStream`]). Returns once the stream
+    /// has no more reads and every read is handed back; on an error (a
+    /// read's or the stream's), the reads in flight are waited for first.
+    /// Every read counts as one read call.
+    ///
+    /// Provided: one `read_at` after another.
+    fn read_stream(&self, stream: &mut dyn ReadStream, queue_depth: usize) -> Result<()> {
         let _ = queue_depth;
-        batch::read_one_by_one(self, reqs)
+        batch::stream_one_by_one(self, stream)
     }
     /// Current length in bytes.
     fn len(&self) -> Result<u64>;

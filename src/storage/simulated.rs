@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use super::{IoStats, ReadStorage, Storage, StorageProfile};
+use super::{AlignedBuf, IoStats, ReadStorage, ReadStream, Storage, StorageProfile, StreamRead};
 use crate::Result;
 
 /// Wraps any storage, counts every call into an [`IoStats`] and charges the
@@ -67,26 +67,24 @@ impl<S: ReadStorage + ?Sized> ReadStorage for SimulatedStorage<S> {
         Ok(())
     }
 
-    /// Forwards the batch, then counts each request as one read call and
-    /// charges the batch's overlapped time
-    /// ([`StorageProfile::batch_read_ps`]).
-    fn read_many(&self, reqs: &mut [super::ReadReq<'_>], queue_depth: usize) -> Result<()> {
-        self.inner.read_many(reqs, queue_depth)?;
-        let mut bytes = 0u64;
-        for r in reqs.iter() {
-            let len = r.buf.len() as u64;
-            bytes += len;
-            self.stats.record_read(
-                len,
-                SimulatedStorage::pages_touched(r.offset, len, self.page_size),
-                0,
-            );
-        }
+    /// Forwards the stream, counting each read as one read call as it
+    /// completes, and charges the stream's overlapped time
+    /// ([`StorageProfile::batch_read_ps`]) once it ends.
+    fn read_stream(&self, stream: &mut dyn ReadStream, queue_depth: usize) -> Result<()> {
+        let mut counting = Counting {
+            outer: stream,
+            stats: &self.stats,
+            page_size: self.page_size,
+            reads: Vec::new(),
+            done: 0,
+            bytes: 0,
+        };
+        let r = self.inner.read_stream(&mut counting, queue_depth);
         if let Some(p) = &self.profile {
             self.stats
-                .record_modelled(p.batch_read_ps(reqs.len() as u64, bytes, queue_depth));
+                .record_modelled(p.batch_read_ps(counting.done, counting.bytes, queue_depth));
         }
-        Ok(())
+        r
     }
 
     fn len(&self) -> Result<u64> {
@@ -95,6 +93,42 @@ impl<S: ReadStorage + ?Sized> ReadStorage for SimulatedStorage<S> {
 
     fn name(&self) -> &str {
         self.inner.name()
+    }
+}
+
+/// A stream passed through [`SimulatedStorage::read_stream`]: every
+/// completed read is counted.
+struct Counting<'s> {
+    outer: &'s mut dyn ReadStream,
+    stats: &'s IoStats,
+    page_size: u64,
+    /// The requests so far, by sequence number.
+    reads: Vec<StreamRead>,
+    done: u64,
+    bytes: u64,
+}
+
+impl ReadStream for Counting<'_> {
+    fn next(&mut self) -> Result<Option<StreamRead>> {
+        let r = self.outer.next()?;
+        if let Some(r) = r {
+            self.reads.push(r);
+        }
+        Ok(r)
+    }
+
+    fn done(&mut self, seq: usize, buf: AlignedBuf) -> Result<()> {
+        if let Some(r) = self.reads.get(seq) {
+            let len = r.len as u64;
+            self.done += 1;
+            self.bytes += len;
+            self.stats.record_read(
+                len,
+                SimulatedStorage::pages_touched(r.offset, len, self.page_size),
+                0,
+            );
+        }
+        self.outer.done(seq, buf)
     }
 }
 

@@ -302,9 +302,6 @@ impl LayeredIndex {
     /// layer is read once for the batch).
     pub fn predict_many(&self, keys: &[u64]) -> Result<Vec<ApproxPos>> {
         let layers = &self.layers;
-        if layers.iter().all(|l| l.resident.is_some()) {
-            return keys.iter().map(|&k| self.predict(k)).collect();
-        }
         let n = self.data.len();
         let count = |l: usize| layers.get(l).map_or(0, OpenLayer::count);
         let top = layers.len().saturating_sub(1);
@@ -401,24 +398,48 @@ impl Index for LayeredIndex {
         self.data.lower_bound(key, a, self.fetch)
     }
 
-    /// Sorted and deduplicated, predicted level by level
-    /// ([`LayeredIndex::predict_many`]), then every key's data pages read
-    /// in one batch: the pages of one-by-one lookups, `queue_depth` reads
-    /// in flight.
+    /// Sorted and deduplicated, then the data pages of every key read with
+    /// `queue_depth` reads in flight: the pages of one-by-one lookups. With
+    /// every layer in memory each key is predicted as its read is issued,
+    /// so prediction and search overlap the reads; with layers on storage
+    /// the batch is predicted level by level first
+    /// ([`LayeredIndex::predict_many`]).
     fn get_many(&self, keys: &[u64], out: &mut Vec<Option<u64>>) -> Result<()> {
         super::batch::answer(keys, out, |keys| {
+            if self.layers.iter().all(|l| l.resident.is_some()) {
+                let predict = |i: usize| self.predict(keys.get(i).copied().unwrap_or(0));
+                return self.data.get_many(keys, predict, self.fetch, self.queue_depth);
+            }
             let approx = self.predict_many(keys)?;
-            self.data.get_many(keys, &approx, self.fetch, self.queue_depth)
+            let predict = |i: usize| {
+                approx
+                    .get(i)
+                    .copied()
+                    .ok_or_else(|| Error::invalid("no prediction"))
+            };
+            self.data.get_many(keys, predict, self.fetch, self.queue_depth)
         })
     }
 
-    /// As [`Index::get_many`], plus one batch for the keys whose lower bound
-    /// lies on the page after their predicted range.
+    /// As [`Index::get_many`], plus a read of the next page for the keys
+    /// whose lower bound lies after their predicted range.
     fn lower_bound_many(&self, keys: &[u64], out: &mut Vec<Option<Record>>) -> Result<()> {
         super::batch::answer(keys, out, |keys| {
+            if self.layers.iter().all(|l| l.resident.is_some()) {
+                let predict = |i: usize| self.predict(keys.get(i).copied().unwrap_or(0));
+                return self
+                    .data
+                    .lower_bound_many(keys, predict, self.fetch, self.queue_depth);
+            }
             let approx = self.predict_many(keys)?;
+            let predict = |i: usize| {
+                approx
+                    .get(i)
+                    .copied()
+                    .ok_or_else(|| Error::invalid("no prediction"))
+            };
             self.data
-                .lower_bound_many(keys, &approx, self.fetch, self.queue_depth)
+                .lower_bound_many(keys, predict, self.fetch, self.queue_depth)
         })
     }
 

@@ -247,6 +247,85 @@ impl Table {
         Ok(Some((w.key, value.to_vec())))
     }
 
+    /// [`Table::get`] for many lookup keys, with up to `queue_depth` reads
+    /// in flight: each key's blocks (those the cache does not hold) read in
+    /// one batch, one read per distinct run (keys needing the same blocks
+    /// share it), then searched. A key whose index range does not hold the
+    /// proof is looked up alone ([`Table::get`]). Answers in the order of
+    /// `lookups`.
+    #[allow(clippy::type_complexity)]
+    pub fn get_many(&self, lookups: &[&[u8]], queue_depth: usize) -> Result<Vec<Option<(Vec<u8>, Vec<u8>)>>> {
+        let mut out: Vec<Option<(Vec<u8>, Vec<u8>)>> = vec![None; lookups.len()];
+        let mut wanted: Vec<(usize, u64, u64)> = Vec::new();
+        for (i, &lookup) in lookups.iter().enumerate() {
+            let user = key::user_key(lookup);
+            if user < key::user_key(&self.props.smallest)
+                || key::compare(lookup, &self.props.largest) == Ordering::Greater
+                || !self.may_contain(user)?
+            {
+                continue;
+            }
+            wanted.push((i, 0, 0));
+        }
+        if wanted.is_empty() {
+            return Ok(out);
+        }
+        let sections = self.index_sections(true)?;
+        let r = Reader {
+            t: self,
+            s: &sections,
+        };
+        let h = &sections.handles;
+        // Plans, and the distinct reads they need.
+        let mut plans: Vec<(usize, u64, u64, RunPlan, Option<usize>)> = Vec::with_capacity(wanted.len());
+        let mut reads: Vec<(u64, usize)> = Vec::new();
+        let mut read_of: std::collections::HashMap<(u64, usize), usize> = std::collections::HashMap::new();
+        for (i, _, _) in wanted {
+            let lookup = lookups.get(i).copied().unwrap_or_default();
+            let (s, e) = r.window(lookup)?;
+            let plan = r.plan_run(h.block_of(s), h.block_of(e - 1))?;
+            let w = plan.read.map(|rd| {
+                *read_of.entry(rd).or_insert_with(|| {
+                    reads.push(rd);
+                    reads.len() - 1
+                })
+            });
+            plans.push((i, s, e, plan, w));
+        }
+        let mut bufs: Vec<Vec<u8>> = reads.iter().map(|&(_, len)| vec![0u8; len]).collect();
+        let mut reqs: Vec<crate::storage::ReadReq<'_>> = reads
+            .iter()
+            .zip(bufs.iter_mut())
+            .map(|(&(offset, _), buf)| crate::storage::ReadReq { offset, buf })
+            .collect();
+        self.storage.read_many(&mut reqs, queue_depth)?;
+        drop(reqs);
+        for (i, s, e, plan, w) in plans {
+            let lookup = lookups.get(i).copied().unwrap_or_default();
+            let bytes = w.and_then(|w| bufs.get(w)).map_or(&[][..], Vec::as_slice);
+            let run = r.finish_run(plan, bytes, true)?;
+            let answer = match r.search(run, lookup, s, e)? {
+                Search::Found(run, w) => {
+                    if key::user_key(&w.key) != key::user_key(lookup) {
+                        None
+                    } else {
+                        let value = run
+                            .block(w.block)
+                            .and_then(|(bytes, _)| bytes.get(w.value.clone()))
+                            .ok_or_else(|| r.corrupt(w.block, "value outside its block"))?;
+                        Some((w.key, value.to_vec()))
+                    }
+                }
+                Search::Past => None,
+                Search::Widen(..) => self.get(lookup)?,
+            };
+            if let Some(o) = out.get_mut(i) {
+                *o = answer;
+            }
+        }
+        Ok(out)
+    }
+
     /// A forward iterator over the table (unpositioned until a seek). An
     /// unpinned table's handles and index are loaded at its first seek and
     /// held by the iterator until it is dropped.
@@ -423,6 +502,16 @@ impl Reader<'_> {
     /// the others read in one call (from the first missing block to the
     /// last) and added to it when `fill`.
     fn read_run(&self, first: usize, last: usize, fill: bool) -> Result<Run> {
+        let plan = self.plan_run(first, last)?;
+        let mut bytes = vec![0u8; plan.read.map_or(0, |r| r.1)];
+        if let Some((base, _)) = plan.read {
+            self.t.storage.read_at(base, &mut bytes)?;
+        }
+        self.finish_run(plan, &bytes, fill)
+    }
+
+    /// What [`Reader::read_run`] takes from the cache and what it must read.
+    fn plan_run(&self, first: usize, last: usize) -> Result<RunPlan> {
         let (t, h) = (self.t, &self.s.handles);
         let mut blocks: Vec<Option<Arc<CachedBlock>>> = Vec::with_capacity(last + 1 - first);
         let mut missing: Option<(usize, usize)> = None;
@@ -437,12 +526,34 @@ impl Reader<'_> {
             }
             blocks.push(hit);
         }
-        if let Some((lo, hi)) = missing {
-            let base = h.offset(lo);
-            let end = h.offset(hi + 1);
-            let len = usize::try_from(end - base).map_err(|_| self.corrupt(lo, "too large"))?;
-            let mut bytes = vec![0u8; len];
-            t.storage.read_at(base, &mut bytes)?;
+        let read = match missing {
+            Some((lo, hi)) => {
+                let base = h.offset(lo);
+                let len =
+                    usize::try_from(h.offset(hi + 1) - base).map_err(|_| self.corrupt(lo, "too large"))?;
+                Some((base, len))
+            }
+            None => None,
+        };
+        Ok(RunPlan {
+            first,
+            blocks,
+            missing,
+            read,
+        })
+    }
+
+    /// The run of `plan`, its missing blocks parsed out of `bytes` (what its
+    /// read returned) and added to the cache when `fill`.
+    fn finish_run(&self, plan: RunPlan, bytes: &[u8], fill: bool) -> Result<Run> {
+        let (t, h) = (self.t, &self.s.handles);
+        let RunPlan {
+            first,
+            mut blocks,
+            missing,
+            read,
+        } = plan;
+        if let (Some((lo, hi)), Some((base, _))) = (missing, read) {
             let interval = t.props.restart_interval as usize;
             for b in lo..=hi {
                 let Some(slot @ None) = blocks.get_mut(b - first) else {
@@ -536,37 +647,78 @@ impl Reader<'_> {
     /// and a walker at the first entry `>= t`.
     fn locate(&self, t: &[u8], fill: bool) -> Result<Option<(Run, Walker)>> {
         let h = &self.s.handles;
-        let n = self.t.props.entries;
-        let (lo, hi) = self.s.index.range(t)?;
-        let hi = hi.min(n);
-        let mut s = lo.min(hi).saturating_sub(1).min(n - 1);
-        let mut e = (hi + 1).min(n).max(s + 1);
+        let (mut s, mut e) = self.window(t)?;
         loop {
             let run = self.read_run(h.block_of(s), h.block_of(e - 1), fill)?;
-            let mut w = self.walk_to(&run, s)?;
-            let left_ok = s == 0 || key::compare(&w.key, t) == Ordering::Less;
-            let found = loop {
-                if key::compare(&w.key, t) != Ordering::Less {
-                    break true;
-                }
-                if w.ordinal + 1 >= e || !self.step(&run, &mut w)? {
-                    break false;
-                }
-            };
-            let right_ok = found || e == n;
-            if left_ok && right_ok {
-                return Ok(found.then_some((run, w)));
-            }
-            // The index's range missed: widen it (never for a sound index).
-            let width = e - s;
-            if !left_ok {
-                s = s.saturating_sub(width);
-            }
-            if !right_ok {
-                e = (e + width).min(n);
+            match self.search(run, t, s, e)? {
+                Search::Found(run, w) => return Ok(Some((run, w))),
+                Search::Past => return Ok(None),
+                Search::Widen(s2, e2) => (s, e) = (s2, e2),
             }
         }
     }
+
+    /// The ordinals `[s, e)` a lookup of `t` reads first: the index's range
+    /// with the entry before it.
+    fn window(&self, t: &[u8]) -> Result<(u64, u64)> {
+        let n = self.t.props.entries;
+        let (lo, hi) = self.s.index.range(t)?;
+        let hi = hi.min(n);
+        let s = lo.min(hi).saturating_sub(1).min(n - 1);
+        let e = (hi + 1).min(n).max(s + 1);
+        Ok((s, e))
+    }
+
+    /// Searches `run` (blocks covering ordinals `[s, e)`) for the lower
+    /// bound of `t`. The entry before the range being `< t` and the last
+    /// one `>= t` (or the table's ends) proves it is inside; otherwise the
+    /// range to read next, doubled (never for a sound index).
+    fn search(&self, run: Run, t: &[u8], s: u64, e: u64) -> Result<Search> {
+        let n = self.t.props.entries;
+        let mut w = self.walk_to(&run, s)?;
+        let left_ok = s == 0 || key::compare(&w.key, t) == Ordering::Less;
+        let found = loop {
+            if key::compare(&w.key, t) != Ordering::Less {
+                break true;
+            }
+            if w.ordinal + 1 >= e || !self.step(&run, &mut w)? {
+                break false;
+            }
+        };
+        let right_ok = found || e == n;
+        if left_ok && right_ok {
+            return Ok(if found {
+                Search::Found(run, w)
+            } else {
+                Search::Past
+            });
+        }
+        // The index's range missed: widen it.
+        let width = e - s;
+        let s = if left_ok { s } else { s.saturating_sub(width) };
+        let e = if right_ok { e } else { (e + width).min(n) };
+        Ok(Search::Widen(s, e))
+    }
+}
+
+/// Blocks of a run: those the cache holds, and the one read (from the first
+/// missing block to the last: their range and `(offset, length)`) that
+/// fetches the others.
+struct RunPlan {
+    first: usize,
+    blocks: Vec<Option<Arc<CachedBlock>>>,
+    missing: Option<(usize, usize)>,
+    read: Option<(u64, usize)>,
+}
+
+/// What [`Reader::search`] finds.
+enum Search {
+    /// The lower bound, in the run.
+    Found(Run, Walker),
+    /// Past the table's last entry.
+    Past,
+    /// Not proven: ordinals to read instead.
+    Widen(u64, u64),
 }
 
 /// Bytes of data blocks a compaction's table iterator reads per call (one
