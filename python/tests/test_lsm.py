@@ -29,9 +29,12 @@ ops_st = st.lists(
 
 
 def check_against(s, model, start):
-    for k in list(model)[:50] + [start, b"", b"\xff" * 4]:
+    probe = list(model)[:50] + [start, b"", b"\xff" * 4]
+    for k in probe:
         assert s.get(k) == model.get(k)
         assert (k in s) == (k in model)
+    assert s.get_many(probe + probe[:3]) == [model.get(k) for k in probe + probe[:3]]
+    assert s.get_many([]) == []
     want = sorted(model.items())
     assert s.scan() == want
     assert s.scan(start) == [(k, v) for k, v in want if k >= start]

@@ -180,6 +180,21 @@ impl PyLsmStore {
         Ok(v.map(|v| PyBytes::new(py, &v)))
     }
 
+    /// The values of `keys` (a sequence of bytes), a list of bytes or None
+    /// in the same order: all from one version of the store, each table's
+    /// blocks for the batch read with many reads in flight.
+    fn get_many<'py>(&self, py: Python<'py>, keys: Bound<'py, PyAny>) -> PyResult<Vec<Option<Bound<'py, PyBytes>>>> {
+        let mut ks: Vec<Vec<u8>> = Vec::new();
+        for k in keys.try_iter()? {
+            ks.push(k?.extract::<Vec<u8>>()?);
+        }
+        let got = self.with(py, |s| {
+            let refs: Vec<&[u8]> = ks.iter().map(Vec::as_slice).collect();
+            s.get_many(&refs)
+        })?;
+        Ok(got.into_iter().map(|v| v.map(|v| PyBytes::new(py, &v))).collect())
+    }
+
     /// Inserts or overwrites `key` (bytes) with `value` (bytes).
     /// InvalidInputError for a key over 64 KiB or a value over 64 MiB.
     fn put(&self, py: Python<'_>, key: &[u8], value: &[u8]) -> PyResult<()> {
