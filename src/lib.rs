@@ -65,6 +65,8 @@ pub mod fuzzing;
 #[warn(unreachable_pub)]
 pub mod index;
 #[warn(unreachable_pub)]
+pub mod join;
+#[warn(unreachable_pub)]
 pub mod log;
 #[warn(unreachable_pub)]
 pub mod lsm;

@@ -41,6 +41,17 @@ pub fn read_keys(path: &Path, opts: KeyFileOptions) -> Result<Vec<u64>> {
     Ok(keys)
 }
 
+/// The order a [`KeyReader`] checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Order {
+    /// Strictly increasing (repeats dropped with `dedup`).
+    Increasing,
+    /// Non-decreasing: repeats kept.
+    NonDecreasing,
+    /// Any order.
+    Any,
+}
+
 /// Keys read per chunk by [`KeyReader`].
 const CHUNK_KEYS: usize = 1 << 16;
 
@@ -56,6 +67,8 @@ pub struct KeyReader {
     /// Keys of the file read so far (positions, repeats included).
     read: u64,
     dedup: bool,
+    /// What order the keys must be in (checked as they are read).
+    order: Order,
     prev: Option<u64>,
     buf: Vec<u8>,
     chunk: Vec<u64>,
@@ -143,12 +156,28 @@ impl KeyReader {
             count,
             read: 0,
             dedup: opts.dedup,
+            order: Order::Increasing,
             prev: None,
             buf: Vec::new(),
             chunk: Vec::with_capacity(CHUNK_KEYS),
             next: 0,
             failed: false,
         })
+    }
+
+    /// This reader, accepting repeated keys (non-decreasing order: a
+    /// relation of a join whose keys repeat); decreasing keys are still
+    /// [`Error::OutOfOrder`].
+    pub fn with_repeats(mut self) -> Self {
+        self.order = Order::NonDecreasing;
+        self
+    }
+
+    /// This reader, taking keys in any order (an unsorted relation); only
+    /// the header and size are checked.
+    pub fn any_order(mut self) -> Self {
+        self.order = Order::Any;
+        self
     }
 
     /// Keys the header announces (repeats included).
@@ -210,7 +239,9 @@ impl Iterator for KeyReader {
             let position = self.read;
             self.read += 1;
             match self.prev {
+                _ if self.order == Order::Any => {}
                 Some(p) if k == p && self.dedup => continue,
+                Some(p) if k == p && self.order == Order::NonDecreasing => {}
                 Some(p) if k <= p => {
                     self.failed = true;
                     return Some(Err(Error::OutOfOrder {

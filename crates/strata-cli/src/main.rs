@@ -3,6 +3,7 @@
 
 mod db;
 mod demo;
+mod join;
 mod kvbench;
 mod lsm;
 mod tune;
@@ -78,6 +79,8 @@ enum Cmd {
     /// db_bench-style key-value benchmark (fill, read, seek, delete, YCSB A-F)
     /// over strata's stores and the peers built in; JSON Lines and a table.
     Kvbench(kvbench::KvBenchArgs),
+    /// Joins two relations (key files or indexes) on their keys: index nested-loop, sort-merge or Grace hash, within a memory budget
+    Join(join::JoinArgs),
 }
 
 #[derive(Args, Debug)]
@@ -308,6 +311,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::List => list(),
         Cmd::Tune(a) => tune::run(a, quiet),
         Cmd::Kvbench(a) => kvbench::run(a, quiet),
+        Cmd::Join(a) => join::run(a, quiet),
     }
 }
 

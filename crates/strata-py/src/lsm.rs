@@ -183,7 +183,11 @@ impl PyLsmStore {
     /// The values of `keys` (a sequence of bytes), a list of bytes or None
     /// in the same order: all from one version of the store, each table's
     /// blocks for the batch read with many reads in flight.
-    fn get_many<'py>(&self, py: Python<'py>, keys: Bound<'py, PyAny>) -> PyResult<Vec<Option<Bound<'py, PyBytes>>>> {
+    fn get_many<'py>(
+        &self,
+        py: Python<'py>,
+        keys: Bound<'py, PyAny>,
+    ) -> PyResult<Vec<Option<Bound<'py, PyBytes>>>> {
         let mut ks: Vec<Vec<u8>> = Vec::new();
         for k in keys.try_iter()? {
             ks.push(k?.extract::<Vec<u8>>()?);

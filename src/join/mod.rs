@@ -1,0 +1,219 @@
+//! External-memory equi-joins of `u64`-keyed relations, after Chesetti &
+//! Pandey, *Evaluating Learned Indexes for External Memory Joins*.
+//!
+//! A relation is a stream of records `(key, payload)` ([`Relation`]): a SOSD
+//! key file (the payload of a key is its position in the file), an index
+//! (its records), or records in memory. The **inner** relation maps each key
+//! to one payload (its keys are unique: an index's records); the **outer**
+//! one may repeat keys and come in any order. The join emits
+//! `(key, outer payload, inner payload)` for every outer record whose key the
+//! inner relation holds, into a [`JoinSink`]: a count with an
+//! order-independent checksum ([`CountSink`]), or a file of the triples
+//! ([`PairFile`]).
+//!
+//! Three algorithms, each within a [`MemoryBudget`]:
+//!
+//! - **Index nested-loop join** ([`inlj`]): the outer relation in batches,
+//!   each probed with the inner index's batched lookups
+//!   ([`Index::get_many`](crate::index::Index::get_many): sorted,
+//!   deduplicated, `queue_depth` reads in flight).
+//! - **Sort-merge join** ([`smj`]): both sides sorted (an external merge
+//!   sort, [`spill`], when they are not sorted already), then merged.
+//! - **Grace hash join** ([`hash`]): both sides scattered by a hash of the
+//!   key into partitions on disk small enough for the inner one's table to
+//!   fit the budget, then each partition joined in memory.
+//!
+//! Spill files live in a temporary directory under the caller's choice and
+//! are removed when the join ends, on errors too.
+
+pub mod hash;
+pub mod inlj;
+pub mod input;
+mod parallel;
+pub mod sink;
+pub mod smj;
+pub mod spill;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use serde::Serialize;
+
+pub use input::{IndexRelation, KeyFile, MemRelation, Relation};
+pub use sink::{CountSink, JoinSink, PairFile, checksum_of};
+
+use crate::{Error, Result};
+
+/// A record of a relation: `(key, payload)`.
+pub type JoinRecord = (u64, u64);
+
+/// Bytes of one record in memory and in spill files.
+pub const RECORD_BYTES: u64 = 16;
+
+/// The memory a join may use for its buffers (sort runs, partitions' write
+/// buffers, hash tables, probe batches). What the process holds besides
+/// (the inner index's resident models, the program) is not counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct MemoryBudget {
+    bytes: u64,
+}
+
+/// The smallest budget a join accepts: 1 MiB.
+pub const MIN_BUDGET: u64 = 1 << 20;
+
+/// Bytes of each spill file's read or write buffer.
+pub const SPILL_BUFFER: usize = 64 << 10;
+
+impl MemoryBudget {
+    /// A budget of `bytes` (at least [`MIN_BUDGET`]).
+    pub fn new(bytes: u64) -> Result<MemoryBudget> {
+        if bytes < MIN_BUDGET {
+            return Err(Error::invalid(format!(
+                "a join needs a memory budget of at least {MIN_BUDGET} bytes, got {bytes}"
+            )));
+        }
+        Ok(MemoryBudget { bytes })
+    }
+
+    /// The budget in bytes.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Records that fit in `share` of the budget (`share` in `(0, 1]`).
+    pub fn records(&self, share: f64) -> usize {
+        let r = (self.bytes as f64 * share / RECORD_BYTES as f64) as u64;
+        usize::try_from(r.max(1)).unwrap_or(usize::MAX)
+    }
+
+    /// Spill files that may be open at once, each with a
+    /// [`SPILL_BUFFER`], within `share` of the budget (at least 2).
+    pub fn open_files(&self, share: f64) -> usize {
+        let n = (self.bytes as f64 * share / SPILL_BUFFER as f64) as u64;
+        usize::try_from(n.max(2)).unwrap_or(usize::MAX)
+    }
+}
+
+/// A join algorithm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Algo {
+    /// Index nested-loop join over the inner relation's index.
+    Inlj,
+    /// Sort-merge join.
+    SortMerge,
+    /// Grace hash join.
+    Hash,
+}
+
+impl Algo {
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algo::Inlj => "inlj",
+            Algo::SortMerge => "smj",
+            Algo::Hash => "hash",
+        }
+    }
+}
+
+/// How a join runs.
+#[derive(Debug, Clone)]
+pub struct JoinOptions {
+    /// The memory its buffers may use.
+    pub budget: MemoryBudget,
+    /// Where spill files go (a temporary directory is made inside it and
+    /// removed at the end); default: the system's temporary directory.
+    pub spill_dir: Option<PathBuf>,
+    /// Worker threads for partitions (hash join) and sort runs (default 1).
+    pub threads: usize,
+    /// Outer keys per probe batch of the index nested-loop join (default
+    /// 4,096; at most what the budget holds).
+    pub batch: usize,
+}
+
+impl JoinOptions {
+    /// Options with `budget`, every other field at its default.
+    pub fn with_budget(budget: MemoryBudget) -> JoinOptions {
+        JoinOptions {
+            budget,
+            spill_dir: None,
+            threads: 1,
+            batch: 4096,
+        }
+    }
+
+    /// A fresh temporary directory for spill files (removed on drop).
+    pub(crate) fn spill_space(&self) -> Result<tempfile::TempDir> {
+        let mut b = tempfile::Builder::new();
+        b.prefix("strata-join-");
+        match &self.spill_dir {
+            Some(d) => b.tempdir_in(d).map_err(|e| Error::io(d, e)),
+            None => b
+                .tempdir()
+                .map_err(|e| Error::io(std::env::temp_dir().as_path(), e)),
+        }
+    }
+}
+
+/// What a join did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct JoinReport {
+    /// Output records.
+    pub count: u64,
+    /// Order-independent checksum of the output ([`checksum_of`]).
+    pub checksum: u64,
+    /// Outer records read.
+    pub outer_records: u64,
+    /// Inner records read (scans) or probes answered (index nested loop).
+    pub inner_records: u64,
+    /// Bytes written to spill files.
+    pub spill_bytes_written: u64,
+    /// Bytes read back from spill files.
+    pub spill_bytes_read: u64,
+    /// Passes of the external sort (0: the input was sorted or fitted in
+    /// memory), or partitioning levels of the hash join.
+    pub passes: u32,
+    /// Wall-clock seconds.
+    pub seconds: f64,
+}
+
+/// Runs `algo` joining `outer` with `inner` into `sink`. For
+/// [`Algo::Inlj`] `inner` must be an [`IndexRelation`] (the index is
+/// probed); the other algorithms read any relation.
+pub fn join(
+    algo: Algo,
+    outer: &dyn Relation,
+    inner: &dyn Relation,
+    sink: &mut dyn JoinSink,
+    opts: &JoinOptions,
+) -> Result<JoinReport> {
+    let t = Instant::now();
+    let mut report = match algo {
+        Algo::Inlj => {
+            let index = inner.index().ok_or_else(|| {
+                Error::invalid(format!(
+                    "an index nested-loop join needs an index over the inner relation; {} is not one",
+                    inner.name()
+                ))
+            })?;
+            inlj::join(outer, index, sink, opts)?
+        }
+        Algo::SortMerge => smj::join(outer, inner, sink, opts)?,
+        Algo::Hash => hash::join(outer, inner, sink, opts)?,
+    };
+    report.count = sink.count();
+    report.checksum = sink.checksum();
+    report.seconds = t.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+/// The error for a repeated key in the inner relation.
+pub(crate) fn repeated_inner(name: &str, key: u64) -> Error {
+    Error::invalid(format!(
+        "the inner relation {name} repeats key {key}: its keys must be unique (swap the sides, or deduplicate it)"
+    ))
+}
