@@ -10,7 +10,16 @@ RESULTS_DIR) and writes into OUT_DIR:
   each repeat, so repeat i of a configuration ran next to repeat i of the
   baseline): median and [min, max] of the paired ratios;
 - hybrid-<workload>.png: throughput (median, bars = min..max of the repeats)
-  against peak memory, one panel per data set, single-threaded runs.
+  against peak memory, one panel per data set, single-threaded runs. When a
+  data set was run more than once, its panel shows the newest run (a
+  `-rerun-` file supersedes the one without) and says which; the table has
+  every run.
+
+Run it with the repository's virtual environment (`./scripts/test-python.sh`
+creates it and installs matplotlib and the strata package, whose plot helpers
+label the log axes):
+
+    .venv/bin/python scripts/plot-hybrid.py RESULTS_DIR OUT_DIR
 """
 import glob
 import json
@@ -22,6 +31,12 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+try:
+    from strata.plot import plain_log_axis  # noqa: E402
+except ImportError:
+    sys.exit("plot-hybrid: needs the strata package: run ./scripts/test-python.sh, then "
+             ".venv/bin/python scripts/plot-hybrid.py RESULTS_DIR OUT_DIR")
 
 WORKLOADS = ["ycsb-read-only", "ycsb-write-only", "ycsb-balanced"]
 
@@ -57,6 +72,12 @@ def series(path):
     stem = path.removesuffix(".jsonl")
     cut = stem.find("-t1")
     return stem if cut < 0 else stem[: cut + 3]
+
+
+def newest(names):
+    """The newest of a data set's series: a `-rerun-` series supersedes the
+    one it reruns (the runs carry no date; this is the directory's naming)."""
+    return max(names, key=lambda n: (n.count("-rerun-"), n))
 
 
 def name(r):
@@ -102,11 +123,16 @@ def main():
     single = [r for r in rows if r["threads"] == 1 and ("-read-t1" in r["_file"] or "-write-t1" in r["_file"])]
     datasets = sorted({r["dataset"] for r in single})
     for w in WORKLOADS:
-        fig, axes = plt.subplots(1, len(datasets), figsize=(max(5.5, 4.2 * len(datasets)), 3.6), squeeze=False)
+        fig, axes = plt.subplots(1, len(datasets), figsize=(max(5.5, 4.2 * len(datasets)), 3.9), squeeze=False)
+        notes = []
         for ax, d in zip(axes[0], datasets):
             sel = [r for r in single if r["workload"] == w and r["dataset"] == d]
             files = sorted({series(r["_file"]) for r in sel})
-            for fi, f in enumerate(files):
+            if len(files) > 1:
+                f = newest(files)
+                notes.append(f"{d}: {f} (newest of {len(files)} runs; the table has all)")
+                files = [f]
+            for f in files:
                 for kind, marker in (("btree", "s"), ("db", "o")):
                     pts = sorted(
                         (r["memory_bytes"] / 2**20, r["throughput_ops_s"] / 1e3,
@@ -115,21 +141,30 @@ def main():
                         if r["index"] == kind and series(r["_file"]) == f
                     )
                     if pts:
-                        label = kind if len(files) == 1 else f"{kind} ({f})"
                         ax.errorbar([p[0] for p in pts], [p[1] for p in pts],
                                     yerr=[[p[1] - p[2] for p in pts], [p[3] - p[1] for p in pts]],
-                                    marker=marker, capsize=3, label=label,
-                                    linestyle="-" if fi == 0 else "--")
+                                    marker=marker, capsize=3, label=kind,
+                                    color="tab:blue" if kind == "btree" else "tab:orange")
             ax.set_title(d)
             ax.set_xscale("log")
             ax.set_yscale("log")
+            plain_log_axis(ax.xaxis)
+            plain_log_axis(ax.yaxis)
             ax.set_xlabel("memory (MiB, peak)")
             ax.set_ylabel("throughput (kops/s)")
-            ax.grid(True, alpha=0.3)
-            if sel:
-                ax.legend(fontsize=7)
+            ax.grid(True, which="both", alpha=0.3)
+        # One legend for every panel, below them: none covers a curve.
+        handles = {}
+        for ax in axes[0]:
+            for h, lab in zip(*ax.get_legend_handles_labels()):
+                handles.setdefault(lab, h)
+        fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=len(handles), fontsize=8,
+                   frameon=False, bbox_to_anchor=(0.5, 0.01 + 0.045 * len(notes)))
         fig.suptitle(f"{w}: throughput vs memory (15M keys bulk-loaded, 1 thread)", fontsize=10)
-        fig.tight_layout()
+        bottom = 0.1 + 0.045 * len(notes)
+        for i, note in enumerate(notes):
+            fig.text(0.01, 0.01 + 0.045 * i, note, fontsize=7, color="dimgrey")
+        fig.tight_layout(rect=(0, bottom, 1, 1))
         fig.savefig(os.path.join(out, f"hybrid-{w}.png"), dpi=110)
         plt.close(fig)
 

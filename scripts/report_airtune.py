@@ -22,6 +22,9 @@ PROFILES = {  # name: (latency µs, bandwidth bytes/s) — BENCHMARKS.md
     "azure-ssd": (250.0, 175e6),
     "nfs": (50000.0, 12e6),
 }
+# Profiles whose star in the design map is labelled on its left (its
+# neighbour's label is on the right).
+LABEL_LEFT = {"azure-ssd"}
 # Fixed kinds at their default knobs, as `strata bench` runs them (the
 # --compare spec that equals each default).
 DEFAULTS = {
@@ -240,6 +243,102 @@ def optimality_fig(w, figs):
     return "\n".join(["| profile | builder | best of its grid µs | AirTune µs |", "|---|---|---|---|"] + lines)
 
 
+def design_map_doc(r):
+    """What the design-map figure needs of the tuner's map JSON: the grid's
+    axes and, per profile, the layers chosen and the bytes read per lookup
+    (kept as docs/results/airtune/design-map.json, so that the figure can be
+    redrawn without the run's work directory)."""
+    return {
+        "dataset": r.get("dataset", "fb-like"),
+        "n": r.get("n", 10_000_000),
+        "latency_us": r["latency_us"],
+        "bandwidth_mb_s": r["bandwidth_mb_s"],
+        "points": [{k: p[k] for k in ("latency_us", "bandwidth_mb_s", "layers", "read_bytes")}
+                   for p in r["points"]],
+    }
+
+
+def _bytes(b):
+    for div, unit in ((2**30, "GiB"), (2**20, "MiB"), (2**10, "KiB")):
+        if b >= div:
+            return f"{b / div:.0f} {unit}"
+    return f"{b:.0f} B"
+
+
+def draw_design_map(doc, path):
+    """AirTune's design map: per (latency, bandwidth) profile, the number of
+    index layers chosen (discrete colours, with a legend) and the bytes read
+    per lookup (log colour scale); the named profiles starred."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.colors import BoundaryNorm, ListedColormap, LogNorm, to_rgb
+    from matplotlib.patches import Patch
+    from matplotlib.ticker import FuncFormatter
+    import matplotlib.patheffects as pe
+
+    lats, bws = doc["latency_us"], doc["bandwidth_mb_s"]
+    grid = {(p["latency_us"], p["bandwidth_mb_s"]): p for p in doc["points"]}
+
+    def tick(v):
+        return f"{v:,.0f}" if v >= 1000 else f"{v:g}"
+
+    def ink(rgb):
+        """Black or white, whichever reads better on a cell of colour rgb."""
+        r, g, b = rgb[:3]
+        return "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"
+
+    fig, axes = plt.subplots(1, 2, figsize=(14, 5.2))
+    layers = np.array([[grid[(lat, b)]["layers"] for b in bws] for lat in lats], dtype=int)
+    counts = list(range(0, int(layers.max()) + 1))
+    palette = ["#fde725", "#21918c", "#3b0f70", "#e16462", "#6a00a8"][: len(counts)]
+    cmap = ListedColormap(palette)
+    axes[0].imshow(layers, origin="lower", aspect="auto", cmap=cmap,
+                   norm=BoundaryNorm([c - 0.5 for c in counts] + [counts[-1] + 0.5], len(counts)))
+    nbytes = np.array([[grid[(lat, b)]["read_bytes"] for b in bws] for lat in lats], dtype=float)
+    norm = LogNorm(vmin=nbytes.min(), vmax=nbytes.max())
+    im = axes[1].imshow(nbytes, origin="lower", aspect="auto", cmap="viridis", norm=norm)
+    for i in range(len(lats)):
+        for j in range(len(bws)):
+            v = layers[i, j]
+            axes[0].text(j, i, str(v), ha="center", va="center", fontsize=7, color=ink(to_rgb(palette[v])))
+            axes[1].text(j, i, _bytes(nbytes[i, j]), ha="center", va="center", fontsize=6,
+                         color=ink(im.cmap(norm(nbytes[i, j]))))
+    for ax, title in ((axes[0], "index layers L chosen"), (axes[1], "bytes read per lookup")):
+        ax.set_xticks(range(len(bws)))
+        ax.set_xticklabels([tick(b) for b in bws], fontsize=7)
+        ax.set_yticks(range(len(lats)))
+        ax.set_yticklabels([tick(lat) for lat in lats], fontsize=7)
+        ax.set_xlabel("bandwidth (MB/s)")
+        ax.set_ylabel("latency (µs)")
+        ax.set_title(title)
+        for name, (lat, bw) in PROFILES.items():
+            x = np.interp(math.log10(bw / 1e6), [math.log10(b) for b in bws], range(len(bws)))
+            y = np.interp(math.log10(lat), [math.log10(v) for v in lats], range(len(lats)))
+            ax.plot(x, y, marker="*", ms=14, mfc="white", mec="black", mew=0.8, ls="none", zorder=4)
+            # Labels of neighbouring stars go to opposite sides.
+            left = name in LABEL_LEFT
+            t = ax.annotate(name, (x, y), xytext=(-7 if left else 7, 5), textcoords="offset points", fontsize=8,
+                            ha="right" if left else "left", color="black", fontweight="bold", zorder=5)
+            t.set_path_effects([pe.withStroke(linewidth=3, foreground="white")])
+    axes[0].legend(handles=[Patch(facecolor=palette[c], edgecolor="grey", label=f"L = {c}") for c in counts],
+                   title="layers", loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, fontsize=8)
+    # Colour bar ticks at the values present (few), else at powers of 1024.
+    present = sorted(set(nbytes.flat))
+    ticks = present if len(present) <= 6 else [
+        1024.0**k for k in range(6) if nbytes.min() <= 1024.0**k <= nbytes.max()]
+    cb = fig.colorbar(im, ax=axes[1], ticks=ticks)
+    cb.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: _bytes(v)))
+    cb.ax.yaxis.set_minor_formatter(FuncFormatter(lambda v, _pos: ""))
+    cb.ax.minorticks_off()
+    fig.suptitle(f"AirTune design map, {doc['dataset']} {doc['n'] / 1e6:g}M keys "
+                 f"(stars: the named profiles)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def design_map(w, figs):
     r = load_json(f"{w}/map-fb-like.json")
     if not r:
@@ -259,38 +358,11 @@ def design_map(w, figs):
     out.append("")
     out.append(f"{len(r['points'])} profiles tuned in {r['map_s']:.0f} s with one tuner (layers built once).")
     if figs:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        import numpy as np
-        fig, axes = plt.subplots(1, 2, figsize=(13, 5))
-        for ax, key, title, fmt in [(axes[0], "layers", "index layers L", "{:.0f}"),
-                                    (axes[1], "read_bytes", "log10 bytes read per lookup", "{:.1f}")]:
-            m = np.array([[grid[(lat, b)][key] for b in bws] for lat in lats], dtype=float)
-            if key == "read_bytes":
-                m = np.log10(m)
-            im = ax.imshow(m, origin="lower", aspect="auto", cmap="viridis")
-            for i in range(len(lats)):
-                for j in range(len(bws)):
-                    ax.text(j, i, fmt.format(m[i, j]), ha="center", va="center", fontsize=6, color="w")
-            ax.set_xticks(range(len(bws)))
-            ax.set_xticklabels([f"{b:g}" for b in bws], fontsize=7)
-            ax.set_yticks(range(len(lats)))
-            ax.set_yticklabels([f"{lat:g}" for lat in lats], fontsize=7)
-            ax.set_xlabel("bandwidth (MB/s)")
-            ax.set_ylabel("latency (µs)")
-            ax.set_title(title)
-            for name, (lat, bw) in PROFILES.items():
-                bmb = bw / 1e6
-                x = np.interp(math.log10(bmb), [math.log10(b) for b in bws], range(len(bws)))
-                y = np.interp(math.log10(lat), [math.log10(v) for v in lats], range(len(lats)))
-                ax.plot(x, y, "r*", ms=8)
-                ax.annotate(name, (x, y), color="red", fontsize=7, xytext=(3, 3), textcoords="offset points")
-            fig.colorbar(im, ax=ax)
-        fig.suptitle("AirTune design map, fb-like 10M keys")
-        fig.tight_layout()
-        fig.savefig(os.path.join(figs, "design-map.png"), dpi=110)
-        plt.close(fig)
+        doc = design_map_doc(r)
+        with open(os.path.join(figs, "design-map.json"), "w") as f:
+            json.dump(doc, f, indent=1)
+            f.write("\n")
+        draw_design_map(doc, os.path.join(figs, "design-map.png"))
     return "\n".join(out)
 
 
@@ -376,9 +448,17 @@ def scale(w):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("workdir")
+    ap.add_argument("workdir", nargs="?", help="the output directory of scripts/bench-airtune.sh")
     ap.add_argument("--fig-dir", default="docs/results/airtune")
+    ap.add_argument("--design-map", metavar="JSON",
+                    help="only redraw FIG_DIR/design-map.png from this JSON (as the report run writes it: "
+                         "docs/results/airtune/design-map.json)")
     a = ap.parse_args()
+    if a.design_map:
+        draw_design_map(load_json(a.design_map), os.path.join(a.fig_dir, "design-map.png"))
+        return
+    if not a.workdir:
+        ap.error("WORKDIR is needed (or --design-map JSON)")
     figs = a.fig_dir
     try:
         import matplotlib  # noqa: F401

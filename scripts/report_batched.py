@@ -4,7 +4,8 @@ scripts/batched-experiments.sh output: `strata bench` JSON Lines
 (lookups-t<threads>.jsonl, each kind at batch=1 and at batch=B,qd=Q) and
 fio's JSON (fio-t<threads>-qd<Q>-{before,after}.json).
 
-Usage: python3 scripts/report_batched.py DIR
+Usage: .venv/bin/python scripts/report_batched.py DIR > DIR/report.md
+(from the repository root; ./scripts/test-python.sh makes .venv with matplotlib)
 
 Prints Markdown: per thread count and kind, lookups/s at each queue depth
 (median of the repeats, min-max), the ratio to the same kind one by one,
@@ -134,6 +135,11 @@ def main():
             style = dict(color="black", linestyle="--", linewidth=2) if label == "fio" else {}
             ax.plot([q for q, _ in batched], [v / 1e3 for _, v in batched], marker="o", label=label, **style)
         ax.set_xscale("log", base=2)
+        # Plain queue depths (1, 2, 4, ...), not 2^0, 2^1, ...
+        depths = sorted({q for (t, _), pts in figure.items() if t == threads for q, v in pts if q and v})
+        ax.set_xticks(depths)
+        ax.set_xticklabels([str(q) for q in depths])
+        ax.minorticks_off()
         ax.set_xlabel("queue depth (reads in flight)")
         ax.set_ylabel("thousand lookups/s (fio: reads/s)")
         ax.set_title(f"cold lookups, {threads} thread{'s' if threads > 1 else ''}")

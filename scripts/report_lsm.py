@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Tables and figures of docs/results/lsm.md from scripts/lsm-experiments.sh output.
 
-Usage: python3 scripts/report_lsm.py OUT [--fig-dir DIR]
+Usage: .venv/bin/python scripts/report_lsm.py OUT [--fig-dir DIR]
+(from the repository root; ./scripts/test-python.sh makes .venv, whose
+matplotlib and strata package draw the figures)
 Reads OUT/*.jsonl (strata bench and strata kvbench records), prints Markdown
 to stdout and writes fig8.png, sweep.png, train.png, gran.png and kv.png
 into --fig-dir (default OUT; needs matplotlib). Sections whose files are
@@ -250,47 +252,58 @@ def plot(fig_dir, f8, sw, tr, gr, kvr):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import NullFormatter
+    from strata.plot import fit_labels, plain_log_axis, spread_labels
 
     colors = {k: plt.cm.tab10(i) for i, k in enumerate(KINDS)}
 
-    def save(fig, name):
+    def save(fig, name, labelled=()):
+        """Lays out, keeps every point label readable and inside its axes, saves."""
         fig.tight_layout()
+        for ax, texts in labelled:
+            spread_labels(ax, texts)
+            fit_labels(ax, texts)
         fig.savefig(f"{fig_dir}/{name}.png", dpi=120)
         plt.close(fig)
 
     def memory_axis(ax):
         ax.set_xscale("log")
-        ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xlabel("index memory (MB)")
+        plain_log_axis(ax.xaxis)
+        ax.set_xlabel("index memory (MB, log scale)")
     if f8:
         panels = list(f8)
         fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4), squeeze=False)
+        labelled = []
         for ax, ds in zip(axes[0], panels):
+            texts = []
             for k, ib, cold, warm in f8[ds]:
                 if cold:
                     ax.scatter(ib / 1e6, cold / 1e3, color=colors.get(k), marker="o", label=f"{k} cold")
                 if warm:
                     ax.scatter(ib / 1e6, warm / 1e3, facecolors="none", edgecolors=colors.get(k), marker="s")
-                ax.annotate(k, (ib / 1e6, (cold or warm) / 1e3), fontsize=7, xytext=(3, 3), textcoords="offset points")
+                texts.append(ax.annotate(k, (ib / 1e6, (cold or warm) / 1e3), fontsize=7, xytext=(3, 3),
+                                         textcoords="offset points"))
             memory_axis(ax)
             ax.set_title(ds)
             ax.set_ylabel("p50 lookup latency (µs)")
-            ax.grid(alpha=0.3)
+            ax.grid(alpha=0.3, which="both")
+            labelled.append((ax, texts))
         fig.suptitle("Index memory vs point-lookup latency at boundary 16 (filled: cold, hollow: warm)")
-        save(fig, "fig8")
+        save(fig, "fig8", labelled)
     if sw:
-        fig, ax = plt.subplots(figsize=(6.5, 4.5))
+        fig, ax = plt.subplots(figsize=(8, 4.5))
+        texts = []
         for k, pts in sw.items():
             ax.plot([p[1] / 1e6 for p in pts], [p[2] / 1e3 for p in pts], marker="o", label=k, color=colors.get(k))
             for b, ib, lat in pts:
-                ax.annotate(str(b), (ib / 1e6, lat / 1e3), fontsize=6, xytext=(2, 2), textcoords="offset points")
+                texts.append(ax.annotate(str(b), (ib / 1e6, lat / 1e3), fontsize=6, xytext=(2, 2),
+                                         textcoords="offset points", color=colors.get(k)))
         memory_axis(ax)
         ax.set_ylabel("cold p50 lookup latency (µs)")
         ax.set_title("fb-like: position boundary 4..256 (labels: boundary)")
-        ax.legend(fontsize=8)
-        ax.grid(alpha=0.3)
-        save(fig, "sweep")
+        # Beside the axes: the curves cross the whole plot.
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+        ax.grid(alpha=0.3, which="both")
+        save(fig, "sweep", [(ax, texts)])
     if tr:
         fig, ax = plt.subplots(figsize=(7.5, 4))
         labels = list(tr)
@@ -309,6 +322,7 @@ def plot(fig_dir, f8, sw, tr, gr, kvr):
         axes[0].set_ylabel("index memory (MB)")
         axes[1].set_ylabel("cold p50 lookup latency (µs)")
         axes[0].set_yscale("log")
+        plain_log_axis(axes[0].yaxis)
         fig.suptitle("Index granularity: tables of 8M / 32M / 128M against one table per level (fb-like)")
         save(fig, "gran")
     if kvr:
@@ -340,7 +354,7 @@ def main():
     try:
         plot(fig_dir, f8, sw, tr, gr, kvr)
     except ImportError:
-        print("\n(matplotlib missing: no figures)")
+        print("\n(matplotlib or the strata package missing: no figures; ./scripts/test-python.sh makes .venv)")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Tables and figures of docs/results/static.md from scripts/bench-static.sh output.
 
-Usage: python3 scripts/report_static.py WORKDIR [--fig-dir docs/results]
+Usage: .venv/bin/python scripts/report_static.py WORKDIR [--fig-dir docs/results]
+(from the repository root; ./scripts/test-python.sh makes .venv, with
+matplotlib and the strata package whose helpers label the log axis; the
+JSON Lines of the run behind static.md are in docs/results/static)
 Prints Markdown to stdout; writes static-pareto-*.png (needs matplotlib).
 """
 import argparse
@@ -79,10 +82,12 @@ def pareto(w, fig_dir):
 
             matplotlib.use("Agg")
             import matplotlib.pyplot as plt
+            from strata.plot import plain_log_axis
         except ImportError:
-            print("matplotlib missing: no figure", file=sys.stderr)
+            print("matplotlib or the strata package missing (./scripts/test-python.sh, then .venv/bin/python): "
+                  "no figure", file=sys.stderr)
             continue
-        fig, ax = plt.subplots(figsize=(8, 5.5))
+        fig, ax = plt.subplots(figsize=(9.5, 5.5))
         fams = {}
         for r in rows:
             fams.setdefault(family(r["spec"]), []).append(r)
@@ -93,11 +98,13 @@ def pareto(w, fig_dir):
             ys = [r["io"]["pages_per_op"] for r in rs]
             ax.plot(xs, ys, marker=markers[i % len(markers)], label=fam, linestyle="-" if len(rs) > 1 else "none")
         ax.set_xscale("log")
+        plain_log_axis(ax.xaxis)
         ax.set_xlabel("memory (bits per key, log scale)")
         ax.set_ylabel("pages read per lookup")
         ax.set_title(f"Memory against I/O per lookup — {d}, 10M keys, 4 KiB pages")
         ax.grid(True, which="both", alpha=0.3)
-        ax.legend(fontsize=8, ncol=2)
+        # Beside the axes: the curves reach every corner of the plot.
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
         path = os.path.join(fig_dir, f"static-pareto-{d}.png")
         fig.tight_layout()
         fig.savefig(path, dpi=110)

@@ -2,7 +2,9 @@
 """Tables and figures of docs/results/updatable.md from
 scripts/updatable-experiments.sh output (JSON Lines of `strata bench`).
 
-Usage: python3 scripts/report_updatable.py DIR [--fig-dir DIR]
+Usage: .venv/bin/python scripts/report_updatable.py DIR [--fig-dir DIR] > DIR/report.md
+(from the repository root; ./scripts/test-python.sh makes .venv with matplotlib;
+the report embeds its figures by file name, for a report.md next to them)
 
 Prints Markdown: Lan et al.'s Table 4 beside strata's blocks per lookup and
 per scan (inner/leaf, all on disk), the six workloads per setting with the
@@ -180,7 +182,7 @@ def figures(by, resident, fig_dir):
     fig.tight_layout()
     out = os.path.join(fig_dir, f"workloads-{resident}.png")
     fig.savefig(out, dpi=110)
-    print(f"(figure: {out})\n")
+    print(f"![the six workloads, resident={resident}]({os.path.basename(out)})\n")
 
 
 def own_label(r):
@@ -275,7 +277,7 @@ def own(d, fig_dir):
     fig.tight_layout()
     out = os.path.join(fig_dir, "own-equal-memory.png")
     fig.savefig(out, dpi=110)
-    print(f"(figure: {out})\n")
+    print(f"![btree-ld against btree at equal memory]({os.path.basename(out)})\n")
 
 
 def main():

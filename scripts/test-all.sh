@@ -5,6 +5,7 @@
 # CI calls this through .ci/run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+./scripts/check-toolchain.sh
 # strata-py is a cdylib without Rust tests: pytest covers it below.
 cargo test --workspace --exclude strata-py --all-targets
 cargo test --workspace --exclude strata-py --doc

@@ -5,7 +5,9 @@
 #
 #   ./scripts/test-python.sh [PYTEST ARGS...]
 #
-# Needs python3 >= 3.9 with the venv module, a Rust toolchain, and PyPI.
+# Needs python3 >= 3.9 with the venv module (when `python3 -m venv` fails,
+# scripts/ensure-python-venv.sh installs Debian's python3-venv with apt-get,
+# or says what to do), a Rust toolchain, and PyPI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -17,7 +19,11 @@ deps="maturin>=1.9.4,<2 numpy pytest hypothesis matplotlib"
 t0=$(date +%s)
 if [ ! -x "$venv/bin/python" ]; then
     echo "test-python: creating $venv"
-    "$python" -m venv "$venv"
+    if ! "$python" -m venv "$venv"; then
+        rm -rf "$venv"
+        ./scripts/ensure-python-venv.sh "$python"
+        "$python" -m venv "$venv"
+    fi
 fi
 stamp="$venv/.strata-deps"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$deps" ]; then

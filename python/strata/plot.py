@@ -3,7 +3,7 @@
 Command line::
 
     python -m strata.plot RESULTS.jsonl [MORE.jsonl ...] --out FIG.png \\
-        [--kind pareto|bars|latency|design-map] [--workload lookup] [--baseline btree]
+        [--kind pareto|bars|latency|design-map] [--workload lookup] [--baseline btree] [--title TEXT]
 
 Kinds of figure:
 
@@ -29,7 +29,10 @@ Kinds of figure:
 
 Records are grouped by ``spec`` (the index spec as given), falling back to
 ``index``. Records with different ``dataset`` values are drawn as separate
-series (``spec @ dataset``) unless ``--dataset`` selects one.
+series (``spec @ dataset``) unless ``--dataset`` selects one. Every title
+names the data set(s) plotted (appended in parentheses to a ``--title`` that
+does not), log axes are labelled with plain numbers (1, 2, 5, 10, 1k, ...),
+and labels and legends are kept inside the figure, off the data.
 """
 
 from __future__ import annotations
@@ -108,6 +111,135 @@ def _plt():
     return plt
 
 
+def _plain(v: float) -> str:
+    """A tick value as a plain number: 0.5, 3, 40, 1k, 25k, 2M, 1G."""
+    if v <= 0 or not math.isfinite(v):
+        return ""
+    for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if v >= div:
+            return f"{v / div:g}{suffix}"
+    return f"{v:g}"
+
+
+def plain_log_axis(axis: Any) -> None:
+    """Labels a log-scaled ``axis`` with plain numbers: every power of ten, and
+    2, 3, 5 (or 2, 5) times one only where the axis spans less than one (two)
+    decades, so that no two labels overlap. Call after ``set_xscale("log")``."""
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    axis.set_major_locator(LogLocator(base=10))
+    axis.set_minor_locator(LogLocator(base=10, subs=tuple(range(2, 10))))
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: _plain(v)))
+
+    def minor(v: float, _pos: Any) -> str:
+        lo, hi = sorted(axis.get_view_interval())
+        if lo <= 0 or v <= 0 or hi / lo > 100:
+            return ""
+        mantissa = round(v / 10 ** math.floor(math.log10(v) + 1e-9))
+        return _plain(v) if mantissa in ((2, 3, 5) if hi / lo <= 10 else (2, 5)) else ""
+
+    axis.set_minor_formatter(FuncFormatter(minor))
+
+
+def _datasets(rs: Sequence[Record]) -> List[str]:
+    out: List[str] = []
+    for r in rs:
+        d = r.get("dataset")
+        if d and str(d) not in out:
+            out.append(str(d))
+    return out
+
+
+def _title(title: Optional[str], default: str, datasets: Sequence[str]) -> str:
+    """``title`` (or ``default`` after the data sets' names), with the data
+    sets appended when it names none of them."""
+    names = ", ".join(datasets)
+    if title is None:
+        return f"{names}: {default}" if names else default
+    if names and not any(d in title for d in datasets):
+        return f"{title} ({names})"
+    return title
+
+
+def spread_labels(ax: Any, texts: Sequence[Any]) -> None:
+    """Places point labels (annotations offset from their point) so that none
+    overlaps a point or a label placed before it: each goes above right of its
+    point, else below right, above left or below left, else below the others."""
+    if len(texts) < 2:
+        return
+    from matplotlib.transforms import Bbox
+
+    fig = ax.figure
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    # The other points are obstacles too (about a marker's size).
+    r = 4.0 * fig.dpi / 72.0
+    points = [ax.transData.transform(t.xy) for t in texts]
+    dots = [Bbox.from_extents(x - r, y - r, x + r, y + r) for x, y in points]
+    placed: List[Any] = []
+    for i, t in enumerate(texts):
+        dx, dy = t.xyann
+        tries = [(dx, dy, "left"), (dx, -dy - 8, "left"), (-dx, dy, "right"), (-dx, -dy - 8, "right")]
+        obstacles = placed + dots[:i] + dots[i + 1:]
+        for x, y, ha in tries:
+            t.xyann = (x, y)
+            t.set_ha(ha)
+            if not any(t.get_window_extent(renderer).overlaps(b) for b in obstacles):
+                break
+        else:
+            t.xyann = (dx, dy)
+            t.set_ha("left")
+            for _ in range(len(texts)):
+                box = t.get_window_extent(renderer)
+                hit = next((b for b in placed if box.overlaps(b)), None)
+                if hit is None:
+                    break
+                t.xyann = (t.xyann[0], t.xyann[1] - (box.y1 - hit.y0 + 1.0) * 72.0 / fig.dpi)
+        placed.append(t.get_window_extent(renderer))
+
+
+def _widen(lim: Tuple[float, float], log: bool, low: float, high: float) -> Tuple[float, float]:
+    """``lim`` with its ends moved out by ``low`` and ``high`` of its span."""
+    lo, hi = lim
+    if log:
+        a, b = math.log10(lo), math.log10(hi)
+        return 10 ** (a - (b - a) * low), 10 ** (b + (b - a) * high)
+    return lo - (hi - lo) * low, hi + (hi - lo) * high
+
+
+def fit_labels(ax: Any, texts: Sequence[Any], pad_px: float = 4.0) -> None:
+    """Widens ``ax``'s x and y ranges until every text of ``texts`` (bar
+    labels, point labels) lies inside the frame, on linear or log axes (a bar
+    axis starting at 0 keeps its 0)."""
+    if not texts:
+        return
+    fig = ax.figure
+    for _ in range(8):
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        f = ax.get_window_extent(renderer)
+        boxes = [t.get_window_extent(renderer) for t in texts]
+        over = {
+            "left": f.x0 - min(b.x0 for b in boxes) + pad_px,
+            "right": max(b.x1 for b in boxes) - f.x1 + pad_px,
+            "bottom": f.y0 - min(b.y0 for b in boxes) + pad_px,
+            "top": max(b.y1 for b in boxes) - f.y1 + pad_px,
+        }
+        if all(v <= 0 for v in over.values()):
+            return
+
+        def share(v: float, size: float) -> float:
+            return max(v, 0.0) / max(size - max(v, 0.0), 1.0)
+
+        if over["left"] > 0 or over["right"] > 0:
+            ax.set_xlim(*_widen(ax.get_xlim(), ax.get_xscale() == "log",
+                                share(over["left"], f.width), share(over["right"], f.width)))
+        if over["bottom"] > 0 or over["top"] > 0:
+            lo = ax.get_ylim()[0]
+            low = 0.0 if lo == 0 else share(over["bottom"], f.height)
+            ax.set_ylim(*_widen(ax.get_ylim(), ax.get_yscale() == "log", low, share(over["top"], f.height)))
+
+
 def pareto(records: Sequence[Record], out: str, workload: str = "lookup", y: str = "pages",
            dataset: Optional[str] = None, cache: Optional[str] = None, title: Optional[str] = None) -> None:
     """Bits/key against I/O per operation, with the Pareto frontier; writes ``out``."""
@@ -118,6 +250,7 @@ def pareto(records: Sequence[Record], out: str, workload: str = "lookup", y: str
     multi = len({r.get("dataset") for r in rs}) > 1
     fig, ax = plt.subplots(figsize=(7, 4.5))
     skipped = []
+    labels: List[Any] = []
     by_ds: Dict[Any, List[Tuple[float, float]]] = {}
     for r in rs:
         yv = _y_value(r, y)
@@ -127,23 +260,26 @@ def pareto(records: Sequence[Record], out: str, workload: str = "lookup", y: str
             continue
         x = max(float(bits), 1e-3)
         ax.scatter([x], [yv], s=40, zorder=3)
-        ax.annotate(_label(r, multi), (x, yv), textcoords="offset points", xytext=(5, 4), fontsize=8)
+        labels.append(ax.annotate(_label(r, multi), (x, yv), textcoords="offset points", xytext=(5, 4),
+                                  fontsize=8))
         by_ds.setdefault(r.get("dataset"), []).append((x, float(yv)))
     for ds, pts in by_ds.items():
         front = pareto_frontier(pts)
         ax.plot([p[0] for p in front], [p[1] for p in front], "--", color="grey", lw=1, zorder=2,
                 label=f"Pareto frontier ({ds})" if multi else "Pareto frontier")
     ax.set_xscale("log")
+    plain_log_axis(ax.xaxis)
     ax.set_xlabel("memory (bits per key, log scale)")
     ax.set_ylabel(_Y_LABEL[y])
     ax.grid(True, which="both", alpha=0.3)
-    t = title or f"{workload}: memory vs I/O"
-    ax.set_title(t)
+    ax.set_title(_title(title, f"{workload}, memory vs I/O", _datasets(rs)))
     ax.legend(fontsize=8, loc="best")
     if skipped:
         fig.text(0.01, 0.01, f"not shown (no {y} data): {', '.join(sorted(set(skipped)))}", fontsize=7)
     fig.tight_layout(rect=(0, 0.04 if skipped else 0, 1, 1))
-    fig.savefig(out, dpi=120)
+    spread_labels(ax, labels)
+    fit_labels(ax, labels)
+    fig.savefig(out, dpi=120, bbox_inches="tight")
     plt.close(fig)
 
 
@@ -169,6 +305,7 @@ def bars(records: Sequence[Record], out: str, baseline: Optional[str] = None, da
         if n not in names:
             names.append(n)
     width = 0.8 / max(len(names), 1)
+    labels: List[Any] = []
     fig, ax = plt.subplots(figsize=(min(14, max(7, 0.3 * len(groups) * max(1, len(names)) + 2)), 5))
     for j, name in enumerate(names):
         xs, ys, ratios = [], [], []
@@ -189,8 +326,9 @@ def bars(records: Sequence[Record], out: str, baseline: Optional[str] = None, da
             ratios.append(t / bt if bt > 0 else float("nan"))
         bs = ax.bar(xs, ys, width=width, label=name)
         for b, ratio in zip(bs, ratios):
-            ax.annotate(f"{ratio:.2f}×", (b.get_x() + b.get_width() / 2, b.get_height()),
-                        textcoords="offset points", xytext=(0, 2), ha="center", fontsize=7, rotation=90)
+            labels.append(ax.annotate(f"{ratio:.2f}×", (b.get_x() + b.get_width() / 2, b.get_height()),
+                                      textcoords="offset points", xytext=(0, 2), ha="center", va="bottom",
+                                      fontsize=7, rotation=90))
     ax.set_xticks(range(len(groups)))
     ax.set_xticklabels([g[1] for g in groups], fontsize=8)
     ax.set_ylabel("throughput (kops/s)")
@@ -198,11 +336,13 @@ def bars(records: Sequence[Record], out: str, baseline: Optional[str] = None, da
     tputs = [float(r["throughput_ops_s"]) for r in rs if float(r["throughput_ops_s"]) > 0]
     if tputs and max(tputs) / min(tputs) > 30:
         ax.set_yscale("log")
+        plain_log_axis(ax.yaxis)
     ax.grid(True, axis="y", which="both", alpha=0.3)
-    ax.set_title(title or f"throughput; labels: ratio to {baseline or 'the first index'}")
-    ax.legend(fontsize=8, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.12))
+    ax.set_title(_title(title, f"throughput; labels: ratio to {baseline or 'the first index'}", _datasets(rs)))
+    ax.legend(fontsize=8, ncol=min(len(names), 4), loc="upper center", bbox_to_anchor=(0.5, -0.12))
     fig.tight_layout()
-    fig.savefig(out, dpi=120)
+    fit_labels(ax, labels)
+    fig.savefig(out, dpi=120, bbox_inches="tight")
     plt.close(fig)
 
 
@@ -231,15 +371,17 @@ def latency(records: Sequence[Record], out: str, workload: str = "lookup", datas
         ys = [top if q >= 1.0 else -math.log10(1.0 - q) for _, q in pts]
         ax.plot(xs, ys, "o-", label=_label(r, multi), ms=4)
     ax.set_xscale("log")
+    plain_log_axis(ax.xaxis)
     ax.set_yticks([-math.log10(0.5), 2, 3, top])
     ax.set_yticklabels(["p50", "p99", "p99.9", "max"])
     ax.set_xlabel("latency (µs, log scale)")
     ax.set_ylabel("quantile")
     ax.grid(True, which="both", alpha=0.3)
-    ax.set_title(title or f"{workload}: latency distribution")
-    ax.legend(fontsize=8)
+    ax.set_title(_title(title, f"{workload} latency distribution", _datasets(rs)))
+    # Beside the axes: CDFs fill the plot from corner to corner.
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     fig.tight_layout()
-    fig.savefig(out, dpi=120)
+    fig.savefig(out, dpi=120, bbox_inches="tight")
     plt.close(fig)
 
 
@@ -251,6 +393,7 @@ def design_map(doc: Dict[str, Any], out: str, title: Optional[str] = None) -> No
         raise ValueError('design map JSON needs a non-empty "designs" list')
     fig, ax = plt.subplots(figsize=(7, 4.5))
     pts = []
+    labels: List[Any] = []
     for d in designs:
         try:
             x, y = float(d["memory_bytes"]), float(d["modelled_us"])
@@ -261,34 +404,51 @@ def design_map(doc: Dict[str, Any], out: str, title: Optional[str] = None) -> No
         ax.scatter([max(x, 1.0)], [y], s=90 if chosen else 25, marker="*" if chosen else "o",
                    color="crimson" if chosen else "tab:blue", zorder=3)
         if chosen or len(designs) <= 12:
-            ax.annotate(str(d.get("label", "")), (max(x, 1.0), y), textcoords="offset points",
-                        xytext=(5, 4), fontsize=7)
+            labels.append(ax.annotate(str(d.get("label", "")), (max(x, 1.0), y), textcoords="offset points",
+                                      xytext=(5, 4), fontsize=7))
     front = pareto_frontier(pts)
     ax.plot([p[0] for p in front], [p[1] for p in front], "--", color="grey", lw=1, label="frontier")
     ax.set_xscale("log")
+    plain_log_axis(ax.xaxis)
     ax.set_xlabel("index memory (bytes, log scale)")
     ax.set_ylabel(f"modelled lookup time (µs, profile {doc.get('profile', '?')})")
     ax.grid(True, which="both", alpha=0.3)
-    ax.set_title(title or f"AirTune design map: {doc.get('dataset', '')}")
-    ax.legend(fontsize=8)
+    ds = [str(doc["dataset"])] if doc.get("dataset") else []
+    ax.set_title(_title(title, "AirTune design map", ds))
+    ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
-    fig.savefig(out, dpi=120)
+    spread_labels(ax, labels)
+    fit_labels(ax, labels)
+    fig.savefig(out, dpi=120, bbox_inches="tight")
     plt.close(fig)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of ``python -m strata.plot``."""
-    ap = argparse.ArgumentParser(prog="python -m strata.plot", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m strata.plot",
+        description="Figures from the JSON Lines that `strata bench` and strata.bench() write "
+                    "(and from AirTune's design JSON).",
+        epilog="Example: python -m strata.plot osm.jsonl --kind bars --baseline btree --out osm-bars.png",
+    )
     ap.add_argument("inputs", nargs="+", help="bench JSON Lines files (one JSON file for design-map)")
     ap.add_argument("--out", required=True, help="output image (PNG, SVG, PDF by extension)")
-    ap.add_argument("--kind", default="pareto", choices=["pareto", "bars", "latency", "design-map"])
+    ap.add_argument(
+        "--kind", default="pareto", choices=["pareto", "bars", "latency", "design-map"],
+        help="pareto: memory (bits/key) against I/O per operation with the Pareto frontier; "
+             "bars: throughput per index and workload, each bar labelled with its ratio to the baseline; "
+             "latency: latency CDFs from the percentiles; "
+             "design-map: AirTune's candidate designs, memory against modelled time "
+             "(input: one JSON document, see the module's docstring) (default: %(default)s)")
     ap.add_argument("--workload", default=None, help="workload to plot (pareto/latency; default lookup)")
     ap.add_argument("--workloads", default=None, help="comma-separated workloads to keep (bars)")
     ap.add_argument("--dataset", default=None, help="keep one dataset")
     ap.add_argument("--cache", default=None, help="keep one cache state (cold, os, lru:N)")
     ap.add_argument("--baseline", default=None, help="baseline kind or spec of the ratios (bars)")
     ap.add_argument("--y", default="pages", choices=["pages", "modelled", "latency"], help="y axis (pareto)")
-    ap.add_argument("--title", default=None)
+    ap.add_argument("--title", default=None,
+                    help="title of the figure (default: the data sets, then what the figure shows; "
+                         "the data sets are appended when TITLE names none of them)")
     a = ap.parse_args(argv)
     try:
         if a.kind == "design-map":

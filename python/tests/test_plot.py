@@ -88,3 +88,99 @@ def test_cli_reports_bad_input(tmp_path):
     p = subprocess.run([sys.executable, "-m", "strata.plot", str(bad), "--out", str(tmp_path / "o.png")],
                        capture_output=True, text=True)
     assert p.returncode == 2 and "not JSON" in p.stderr
+
+
+def test_help_describes_every_option_without_markup():
+    p = subprocess.run([sys.executable, "-m", "strata.plot", "--help"], capture_output=True, text=True, check=True)
+    text = " ".join(p.stdout.split())
+    assert "``" not in text
+    assert "bars: throughput per index and workload" in text
+    assert "latency: latency CDFs" in text
+    assert "--title TITLE title of the figure" in text
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    """The figures the plot functions save, kept open for inspection."""
+    import matplotlib.figure
+
+    saved = []
+    original = matplotlib.figure.Figure.savefig
+
+    def savefig(self, *args, **kwargs):
+        saved.append(self)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", savefig)
+    return saved
+
+
+def renderer(fig):
+    """A renderer of a saved (and closed) figure, laid out as it was saved."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    return canvas.get_renderer()
+
+
+def inside(fig, ax, texts):
+    r = renderer(fig)
+    frame = ax.get_window_extent(r)
+    return all(frame.x0 <= b.x0 and b.x1 <= frame.x1 and frame.y0 <= b.y0 and b.y1 <= frame.y1
+               for b in (t.get_window_extent(r) for t in texts))
+
+
+def test_bar_labels_inside_the_frame_and_the_data_set_in_the_title(tmp_path, figures):
+    # A tall bar among short ones (log scale) and a linear case.
+    for scale, tputs in (("log", [5000, 400_000, 3000]), ("linear", [5000, 9000, 7000])):
+        recs = [rec(s, "lookup", t, 1.0, 1.0, dataset="osm-like") for s, t in zip(["btree", "zonemap", "pgm"], tputs)]
+        plot.bars(recs, str(tmp_path / f"b-{scale}.png"), baseline="btree")
+        fig = figures[-1]
+        ax = fig.axes[0]
+        assert ax.get_yscale() == scale
+        assert ax.get_title().startswith("osm-like: throughput"), ax.get_title()
+        labels = [t for t in ax.texts if t.get_text().endswith("×")]
+        assert len(labels) == 3 and inside(fig, ax, labels)
+    # A title of one's own gets the data set when it names none.
+    plot.bars(RECORDS, str(tmp_path / "t.png"), dataset="fb-like", title="throughput")
+    assert figures[-1].axes[0].get_title() == "throughput (fb-like)"
+
+
+def test_log_ticks_are_plain_and_sparse():
+    plt = plot._plt()
+    for lo, hi, want in ((1, 5, ["1", "2", "3", "5"]), (1, 40, ["1", "2", "5", "10", "20"]),
+                         (0.05, 2000, ["0.1", "1", "10", "100", "1k"])):
+        fig, ax = plt.subplots()
+        ax.plot([lo, hi], [1, 2])
+        ax.set_xscale("log")
+        plot.plain_log_axis(ax.xaxis)
+        ax.set_xlim(lo, hi)
+        fig.canvas.draw()
+        shown = [t.get_text() for t in ax.xaxis.get_majorticklabels() + ax.xaxis.get_minorticklabels()
+                 if t.get_text() and lo <= t.get_position()[0] <= hi]
+        assert sorted(set(shown)) == sorted(want) and len(shown) == len(want), (lo, hi, shown)
+        assert not any("$" in s or "10^" in s for s in shown)
+        plt.close(fig)
+
+
+def test_labels_of_coinciding_points_do_not_overlap(tmp_path, figures):
+    recs = [rec("leco-zonemap-d", "lookup", 5000, 0.11, 1.0), rec("db:memory=budget", "lookup", 5000, 0.11, 1.0),
+            rec("btree", "lookup", 5000, 4.0, 1.0)]
+    plot.pareto(recs, str(tmp_path / "p.png"))
+    fig = figures[-1]
+    ax = fig.axes[0]
+    r = renderer(fig)
+    boxes = [t.get_window_extent(r) for t in ax.texts]
+    assert len(boxes) == 3
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    assert inside(fig, ax, ax.texts)
+
+
+def test_latency_legend_beside_the_curves(tmp_path, figures):
+    plot.latency(RECORDS, str(tmp_path / "l.png"), dataset="fb-like")
+    fig = figures[-1]
+    ax = fig.axes[0]
+    r = renderer(fig)
+    assert ax.get_legend().get_window_extent(r).x0 >= ax.get_window_extent(r).x1
+    assert "fb-like" in ax.get_title()
