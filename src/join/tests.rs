@@ -88,14 +88,17 @@ fn check_all(outer: &[JoinRecord], inner: &[JoinRecord], kinds: &[&str]) {
     let keys: Vec<u64> = sorted_inner.iter().map(|r| r.0).collect();
     for kind in kinds {
         let dir = tmp.path().join(kind.replace(':', "_"));
-        crate::registry::build(
-            &kind.parse::<IndexSpec>().unwrap(),
-            &keys,
-            &dir,
-            &BuildOptions::default(),
-        )
-        .unwrap();
-        let idx = crate::registry::open(&dir, &OpenOptions::default()).unwrap();
+        crate::index::registry()
+            .build(
+                &kind.parse::<IndexSpec>().unwrap(),
+                &keys,
+                &dir,
+                &BuildOptions::default(),
+            )
+            .unwrap();
+        let idx = crate::index::registry()
+            .open(&dir, &OpenOptions::default())
+            .unwrap();
         let rel = IndexRelation::new(*kind, idx.as_ref());
         for threads in [1, 2] {
             let jo = opts(MemoryBudget::new(1 << 20).unwrap(), threads, &spill);
