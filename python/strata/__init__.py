@@ -98,6 +98,7 @@ __all__ = [
     "build",
     "dists",
     "gen",
+    "join",
     "kinds",
     "open",
     "peers",
@@ -341,6 +342,53 @@ def tune(
         local_dir = os.path.dirname(os.path.abspath(o))
     return _strata.tune(
         k, profile, o, top_k, memory_budget, builders, threads, samples, page_size, local_dir,
+    )
+
+
+def join(
+    outer: Any,
+    inner: Any,
+    algo: str,
+    memory: Union[int, str, None] = None,
+    threads: int = 1,
+    batch: int = 4096,
+    *,
+    outer_sorted: bool = True,
+    inner_sorted: bool = True,
+    out: Optional[PathLike] = None,
+    spill_dir: Optional[PathLike] = None,
+) -> Dict[str, Any]:
+    """Joins two relations on their keys, within a memory budget.
+
+    ``outer`` and ``inner`` are each a SOSD key file path, a ``uint64`` key
+    array (a record's payload is its position; the outer keys may repeat,
+    the inner ones may not) or an open :class:`Index` (its records; an
+    ``Index`` as ``inner`` is what ``algo="inlj"`` probes). ``algo`` is
+    ``"inlj"`` (index nested-loop join: the outer keys in batches of
+    ``batch`` probed with the index's batched lookups), ``"smj"``
+    (sort-merge join: an external merge sort of what is not sorted) or
+    ``"hash"`` (Grace hash join). ``memory`` (bytes or ``"64M"``; default
+    256 MiB, at least 1 MiB) bounds the join's buffers; ``threads`` runs
+    probe batches or partitions in parallel. ``outer_sorted`` /
+    ``inner_sorted`` say whether key files are sorted (non-decreasing; a
+    key out of order is then :class:`InvalidInputError`). ``out`` writes the
+    matched ``(key, outer payload, inner payload)`` triples to a new file;
+    ``spill_dir`` is where spill files go (removed at the end).
+
+    Returns ``count``, ``checksum`` (order-independent: equal for equal
+    outputs, whatever the algorithm), ``seconds``, ``spill_bytes_written``,
+    ``spill_bytes_read`` and ``passes``.
+    """
+    def rel(x: Any) -> Any:
+        if isinstance(x, (str, os.PathLike)):
+            return os.fspath(x)
+        if isinstance(x, Index):
+            return x
+        return as_keys(x)
+
+    return _strata.join(
+        rel(outer), rel(inner), algo, memory, threads, batch, outer_sorted, inner_sorted,
+        None if out is None else os.fspath(out), None if spill_dir is None else os.fspath(spill_dir),
     )
 
 

@@ -238,6 +238,18 @@ def bench(
     page_size: int = 4096,
     dataset: str = "data",
 ) -> List[Dict[str, Any]]: ...
+def join(
+    outer: Any,
+    inner: Any,
+    algo: str,
+    memory: Union[int, str, None] = None,
+    threads: int = 1,
+    batch: int = 4096,
+    outer_sorted: bool = True,
+    inner_sorted: bool = True,
+    out: Optional[str] = None,
+    spill_dir: Optional[str] = None,
+) -> Dict[str, Any]: ...
 def tune(
     keys: _U64Array,
     profile: str = "nvme",

@@ -27,7 +27,12 @@ pub struct PyIndex {
 }
 
 impl PyIndex {
-    fn idx(&self) -> PyResult<Arc<dyn Index>> {
+    /// The directory, for names in reports.
+    pub(crate) fn path_string(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    pub(crate) fn idx(&self) -> PyResult<Arc<dyn Index>> {
         self.inner
             .read()
             .clone()

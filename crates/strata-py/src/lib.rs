@@ -13,6 +13,7 @@
 //! | `lsm.rs` | `LsmStore` (the LSM store `strata::lsm::Store`) |
 //! | `bench.rs` | `bench`, `workloads`, `peers` |
 //! | `tune.rs` | `tune` (AirTune) |
+//! | `join.rs` | `join` (external-memory joins) |
 //! | this file | `kinds`, `profiles`, `__version__` |
 //!
 //! Adding a binding: a file like `db.rs` or `tune.rs` (a `#[pyclass]` or
@@ -27,6 +28,7 @@ mod data;
 mod db;
 mod errors;
 mod index;
+mod join;
 mod lsm;
 mod tune;
 
@@ -58,6 +60,7 @@ fn _strata(m: &Bound<'_, PyModule>) -> PyResult<()> {
     data::register(m)?;
     index::register(m)?;
     db::register(m)?;
+    join::register(m)?;
     lsm::register(m)?;
     bench::register(m)?;
     tune::register(m)?;
