@@ -319,3 +319,32 @@ fn btree_scans_read_ahead_the_same_pages() {
         }
     }
 }
+
+/// Dense sorted probes (a join's outer keys): the layered engine reads the
+/// union of overlapping or touching ranges once (at most 16 pages per
+/// read), so each page is read once, in far fewer read calls than one by
+/// one, with the same answers.
+#[test]
+fn dense_probes_read_each_page_once() {
+    let (keys, _) = data();
+    let probe: Vec<u64> = keys[50_000..60_000].iter().flat_map(|&k| [k, k + 1]).collect();
+    for spec in ["pgm", "gap-zonemap-d"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let s: IndexSpec = spec.parse().unwrap();
+        strata::registry::build(&s, &keys, tmp.path(), &BuildOptions::default()).unwrap();
+        let opts = OpenOptions {
+            direct: true,
+            ..OpenOptions::default()
+        };
+        let idx = strata::registry::open(tmp.path(), &opts).unwrap();
+        let (want, _, one, _) = one_by_one(idx.as_ref(), &probe);
+        let (got, _, many, _) = batched(idx.as_ref(), &probe);
+        assert_eq!(got, want, "{spec}");
+        // 10,000 keys over 40 pages of 255 records: 41 pages where they do
+        // not start on a page, one more at each end for the windows.
+        let pages = 10_000u64.div_ceil(255) + 3;
+        assert!(many[1] <= pages, "{spec}: {many:?} pages read, at most {pages}");
+        assert!(many[0] <= pages.div_ceil(16) + 2, "{spec}: {many:?} read calls");
+        assert!(one[0] >= 20_000, "{spec}: one by one {one:?}");
+    }
+}

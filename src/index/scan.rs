@@ -314,6 +314,10 @@ impl<F: Fn(u64) -> Result<Located>> Cursor for DataRunCursor<'_, F> {
     }
 }
 
+/// Pages a read of a batched lookup may grow to when it takes the
+/// overlapping ranges of the keys after the first.
+const MAX_COALESCED_PAGES: u64 = 16;
+
 /// What a batched lookup answers for each key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Goal {
@@ -345,8 +349,10 @@ struct PageReq {
 }
 
 /// The lookups of a batch as a [`ReadStream`]: `next` predicts keys in
-/// order until one needs other pages than the key before it (keys needing
-/// the same pages share one read), `done` searches the pages for their
+/// order until one needs other pages than the keys before it (keys needing
+/// the same pages share one read, and with all-at-once fetching keys whose
+/// ranges overlap or touch share a read of their union, up to
+/// [`MAX_COALESCED_PAGES`]), `done` searches the pages for their
 /// keys and queues the reads some still need (the next page with
 /// [`Fetch::OneByOne`], a lower bound's page after its range).
 struct Lookups<'r, P> {
@@ -473,6 +479,18 @@ impl<P: FnMut(usize) -> Result<ApproxPos>> ReadStream for Lookups<'_, P> {
             match &mut cur {
                 None => cur = Some(PageReq { a, b, keys: vec![i] }),
                 Some(c) if c.a == a && c.b == b => c.keys.push(i),
+                // Keys in order whose ranges overlap or touch (dense probes,
+                // such as a join's): one read of their union, each page read
+                // once.
+                Some(c)
+                    if self.fetch == Fetch::AllAtOnce
+                        && c.a <= a
+                        && a <= c.b
+                        && b.max(c.b) - c.a <= MAX_COALESCED_PAGES =>
+                {
+                    c.b = c.b.max(b);
+                    c.keys.push(i);
+                }
                 Some(_) => {
                     self.ahead = Some((i, step));
                     break;

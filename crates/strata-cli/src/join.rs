@@ -60,6 +60,11 @@ pub struct JoinArgs {
     /// Read the index through the OS page cache instead of O_DIRECT.
     #[arg(long)]
     no_direct: bool,
+    /// Pages of an LRU cache in front of the index's files (0: none). With
+    /// a sorted outer relation, consecutive probes whose windows share a
+    /// page then read it once.
+    #[arg(long, default_value_t = 0)]
+    cache_pages: usize,
     /// Write the matched triples (key, outer payload, inner payload) to
     /// this file (docs/format/join-pairs.md); otherwise only count them.
     #[arg(long)]
@@ -116,6 +121,7 @@ pub fn run(a: JoinArgs, quiet: bool) -> Result<()> {
         .transpose()?;
     let open_opts = OpenOptions {
         direct: !a.no_direct,
+        cache_pages: a.cache_pages,
         profile: profile.clone(),
         queue_depth: a.queue_depth.clamp(1, strata::storage::MAX_QUEUE_DEPTH),
         ..OpenOptions::default()
