@@ -21,7 +21,7 @@ use crate::{Error, Result};
 /// - `trigger`: `budget` (default), `constant` (merge at `memory / 2` bytes of
 ///   the writable stage, whatever the static index takes) or `ratio:R`;
 /// - `sync`: `never` (default: the [`Index`] contract — durable at
-///   [`Index::sync`]), `every` or a number of milliseconds;
+///   [`Index::sync`]), `always` (or `every`) or a period in milliseconds;
 /// - `merge`: `background` (default) or `inline`;
 /// - `insert`: `checked` (default: [`Index::insert`] reads the old value, as
 ///   the trait promises) or `blind` (a plain [`Db::put`], returning `None`:
@@ -36,19 +36,10 @@ struct KindConfig {
     blind: bool,
 }
 
-/// The `sync` parameter of a store kind: `never` (default), `every` (or
-/// `always`) or a number of milliseconds.
+/// The `sync` parameter of a store kind: `never` (default), `always` (or
+/// `every`) or a period in milliseconds ([`SyncPolicy::from_str`](std::str::FromStr)).
 pub(crate) fn sync_param(params: &Params) -> Result<SyncPolicy> {
-    let sync_text = params.str("sync", "never")?;
-    Ok(match sync_text.as_str() {
-        "never" => SyncPolicy::Never,
-        "every" | "always" => SyncPolicy::Always,
-        ms => {
-            SyncPolicy::EveryMs(ms.parse().map_err(|_| {
-                Error::invalid(format!("sync must be never, every or milliseconds, got {ms:?}"))
-            })?)
-        }
-    })
+    params.str("sync", "never")?.parse()
 }
 
 /// The `insert` parameter of a store kind: `checked` (default, false) or

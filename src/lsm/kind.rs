@@ -25,7 +25,7 @@ use crate::{Error, Result};
 ///   64M), split by [`Options::parse_spec`] into memtables, block cache,
 ///   index and filter;
 /// - `sync`: `never` (default: the [`Index`] contract — durable at
-///   [`Index::sync`]), `every` (or `always`) or a number of milliseconds,
+///   [`Index::sync`]), `always` (or `every`) or a period in milliseconds,
 ///   as for `db`;
 /// - `background`: flushes and compactions on a background thread (`true`,
 ///   default) or inline in the writer (`false`);

@@ -25,8 +25,10 @@ struct StoreArgs {
     /// Memory budget of the store (dynamic stages + static index), e.g. 64M.
     #[arg(long, default_value = "64M")]
     memory: String,
-    /// When writes are synced: every, never, or a number of milliseconds.
-    #[arg(long, default_value = "every")]
+    /// When writes are synced: always (or every: each write is on stable
+    /// storage when it returns), never (at close), or a period in
+    /// milliseconds (10 or 10ms: a background sync).
+    #[arg(long, default_value = "always")]
     sync: String,
 }
 
@@ -111,15 +113,10 @@ pub(crate) fn memory_arg(memory: &str) -> Result<u64> {
         .ok_or_else(|| Error::invalid(format!("--memory must be a size such as 64M, got {memory:?}")))
 }
 
-/// The value of `--sync`: `every` (or `always`), `never` or milliseconds.
+/// The value of `--sync`: `always` (or `every`), `never` or a period in
+/// milliseconds, as the kinds' `sync=` parameter reads it.
 pub(crate) fn sync_arg(sync: &str) -> Result<SyncPolicy> {
-    Ok(match sync {
-        "every" | "always" => SyncPolicy::Always,
-        "never" => SyncPolicy::Never,
-        ms => SyncPolicy::EveryMs(ms.parse().map_err(|_| {
-            Error::invalid(format!("--sync must be every, never or milliseconds, got {ms:?}"))
-        })?),
-    })
+    sync.parse()
 }
 
 fn options(s: &StoreArgs) -> Result<Options> {

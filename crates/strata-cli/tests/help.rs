@@ -1,0 +1,88 @@
+//! What a new user meets (issue 21): help texts that name what the parsers
+//! accept, parameters listed with their defaults, options that agree with
+//! each other, and commands that leave no files behind.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn strata(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(args)
+        .output()
+        .expect("run strata")
+}
+
+/// Stdout of a run that must succeed.
+fn ok(args: &[&str]) -> String {
+    let out = strata(args);
+    assert!(
+        out.status.success(),
+        "strata {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf-8 output")
+}
+
+/// Stderr of a run that must fail.
+fn fail(args: &[&str]) -> String {
+    let out = strata(args);
+    assert!(!out.status.success(), "strata {args:?} should fail");
+    String::from_utf8(out.stderr).expect("utf-8 error")
+}
+
+fn p(path: &Path) -> &str {
+    path.to_str().expect("utf-8 path")
+}
+
+/// `--sync` of `db` and `lsm` and the kinds' `sync=` take `always` (Python's
+/// word) and `every`, `never` and a period; help and errors name both words.
+#[test]
+fn sync_takes_always_and_every() {
+    let tmp = tempfile::tempdir().unwrap();
+    let st = tmp.path().join("st");
+    for (i, sync) in ["always", "every", "never", "10", "10ms"].iter().enumerate() {
+        ok(&["db", "put", p(&st), &i.to_string(), "7", "--sync", sync, "-q"]);
+    }
+    assert_eq!(ok(&["db", "get", p(&st), "4", "-q"]), "4\t7\n");
+    let lsm = tmp.path().join("lsm");
+    ok(&["lsm", "put", p(&lsm), "k", "v", "--sync", "every", "-q"]);
+    for args in [
+        vec!["db", "put", p(&st), "1", "2", "--sync", "sometimes"],
+        vec!["lsm", "put", p(&lsm), "k", "v", "--sync", "sometimes"],
+    ] {
+        let e = fail(&args);
+        for word in ["always", "every", "never", "milliseconds"] {
+            assert!(e.contains(word), "{args:?}: {e}");
+        }
+    }
+    for cmd in [["db", "put"], ["lsm", "put"]] {
+        let help = ok(&[cmd[0], cmd[1], "--help"]);
+        assert!(help.contains("always (or every"), "{cmd:?}: {help}");
+    }
+    // The kinds' `sync=`, the same words.
+    let keys = tmp.path().join("k.keys");
+    ok(&["gen", "--dist", "uniform", "--n", "2000", "--out", p(&keys), "-q"]);
+    for spec in ["db:sync=every", "db:sync=always", "lsm:sync=every,memory=4M"] {
+        let out = tmp.path().join(spec.replace([':', ',', '='], "-"));
+        ok(&[
+            "build",
+            "--index",
+            spec,
+            "--data",
+            p(&keys),
+            "--out",
+            p(&out),
+            "-q",
+        ]);
+    }
+    let e = fail(&[
+        "build",
+        "--index",
+        "db:sync=sometimes",
+        "--data",
+        p(&keys),
+        "--out",
+        p(&tmp.path().join("bad")),
+    ]);
+    assert!(e.contains("always (or every)"), "{e}");
+}
