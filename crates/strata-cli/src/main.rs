@@ -163,7 +163,7 @@ struct ScanArgs {
     /// Index directory.
     dir: PathBuf,
     /// First key (the scan starts at its lower bound).
-    #[arg(long)]
+    #[arg(long, default_value_t = 0)]
     from: u64,
     /// Number of records.
     #[arg(long, default_value_t = 10)]

@@ -86,3 +86,29 @@ fn sync_takes_always_and_every() {
     ]);
     assert!(e.contains("always (or every)"), "{e}");
 }
+
+/// `scan` starts at key 0 without `--from`, as `db scan` does.
+#[test]
+fn scan_defaults_from_to_zero() {
+    let tmp = tempfile::tempdir().unwrap();
+    let keys = tmp.path().join("k.keys");
+    let idx = tmp.path().join("idx");
+    ok(&["gen", "--dist", "dense", "--n", "3000", "--out", p(&keys), "-q"]);
+    ok(&[
+        "build",
+        "--index",
+        "pgm",
+        "--data",
+        p(&keys),
+        "--out",
+        p(&idx),
+        "-q",
+    ]);
+    let dense = ok(&["scan", p(&idx), "--count", "3"]);
+    assert_eq!(dense, ok(&["scan", p(&idx), "--from", "0", "--count", "3"]));
+    assert_eq!(dense.lines().count(), 3, "{dense}");
+    assert!(dense.ends_with("\t2\n"), "ranks 0, 1, 2: {dense}");
+    let st = tmp.path().join("st");
+    ok(&["db", "load", p(&st), "--data", p(&keys), "-q"]);
+    assert_eq!(ok(&["db", "scan", p(&st), "--count", "3"]), dense);
+}
