@@ -254,8 +254,8 @@ struct ProfileArgs {
 struct AnalyzeArgs {
     #[command(flatten)]
     keys: KeyFileArgs,
-    /// Error bounds to segment at.
-    #[arg(long, value_delimiter = ',', default_values_t = [16u64, 64, 256, 1024])]
+    /// Error bounds to segment at: `--eps 16 64 256` or `--eps 16,64,256`.
+    #[arg(long, num_args = 1.., value_delimiter = ',', default_values_t = [16u64, 64, 256, 1024])]
     eps: Vec<u64>,
 }
 
@@ -833,28 +833,65 @@ fn verify_store(dir: &Path, quiet: bool) -> Result<()> {
     Ok(())
 }
 
+/// What `strata analyze` prints, fields in this order.
+#[derive(serde::Serialize)]
+struct Analysis {
+    file: String,
+    n: usize,
+    min: Option<u64>,
+    max: Option<u64>,
+    pages_4k: u64,
+    segments: SegmentsByEps,
+}
+
+/// PGM segments at each error bound, plain and with zero intervals.
+#[derive(serde::Serialize)]
+struct SegmentCounts {
+    pgm: usize,
+    pgm_zero_interval: usize,
+}
+
+/// A JSON object keyed by ε in numeric order (`"16"`, `"64"`, ..., `"1024"`;
+/// a `serde_json::Map` would sort the keys as strings).
+struct SegmentsByEps(Vec<(u64, SegmentCounts)>);
+
+impl serde::Serialize for SegmentsByEps {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (eps, counts) in &self.0 {
+            m.serialize_entry(&eps.to_string(), counts)?;
+        }
+        m.end()
+    }
+}
+
 fn analyze(a: AnalyzeArgs, quiet: bool) -> Result<()> {
     let keys = read_key_file(&a.keys, quiet)?;
     let per_page = strata::format::records_per_page(4096) as u64;
+    let mut eps = a.eps.clone();
+    eps.sort_unstable();
+    eps.dedup();
     let pb = progress(quiet, None, "segmenting");
-    let mut segs = serde_json::Map::new();
-    for &e in &a.eps {
-        let plain = strata::model::optimal_pla(&keys, e).len();
-        let zero = strata::model::optimal_pla_zero_interval(&keys, e, per_page).len();
-        segs.insert(
-            e.to_string(),
-            serde_json::json!({ "pgm": plain, "pgm_zero_interval": zero }),
-        );
-    }
+    let segments = eps
+        .iter()
+        .map(|&e| {
+            let counts = SegmentCounts {
+                pgm: strata::model::optimal_pla(&keys, e).len(),
+                pgm_zero_interval: strata::model::optimal_pla_zero_interval(&keys, e, per_page).len(),
+            };
+            (e, counts)
+        })
+        .collect();
     pb.finish_and_clear();
-    let out = serde_json::json!({
-        "file": a.keys.data.display().to_string(),
-        "n": keys.len(),
-        "min": keys.first(),
-        "max": keys.last(),
-        "pages_4k": (keys.len() as u64).div_ceil(per_page),
-        "segments": segs,
-    });
+    let out = Analysis {
+        file: a.keys.data.display().to_string(),
+        n: keys.len(),
+        min: keys.first().copied(),
+        max: keys.last().copied(),
+        pages_4k: (keys.len() as u64).div_ceil(per_page),
+        segments: SegmentsByEps(segments),
+    };
     println!(
         "{}",
         serde_json::to_string_pretty(&out).map_err(|e| Error::invalid(e.to_string()))?

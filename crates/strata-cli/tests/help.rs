@@ -112,3 +112,44 @@ fn scan_defaults_from_to_zero() {
     ok(&["db", "load", p(&st), "--data", p(&keys), "-q"]);
     assert_eq!(ok(&["db", "scan", p(&st), "--count", "3"]), dense);
 }
+
+/// The ε keys of `analyze`'s `segments`, in the order printed.
+fn eps_keys(analysis: &str) -> Vec<u64> {
+    let seg = analysis.split("\"segments\"").nth(1).expect("a segments object");
+    seg.lines()
+        .filter_map(|l| l.trim().strip_prefix('"')?.split_once("\": {"))
+        .map(|(k, _)| k.parse().expect("an integer key"))
+        .collect()
+}
+
+/// `analyze --eps` takes several values after one flag (as its default
+/// shows), or comma-separated, and prints ε in numeric order.
+#[test]
+fn analyze_takes_several_eps_and_prints_them_in_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    let keys = tmp.path().join("k.keys");
+    ok(&[
+        "gen",
+        "--dist",
+        "fb-like",
+        "--n",
+        "20000",
+        "--out",
+        p(&keys),
+        "-q",
+    ]);
+    let help = ok(&["analyze", "--help"]);
+    assert!(help.contains("[default: 16 64 256 1024]"), "{help}");
+    let default = ok(&["analyze", "--data", p(&keys), "-q"]);
+    assert_eq!(eps_keys(&default), [16, 64, 256, 1024], "{default}");
+    let spaced = ok(&["analyze", "--eps", "256", "16", "64", "--data", p(&keys), "-q"]);
+    assert_eq!(eps_keys(&spaced), [16, 64, 256], "{spaced}");
+    let commas = ok(&["analyze", "--data", p(&keys), "--eps", "64,16,256", "-q"]);
+    assert_eq!(spaced, commas);
+    // The counts are those of the default run.
+    let v: serde_json::Value = serde_json::from_str(&spaced).unwrap();
+    let d: serde_json::Value = serde_json::from_str(&default).unwrap();
+    assert_eq!(v["segments"]["64"], d["segments"]["64"]);
+    assert!(v["segments"]["16"]["pgm"].as_u64().unwrap() >= v["segments"]["256"]["pgm"].as_u64().unwrap());
+    assert_eq!(v["n"], 20000);
+}
