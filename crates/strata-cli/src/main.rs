@@ -227,7 +227,8 @@ struct BenchArgs {
     /// Read through the OS page cache instead of O_DIRECT (not cold).
     #[arg(long)]
     no_direct: bool,
-    /// Where indexes are built (default: a directory next to the key file).
+    /// Where indexes are built, kept afterwards (default: a temporary
+    /// directory beside the key file, on its device, removed at the end).
     #[arg(long)]
     work_dir: Option<PathBuf>,
     /// Page size for the builds.
@@ -620,15 +621,15 @@ fn bench(a: BenchArgs, quiet: bool) -> Result<()> {
         .iter()
         .map(|s| s.parse())
         .collect::<Result<Vec<Workload>>>()?;
-    let work_dir = a.work_dir.clone().unwrap_or_else(|| {
-        let stem = a
-            .keys
-            .data
-            .file_name()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        a.keys.data.with_file_name(format!("{stem}.bench"))
-    });
+    // Removed when dropped, at the end of this function (also on an error).
+    let scratch;
+    let work_dir = match &a.work_dir {
+        Some(d) => d.clone(),
+        None => {
+            scratch = bench_scratch_dir(&a.keys.data)?;
+            scratch.path().to_path_buf()
+        }
+    };
     let profile = resolve_profile(&a.profile, &work_dir, quiet)?;
     let dataset = a.dataset.clone().unwrap_or_else(|| {
         a.keys
@@ -661,6 +662,23 @@ fn bench(a: BenchArgs, quiet: bool) -> Result<()> {
         None => JsonSink::Stdout,
     };
     run_bench(&opts, &keys, sink, quiet).map(|_| ())
+}
+
+/// The default work directory of `strata bench`: a new temporary directory
+/// beside the key file (so indexes live on the device of the data, with
+/// `O_DIRECT`, which a `tmpfs` /tmp lacks), or in the system's temporary
+/// directory if the key file's is not writable. Removed when dropped.
+fn bench_scratch_dir(key_file: &Path) -> Result<tempfile::TempDir> {
+    let beside = match key_file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let mut named = tempfile::Builder::new();
+    named.prefix(".strata-bench-");
+    named
+        .tempdir_in(beside)
+        .or_else(|_| named.tempdir())
+        .map_err(|e| Error::io(beside, e))
 }
 
 /// Where `run_bench` writes JSON Lines.

@@ -153,3 +153,79 @@ fn analyze_takes_several_eps_and_prints_them_in_order() {
     assert!(v["segments"]["16"]["pgm"].as_u64().unwrap() >= v["segments"]["256"]["pgm"].as_u64().unwrap());
     assert_eq!(v["n"], 20000);
 }
+
+/// The names in a directory, sorted.
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// `bench` builds in a temporary directory it removes: nothing new beside
+/// the key file (it left a `k.keys.bench/` there), for a read-only and a
+/// write workload; `--work-dir` keeps the given directory.
+#[test]
+fn bench_leaves_no_work_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let keys = tmp.path().join("k.keys");
+    let json = tmp.path().join("out.jsonl");
+    ok(&[
+        "gen",
+        "--dist",
+        "uniform",
+        "--n",
+        "20000",
+        "--out",
+        p(&keys),
+        "-q",
+    ]);
+    let before = names(tmp.path());
+    let bench = |extra: &[&str]| {
+        let mut args = vec![
+            "bench",
+            "--data",
+            p(&keys),
+            "--ops",
+            "200",
+            "--json",
+            p(&json),
+            "-q",
+        ];
+        args.extend_from_slice(extra);
+        ok(&args);
+        std::fs::remove_file(&json).unwrap();
+    };
+    let reads = ["--index", "btree", "--index", "pgm", "--workload", "lookup"];
+    bench(&reads);
+    assert_eq!(names(tmp.path()), before);
+    bench(&[
+        "--index",
+        "btree",
+        "--index",
+        "db",
+        "--workload",
+        "ycsb-write-only",
+    ]);
+    assert_eq!(names(tmp.path()), before);
+    // A failed run (a kind that cannot take writes) leaves nothing either.
+    let e = fail(&[
+        "bench",
+        "--data",
+        p(&keys),
+        "--index",
+        "pgm",
+        "--workload",
+        "ycsb-a",
+        "--ops",
+        "100",
+        "-q",
+    ]);
+    assert!(e.starts_with("error: "), "{e}");
+    assert_eq!(names(tmp.path()), before);
+    let work = tmp.path().join("work");
+    bench(&[&reads[..], &["--work-dir", p(&work)]].concat());
+    assert!(!names(&work).is_empty(), "--work-dir is kept");
+}
