@@ -435,26 +435,40 @@ impl Registry {
         path: &Path,
         opts: &BuildOptions,
     ) -> Result<BuildReport> {
-        // Nothing is created for a spec the kind would refuse.
+        // Nothing is created for a spec the kind would refuse, or for keys
+        // out of order.
         self.check_spec(spec, opts)?;
-        let existed = path.exists();
-        let dir: Arc<dyn Directory> = Arc::new(FsDirectory::create_all(path)?);
-        // No reader may have the directory open while it is rebuilt.
-        let lock = match self.find(&spec.kind)?.dir_lock() {
-            Some(_) => Some(dir.lock(LockMode::Exclusive)?),
-            None => None,
-        };
-        let built = self.build_in(spec, records, dir.clone(), opts);
-        if built.is_err() && !existed {
-            // A failed build in a directory it created leaves no directory:
-            // the build removed its files; the lock file goes with the lock.
-            drop(lock);
+        check_keys(records.keys())?;
+        let (fs, created) = FsDirectory::create_all_tracked(path)?;
+        let dir: Arc<dyn Directory> = Arc::new(fs);
+        let built = self.build_locked(spec, records, &dir, opts);
+        if built.is_err() && !created.is_empty() {
+            // A failed build in a directory it created leaves no directory
+            // (nor the parents it created): the build removed its files, the
+            // lock file goes with the lock.
             if dir.exists(crate::storage::LOCK_FILE) {
                 let _ = dir.remove(crate::storage::LOCK_FILE);
             }
-            let _ = std::fs::remove_dir(path);
+            crate::storage::remove_created_dirs(&created);
         }
         built
+    }
+
+    /// [`build_in`](Self::build_in) under the directory's exclusive lock
+    /// (for kinds with a directory lock: no reader may have the directory
+    /// open while it is rebuilt), released on return.
+    fn build_locked(
+        &self,
+        spec: &IndexSpec,
+        records: Records<'_>,
+        dir: &Arc<dyn Directory>,
+        opts: &BuildOptions,
+    ) -> Result<BuildReport> {
+        let _lock = match self.find(&spec.kind)?.dir_lock() {
+            Some(_) => Some(dir.lock(LockMode::Exclusive)?),
+            None => None,
+        };
+        self.build_in(spec, records, dir.clone(), opts)
     }
 
     /// The kind, parameters and build options of `spec`, checked as
@@ -709,7 +723,7 @@ mod tests {
     }
 
     /// Keys out of order are refused before anything is written; at a path
-    /// the build created, no directory is left.
+    /// the build would create, no directory is left, nor any parent.
     #[test]
     fn unsorted_keys_leave_no_directory() {
         let reg = registry();
@@ -722,6 +736,106 @@ mod tests {
             .unwrap_err();
         assert!(matches!(e, Error::OutOfOrder { position: 2500, .. }), "{e}");
         assert!(!out.exists());
+        let nested = tmp.path().join("a").join("b").join("out");
+        for (s, keys) in [
+            ("pgm", &keys[..]),
+            ("db", &keys[..]),
+            ("pgm:eps=1", &keys[..2000]),
+        ] {
+            assert!(
+                reg.build(&spec(s), keys, &nested, &BuildOptions::default())
+                    .is_err()
+            );
+            assert!(
+                !tmp.path().join("a").exists(),
+                "{s}: a refused build left a parent"
+            );
+        }
+    }
+
+    /// A build that fails after it created its directory (here: a write
+    /// fails, the directory is not writable) removes that directory and the
+    /// parents it created, and leaves an existing parent alone.
+    #[test]
+    fn a_failed_build_removes_the_directories_it_created() {
+        let reg = registry();
+        let tmp = tempfile::tempdir().unwrap();
+        let keys: Vec<u64> = (0..5000).map(|i| i * 3).collect();
+        let parent = tmp.path().join("p");
+        std::fs::create_dir(&parent).unwrap();
+        let nested = parent.join("a").join("b");
+        let (fs, created) = FsDirectory::create_all_tracked(&nested).unwrap();
+        assert_eq!(created, [nested.clone(), parent.join("a")]);
+        drop(fs);
+        crate::storage::remove_created_dirs(&created);
+        assert!(parent.exists() && !parent.join("a").exists());
+        // A file where the build wants a directory: refused, nothing left.
+        std::fs::write(parent.join("f"), b"x").unwrap();
+        assert!(
+            reg.build(
+                &spec("pgm"),
+                &keys,
+                &parent.join("f").join("idx"),
+                &BuildOptions::default()
+            )
+            .is_err()
+        );
+        assert_eq!(std::fs::read_dir(&parent).unwrap().count(), 1);
+        // A build that fails midway, in directories it created.
+        let reg = reg.with(&FailsOverRecords);
+        let out = parent.join("x").join("idx");
+        let e = reg
+            .build(&spec("fails-over-records"), &keys, &out, &BuildOptions::default())
+            .unwrap_err();
+        assert!(e.to_string().contains("midway"), "{e}");
+        assert_eq!(std::fs::read_dir(&parent).unwrap().count(), 1);
+        // Into an existing directory: the directory stays.
+        std::fs::create_dir(parent.join("y")).unwrap();
+        let out = parent.join("y");
+        assert!(
+            reg.build(&spec("fails-over-records"), &keys, &out, &BuildOptions::default())
+                .is_err()
+        );
+        assert!(out.is_dir());
+    }
+
+    /// A kind whose specs check (over no records) but whose builds fail
+    /// after writing a file.
+    struct FailsOverRecords;
+
+    impl IndexKind for FailsOverRecords {
+        fn name(&self) -> &'static str {
+            "fails-over-records"
+        }
+
+        fn summary(&self) -> &'static str {
+            "fails midway"
+        }
+
+        fn build(
+            &self,
+            _params: &Params,
+            records: Records<'_>,
+            dir: &dyn Directory,
+            _opts: &BuildOptions,
+            _build_id: u64,
+        ) -> Result<(Vec<String>, Value)> {
+            if records.is_empty() {
+                return Ok((vec![], Value::Null));
+            }
+            dir.create("half")?.write_at(0, b"half")?;
+            Err(Error::invalid("failed midway"))
+        }
+
+        fn open(
+            &self,
+            _m: &Manifest,
+            _dir: Arc<dyn Directory>,
+            _io: IoContext,
+            _opts: &OpenOptions,
+        ) -> Result<Box<dyn Index>> {
+            Err(Error::invalid("never built"))
+        }
     }
 
     /// Static kinds are opened under a shared lock (many readers), the

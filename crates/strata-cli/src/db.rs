@@ -159,17 +159,16 @@ pub fn run(a: DbArgs, quiet: bool) -> Result<()> {
             let opts = options(&store)?;
             // The key file's header is checked before anything is created.
             let stream = crate::KeyStream::open(&keys, quiet, "loading")?;
-            let existed = store.dir.exists();
-            let fs = strata::storage::FsDirectory::create_all(&store.dir)?;
+            let (fs, created) = strata::storage::FsDirectory::create_all_tracked(&store.dir)?;
             if strata::db::DbManifest::load(&fs)?.is_none() {
                 let n = match Db::try_bulk_load(&fs, &opts, stream) {
                     Ok(n) => n,
                     Err(e) => {
-                        // The load removed its files; a directory it created
-                        // goes too (with the lock file the load left).
-                        if !existed {
+                        // The load removed its files; the directories it
+                        // created go too (with the lock file the load left).
+                        if !created.is_empty() {
                             let _ = std::fs::remove_file(store.dir.join(strata::storage::LOCK_FILE));
-                            let _ = std::fs::remove_dir(&store.dir);
+                            strata::storage::remove_created_dirs(&created);
                         }
                         return Err(e);
                     }

@@ -229,3 +229,33 @@ fn bench_leaves_no_work_directory() {
     bench(&[&reads[..], &["--work-dir", p(&work)]].concat());
     assert!(!names(&work).is_empty(), "--work-dir is kept");
 }
+
+/// A refused `build` (bad spec, keys out of order) or store command (bad
+/// options) creates no directory, not even the missing parents of `--out`.
+#[test]
+fn refused_commands_leave_no_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let keys = tmp.path().join("k.keys");
+    let mut raw = 3000u64.to_le_bytes().to_vec();
+    for k in (0..3000u64).map(|i| if i == 1500 { 7 } else { i * 10 }) {
+        raw.extend_from_slice(&k.to_le_bytes());
+    }
+    std::fs::write(&keys, raw).unwrap();
+    let before = names(tmp.path());
+    let out = tmp.path().join("a").join("b").join("idx");
+    for spec in ["pgm", "pgm:eps=3", "db", "lsm:memory=4M", "db:memory=0"] {
+        fail(&["build", "--index", spec, "--data", p(&keys), "--out", p(&out)]);
+        assert_eq!(names(tmp.path()), before, "{spec}");
+    }
+    let st = tmp.path().join("s").join("t");
+    for args in [
+        vec!["db", "put", p(&st), "1", "2", "--sync", "0"],
+        vec!["db", "put", p(&st), "1", "2", "--memory", "0"],
+        vec!["db", "load", p(&st), "--data", p(&keys)],
+        vec!["lsm", "put", p(&st), "k", "v", "--sync", "0"],
+        vec!["lsm", "put", p(&st), "k", "v", "--opts", "ratio=1"],
+    ] {
+        fail(&args);
+        assert_eq!(names(tmp.path()), before, "{args:?}");
+    }
+}
