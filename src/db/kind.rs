@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 
 use super::{Db, DbRange, MergeTrigger, Options, StaticKind, SyncPolicy};
 use crate::index::{
-    BuildOptions, Cursor, Index, IndexKind, IndexStats, Manifest, OpenOptions, Params, Record, Records,
+    BuildOptions, Cursor, Index, IndexKind, IndexStats, Manifest, OpenOptions, ParamDoc, Params, Record,
+    Records,
 };
 use crate::storage::{Directory, IoContext, IoStats};
 use crate::{Error, Result};
@@ -116,6 +117,46 @@ impl IndexKind for DbKind {
     fn summary(&self) -> &'static str {
         "durable hybrid store (Zhang §9): WAL + in-memory dynamic stage + learned static stage, \
          background merges; `memory` = total budget"
+    }
+
+    fn params(&self) -> Vec<ParamDoc> {
+        vec![
+            ParamDoc::new(
+                "memory",
+                "memory budget in bytes (8M, 64M, ...) of the writable stages and the static index together",
+            ),
+            ParamDoc::new(
+                "static",
+                "index of the static stage: auto (the smaller of the zone maps gap-zonemap-d and \
+                 leco-zonemap-d, or pgm-disk-cpr at epsilon if it reads about one page per lookup in \
+                 less memory) or a layered kind spec (pgm-disk-cpr, leco-zonemap-d, air:profile=nvme, ...)",
+            ),
+            ParamDoc::new(
+                "epsilon",
+                "error bound of the learned static kinds (auto's pgm-disk-cpr, and static=pgm, pgm-disk, \
+                 pgm-disk-cpr, rs, fiting-static)",
+            ),
+            ParamDoc::new(
+                "trigger",
+                "when the writable stage is merged into the static one: budget (at two thirds of what the \
+                 static index leaves of memory), constant (at memory/2 bytes) or ratio:R (at 1/R of the \
+                 static stage's entries)",
+            ),
+            ParamDoc::new(
+                "sync",
+                "when writes are durable: never (at sync), always (or every: each write), or a period \
+                 in milliseconds (10 or 10ms)",
+            ),
+            ParamDoc::new(
+                "merge",
+                "background (merges on a thread of their own) or inline (in the writer)",
+            ),
+            ParamDoc::new(
+                "insert",
+                "checked (an insert reads the old value, as Index::insert promises) or blind (a plain put: \
+                 only for workloads whose inserts are new keys, such as ycsb-write-only)",
+            ),
+        ]
     }
 
     fn build(

@@ -8,7 +8,9 @@ use std::time::Instant;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::{ApproxPos, Cursor, Index, IndexSpec, IndexStats, Manifest, Params, Record, Records};
+use super::{
+    ApproxPos, Cursor, Index, IndexSpec, IndexStats, KindParam, Manifest, ParamDoc, Params, Record, Records,
+};
 use crate::format::page::check_page_size;
 use crate::storage::{
     DEFAULT_QUEUE_DEPTH, DirLock, Directory, FsDirectory, IoContext, IoEngine, IoStats, LockMode,
@@ -177,21 +179,49 @@ pub trait IndexKind: Send + Sync {
     fn dir_lock(&self) -> Option<LockMode> {
         Some(LockMode::Shared)
     }
+    /// The parameters the kind takes besides `page` (which every kind takes:
+    /// [`PAGE_PARAM`]), with their meaning, in the order `strata list`
+    /// prints them. Their defaults are what
+    /// [`resolve_params`](IndexKind::resolve_params) resolves when none is
+    /// given ([`Registry::params_of`]). Every parameter the kind reads must
+    /// be here (the registry's tests check it against what it resolves).
+    fn params(&self) -> Vec<ParamDoc> {
+        Vec::new()
+    }
+    /// Reads the kind's parameters from `params` as a build does, so that
+    /// each is recorded with the value it takes, given or default
+    /// ([`Params::resolved`]), and checks their values; a parameter it does
+    /// not take is left for [`Params::finish`]. `opts.page_size` is
+    /// resolved, as for [`build`](IndexKind::build).
+    ///
+    /// The default builds the kind over no records into a scratch in-memory
+    /// directory (every kind reads its parameters before it looks at the
+    /// keys).
+    fn resolve_params(&self, params: &Params, opts: &BuildOptions) -> Result<()> {
+        self.build(params, Records::ranked(&[]), &MemDirectory::new(), opts, 1)
+            .map(|_| ())
+    }
     /// Checks `params` before any data is read or written: a value the
     /// kind rejects, or a parameter it does not take, is an error here, so
     /// a build never starts on a spec it would refuse at the end.
     /// `opts.page_size` is resolved, as for [`build`](IndexKind::build).
     ///
-    /// The default builds the kind over no records into a scratch in-memory
-    /// directory (every kind reads its parameters before it looks at the
-    /// keys) and then rejects the parameters no getter asked for
-    /// ([`Params::finish`]); `params` itself is left untouched.
+    /// The default resolves a copy of `params`
+    /// ([`resolve_params`](IndexKind::resolve_params)) and then rejects the
+    /// parameters no getter asked for ([`Params::finish`]); `params` itself
+    /// is left untouched.
     fn check_params(&self, params: &Params, opts: &BuildOptions) -> Result<()> {
         let probe = params.clone();
-        self.build(&probe, Records::ranked(&[]), &MemDirectory::new(), opts, 1)?;
+        self.resolve_params(&probe, opts)?;
         probe.finish(self.name())
     }
 }
+
+/// The parameter every kind takes: the page size of its files.
+pub const PAGE_PARAM: ParamDoc = ParamDoc::new(
+    "page",
+    "page size of the index files in bytes: 4096, 8192 or 16384 (4k, 8k, 16k)",
+);
 
 /// Prefix of the files a build writes before it publishes them under their
 /// own names (see [`Registry::build_in`]).
@@ -487,6 +517,25 @@ impl Registry {
         let opts = BuildOptions { page_size };
         kind.check_params(&params, &opts)?;
         Ok((kind, params, opts))
+    }
+
+    /// The parameters of the kind named `kind` ([`IndexKind::params`]),
+    /// each with the value a build takes when it is not given (at the
+    /// default page size). Not [`PAGE_PARAM`], which every kind takes.
+    pub fn params_of(&self, kind: &str) -> Result<Vec<KindParam>> {
+        let kind = self.find(kind)?;
+        let defaults = Params::default();
+        kind.resolve_params(&defaults, &BuildOptions::default())?;
+        let resolved = defaults.resolved();
+        Ok(kind
+            .params()
+            .into_iter()
+            .map(|d| KindParam {
+                name: d.name,
+                default: resolved.get(d.name).cloned(),
+                meaning: d.meaning,
+            })
+            .collect())
     }
 
     /// Checks `spec` without reading or writing anything: the kind exists,

@@ -72,8 +72,8 @@ enum Cmd {
     /// The LSM store of byte-string keys and values: load, put, get, delete,
     /// scan, stats, compact, verify, stress.
     Lsm(lsm::LsmArgs),
-    /// List the index kinds, distributions, workloads and storage profiles.
-    List,
+    /// List the index kinds with their parameters, distributions, workloads and storage profiles.
+    List(ListArgs),
     /// Tune the layers of an index for a storage profile (AirTune) and build it.
     Tune(tune::TuneArgs),
     /// db_bench-style key-value benchmark (fill, read, seek, delete, YCSB A-F)
@@ -261,6 +261,13 @@ struct AnalyzeArgs {
 }
 
 #[derive(Args, Debug)]
+struct ListArgs {
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
 struct DirArgs {
     /// Index directory.
     dir: PathBuf,
@@ -309,7 +316,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Analyze(a) => analyze(a, quiet),
         Cmd::Db(a) => db::run(a, quiet),
         Cmd::Lsm(a) => lsm::run(a, quiet),
-        Cmd::List => list(),
+        Cmd::List(a) => list(a),
         Cmd::Tune(a) => tune::run(a, quiet),
         Cmd::Kvbench(a) => kvbench::run(a, quiet),
         Cmd::Join(a) => join::run(a, quiet),
@@ -917,21 +924,126 @@ fn analyze(a: AnalyzeArgs, quiet: bool) -> Result<()> {
     Ok(())
 }
 
-fn list() -> Result<()> {
-    println!("index kinds:");
-    for k in strata::registry::kinds() {
-        println!("  {:<16} {}", k.name(), k.summary());
+/// Everything `strata list` prints: the kinds with their parameters and
+/// defaults (as the kinds resolve them), the parameters every kind takes, the
+/// benchmark runner's own, distributions, workloads and storage profiles.
+fn listing() -> Result<serde_json::Value> {
+    let reg = strata::registry::standard();
+    let mut kinds = Vec::new();
+    for k in reg.kinds() {
+        kinds.push(serde_json::json!({
+            "name": k.name(),
+            "summary": k.summary(),
+            "params": reg.params_of(k.name())?,
+        }));
     }
-    println!("distributions: {}", Dist::NAMES.join(", "));
-    println!("text distributions: {}", strata::data::TextDist::NAMES.join(", "));
-    println!("workloads: {}", Workload::NAMES.join(", "));
-    println!("storage profiles:");
-    for (name, lat, bw, src) in strata::storage::PRESETS {
+    let page = strata::index::KindParam {
+        name: strata::index::PAGE_PARAM.name,
+        default: Some(BuildOptions::default().page_size.into()),
+        meaning: strata::index::PAGE_PARAM.meaning,
+    };
+    let profiles: Vec<serde_json::Value> = strata::storage::PRESETS
+        .iter()
+        .map(|(name, lat, bw, src)| {
+            serde_json::json!({ "name": name, "latency_us": lat, "bandwidth_mb_s": bw / 1e6, "source": src })
+        })
+        .collect();
+    Ok(serde_json::json!({
+        "kinds": kinds,
+        "every_kind_params": [page],
+        "bench_params": strata_bench::RUNNER_PARAMS,
+        "distributions": Dist::NAMES,
+        "text_distributions": strata::data::TextDist::NAMES,
+        "workloads": Workload::NAMES,
+        "profiles": profiles,
+    }))
+}
+
+/// A parameter's default as a user writes it: sizes of whole MiB as `64M`.
+fn default_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Number(n) => match n.as_u64() {
+            Some(b) if b >= 1 << 20 && b % (1 << 20) == 0 => {
+                if b % (1 << 30) == 0 {
+                    format!("{}G", b >> 30)
+                } else {
+                    format!("{}M", b >> 20)
+                }
+            }
+            _ => n.to_string(),
+        },
+        other => other.to_string(),
+    }
+}
+
+fn list(a: ListArgs) -> Result<()> {
+    let l = listing()?;
+    if a.json {
         println!(
-            "  {name:<10} latency {lat:>8.1} µs  bandwidth {:>8.0} MB/s  ({src})",
-            bw / 1e6
+            "{}",
+            serde_json::to_string_pretty(&l).map_err(|e| Error::invalid(e.to_string()))?
         );
+        return Ok(());
     }
-    println!("  local      measured with `strata profile`; custom:LAT_US:BW_MB_S for any other point");
+    let text = |v: &serde_json::Value, k: &str| v[k].as_str().unwrap_or_default().to_string();
+    let param = |p: &serde_json::Value| match &p["default"] {
+        serde_json::Value::Null => format!("{} (unset)", text(p, "name")),
+        d => format!("{}={}", text(p, "name"), default_text(d)),
+    };
+    let empty = Vec::new();
+    let all_params = l["kinds"]
+        .as_array()
+        .unwrap_or(&empty)
+        .iter()
+        .flat_map(|k| k["params"].as_array().unwrap_or(&empty).iter())
+        .chain(l["every_kind_params"].as_array().unwrap_or(&empty))
+        .chain(l["bench_params"].as_array().unwrap_or(&empty));
+    let width = all_params.map(|p| param(p).chars().count()).max().unwrap_or(0);
+    let mut out = String::new();
+    let mut line = |s: String| {
+        out.push_str(&s);
+        out.push('\n');
+    };
+    line("index kinds (KIND:NAME=VALUE,...; below each kind its parameters, = their defaults):".into());
+    for k in l["kinds"].as_array().unwrap_or(&empty) {
+        line(format!("  {:<16} {}", text(k, "name"), text(k, "summary")));
+        for p in k["params"].as_array().unwrap_or(&empty) {
+            line(format!("      {:<width$}  {}", param(p), text(p, "meaning")));
+        }
+    }
+    line("every kind:".into());
+    for p in l["every_kind_params"].as_array().unwrap_or(&empty) {
+        line(format!("      {:<width$}  {}", param(p), text(p, "meaning")));
+    }
+    line(
+        "every kind in `strata bench` (the runner's, not the kind's; =--OPTION: that option's value):".into(),
+    );
+    for p in l["bench_params"].as_array().unwrap_or(&empty) {
+        line(format!("      {:<width$}  {}", param(p), text(p, "meaning")));
+    }
+    let names = |k: &str| -> String {
+        l[k].as_array()
+            .unwrap_or(&empty)
+            .iter()
+            .filter_map(|v| v.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    line(format!("distributions: {}", names("distributions")));
+    line(format!("text distributions: {}", names("text_distributions")));
+    line(format!("workloads: {}", names("workloads")));
+    line("storage profiles:".into());
+    for p in l["profiles"].as_array().unwrap_or(&empty) {
+        line(format!(
+            "  {:<10} latency {:>8.1} µs  bandwidth {:>8.0} MB/s  ({})",
+            text(p, "name"),
+            p["latency_us"].as_f64().unwrap_or(0.0),
+            p["bandwidth_mb_s"].as_f64().unwrap_or(0.0),
+            text(p, "source")
+        ));
+    }
+    line("  local      measured with `strata profile`; custom:LAT_US:BW_MB_S for any other point".into());
+    print!("{out}");
     Ok(())
 }

@@ -259,3 +259,110 @@ fn refused_commands_leave_no_directory() {
         assert_eq!(names(tmp.path()), before, "{args:?}");
     }
 }
+
+/// A JSON value as written in a spec.
+fn spec_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// `list --json` gives every kind's parameters with their defaults: each
+/// parameter a build resolves is listed, and a spec that gives every
+/// listed parameter its default builds the same configuration as the bare
+/// kind; `list` prints the same.
+#[test]
+fn list_shows_every_parameter_with_its_default() {
+    let tmp = tempfile::tempdir().unwrap();
+    let keys = tmp.path().join("k.keys");
+    ok(&["gen", "--dist", "fb-like", "--n", "3000", "--out", p(&keys), "-q"]);
+    let l: serde_json::Value = serde_json::from_str(&ok(&["list", "--json"])).unwrap();
+    let text = ok(&["list"]);
+    let names = |v: &serde_json::Value| -> Vec<String> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let every = names(&l["every_kind_params"]);
+    assert_eq!(every, ["page"]);
+    let bench = names(&l["bench_params"]);
+    assert!(
+        ["cache", "durable", "resident"]
+            .iter()
+            .all(|n| bench.iter().any(|b| b == n)),
+        "{bench:?}"
+    );
+    let kinds = l["kinds"].as_array().unwrap();
+    assert!(kinds.len() >= 20, "{}", kinds.len());
+    for kind in kinds {
+        let name = kind["name"].as_str().unwrap();
+        let params = kind["params"].as_array().unwrap();
+        let listed = names(&kind["params"]);
+        assert!(
+            text.contains(&format!("  {name} ")),
+            "{name} not in `strata list`"
+        );
+        let out = tmp.path().join(format!("{name}-bare"));
+        let bare: serde_json::Value = serde_json::from_str(&ok(&[
+            "build",
+            "--index",
+            name,
+            "--data",
+            p(&keys),
+            "--out",
+            p(&out),
+            "-q",
+        ]))
+        .unwrap();
+        for resolved in bare["config"].as_object().unwrap().keys() {
+            assert!(
+                listed.contains(resolved) || every.contains(resolved),
+                "{name} takes {resolved}, which `strata list --json` leaves out"
+            );
+        }
+        let mut given = Vec::new();
+        for param in params {
+            let pname = param["name"].as_str().unwrap();
+            assert!(!param["meaning"].as_str().unwrap().is_empty(), "{name}: {pname}");
+            if !param["default"].is_null() {
+                assert_eq!(param["default"], bare["config"][pname], "{name}: {pname}");
+                given.push(format!("{pname}={}", spec_text(&param["default"])));
+            }
+            // The text listing shows the parameter under its kind.
+            assert!(text.contains(&format!("      {pname}")), "{name}: {pname}");
+        }
+        if given.is_empty() {
+            continue;
+        }
+        let spec = format!("{name}:{}", given.join(","));
+        let out = tmp.path().join(format!("{name}-defaults"));
+        let full: serde_json::Value = serde_json::from_str(&ok(&[
+            "build",
+            "--index",
+            &spec,
+            "--data",
+            p(&keys),
+            "--out",
+            p(&out),
+            "-q",
+        ]))
+        .unwrap();
+        assert_eq!(full["config"], bare["config"], "{spec}");
+    }
+    // What issue 21 found missing.
+    let of = |kind: &str| names(&kinds.iter().find(|k| k["name"] == kind).unwrap()["params"]);
+    assert!(of("btree").contains(&"fill".to_string()));
+    for p in ["insert", "static", "sync", "trigger", "memory"] {
+        assert!(of("db").contains(&p.to_string()), "db {p}");
+    }
+    for p in ["index", "boundary", "memory", "bloom", "granularity"] {
+        assert!(of("lsm").contains(&p.to_string()), "lsm {p}");
+    }
+    for kind in ["pgm", "pgm-disk", "rs", "fiting-static", "fiting", "dpgm"] {
+        assert!(of(kind).contains(&"epsilon".to_string()), "{kind}");
+    }
+    assert!(text.contains("fill=100") && text.contains("insert=checked") && text.contains("page=4096"));
+}
