@@ -174,16 +174,16 @@ struct ScanArgs {
 struct BenchArgs {
     #[command(flatten)]
     keys: KeyFileArgs,
-    /// Index configuration (repeatable); the first is the baseline of the ratios.
+    /// Index configuration (repeatable), KIND[:NAME=VALUE,...] (the kinds
+    /// and their parameters: `strata list`); the first is the baseline of the ratios.
     /// `cache=SIZE` (e.g. `btree:cache=4M`) gives this configuration its own LRU page cache;
     /// `durable=1` syncs the index after every write (inside the timed region);
     /// `resident=index|none` overrides `--resident` for this configuration
     /// (e.g. `btree:resident=none,cache=128K`: a B+-tree held to 128 KiB).
-    #[arg(long = "index", required = true)]
+    #[arg(long = "index", value_name = "INDEX", required = true)]
     indexes: Vec<String>,
-    /// Workload (repeatable): lookup, lookup-miss, scan, write-only, read-heavy,
-    /// write-heavy, balanced, ycsb-a … ycsb-f.
-    #[arg(long = "workload", default_value = "lookup")]
+    /// Workload (repeatable).
+    #[arg(long = "workload", value_name = "WORKLOAD", default_value = "lookup", value_parser = workload_values())]
     workloads: Vec<String>,
     /// Operations per run.
     #[arg(long, default_value_t = 100_000)]
@@ -237,6 +237,16 @@ struct BenchArgs {
     /// Data set name in the records (default: the key file's name).
     #[arg(long)]
     dataset: Option<String>,
+}
+
+/// The values of `--workload`: every workload the parser takes
+/// ([`Workload::ALL`], with its aliases), each with its summary for `--help`.
+fn workload_values() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(Workload::ALL.iter().map(|w| {
+        clap::builder::PossibleValue::new(w.name())
+            .aliases(w.aliases().iter().copied())
+            .help(w.summary())
+    }))
 }
 
 #[derive(Args, Debug)]
@@ -954,7 +964,10 @@ fn listing() -> Result<serde_json::Value> {
         "bench_params": strata_bench::RUNNER_PARAMS,
         "distributions": Dist::NAMES,
         "text_distributions": strata::data::TextDist::NAMES,
-        "workloads": Workload::NAMES,
+        "workloads": Workload::ALL
+            .iter()
+            .map(|w| serde_json::json!({ "name": w.name(), "aliases": w.aliases(), "summary": w.summary() }))
+            .collect::<Vec<_>>(),
         "profiles": profiles,
     }))
 }
@@ -1032,7 +1045,10 @@ fn list(a: ListArgs) -> Result<()> {
     };
     line(format!("distributions: {}", names("distributions")));
     line(format!("text distributions: {}", names("text_distributions")));
-    line(format!("workloads: {}", names("workloads")));
+    line("workloads (strata bench --workload):".into());
+    for w in l["workloads"].as_array().unwrap_or(&empty) {
+        line(format!("  {:<16} {}", text(w, "name"), text(w, "summary")));
+    }
     line("storage profiles:".into());
     for p in l["profiles"].as_array().unwrap_or(&empty) {
         line(format!(

@@ -366,3 +366,41 @@ fn list_shows_every_parameter_with_its_default() {
     }
     assert!(text.contains("fill=100") && text.contains("insert=checked") && text.contains("page=4096"));
 }
+
+/// `bench --help` lists every workload the parser takes (it left out
+/// ycsb-read-only, ycsb-write-only and ycsb-balanced), and the value names
+/// match the flags.
+#[test]
+fn bench_help_lists_every_workload() {
+    let l: serde_json::Value = serde_json::from_str(&ok(&["list", "--json"])).unwrap();
+    let workloads: Vec<&str> = l["workloads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["name"].as_str().unwrap())
+        .collect();
+    for w in [
+        "ycsb-read-only",
+        "ycsb-write-only",
+        "ycsb-balanced",
+        "ycsb-a",
+        "lookup",
+    ] {
+        assert!(workloads.contains(&w), "{w}");
+    }
+    let long = ok(&["bench", "--help"]);
+    let short = ok(&["bench", "-h"]);
+    for w in &workloads {
+        assert!(long.contains(&format!("- {w}:")), "{w} not in bench --help");
+        assert!(
+            short.contains(&format!(" {w},")) || short.contains(&format!(" {w}]")),
+            "{w} not in bench -h"
+        );
+    }
+    assert!(
+        short.contains("--index <INDEX>") && short.contains("--workload <WORKLOAD>"),
+        "{short}"
+    );
+    let e = fail(&["bench", "--data", "k", "--index", "pgm", "--workload", "ycsb-z"]);
+    assert!(e.contains("ycsb-write-only"), "{e}");
+}
