@@ -34,10 +34,12 @@ struct StoreArgs {
 
 #[derive(Subcommand, Debug)]
 enum DbCmd {
-    /// Load a key file (value = each key's rank), read as a stream in
-    /// constant memory: a bulk load into a new store (a bad file leaves no
-    /// store), batched puts into an existing one (after the whole file has
-    /// been checked, so a bad file changes nothing).
+    /// Load a key file (value = each key's rank) into a new or existing store.
+    ///
+    /// The file is read as a stream in constant memory: a bulk load into a
+    /// new store (a bad file leaves no store), batched puts into an existing
+    /// one (after the whole file has been checked, so a bad file changes
+    /// nothing).
     Load {
         #[command(flatten)]
         store: StoreArgs,
@@ -78,8 +80,10 @@ enum DbCmd {
         #[arg(long, default_value_t = 10)]
         count: usize,
     },
-    /// Random puts and deletes, printing `begin OP KEY VALUE` before each
-    /// write and `ack OP KEY VALUE` once it is acknowledged (flushed per line).
+    /// Random puts and deletes, printing begin/ack lines (for kill -9 tests).
+    ///
+    /// Prints `begin OP KEY VALUE` before each write and `ack OP KEY VALUE`
+    /// once it is acknowledged (flushed per line).
     Stress {
         #[command(flatten)]
         store: StoreArgs,

@@ -23,64 +23,87 @@ use strata::storage::{ProfileOptions, StorageProfile};
 use strata::{Error, Result};
 use strata_bench::{BenchOptions, Event};
 
+/// The order of the commands in `strata --help`, that of a first session
+/// (said to the user in `after_help`).
+const COMMAND_ORDER: &str = "Commands come in the order of a first session: the demo; data (gen, analyze); \
+indexes (build, get, scan, join, stress, inspect, verify); tuning and benchmarks (tune, bench, kvbench, \
+profile); the stores (db, lsm); the reference (list: index kinds and their parameters, workloads, \
+storage profiles).";
+
 #[derive(Parser, Debug)]
 #[command(
     name = "strata",
     version,
-    about = "Disk-resident learned indexes: build, query, benchmark, tune."
+    about = "Disk-resident learned indexes: build, query, benchmark, tune.",
+    after_help = COMMAND_ORDER
 )]
 struct Cli {
     /// No progress bars or informational output on stderr.
-    #[arg(long, short, global = true)]
+    // Listed after every command's own options (before --help).
+    #[arg(long, short, global = true, display_order = 900)]
     quiet: bool,
     #[command(subcommand)]
     cmd: Cmd,
 }
 
+/// The commands, in the order of [`COMMAND_ORDER`]. The first paragraph of
+/// each doc comment is its one line in `strata --help`, the rest is added
+/// in `strata COMMAND --help`.
 #[derive(Subcommand, Debug)]
 enum Cmd {
+    /// Generate data, build the index kinds and benchmark them against the B+-tree.
+    Demo(demo::DemoArgs),
     /// Generate a SOSD key file (deterministic for a seed).
     Gen(GenArgs),
+    /// Describe a key file: size, range, and how hard it is for learned indexes.
+    ///
+    /// Prints the number of keys, their range, the 4 KiB pages they fill, and
+    /// the segments of PGM at several error bounds, with and without zero
+    /// intervals (fewer segments: easier for learned indexes).
+    Analyze(AnalyzeArgs),
     /// Build an index over a key file; prints one JSON object.
     Build(BuildArgs),
     /// Look up keys in an index directory.
     Get(GetArgs),
     /// Scan records from a key.
     Scan(ScanArgs),
-    /// Random inserts and deletes into an updatable index directory (`btree`
-    /// and the updatable learned kinds), checkpointed every `--sync-every`
-    /// writes; prints `begin OP KEY VALUE` before each write and `ack OP KEY
-    /// VALUE` for each once the checkpoint that makes it durable returned.
+    /// Join two relations (key files or indexes) on their keys.
+    ///
+    /// By an index nested-loop, sort-merge or Grace hash join, within a
+    /// memory budget.
+    Join(join::JoinArgs),
+    /// Random inserts and deletes into an updatable index, with begin/ack lines.
+    ///
+    /// For `btree` and the updatable learned kinds; checkpointed every
+    /// `--sync-every` writes. Prints `begin OP KEY VALUE` before each write
+    /// and `ack OP KEY VALUE` for each once the checkpoint that makes it
+    /// durable returned (for kill -9 tests).
     Stress(IndexStressArgs),
-    /// Run workloads against index configurations; JSON Lines and a table.
-    Bench(BenchArgs),
-    /// Measure the latency and bandwidth of the device holding PATH.
-    Profile(ProfileArgs),
     /// Show what is in an index directory.
     Inspect(DirArgs),
-    /// Read every page of an index or a store and check every checksum (a
-    /// store: also that its log recovery dropped no complete frame).
+    /// Read every page of an index or a store and check every checksum.
+    ///
+    /// A store is also checked for a complete log frame its recovery dropped.
     Verify(DirArgs),
-    /// Generate data, build the index kinds and benchmark them against the B+-tree.
-    Demo(demo::DemoArgs),
-    /// Describe a key file: size, range, and how hard it is for learned
-    /// indexes (PGM segments at several error bounds, with and without zero
-    /// intervals).
-    Analyze(AnalyzeArgs),
+    /// Tune the layers of an index for a storage profile (AirTune) and build it.
+    Tune(tune::TuneArgs),
+    /// Run workloads against index configurations; JSON Lines and a table.
+    Bench(BenchArgs),
+    /// db_bench-style key-value benchmark of strata's stores and the peers built in.
+    ///
+    /// Workloads: fill, read, seek, delete, YCSB A-F; prints JSON Lines and a
+    /// table.
+    Kvbench(kvbench::KvBenchArgs),
+    /// Measure the latency and bandwidth of the device holding PATH.
+    Profile(ProfileArgs),
     /// The durable hybrid store: load, get, put, delete, scan, stress, stats.
     Db(db::DbArgs),
-    /// The LSM store of byte-string keys and values: load, put, get, delete,
-    /// scan, stats, compact, verify, stress.
+    /// The LSM store of byte-string keys and values: load, get, put, scan, compact, ...
+    ///
+    /// Commands: load, put, get, delete, scan, stats, compact, verify, stress.
     Lsm(lsm::LsmArgs),
     /// List the index kinds with their parameters, distributions, workloads and storage profiles.
     List(ListArgs),
-    /// Tune the layers of an index for a storage profile (AirTune) and build it.
-    Tune(tune::TuneArgs),
-    /// db_bench-style key-value benchmark (fill, read, seek, delete, YCSB A-F)
-    /// over strata's stores and the peers built in; JSON Lines and a table.
-    Kvbench(kvbench::KvBenchArgs),
-    /// Joins two relations (key files or indexes) on their keys: index nested-loop, sort-merge or Grace hash, within a memory budget
-    Join(join::JoinArgs),
 }
 
 #[derive(Args, Debug)]
@@ -90,7 +113,7 @@ struct GenArgs {
     #[arg(long)]
     dist: String,
     /// Number of keys.
-    #[arg(long)]
+    #[arg(long, short)]
     n: usize,
     /// Random seed.
     #[arg(long, default_value_t = 42)]
@@ -313,23 +336,23 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<()> {
     let quiet = cli.quiet;
     match cli.cmd {
+        Cmd::Demo(a) => demo::run(a, quiet),
         Cmd::Gen(a) => generate(a, quiet),
+        Cmd::Analyze(a) => analyze(a, quiet),
         Cmd::Build(a) => build(a, quiet),
         Cmd::Get(a) => get(a),
         Cmd::Scan(a) => scan(a),
+        Cmd::Join(a) => join::run(a, quiet),
         Cmd::Stress(a) => stress(a),
-        Cmd::Bench(a) => bench(a, quiet),
-        Cmd::Profile(a) => profile(a, quiet),
         Cmd::Inspect(a) => inspect(a),
         Cmd::Verify(a) => verify(a, quiet),
-        Cmd::Demo(a) => demo::run(a, quiet),
-        Cmd::Analyze(a) => analyze(a, quiet),
+        Cmd::Tune(a) => tune::run(a, quiet),
+        Cmd::Bench(a) => bench(a, quiet),
+        Cmd::Kvbench(a) => kvbench::run(a, quiet),
+        Cmd::Profile(a) => profile(a, quiet),
         Cmd::Db(a) => db::run(a, quiet),
         Cmd::Lsm(a) => lsm::run(a, quiet),
         Cmd::List(a) => list(a),
-        Cmd::Tune(a) => tune::run(a, quiet),
-        Cmd::Kvbench(a) => kvbench::run(a, quiet),
-        Cmd::Join(a) => join::run(a, quiet),
     }
 }
 

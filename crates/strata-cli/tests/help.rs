@@ -404,3 +404,81 @@ fn bench_help_lists_every_workload() {
     let e = fail(&["bench", "--data", "k", "--index", "pgm", "--workload", "ycsb-z"]);
     assert!(e.contains("ycsb-write-only"), "{e}");
 }
+
+/// The commands listed under `Commands:` in a help text, with their lines.
+fn commands(help: &str) -> Vec<(String, String)> {
+    help.lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .map(|l| {
+            let l = l.trim();
+            let (name, about) = l.split_once(' ').unwrap_or((l, ""));
+            (name.to_string(), about.trim().to_string())
+        })
+        .filter(|(name, _)| name != "help")
+        .collect()
+}
+
+/// The option flags of a help text, in order.
+fn options(help: &str) -> Vec<String> {
+    help.lines()
+        .skip_while(|l| !l.starts_with("Options:"))
+        .skip(1)
+        .filter_map(|l| {
+            let t = l.trim_start();
+            t.starts_with('-').then(|| {
+                let flags = t.split("  ").next().unwrap();
+                flags
+                    .split(", ")
+                    .last()
+                    .unwrap()
+                    .split(' ')
+                    .next()
+                    .unwrap()
+                    .to_string()
+            })
+        })
+        .collect()
+}
+
+/// The commands come in the documented order, each with a one-line
+/// description; `-q` is the last option of every command before `--help`;
+/// `gen` takes `-n`.
+#[test]
+fn help_is_ordered_and_short() {
+    let top = ok(&["--help"]);
+    let cmds = commands(&top);
+    let names: Vec<&str> = cmds.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "demo", "gen", "analyze", "build", "get", "scan", "join", "stress", "inspect", "verify", "tune",
+            "bench", "kvbench", "profile", "db", "lsm", "list"
+        ]
+    );
+    assert!(top.contains("in the order of a first session"), "{top}");
+    let mut all: Vec<Vec<&str>> = names.iter().map(|n| vec![*n]).collect();
+    for group in ["db", "lsm"] {
+        let sub = ok(&[group, "--help"]);
+        for (name, about) in commands(&sub) {
+            assert!(about.len() <= 90, "{group} {name}: {about}");
+            let name: &'static str = Box::leak(name.into_boxed_str());
+            all.push(vec![group, name]);
+        }
+    }
+    for (name, about) in &cmds {
+        assert!(about.len() <= 90, "{name}: {about}");
+    }
+    for cmd in &all {
+        let help = ok(&[cmd.as_slice(), &["-h"]].concat());
+        let opts = options(&help);
+        let n = opts.len();
+        assert!(n >= 2, "{cmd:?}: {opts:?}");
+        assert_eq!(opts[n - 2..], ["--quiet", "--help"], "{cmd:?}: {opts:?}");
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let keys = tmp.path().join("k.keys");
+    ok(&["gen", "--dist", "uniform", "-n", "100", "--out", p(&keys), "-q"]);
+    assert_eq!(std::fs::metadata(&keys).unwrap().len(), 8 + 8 * 100);
+}
