@@ -94,6 +94,7 @@ pub fn open_in(dir: Arc<dyn Directory>, opts: &OpenOptions) -> Result<Box<dyn In
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::index::BuildOptions;
 
     /// The order `strata list` printed before the registry moved above
     /// `index`, `tune` and `db`.
@@ -139,6 +140,62 @@ mod tests {
         assert!(tune.find("air").is_ok() && tune.find("db").is_err());
         // `db` and `lsm` above it.
         assert_eq!(tune.kinds().len() + 2, standard().kinds().len());
+    }
+
+    /// `strata list` prints [`Registry::params_of`]: every parameter a kind
+    /// resolves is documented, every documented one is taken, and a spec
+    /// that gives each its listed default builds the configuration a spec
+    /// without parameters builds (the listed defaults are the builds').
+    #[test]
+    fn every_kind_documents_its_parameters_with_their_defaults() {
+        use crate::index::{IndexSpec, Records};
+        use crate::storage::MemDirectory;
+
+        let reg = standard();
+        let opts = BuildOptions::default();
+        let keys: Vec<u64> = (0..3000).map(|i| i * 7 + 1).collect();
+        let build = |spec: &IndexSpec| {
+            reg.build_in(spec, Records::ranked(&keys), Arc::new(MemDirectory::new()), &opts)
+                .unwrap_or_else(|e| panic!("{spec}: {e}"))
+        };
+        for kind in reg.kinds() {
+            let name = kind.name();
+            let listed = reg.params_of(name).unwrap();
+            let mut names: Vec<&str> = listed.iter().map(|p| p.name).collect();
+            names.sort_unstable();
+            names.dedup();
+            assert_eq!(names.len(), listed.len(), "{name}: a parameter listed twice");
+            assert!(!names.contains(&"page"), "{name}: page is every kind's");
+            assert!(listed.iter().all(|p| !p.meaning.is_empty()), "{name}");
+            let base = build(&IndexSpec::new(name));
+            for resolved in base.config.keys() {
+                assert!(
+                    resolved == "page" || names.contains(&resolved.as_str()),
+                    "{name} takes {resolved}, which its params() does not list"
+                );
+            }
+            let mut spec = IndexSpec::new(name);
+            for p in &listed {
+                match &p.default {
+                    Some(v) => {
+                        assert_eq!(base.config.get(p.name), Some(v), "{name}: {}", p.name);
+                        spec = spec.with(p.name, v.clone());
+                    }
+                    None => {
+                        // Read only when given (`page_slack`): a bad value is
+                        // refused for its value, not as an unknown parameter.
+                        let e = reg
+                            .check_spec(&IndexSpec::new(name).with(p.name, "no-such-value"), &opts)
+                            .unwrap_err()
+                            .to_string();
+                        assert!(!e.contains("unknown parameter"), "{name}: {}: {e}", p.name);
+                    }
+                }
+            }
+            // Through the text form, as a user writes it.
+            let text: IndexSpec = spec.to_string().parse().unwrap();
+            assert_eq!(build(&text).config, base.config, "{text}");
+        }
     }
 
     #[test]

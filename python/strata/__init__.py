@@ -205,6 +205,19 @@ def open(
     return _strata.open(os.fspath(path), resident, direct, cache_pages, profile, None, queue_depth)
 
 
+def _missing_dirs(path: str) -> List[str]:
+    """``path`` and its ancestors that do not exist, deepest first."""
+    out = []
+    q = os.path.abspath(path)
+    while not os.path.lexists(q):
+        out.append(q)
+        parent = os.path.dirname(q)
+        if parent == q:
+            break
+        q = parent
+    return out
+
+
 def build(
     keys: Any,
     kind: str = "pgm-disk-cpr",
@@ -236,12 +249,22 @@ def build(
     v = None if values is None else as_keys(values, "values")
     temporary = path is None
     p = tempfile.mkdtemp(prefix="strata-") if temporary else os.fspath(path)
+    # A call that raises leaves no directory it created (the build removes
+    # its own on failure; an index built but not opened goes here).
+    created = [] if temporary else _missing_dirs(p)
     try:
         report = _strata.build(k, kind, p, params or None, v, page_size)
         idx = _strata.open(p, resident, direct, cache_pages, profile, report)
     except BaseException:
         if temporary:
             shutil.rmtree(p, ignore_errors=True)
+        elif created:
+            shutil.rmtree(created[0], ignore_errors=True)
+            for d in created[1:]:
+                try:
+                    os.rmdir(d)
+                except OSError:
+                    break
         raise
     if temporary:
         weakref.finalize(idx, shutil.rmtree, p, True)

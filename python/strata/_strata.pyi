@@ -111,7 +111,7 @@ class Db:
         self,
         path: _Path,
         memory: Optional[Union[int, str]] = None,
-        sync: Optional[Union[Literal["always", "never"], int]] = None,
+        sync: Optional[Union[Literal["always", "every", "never"], str, int]] = None,
         static: str = "auto",
         epsilon: int = 8,
         trigger: str = "budget",
@@ -126,7 +126,7 @@ class Db:
         cls,
         path: _Path,
         memory: Optional[Union[int, str]] = None,
-        sync: Optional[Union[Literal["always", "never"], int]] = None,
+        sync: Optional[Union[Literal["always", "every", "never"], str, int]] = None,
         static: str = "auto",
         epsilon: int = 8,
         trigger: str = "budget",
@@ -172,7 +172,7 @@ class LsmStore:
         index: str = "pgm",
         boundary: int = 16,
         memory: Optional[Union[int, str]] = None,
-        sync: Optional[Union[Literal["always", "never"], int]] = None,
+        sync: Optional[Union[Literal["always", "every", "never"], str, int]] = None,
         read_only: bool = False,
     ) -> None: ...
     @property

@@ -95,6 +95,22 @@ def test_operations_against_dict_oracle(sync, ops, tmp_path_factory):
         db.close()
 
 
+def test_sync_takes_the_words_of_the_cli(tmp_path):
+    # "always" and its alias "every", "never", a period as an int or "10ms":
+    # the words of `strata db --sync` and of the kinds' `sync=`.
+    for i, (sync, shown) in enumerate(
+        [("always", "always"), ("every", "always"), ("never", "never"), (10, "10 ms"), ("10ms", "10 ms")]
+    ):
+        with strata.Db(tmp_path / f"s{i}", memory=1 << 20, sync=sync) as db:
+            assert f"sync={shown}" in repr(db)
+            db.put(1, 10)
+    for bad in ["sometimes", True, 1.5]:
+        with pytest.raises(strata.InvalidInputError, match=r"always.*\(or .*every.*\).*never"):
+            strata.Db(tmp_path / "bad", sync=bad)
+        with pytest.raises(strata.InvalidInputError, match=r"always.*\(or .*every.*\).*never"):
+            strata.LsmStore(tmp_path / "bad-lsm", sync=bad)
+
+
 def test_context_manager_close_and_repr(tmp_path):
     with strata.Db(tmp_path / "s", memory=1 << 20) as db:
         assert not db.closed and db.path == str(tmp_path / "s")

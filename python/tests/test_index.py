@@ -137,6 +137,33 @@ def test_build_with_params_and_spec(tmp_path):
         strata.build(keys, kind="pgm", path=tmp_path / "c", no_such_param=1)
 
 
+def test_a_rejected_build_leaves_no_directory(tmp_path):
+    keys = np.arange(0, 30_000, 3, dtype=np.uint64)
+    unsorted = keys.copy()
+    unsorted[500] = 1
+    out = tmp_path / "a" / "b" / "idx"
+    with pytest.raises(strata.InvalidInputError):
+        strata.build(keys, kind="pgm:eps=3", path=out)
+    with pytest.raises(strata.InvalidInputError):
+        strata.build(keys, kind="pgm", path=out, no_such_param=1)
+    for kind in ["pgm", "btree", "db"]:
+        with pytest.raises(strata.OutOfOrderError):
+            strata.build(unsorted, kind=kind, path=out)
+    # Built, but the open options are refused: the index goes too.
+    with pytest.raises(strata.InvalidInputError):
+        strata.build(keys, kind="pgm", path=out, resident="everything")
+    assert list(tmp_path.iterdir()) == []
+    # An existing directory stays.
+    (tmp_path / "kept").mkdir()
+    with pytest.raises(strata.OutOfOrderError):
+        strata.build(unsorted, kind="pgm", path=tmp_path / "kept")
+    assert [p.name for p in tmp_path.iterdir()] == ["kept"]
+    # A store refused for its options creates no directory either.
+    with pytest.raises(strata.InvalidInputError):
+        strata.Db(tmp_path / "s" / "t", sync=0)
+    assert [p.name for p in tmp_path.iterdir()] == ["kept"]
+
+
 def test_temporary_index_directory_is_removed():
     import gc
     import os

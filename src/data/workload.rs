@@ -59,28 +59,16 @@ pub enum Workload {
 }
 
 impl Workload {
-    /// Every workload name.
-    pub const NAMES: &'static [&'static str] = &[
-        "lookup",
-        "lookup-miss",
-        "scan",
-        "write-only",
-        "read-heavy",
-        "write-heavy",
-        "balanced",
-        "ycsb-a",
-        "ycsb-b",
-        "ycsb-c",
-        "ycsb-d",
-        "ycsb-e",
-        "ycsb-f",
-        "ycsb-read-only",
-        "ycsb-write-only",
-        "ycsb-balanced",
-    ];
+    /// Every workload, in `strata list` order: the table the parser
+    /// ([`Workload::from_str`](std::str::FromStr)), [`Workload::NAMES`] and
+    /// the CLI's help read.
+    pub const ALL: &'static [Workload] = &ALL;
+
+    /// Every workload name, in the order of [`Workload::ALL`].
+    pub const NAMES: &'static [&'static str] = &NAMES;
 
     /// The workload's name.
-    pub fn name(&self) -> &'static str {
+    pub const fn name(&self) -> &'static str {
         match self {
             Workload::Lookup => "lookup",
             Workload::LookupMiss => "lookup-miss",
@@ -98,6 +86,44 @@ impl Workload {
             Workload::YcsbReadOnly => "ycsb-read-only",
             Workload::YcsbWriteOnly => "ycsb-write-only",
             Workload::YcsbBalanced => "ycsb-balanced",
+        }
+    }
+
+    /// Other names the parser takes for the workload.
+    pub const fn aliases(&self) -> &'static [&'static str] {
+        match self {
+            Workload::Lookup => &["lookup-only"],
+            Workload::Scan => &["scan-only"],
+            Workload::WriteOnly => &["insert"],
+            Workload::YcsbA => &["a"],
+            Workload::YcsbB => &["b"],
+            Workload::YcsbC => &["c"],
+            Workload::YcsbD => &["d"],
+            Workload::YcsbE => &["e"],
+            Workload::YcsbF => &["f"],
+            _ => &[],
+        }
+    }
+
+    /// What the workload does, in one line (for help texts).
+    pub const fn summary(&self) -> &'static str {
+        match self {
+            Workload::Lookup => "lookups of existing keys",
+            Workload::LookupMiss => "lookups of absent keys",
+            Workload::Scan => "a lookup and the next 99 records",
+            Workload::WriteOnly => "half the keys bulk-loaded, the other half inserted (Lan)",
+            Workload::ReadHeavy => "half bulk-loaded, then 18 lookups : 2 inserts (Lan)",
+            Workload::WriteHeavy => "half bulk-loaded, then 2 lookups : 18 inserts (Lan)",
+            Workload::Balanced => "half bulk-loaded, then 10 lookups : 10 inserts (Lan)",
+            Workload::YcsbA => "YCSB A: 50% reads, 50% updates",
+            Workload::YcsbB => "YCSB B: 95% reads, 5% updates",
+            Workload::YcsbC => "YCSB C: reads only",
+            Workload::YcsbD => "YCSB D: 95% reads of the latest records, 5% inserts",
+            Workload::YcsbE => "YCSB E: 95% short scans, 5% inserts",
+            Workload::YcsbF => "YCSB F: 50% reads, 50% read-modify-writes",
+            Workload::YcsbReadOnly => "15/16 of the keys bulk-loaded, then uniform reads (Zhang et al.)",
+            Workload::YcsbWriteOnly => "15/16 bulk-loaded, then inserts of the rest (Zhang et al.)",
+            Workload::YcsbBalanced => "15/16 bulk-loaded, then 50% inserts, 50% reads (Zhang et al.)",
         }
     }
 
@@ -137,33 +163,57 @@ impl Workload {
     }
 }
 
+/// The workloads of [`Workload::ALL`].
+const ALL: [Workload; 16] = [
+    Workload::Lookup,
+    Workload::LookupMiss,
+    Workload::Scan,
+    Workload::WriteOnly,
+    Workload::ReadHeavy,
+    Workload::WriteHeavy,
+    Workload::Balanced,
+    Workload::YcsbA,
+    Workload::YcsbB,
+    Workload::YcsbC,
+    Workload::YcsbD,
+    Workload::YcsbE,
+    Workload::YcsbF,
+    Workload::YcsbReadOnly,
+    Workload::YcsbWriteOnly,
+    Workload::YcsbBalanced,
+];
+
+/// The names of [`ALL`], in its order.
+#[expect(
+    clippy::indexing_slicing,
+    reason = "evaluated at compile time, with i < ALL.len() = NAMES.len(): an index out of range fails the build"
+)]
+const NAMES: [&str; ALL.len()] = {
+    let mut names = [""; ALL.len()];
+    let mut i = 0;
+    while i < ALL.len() {
+        names[i] = ALL[i].name();
+        i += 1;
+    }
+    names
+};
+
+/// A name of [`Workload::NAMES`] or one of a workload's
+/// [`aliases`](Workload::aliases); anything else is [`Error::InvalidInput`]
+/// naming the known workloads.
 impl FromStr for Workload {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
-        Ok(match s {
-            "lookup" | "lookup-only" => Workload::Lookup,
-            "lookup-miss" => Workload::LookupMiss,
-            "scan" | "scan-only" => Workload::Scan,
-            "write-only" | "insert" => Workload::WriteOnly,
-            "read-heavy" => Workload::ReadHeavy,
-            "write-heavy" => Workload::WriteHeavy,
-            "balanced" => Workload::Balanced,
-            "ycsb-a" | "a" => Workload::YcsbA,
-            "ycsb-b" | "b" => Workload::YcsbB,
-            "ycsb-c" | "c" => Workload::YcsbC,
-            "ycsb-d" | "d" => Workload::YcsbD,
-            "ycsb-e" | "e" => Workload::YcsbE,
-            "ycsb-f" | "f" => Workload::YcsbF,
-            "ycsb-read-only" => Workload::YcsbReadOnly,
-            "ycsb-write-only" => Workload::YcsbWriteOnly,
-            "ycsb-balanced" => Workload::YcsbBalanced,
-            _ => {
-                return Err(Error::invalid(format!(
+        Workload::ALL
+            .iter()
+            .copied()
+            .find(|w| w.name() == s || w.aliases().contains(&s))
+            .ok_or_else(|| {
+                Error::invalid(format!(
                     "unknown workload {s:?}; known: {}",
                     Workload::NAMES.join(", ")
-                )));
-            }
-        })
+                ))
+            })
     }
 }
 
@@ -612,6 +662,27 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    /// One table: every workload has its name and aliases parsed back, and
+    /// no name or alias is taken twice.
+    #[test]
+    fn the_parser_reads_the_table() {
+        assert_eq!(Workload::NAMES.len(), Workload::ALL.len());
+        let mut seen = std::collections::HashSet::new();
+        for (w, name) in Workload::ALL.iter().zip(Workload::NAMES) {
+            assert_eq!(w.name(), *name);
+            assert!(!w.summary().is_empty());
+            for n in std::iter::once(name).chain(w.aliases()) {
+                assert_eq!(n.parse::<Workload>().unwrap(), *w, "{n}");
+                assert!(seen.insert(*n), "{n} twice");
+            }
+        }
+        let e = "ycsb-z".parse::<Workload>().unwrap_err().to_string();
+        assert!(
+            e.contains("ycsb-write-only") && e.contains("ycsb-balanced"),
+            "{e}"
+        );
     }
 
     #[test]

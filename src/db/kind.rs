@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 
 use super::{Db, DbRange, MergeTrigger, Options, StaticKind, SyncPolicy};
 use crate::index::{
-    BuildOptions, Cursor, Index, IndexKind, IndexStats, Manifest, OpenOptions, Params, Record, Records,
+    BuildOptions, Cursor, Index, IndexKind, IndexStats, Manifest, OpenOptions, ParamDoc, Params, Record,
+    Records,
 };
 use crate::storage::{Directory, IoContext, IoStats};
 use crate::{Error, Result};
@@ -21,7 +22,7 @@ use crate::{Error, Result};
 /// - `trigger`: `budget` (default), `constant` (merge at `memory / 2` bytes of
 ///   the writable stage, whatever the static index takes) or `ratio:R`;
 /// - `sync`: `never` (default: the [`Index`] contract — durable at
-///   [`Index::sync`]), `every` or a number of milliseconds;
+///   [`Index::sync`]), `always` (or `every`) or a period in milliseconds;
 /// - `merge`: `background` (default) or `inline`;
 /// - `insert`: `checked` (default: [`Index::insert`] reads the old value, as
 ///   the trait promises) or `blind` (a plain [`Db::put`], returning `None`:
@@ -36,19 +37,10 @@ struct KindConfig {
     blind: bool,
 }
 
-/// The `sync` parameter of a store kind: `never` (default), `every` (or
-/// `always`) or a number of milliseconds.
+/// The `sync` parameter of a store kind: `never` (default), `always` (or
+/// `every`) or a period in milliseconds ([`SyncPolicy::from_str`](std::str::FromStr)).
 pub(crate) fn sync_param(params: &Params) -> Result<SyncPolicy> {
-    let sync_text = params.str("sync", "never")?;
-    Ok(match sync_text.as_str() {
-        "never" => SyncPolicy::Never,
-        "every" | "always" => SyncPolicy::Always,
-        ms => {
-            SyncPolicy::EveryMs(ms.parse().map_err(|_| {
-                Error::invalid(format!("sync must be never, every or milliseconds, got {ms:?}"))
-            })?)
-        }
-    })
+    params.str("sync", "never")?.parse()
 }
 
 /// The `insert` parameter of a store kind: `checked` (default, false) or
@@ -125,6 +117,46 @@ impl IndexKind for DbKind {
     fn summary(&self) -> &'static str {
         "durable hybrid store (Zhang §9): WAL + in-memory dynamic stage + learned static stage, \
          background merges; `memory` = total budget"
+    }
+
+    fn params(&self) -> Vec<ParamDoc> {
+        vec![
+            ParamDoc::new(
+                "memory",
+                "memory budget in bytes (8M, 64M, ...) of the writable stages and the static index together",
+            ),
+            ParamDoc::new(
+                "static",
+                "index of the static stage: auto (the smaller of the zone maps gap-zonemap-d and \
+                 leco-zonemap-d, or pgm-disk-cpr at epsilon if it reads about one page per lookup in \
+                 less memory) or a layered kind spec (pgm-disk-cpr, leco-zonemap-d, air:profile=nvme, ...)",
+            ),
+            ParamDoc::new(
+                "epsilon",
+                "error bound of the learned static kinds (auto's pgm-disk-cpr, and static=pgm, pgm-disk, \
+                 pgm-disk-cpr, rs, fiting-static)",
+            ),
+            ParamDoc::new(
+                "trigger",
+                "when the writable stage is merged into the static one: budget (at two thirds of what the \
+                 static index leaves of memory), constant (at memory/2 bytes) or ratio:R (at 1/R of the \
+                 static stage's entries)",
+            ),
+            ParamDoc::new(
+                "sync",
+                "when writes are durable: never (at sync), always (or every: each write), or a period \
+                 in milliseconds (10 or 10ms)",
+            ),
+            ParamDoc::new(
+                "merge",
+                "background (merges on a thread of their own) or inline (in the writer)",
+            ),
+            ParamDoc::new(
+                "insert",
+                "checked (an insert reads the old value, as Index::insert promises) or blind (a plain put: \
+                 only for workloads whose inserts are new keys, such as ycsb-write-only)",
+            ),
+        ]
     }
 
     fn build(

@@ -25,6 +25,8 @@ impl Db {
     /// store is not read-only; otherwise a missing directory is
     /// [`Error::NotFound`] naming it, and nothing is created.
     pub fn open_path(path: impl AsRef<std::path::Path>, opts: Options) -> Result<Db> {
+        // Options the store refuses create no directory.
+        opts.check()?;
         let dir: Arc<dyn Directory> = if opts.create_if_missing && !opts.read_only {
             Arc::new(FsDirectory::create_all(path.as_ref())?)
         } else {

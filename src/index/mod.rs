@@ -32,8 +32,10 @@ use serde::Serialize;
 
 pub use cursor::{Cursor, LowerBoundCursor};
 pub use manifest::{MANIFEST_FILE, Manifest, new_build_id};
-pub use params::{IndexSpec, Params, parse_size};
-pub use registry::{BuildOptions, BuildReport, IndexKind, OpenOptions, Registry, Residency, registry};
+pub use params::{IndexSpec, KindParam, ParamDoc, Params, parse_size};
+pub use registry::{
+    BuildOptions, BuildReport, IndexKind, OpenOptions, PAGE_PARAM, Registry, Residency, registry,
+};
 pub(crate) use scan::{DataRunCursor, DataRunReader, Fetch, Located};
 
 use crate::storage::IoStats;

@@ -222,6 +222,40 @@ impl Params {
     }
 }
 
+/// One parameter an index kind takes, for `strata list` and the docs: its
+/// name and what it means. Its default is not written here but found by
+/// asking the kind ([`Registry::params_of`](super::Registry::params_of)),
+/// so it is always the value a build uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct ParamDoc {
+    /// The name, as in `kind:name=value`.
+    pub name: &'static str,
+    /// What it sets and which values it takes, in one sentence.
+    pub meaning: &'static str,
+}
+
+impl ParamDoc {
+    /// A parameter `name` meaning `meaning`.
+    pub const fn new(name: &'static str, meaning: &'static str) -> Self {
+        ParamDoc { name, meaning }
+    }
+}
+
+/// A parameter of a kind with its default: what
+/// [`Registry::params_of`](super::Registry::params_of) returns and `strata
+/// list --json` prints.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct KindParam {
+    /// The name, as in `kind:name=value`.
+    pub name: &'static str,
+    /// The value a build takes when the parameter is not given, as the
+    /// kind resolves it (`null`: the kind does without it, as its meaning
+    /// says; `pgm-disk`'s `page_slack`).
+    pub default: Option<Value>,
+    /// What it sets and which values it takes.
+    pub meaning: &'static str,
+}
+
 /// Parses `4096`, `64k`, `16KiB`, `8M`, `1g` as a byte count.
 pub fn parse_size(s: &str) -> Option<u64> {
     let s = s.trim();

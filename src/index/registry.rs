@@ -8,7 +8,9 @@ use std::time::Instant;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::{ApproxPos, Cursor, Index, IndexSpec, IndexStats, Manifest, Params, Record, Records};
+use super::{
+    ApproxPos, Cursor, Index, IndexSpec, IndexStats, KindParam, Manifest, ParamDoc, Params, Record, Records,
+};
 use crate::format::page::check_page_size;
 use crate::storage::{
     DEFAULT_QUEUE_DEPTH, DirLock, Directory, FsDirectory, IoContext, IoEngine, IoStats, LockMode,
@@ -177,21 +179,49 @@ pub trait IndexKind: Send + Sync {
     fn dir_lock(&self) -> Option<LockMode> {
         Some(LockMode::Shared)
     }
+    /// The parameters the kind takes besides `page` (which every kind takes:
+    /// [`PAGE_PARAM`]), with their meaning, in the order `strata list`
+    /// prints them. Their defaults are what
+    /// [`resolve_params`](IndexKind::resolve_params) resolves when none is
+    /// given ([`Registry::params_of`]). Every parameter the kind reads must
+    /// be here (the registry's tests check it against what it resolves).
+    fn params(&self) -> Vec<ParamDoc> {
+        Vec::new()
+    }
+    /// Reads the kind's parameters from `params` as a build does, so that
+    /// each is recorded with the value it takes, given or default
+    /// ([`Params::resolved`]), and checks their values; a parameter it does
+    /// not take is left for [`Params::finish`]. `opts.page_size` is
+    /// resolved, as for [`build`](IndexKind::build).
+    ///
+    /// The default builds the kind over no records into a scratch in-memory
+    /// directory (every kind reads its parameters before it looks at the
+    /// keys).
+    fn resolve_params(&self, params: &Params, opts: &BuildOptions) -> Result<()> {
+        self.build(params, Records::ranked(&[]), &MemDirectory::new(), opts, 1)
+            .map(|_| ())
+    }
     /// Checks `params` before any data is read or written: a value the
     /// kind rejects, or a parameter it does not take, is an error here, so
     /// a build never starts on a spec it would refuse at the end.
     /// `opts.page_size` is resolved, as for [`build`](IndexKind::build).
     ///
-    /// The default builds the kind over no records into a scratch in-memory
-    /// directory (every kind reads its parameters before it looks at the
-    /// keys) and then rejects the parameters no getter asked for
-    /// ([`Params::finish`]); `params` itself is left untouched.
+    /// The default resolves a copy of `params`
+    /// ([`resolve_params`](IndexKind::resolve_params)) and then rejects the
+    /// parameters no getter asked for ([`Params::finish`]); `params` itself
+    /// is left untouched.
     fn check_params(&self, params: &Params, opts: &BuildOptions) -> Result<()> {
         let probe = params.clone();
-        self.build(&probe, Records::ranked(&[]), &MemDirectory::new(), opts, 1)?;
+        self.resolve_params(&probe, opts)?;
         probe.finish(self.name())
     }
 }
+
+/// The parameter every kind takes: the page size of its files.
+pub const PAGE_PARAM: ParamDoc = ParamDoc::new(
+    "page",
+    "page size of the index files in bytes: 4096, 8192 or 16384 (4k, 8k, 16k)",
+);
 
 /// Prefix of the files a build writes before it publishes them under their
 /// own names (see [`Registry::build_in`]).
@@ -435,26 +465,40 @@ impl Registry {
         path: &Path,
         opts: &BuildOptions,
     ) -> Result<BuildReport> {
-        // Nothing is created for a spec the kind would refuse.
+        // Nothing is created for a spec the kind would refuse, or for keys
+        // out of order.
         self.check_spec(spec, opts)?;
-        let existed = path.exists();
-        let dir: Arc<dyn Directory> = Arc::new(FsDirectory::create_all(path)?);
-        // No reader may have the directory open while it is rebuilt.
-        let lock = match self.find(&spec.kind)?.dir_lock() {
-            Some(_) => Some(dir.lock(LockMode::Exclusive)?),
-            None => None,
-        };
-        let built = self.build_in(spec, records, dir.clone(), opts);
-        if built.is_err() && !existed {
-            // A failed build in a directory it created leaves no directory:
-            // the build removed its files; the lock file goes with the lock.
-            drop(lock);
+        check_keys(records.keys())?;
+        let (fs, created) = FsDirectory::create_all_tracked(path)?;
+        let dir: Arc<dyn Directory> = Arc::new(fs);
+        let built = self.build_locked(spec, records, &dir, opts);
+        if built.is_err() && !created.is_empty() {
+            // A failed build in a directory it created leaves no directory
+            // (nor the parents it created): the build removed its files, the
+            // lock file goes with the lock.
             if dir.exists(crate::storage::LOCK_FILE) {
                 let _ = dir.remove(crate::storage::LOCK_FILE);
             }
-            let _ = std::fs::remove_dir(path);
+            crate::storage::remove_created_dirs(&created);
         }
         built
+    }
+
+    /// [`build_in`](Self::build_in) under the directory's exclusive lock
+    /// (for kinds with a directory lock: no reader may have the directory
+    /// open while it is rebuilt), released on return.
+    fn build_locked(
+        &self,
+        spec: &IndexSpec,
+        records: Records<'_>,
+        dir: &Arc<dyn Directory>,
+        opts: &BuildOptions,
+    ) -> Result<BuildReport> {
+        let _lock = match self.find(&spec.kind)?.dir_lock() {
+            Some(_) => Some(dir.lock(LockMode::Exclusive)?),
+            None => None,
+        };
+        self.build_in(spec, records, dir.clone(), opts)
     }
 
     /// The kind, parameters and build options of `spec`, checked as
@@ -473,6 +517,25 @@ impl Registry {
         let opts = BuildOptions { page_size };
         kind.check_params(&params, &opts)?;
         Ok((kind, params, opts))
+    }
+
+    /// The parameters of the kind named `kind` ([`IndexKind::params`]),
+    /// each with the value a build takes when it is not given (at the
+    /// default page size). Not [`PAGE_PARAM`], which every kind takes.
+    pub fn params_of(&self, kind: &str) -> Result<Vec<KindParam>> {
+        let kind = self.find(kind)?;
+        let defaults = Params::default();
+        kind.resolve_params(&defaults, &BuildOptions::default())?;
+        let resolved = defaults.resolved();
+        Ok(kind
+            .params()
+            .into_iter()
+            .map(|d| KindParam {
+                name: d.name,
+                default: resolved.get(d.name).cloned(),
+                meaning: d.meaning,
+            })
+            .collect())
     }
 
     /// Checks `spec` without reading or writing anything: the kind exists,
@@ -709,7 +772,7 @@ mod tests {
     }
 
     /// Keys out of order are refused before anything is written; at a path
-    /// the build created, no directory is left.
+    /// the build would create, no directory is left, nor any parent.
     #[test]
     fn unsorted_keys_leave_no_directory() {
         let reg = registry();
@@ -722,6 +785,106 @@ mod tests {
             .unwrap_err();
         assert!(matches!(e, Error::OutOfOrder { position: 2500, .. }), "{e}");
         assert!(!out.exists());
+        let nested = tmp.path().join("a").join("b").join("out");
+        for (s, keys) in [
+            ("pgm", &keys[..]),
+            ("db", &keys[..]),
+            ("pgm:eps=1", &keys[..2000]),
+        ] {
+            assert!(
+                reg.build(&spec(s), keys, &nested, &BuildOptions::default())
+                    .is_err()
+            );
+            assert!(
+                !tmp.path().join("a").exists(),
+                "{s}: a refused build left a parent"
+            );
+        }
+    }
+
+    /// A build that fails after it created its directory (here: a write
+    /// fails, the directory is not writable) removes that directory and the
+    /// parents it created, and leaves an existing parent alone.
+    #[test]
+    fn a_failed_build_removes_the_directories_it_created() {
+        let reg = registry();
+        let tmp = tempfile::tempdir().unwrap();
+        let keys: Vec<u64> = (0..5000).map(|i| i * 3).collect();
+        let parent = tmp.path().join("p");
+        std::fs::create_dir(&parent).unwrap();
+        let nested = parent.join("a").join("b");
+        let (fs, created) = FsDirectory::create_all_tracked(&nested).unwrap();
+        assert_eq!(created, [nested.clone(), parent.join("a")]);
+        drop(fs);
+        crate::storage::remove_created_dirs(&created);
+        assert!(parent.exists() && !parent.join("a").exists());
+        // A file where the build wants a directory: refused, nothing left.
+        std::fs::write(parent.join("f"), b"x").unwrap();
+        assert!(
+            reg.build(
+                &spec("pgm"),
+                &keys,
+                &parent.join("f").join("idx"),
+                &BuildOptions::default()
+            )
+            .is_err()
+        );
+        assert_eq!(std::fs::read_dir(&parent).unwrap().count(), 1);
+        // A build that fails midway, in directories it created.
+        let reg = reg.with(&FailsOverRecords);
+        let out = parent.join("x").join("idx");
+        let e = reg
+            .build(&spec("fails-over-records"), &keys, &out, &BuildOptions::default())
+            .unwrap_err();
+        assert!(e.to_string().contains("midway"), "{e}");
+        assert_eq!(std::fs::read_dir(&parent).unwrap().count(), 1);
+        // Into an existing directory: the directory stays.
+        std::fs::create_dir(parent.join("y")).unwrap();
+        let out = parent.join("y");
+        assert!(
+            reg.build(&spec("fails-over-records"), &keys, &out, &BuildOptions::default())
+                .is_err()
+        );
+        assert!(out.is_dir());
+    }
+
+    /// A kind whose specs check (over no records) but whose builds fail
+    /// after writing a file.
+    struct FailsOverRecords;
+
+    impl IndexKind for FailsOverRecords {
+        fn name(&self) -> &'static str {
+            "fails-over-records"
+        }
+
+        fn summary(&self) -> &'static str {
+            "fails midway"
+        }
+
+        fn build(
+            &self,
+            _params: &Params,
+            records: Records<'_>,
+            dir: &dyn Directory,
+            _opts: &BuildOptions,
+            _build_id: u64,
+        ) -> Result<(Vec<String>, Value)> {
+            if records.is_empty() {
+                return Ok((vec![], Value::Null));
+            }
+            dir.create("half")?.write_at(0, b"half")?;
+            Err(Error::invalid("failed midway"))
+        }
+
+        fn open(
+            &self,
+            _m: &Manifest,
+            _dir: Arc<dyn Directory>,
+            _io: IoContext,
+            _opts: &OpenOptions,
+        ) -> Result<Box<dyn Index>> {
+            Err(Error::invalid("never built"))
+        }
     }
 
     /// Static kinds are opened under a shared lock (many readers), the

@@ -621,3 +621,28 @@ proptest! {
         }
     }
 }
+
+/// One parser of sync policies for the CLI, the kinds' `sync=` and the LSM
+/// options: `always` and its alias `every`, `never`, `N` and `Nms`; an error
+/// names every accepted word; `Display` reads back.
+#[test]
+fn sync_policies_parse_in_one_place() {
+    for (s, want) in [
+        ("always", SyncPolicy::Always),
+        ("every", SyncPolicy::Always),
+        ("never", SyncPolicy::Never),
+        ("10", SyncPolicy::EveryMs(10)),
+        ("10ms", SyncPolicy::EveryMs(10)),
+        (" 250 ms ", SyncPolicy::EveryMs(250)),
+    ] {
+        let got: SyncPolicy = s.parse().unwrap();
+        assert_eq!(got, want, "{s:?}");
+        assert_eq!(got.to_string().parse::<SyncPolicy>().unwrap(), got);
+    }
+    for bad in ["sometimes", "", "-5", "10s", "Always"] {
+        let e = bad.parse::<SyncPolicy>().unwrap_err().to_string();
+        for word in ["always", "every", "never", "milliseconds"] {
+            assert!(e.contains(word), "{bad:?}: {e}");
+        }
+    }
+}

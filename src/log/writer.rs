@@ -23,6 +23,48 @@ pub enum SyncPolicy {
     Never,
 }
 
+impl SyncPolicy {
+    /// The spellings [`SyncPolicy::from_str`](std::str::FromStr) takes, for
+    /// help texts: the same words in the CLI, the kinds' `sync=` parameter,
+    /// the LSM options and Python.
+    pub const SPELLINGS: &'static str = "always (or every), never, or a period in milliseconds (10 or 10ms)";
+}
+
+/// Parses `always` (or its alias `every`), `never`, or a period in
+/// milliseconds, `10` or `10ms` ([`SyncPolicy::EveryMs`]); anything else is
+/// [`Error::InvalidInput`] naming the accepted words.
+impl std::str::FromStr for SyncPolicy {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.trim() {
+            "always" | "every" => Ok(SyncPolicy::Always),
+            "never" => Ok(SyncPolicy::Never),
+            t => t
+                .strip_suffix("ms")
+                .unwrap_or(t)
+                .trim()
+                .parse()
+                .map(SyncPolicy::EveryMs)
+                .map_err(|_| {
+                    Error::invalid(format!(
+                        "sync must be always (or every), never, or a period in milliseconds (10 or 10ms), got {s:?}"
+                    ))
+                }),
+        }
+    }
+}
+
+/// `always`, `never` or `10ms`: what [`SyncPolicy::from_str`](std::str::FromStr) reads back.
+impl std::fmt::Display for SyncPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SyncPolicy::Always => f.write_str("always"),
+            SyncPolicy::Never => f.write_str("never"),
+            SyncPolicy::EveryMs(ms) => write!(f, "{ms}ms"),
+        }
+    }
+}
+
 /// Largest frame buffer kept for reuse (a bigger one, from a huge batch, is
 /// freed).
 const MAX_SPARE: usize = 1 << 20;

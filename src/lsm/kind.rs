@@ -11,7 +11,8 @@ use serde_json::{Value, json};
 
 use super::{Options, Store, StoreIter};
 use crate::index::{
-    BuildOptions, Cursor, Index, IndexKind, IndexStats, Manifest, OpenOptions, Params, Record, Records,
+    BuildOptions, Cursor, Index, IndexKind, IndexStats, Manifest, OpenOptions, ParamDoc, Params, Record,
+    Records,
 };
 use crate::log::SyncPolicy;
 use crate::storage::{Directory, IoContext, IoStats};
@@ -25,7 +26,7 @@ use crate::{Error, Result};
 ///   64M), split by [`Options::parse_spec`] into memtables, block cache,
 ///   index and filter;
 /// - `sync`: `never` (default: the [`Index`] contract — durable at
-///   [`Index::sync`]), `every` (or `always`) or a number of milliseconds,
+///   [`Index::sync`]), `always` (or `every`) or a period in milliseconds,
 ///   as for `db`;
 /// - `background`: flushes and compactions on a background thread (`true`,
 ///   default) or inline in the writer (`false`);
@@ -117,16 +118,82 @@ impl IndexKind for LsmKind {
          u64 keys big-endian; `memory` = total budget"
     }
 
+    fn params(&self) -> Vec<ParamDoc> {
+        vec![
+            ParamDoc::new(
+                "index",
+                "index of the tables: fp (fence pointers) or a learned kind: pgm, pgm-cpr, rs, rmi, plr, \
+                 fiting, gap-zonemap-d, air",
+            ),
+            ParamDoc::new(
+                "boundary",
+                "position boundary of the table index: entries a lookup searches after it",
+            ),
+            ParamDoc::new(
+                "memory",
+                "total memory budget in bytes (1M, 64M, ...), split into memtables, block cache, \
+                 index and filter",
+            ),
+            ParamDoc::new("target_file", "table size compactions cut at, in bytes"),
+            ParamDoc::new(
+                "granularity",
+                "table (an index per table) or level (one table, so one index, per level below L0)",
+            ),
+            ParamDoc::new(
+                "sync",
+                "when writes are durable: never (at sync), always (or every: each write), or a period \
+                 in milliseconds (10 or 10ms)",
+            ),
+            ParamDoc::new(
+                "background",
+                "true: flushes and compactions on a background thread; false: inline in the writer",
+            ),
+            ParamDoc::new(
+                "pin",
+                "true: every table's block handles, index and filter stay resident; false: loaded \
+                 through the block cache",
+            ),
+            ParamDoc::new(
+                "write_buffer",
+                "bytes of a memtable before it is flushed (default: a quarter of memory, 1-64 MiB)",
+            ),
+            ParamDoc::new(
+                "max_immutable",
+                "full memtables waiting for their flush before writes stall",
+            ),
+            ParamDoc::new(
+                "l1",
+                "bytes of level 1 (default: four write buffers, at least 1 MiB)",
+            ),
+            ParamDoc::new("ratio", "size ratio between adjacent levels"),
+            ParamDoc::new("l0_trigger", "level-0 tables that start a compaction"),
+            ParamDoc::new("l0_slowdown", "level-0 tables at which writes slow down"),
+            ParamDoc::new(
+                "l0_stop",
+                "level-0 tables at which writes stop until a compaction ends",
+            ),
+            ParamDoc::new("bloom", "Bloom filter bits per key, 0-64 (0: no filter)"),
+            ParamDoc::new(
+                "insert",
+                "checked (an insert reads the old value, as Index::insert promises) or blind (a plain put: \
+                 only for workloads whose inserts are new keys)",
+            ),
+            ParamDoc::new(
+                "compact",
+                "true: after the load, compact everything into the deepest level (tables cut at \
+                 target_file); false: a sorted load moves its tables down whole",
+            ),
+        ]
+    }
+
     /// The store takes its own lock ([`Store::open_in`]).
     fn dir_lock(&self) -> Option<crate::storage::LockMode> {
         None
     }
 
     /// Reads and checks the parameters without opening a store.
-    fn check_params(&self, params: &Params, _opts: &BuildOptions) -> Result<()> {
-        let probe = params.clone();
-        config(&probe)?;
-        probe.finish(self.name())
+    fn resolve_params(&self, params: &Params, _opts: &BuildOptions) -> Result<()> {
+        config(params).map(|_| ())
     }
 
     /// Needs a shared directory handle: see [`IndexKind::build_shared`].

@@ -29,6 +29,8 @@ impl Store {
     /// missing store is [`Error::NotFound`]). Tables are read with
     /// `O_DIRECT` if [`Options::direct_io`].
     pub fn open(path: &Path, opts: Options) -> Result<Store> {
+        // Options the store refuses create no directory.
+        opts.check()?;
         let dir = if opts.read_only {
             FsDirectory::open(path)?
         } else {

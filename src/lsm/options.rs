@@ -182,7 +182,7 @@ impl Options {
     /// profile for `air`), `memory`, `write_buffer`, `max_immutable`,
     /// `block_cache`, `block` (block size), `restart`, `bloom` (bits per
     /// key), `target_file`, `granularity` (`table` or `level`), `ratio`, `l1`, `l0_trigger`, `l0_slowdown`,
-    /// `l0_stop`, `sync` (`always`, `never` or a period such as `10ms`),
+    /// `l0_stop`, `sync` (`always` or `every`, `never`, or a period such as `10ms`),
     /// `direct`, `read_only`, `background`, `strict`, `pin`
     /// ([`Options::pin_tables`]) (booleans `true`/`false`).
     /// Sizes take `k`/`M`/`G` suffixes. Anything else is
@@ -218,7 +218,7 @@ impl Options {
                 "l0_trigger" => o.l0_compaction_trigger = int(v, k)?,
                 "l0_slowdown" => o.l0_slowdown = int(v, k)?,
                 "l0_stop" => o.l0_stop = int(v, k)?,
-                "sync" => o.sync = parse_sync(v)?,
+                "sync" => o.sync = v.parse()?,
                 "direct" => o.direct_io = boolean(v, k)?,
                 "read_only" => o.read_only = boolean(v, k)?,
                 "background" => o.background = boolean(v, k)?,
@@ -283,18 +283,6 @@ fn boolean(v: &str, name: &str) -> Result<bool> {
         _ => Err(Error::invalid(format!(
             "lsm option {name}: `{v}` is not true or false"
         ))),
-    }
-}
-
-/// `always`, `never`, or a period `N` / `Nms`.
-fn parse_sync(v: &str) -> Result<SyncPolicy> {
-    match v {
-        "always" => Ok(SyncPolicy::Always),
-        "never" => Ok(SyncPolicy::Never),
-        _ => {
-            let ms = v.strip_suffix("ms").unwrap_or(v);
-            Ok(SyncPolicy::EveryMs(int(ms, "sync")?))
-        }
     }
 }
 

@@ -205,6 +205,18 @@ impl Storage for FileStorage {
     }
 }
 
+/// Removes the directories of `dirs` (deepest first) that are empty: what
+/// [`FsDirectory::create_all_tracked`] created for an operation that then
+/// failed. A directory something else wrote into in the meantime stays,
+/// and so do its ancestors.
+pub fn remove_created_dirs(dirs: &[PathBuf]) {
+    for d in dirs {
+        if std::fs::remove_dir(d).is_err() {
+            return;
+        }
+    }
+}
+
 /// A directory of local files.
 #[derive(Debug, Clone)]
 pub struct FsDirectory {
@@ -223,6 +235,26 @@ impl FsDirectory {
             direct: false,
             engine: IoEngine::Auto,
         })
+    }
+
+    /// [`create_all`](Self::create_all), also returning the directories it
+    /// created (`root` and its missing ancestors, deepest first), which
+    /// [`remove_created_dirs`] removes again after a failure. If the
+    /// creation fails, what it created is removed before the error returns.
+    pub fn create_all_tracked(root: impl Into<PathBuf>) -> Result<(Self, Vec<PathBuf>)> {
+        let root = root.into();
+        let created: Vec<PathBuf> = root
+            .ancestors()
+            .take_while(|a| !a.as_os_str().is_empty() && std::fs::symlink_metadata(a).is_err())
+            .map(Path::to_path_buf)
+            .collect();
+        match Self::create_all(root) {
+            Ok(d) => Ok((d, created)),
+            Err(e) => {
+                remove_created_dirs(&created);
+                Err(e)
+            }
+        }
     }
 
     /// Opens an existing directory.

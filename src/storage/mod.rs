@@ -65,7 +65,7 @@ pub use batch::{
 };
 pub use cache::{CacheStats, CachedStorage, PageCache};
 pub use fault::{FaultKind, FaultOp, FaultPlan, FaultyDirectory, FaultyStorage};
-pub use file::{FileStorage, FsDirectory};
+pub use file::{FileStorage, FsDirectory, remove_created_dirs};
 pub use lock::{DirLock, LOCK_FILE, LockMode};
 pub use memory::{MemDirectory, MemStorage};
 pub use profile::{PRESETS, StorageProfile};

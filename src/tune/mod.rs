@@ -45,7 +45,7 @@ pub use search::{
 };
 
 use crate::index::layered::{Design, LAYERED_KINDS, LayeredKind};
-use crate::index::{IndexSpec, Params, Registry};
+use crate::index::{IndexSpec, ParamDoc, Params, Registry};
 use crate::storage::StorageProfile;
 use crate::{Error, Result};
 
@@ -107,7 +107,38 @@ pub static AIR: LayeredKind = LayeredKind {
     name: "air",
     summary: "AirIndex: layers chosen by AirTune for a storage profile (profile, top_k, memory_budget)",
     design: air_design,
+    params: AIR_PARAMS,
 };
+
+/// What [`options_from_params`] reads: the parameters of kind `air`.
+const AIR_PARAMS: &[ParamDoc] = &[
+    ParamDoc::new(
+        "profile",
+        "storage profile to tune for: optane, nvme, sata-ssd, hdd, azure-ssd, nfs or custom:LAT_US:BW_MB_S",
+    ),
+    ParamDoc::new(
+        "top_k",
+        "candidates kept per layer of the search (AirIndex's k), at least 1",
+    ),
+    ParamDoc::new(
+        "memory_budget",
+        "bytes of memory for pinned top layers (64k, 1M, ...); 0: nothing pinned, the fastest cold index",
+    ),
+    ParamDoc::new(
+        "builders",
+        "layer builders: all, airindex, or names joined by + (gstep, gband, eband, zone, zband, leco, \
+         leco-d, cpr)",
+    ),
+    ParamDoc::new("threads", "worker threads of the search (0: every core)"),
+    ParamDoc::new("lambda_low", "smallest granularity of the search grid, in bytes"),
+    ParamDoc::new("lambda_high", "largest granularity of the search grid, in bytes"),
+    ParamDoc::new(
+        "grid_base",
+        "ratio between neighbouring granularities of the grid",
+    ),
+    ParamDoc::new("max_layers", "most index layers"),
+    ParamDoc::new("samples", "sampled lookups of the cost model"),
+];
 
 /// Every layered kind up to this layer: `index`'s
 /// (`LAYERED_KINDS`), then [`AIR`].

@@ -16,4 +16,4 @@ mod report;
 mod runner;
 
 pub use report::{BenchRecord, IoPerOp, Latency, format_table};
-pub use runner::{BenchOptions, Event, run};
+pub use runner::{BenchOptions, Event, RUNNER_PARAMS, RunnerParam, run};

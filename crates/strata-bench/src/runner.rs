@@ -134,6 +134,47 @@ struct RunnerParams {
     queue_depth: Option<usize>,
 }
 
+/// One of the runner's own parameters of a spec, for `strata list`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct RunnerParam {
+    /// The name, as in `kind:name=value`.
+    pub name: &'static str,
+    /// What it is when not given (the option of the run it overrides).
+    pub default: &'static str,
+    /// What it sets.
+    pub meaning: &'static str,
+}
+
+/// The parameters [`run`] takes out of every spec before the kind sees it
+/// (see `RunnerParams`), in the order `strata list` prints them.
+pub const RUNNER_PARAMS: &[RunnerParam] = &[
+    RunnerParam {
+        name: "cache",
+        default: "--cache-pages",
+        meaning: "bytes of an LRU page cache of this configuration's own (4M, 128K, ...)",
+    },
+    RunnerParam {
+        name: "durable",
+        default: "0",
+        meaning: "1: sync the index after every write, inside the timed region",
+    },
+    RunnerParam {
+        name: "resident",
+        default: "--resident",
+        meaning: "what this configuration keeps in memory: index or none",
+    },
+    RunnerParam {
+        name: "batch",
+        default: "--batch",
+        meaning: "lookups sent to get_many at a time",
+    },
+    RunnerParam {
+        name: "qd",
+        default: "--queue-depth",
+        meaning: "reads in flight at most in a batch",
+    },
+];
+
 fn split_runner_params(spec: &IndexSpec, page_size: usize) -> Result<RunnerParams> {
     let mut map = spec.params.given().clone();
     let cache = map.remove("cache");
@@ -967,6 +1008,25 @@ mod tests {
             recs[0].memory_bytes
         );
         assert!(split_runner_params(&"btree:resident=some".parse().unwrap(), 4096).is_err());
+    }
+
+    /// `RUNNER_PARAMS` (what `strata list` prints) names exactly what the
+    /// runner takes out of a spec: given all, the kind sees none.
+    #[test]
+    fn runner_params_are_listed() {
+        let all = ["cache=4M", "durable=1", "resident=none", "batch=8", "qd=4"];
+        assert_eq!(all.len(), RUNNER_PARAMS.len());
+        let spec: IndexSpec = format!("btree:fill=90,{}", all.join(",")).parse().unwrap();
+        let rp = split_runner_params(&spec, 4096).unwrap();
+        let left: Vec<&String> = rp.spec.params.given().keys().collect();
+        assert_eq!(left, ["fill"]);
+        for (given, listed) in all.iter().zip(RUNNER_PARAMS) {
+            assert!(given.starts_with(&format!("{}=", listed.name)), "{given}");
+        }
+        assert_eq!(
+            (rp.cache_pages, rp.durable, rp.resident, rp.batch, rp.queue_depth),
+            (Some(1024), true, Some(Residency::None), Some(8), Some(4))
+        );
     }
 
     /// Peers answer like strata's kinds (every answer checked) and report

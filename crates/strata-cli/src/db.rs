@@ -25,17 +25,21 @@ struct StoreArgs {
     /// Memory budget of the store (dynamic stages + static index), e.g. 64M.
     #[arg(long, default_value = "64M")]
     memory: String,
-    /// When writes are synced: every, never, or a number of milliseconds.
-    #[arg(long, default_value = "every")]
+    /// When writes are synced: always (or every: each write is on stable
+    /// storage when it returns), never (at close), or a period in
+    /// milliseconds (10 or 10ms: a background sync).
+    #[arg(long, default_value = "always")]
     sync: String,
 }
 
 #[derive(Subcommand, Debug)]
 enum DbCmd {
-    /// Load a key file (value = each key's rank), read as a stream in
-    /// constant memory: a bulk load into a new store (a bad file leaves no
-    /// store), batched puts into an existing one (after the whole file has
-    /// been checked, so a bad file changes nothing).
+    /// Load a key file (value = each key's rank) into a new or existing store.
+    ///
+    /// The file is read as a stream in constant memory: a bulk load into a
+    /// new store (a bad file leaves no store), batched puts into an existing
+    /// one (after the whole file has been checked, so a bad file changes
+    /// nothing).
     Load {
         #[command(flatten)]
         store: StoreArgs,
@@ -76,8 +80,10 @@ enum DbCmd {
         #[arg(long, default_value_t = 10)]
         count: usize,
     },
-    /// Random puts and deletes, printing `begin OP KEY VALUE` before each
-    /// write and `ack OP KEY VALUE` once it is acknowledged (flushed per line).
+    /// Random puts and deletes, printing begin/ack lines (for kill -9 tests).
+    ///
+    /// Prints `begin OP KEY VALUE` before each write and `ack OP KEY VALUE`
+    /// once it is acknowledged (flushed per line).
     Stress {
         #[command(flatten)]
         store: StoreArgs,
@@ -111,15 +117,10 @@ pub(crate) fn memory_arg(memory: &str) -> Result<u64> {
         .ok_or_else(|| Error::invalid(format!("--memory must be a size such as 64M, got {memory:?}")))
 }
 
-/// The value of `--sync`: `every` (or `always`), `never` or milliseconds.
+/// The value of `--sync`: `always` (or `every`), `never` or a period in
+/// milliseconds, as the kinds' `sync=` parameter reads it.
 pub(crate) fn sync_arg(sync: &str) -> Result<SyncPolicy> {
-    Ok(match sync {
-        "every" | "always" => SyncPolicy::Always,
-        "never" => SyncPolicy::Never,
-        ms => SyncPolicy::EveryMs(ms.parse().map_err(|_| {
-            Error::invalid(format!("--sync must be every, never or milliseconds, got {ms:?}"))
-        })?),
-    })
+    sync.parse()
 }
 
 fn options(s: &StoreArgs) -> Result<Options> {
@@ -162,17 +163,16 @@ pub fn run(a: DbArgs, quiet: bool) -> Result<()> {
             let opts = options(&store)?;
             // The key file's header is checked before anything is created.
             let stream = crate::KeyStream::open(&keys, quiet, "loading")?;
-            let existed = store.dir.exists();
-            let fs = strata::storage::FsDirectory::create_all(&store.dir)?;
+            let (fs, created) = strata::storage::FsDirectory::create_all_tracked(&store.dir)?;
             if strata::db::DbManifest::load(&fs)?.is_none() {
                 let n = match Db::try_bulk_load(&fs, &opts, stream) {
                     Ok(n) => n,
                     Err(e) => {
-                        // The load removed its files; a directory it created
-                        // goes too (with the lock file the load left).
-                        if !existed {
+                        // The load removed its files; the directories it
+                        // created go too (with the lock file the load left).
+                        if !created.is_empty() {
                             let _ = std::fs::remove_file(store.dir.join(strata::storage::LOCK_FILE));
-                            let _ = std::fs::remove_dir(&store.dir);
+                            strata::storage::remove_created_dirs(&created);
                         }
                         return Err(e);
                     }

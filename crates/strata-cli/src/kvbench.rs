@@ -56,7 +56,8 @@ pub struct KvBenchArgs {
     /// Memory budget of every engine (memtables + block cache + index + filter), e.g. 4M.
     #[arg(long, default_value = "8M")]
     memory: String,
-    /// When writes are synced: always (every write) or never.
+    /// When writes are synced: always (or every: each write is on stable
+    /// storage when it returns) or never.
     #[arg(long, default_value = "never")]
     sync: String,
     /// Worker threads (readers, for readwhilewriting).

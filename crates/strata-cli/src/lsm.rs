@@ -41,8 +41,9 @@ struct StoreArgs {
     /// Total memory budget (memtables + block cache + index + filter), e.g. 64M.
     #[arg(long, default_value = "64M")]
     memory: String,
-    /// When writes are synced: every (or always), never, or a number of
-    /// milliseconds.
+    /// When writes are synced: always (or every: each write is on stable
+    /// storage when it returns), never (at close), or a period in
+    /// milliseconds (10 or 10ms: a background sync).
     #[arg(long, default_value = "always")]
     sync: String,
     /// Keys and values are hexadecimal bytes (input and output).

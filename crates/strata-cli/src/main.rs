@@ -23,64 +23,87 @@ use strata::storage::{ProfileOptions, StorageProfile};
 use strata::{Error, Result};
 use strata_bench::{BenchOptions, Event};
 
+/// The order of the commands in `strata --help`, that of a first session
+/// (said to the user in `after_help`).
+const COMMAND_ORDER: &str = "Commands come in the order of a first session: the demo; data (gen, analyze); \
+indexes (build, get, scan, join, stress, inspect, verify); tuning and benchmarks (tune, bench, kvbench, \
+profile); the stores (db, lsm); the reference (list: index kinds and their parameters, workloads, \
+storage profiles).";
+
 #[derive(Parser, Debug)]
 #[command(
     name = "strata",
     version,
-    about = "Disk-resident learned indexes: build, query, benchmark, tune."
+    about = "Disk-resident learned indexes: build, query, benchmark, tune.",
+    after_help = COMMAND_ORDER
 )]
 struct Cli {
     /// No progress bars or informational output on stderr.
-    #[arg(long, short, global = true)]
+    // Listed after every command's own options (before --help).
+    #[arg(long, short, global = true, display_order = 900)]
     quiet: bool,
     #[command(subcommand)]
     cmd: Cmd,
 }
 
+/// The commands, in the order of [`COMMAND_ORDER`]. The first paragraph of
+/// each doc comment is its one line in `strata --help`, the rest is added
+/// in `strata COMMAND --help`.
 #[derive(Subcommand, Debug)]
 enum Cmd {
+    /// Generate data, build the index kinds and benchmark them against the B+-tree.
+    Demo(demo::DemoArgs),
     /// Generate a SOSD key file (deterministic for a seed).
     Gen(GenArgs),
+    /// Describe a key file: size, range, and how hard it is for learned indexes.
+    ///
+    /// Prints the number of keys, their range, the 4 KiB pages they fill, and
+    /// the segments of PGM at several error bounds, with and without zero
+    /// intervals (fewer segments: easier for learned indexes).
+    Analyze(AnalyzeArgs),
     /// Build an index over a key file; prints one JSON object.
     Build(BuildArgs),
     /// Look up keys in an index directory.
     Get(GetArgs),
     /// Scan records from a key.
     Scan(ScanArgs),
-    /// Random inserts and deletes into an updatable index directory (`btree`
-    /// and the updatable learned kinds), checkpointed every `--sync-every`
-    /// writes; prints `begin OP KEY VALUE` before each write and `ack OP KEY
-    /// VALUE` for each once the checkpoint that makes it durable returned.
+    /// Join two relations (key files or indexes) on their keys.
+    ///
+    /// By an index nested-loop, sort-merge or Grace hash join, within a
+    /// memory budget.
+    Join(join::JoinArgs),
+    /// Random inserts and deletes into an updatable index, with begin/ack lines.
+    ///
+    /// For `btree` and the updatable learned kinds; checkpointed every
+    /// `--sync-every` writes. Prints `begin OP KEY VALUE` before each write
+    /// and `ack OP KEY VALUE` for each once the checkpoint that makes it
+    /// durable returned (for kill -9 tests).
     Stress(IndexStressArgs),
-    /// Run workloads against index configurations; JSON Lines and a table.
-    Bench(BenchArgs),
-    /// Measure the latency and bandwidth of the device holding PATH.
-    Profile(ProfileArgs),
     /// Show what is in an index directory.
     Inspect(DirArgs),
-    /// Read every page of an index or a store and check every checksum (a
-    /// store: also that its log recovery dropped no complete frame).
+    /// Read every page of an index or a store and check every checksum.
+    ///
+    /// A store is also checked for a complete log frame its recovery dropped.
     Verify(DirArgs),
-    /// Generate data, build the index kinds and benchmark them against the B+-tree.
-    Demo(demo::DemoArgs),
-    /// Describe a key file: size, range, and how hard it is for learned
-    /// indexes (PGM segments at several error bounds, with and without zero
-    /// intervals).
-    Analyze(AnalyzeArgs),
-    /// The durable hybrid store: load, get, put, delete, scan, stress, stats.
-    Db(db::DbArgs),
-    /// The LSM store of byte-string keys and values: load, put, get, delete,
-    /// scan, stats, compact, verify, stress.
-    Lsm(lsm::LsmArgs),
-    /// List the index kinds, distributions, workloads and storage profiles.
-    List,
     /// Tune the layers of an index for a storage profile (AirTune) and build it.
     Tune(tune::TuneArgs),
-    /// db_bench-style key-value benchmark (fill, read, seek, delete, YCSB A-F)
-    /// over strata's stores and the peers built in; JSON Lines and a table.
+    /// Run workloads against index configurations; JSON Lines and a table.
+    Bench(BenchArgs),
+    /// db_bench-style key-value benchmark of strata's stores and the peers built in.
+    ///
+    /// Workloads: fill, read, seek, delete, YCSB A-F; prints JSON Lines and a
+    /// table.
     Kvbench(kvbench::KvBenchArgs),
-    /// Joins two relations (key files or indexes) on their keys: index nested-loop, sort-merge or Grace hash, within a memory budget
-    Join(join::JoinArgs),
+    /// Measure the latency and bandwidth of the device holding PATH.
+    Profile(ProfileArgs),
+    /// The durable hybrid store: load, get, put, delete, scan, stress, stats.
+    Db(db::DbArgs),
+    /// The LSM store of byte-string keys and values: load, get, put, scan, compact, ...
+    ///
+    /// Commands: load, put, get, delete, scan, stats, compact, verify, stress.
+    Lsm(lsm::LsmArgs),
+    /// List the index kinds with their parameters, distributions, workloads and storage profiles.
+    List(ListArgs),
 }
 
 #[derive(Args, Debug)]
@@ -90,7 +113,7 @@ struct GenArgs {
     #[arg(long)]
     dist: String,
     /// Number of keys.
-    #[arg(long)]
+    #[arg(long, short)]
     n: usize,
     /// Random seed.
     #[arg(long, default_value_t = 42)]
@@ -163,7 +186,7 @@ struct ScanArgs {
     /// Index directory.
     dir: PathBuf,
     /// First key (the scan starts at its lower bound).
-    #[arg(long)]
+    #[arg(long, default_value_t = 0)]
     from: u64,
     /// Number of records.
     #[arg(long, default_value_t = 10)]
@@ -174,16 +197,16 @@ struct ScanArgs {
 struct BenchArgs {
     #[command(flatten)]
     keys: KeyFileArgs,
-    /// Index configuration (repeatable); the first is the baseline of the ratios.
+    /// Index configuration (repeatable), KIND[:NAME=VALUE,...] (the kinds
+    /// and their parameters: `strata list`); the first is the baseline of the ratios.
     /// `cache=SIZE` (e.g. `btree:cache=4M`) gives this configuration its own LRU page cache;
     /// `durable=1` syncs the index after every write (inside the timed region);
     /// `resident=index|none` overrides `--resident` for this configuration
     /// (e.g. `btree:resident=none,cache=128K`: a B+-tree held to 128 KiB).
-    #[arg(long = "index", required = true)]
+    #[arg(long = "index", value_name = "INDEX", required = true)]
     indexes: Vec<String>,
-    /// Workload (repeatable): lookup, lookup-miss, scan, write-only, read-heavy,
-    /// write-heavy, balanced, ycsb-a … ycsb-f.
-    #[arg(long = "workload", default_value = "lookup")]
+    /// Workload (repeatable).
+    #[arg(long = "workload", value_name = "WORKLOAD", default_value = "lookup", value_parser = workload_values())]
     workloads: Vec<String>,
     /// Operations per run.
     #[arg(long, default_value_t = 100_000)]
@@ -227,7 +250,8 @@ struct BenchArgs {
     /// Read through the OS page cache instead of O_DIRECT (not cold).
     #[arg(long)]
     no_direct: bool,
-    /// Where indexes are built (default: a directory next to the key file).
+    /// Where indexes are built, kept afterwards (default: a temporary
+    /// directory beside the key file, on its device, removed at the end).
     #[arg(long)]
     work_dir: Option<PathBuf>,
     /// Page size for the builds.
@@ -236,6 +260,16 @@ struct BenchArgs {
     /// Data set name in the records (default: the key file's name).
     #[arg(long)]
     dataset: Option<String>,
+}
+
+/// The values of `--workload`: every workload the parser takes
+/// ([`Workload::ALL`], with its aliases), each with its summary for `--help`.
+fn workload_values() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(Workload::ALL.iter().map(|w| {
+        clap::builder::PossibleValue::new(w.name())
+            .aliases(w.aliases().iter().copied())
+            .help(w.summary())
+    }))
 }
 
 #[derive(Args, Debug)]
@@ -254,9 +288,16 @@ struct ProfileArgs {
 struct AnalyzeArgs {
     #[command(flatten)]
     keys: KeyFileArgs,
-    /// Error bounds to segment at.
-    #[arg(long, value_delimiter = ',', default_values_t = [16u64, 64, 256, 1024])]
+    /// Error bounds to segment at: `--eps 16 64 256` or `--eps 16,64,256`.
+    #[arg(long, num_args = 1.., value_delimiter = ',', default_values_t = [16u64, 64, 256, 1024])]
     eps: Vec<u64>,
+}
+
+#[derive(Args, Debug)]
+struct ListArgs {
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Args, Debug)]
@@ -295,23 +336,23 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<()> {
     let quiet = cli.quiet;
     match cli.cmd {
+        Cmd::Demo(a) => demo::run(a, quiet),
         Cmd::Gen(a) => generate(a, quiet),
+        Cmd::Analyze(a) => analyze(a, quiet),
         Cmd::Build(a) => build(a, quiet),
         Cmd::Get(a) => get(a),
         Cmd::Scan(a) => scan(a),
+        Cmd::Join(a) => join::run(a, quiet),
         Cmd::Stress(a) => stress(a),
-        Cmd::Bench(a) => bench(a, quiet),
-        Cmd::Profile(a) => profile(a, quiet),
         Cmd::Inspect(a) => inspect(a),
         Cmd::Verify(a) => verify(a, quiet),
-        Cmd::Demo(a) => demo::run(a, quiet),
-        Cmd::Analyze(a) => analyze(a, quiet),
+        Cmd::Tune(a) => tune::run(a, quiet),
+        Cmd::Bench(a) => bench(a, quiet),
+        Cmd::Kvbench(a) => kvbench::run(a, quiet),
+        Cmd::Profile(a) => profile(a, quiet),
         Cmd::Db(a) => db::run(a, quiet),
         Cmd::Lsm(a) => lsm::run(a, quiet),
-        Cmd::List => list(),
-        Cmd::Tune(a) => tune::run(a, quiet),
-        Cmd::Kvbench(a) => kvbench::run(a, quiet),
-        Cmd::Join(a) => join::run(a, quiet),
+        Cmd::List(a) => list(a),
     }
 }
 
@@ -620,15 +661,15 @@ fn bench(a: BenchArgs, quiet: bool) -> Result<()> {
         .iter()
         .map(|s| s.parse())
         .collect::<Result<Vec<Workload>>>()?;
-    let work_dir = a.work_dir.clone().unwrap_or_else(|| {
-        let stem = a
-            .keys
-            .data
-            .file_name()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        a.keys.data.with_file_name(format!("{stem}.bench"))
-    });
+    // Removed when dropped, at the end of this function (also on an error).
+    let scratch;
+    let work_dir = match &a.work_dir {
+        Some(d) => d.clone(),
+        None => {
+            scratch = bench_scratch_dir(&a.keys.data)?;
+            scratch.path().to_path_buf()
+        }
+    };
     let profile = resolve_profile(&a.profile, &work_dir, quiet)?;
     let dataset = a.dataset.clone().unwrap_or_else(|| {
         a.keys
@@ -661,6 +702,23 @@ fn bench(a: BenchArgs, quiet: bool) -> Result<()> {
         None => JsonSink::Stdout,
     };
     run_bench(&opts, &keys, sink, quiet).map(|_| ())
+}
+
+/// The default work directory of `strata bench`: a new temporary directory
+/// beside the key file (so indexes live on the device of the data, with
+/// `O_DIRECT`, which a `tmpfs` /tmp lacks), or in the system's temporary
+/// directory if the key file's is not writable. Removed when dropped.
+fn bench_scratch_dir(key_file: &Path) -> Result<tempfile::TempDir> {
+    let beside = match key_file.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let mut named = tempfile::Builder::new();
+    named.prefix(".strata-bench-");
+    named
+        .tempdir_in(beside)
+        .or_else(|_| named.tempdir())
+        .map_err(|e| Error::io(beside, e))
 }
 
 /// Where `run_bench` writes JSON Lines.
@@ -833,28 +891,65 @@ fn verify_store(dir: &Path, quiet: bool) -> Result<()> {
     Ok(())
 }
 
+/// What `strata analyze` prints, fields in this order.
+#[derive(serde::Serialize)]
+struct Analysis {
+    file: String,
+    n: usize,
+    min: Option<u64>,
+    max: Option<u64>,
+    pages_4k: u64,
+    segments: SegmentsByEps,
+}
+
+/// PGM segments at each error bound, plain and with zero intervals.
+#[derive(serde::Serialize)]
+struct SegmentCounts {
+    pgm: usize,
+    pgm_zero_interval: usize,
+}
+
+/// A JSON object keyed by ε in numeric order (`"16"`, `"64"`, ..., `"1024"`;
+/// a `serde_json::Map` would sort the keys as strings).
+struct SegmentsByEps(Vec<(u64, SegmentCounts)>);
+
+impl serde::Serialize for SegmentsByEps {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (eps, counts) in &self.0 {
+            m.serialize_entry(&eps.to_string(), counts)?;
+        }
+        m.end()
+    }
+}
+
 fn analyze(a: AnalyzeArgs, quiet: bool) -> Result<()> {
     let keys = read_key_file(&a.keys, quiet)?;
     let per_page = strata::format::records_per_page(4096) as u64;
+    let mut eps = a.eps.clone();
+    eps.sort_unstable();
+    eps.dedup();
     let pb = progress(quiet, None, "segmenting");
-    let mut segs = serde_json::Map::new();
-    for &e in &a.eps {
-        let plain = strata::model::optimal_pla(&keys, e).len();
-        let zero = strata::model::optimal_pla_zero_interval(&keys, e, per_page).len();
-        segs.insert(
-            e.to_string(),
-            serde_json::json!({ "pgm": plain, "pgm_zero_interval": zero }),
-        );
-    }
+    let segments = eps
+        .iter()
+        .map(|&e| {
+            let counts = SegmentCounts {
+                pgm: strata::model::optimal_pla(&keys, e).len(),
+                pgm_zero_interval: strata::model::optimal_pla_zero_interval(&keys, e, per_page).len(),
+            };
+            (e, counts)
+        })
+        .collect();
     pb.finish_and_clear();
-    let out = serde_json::json!({
-        "file": a.keys.data.display().to_string(),
-        "n": keys.len(),
-        "min": keys.first(),
-        "max": keys.last(),
-        "pages_4k": (keys.len() as u64).div_ceil(per_page),
-        "segments": segs,
-    });
+    let out = Analysis {
+        file: a.keys.data.display().to_string(),
+        n: keys.len(),
+        min: keys.first().copied(),
+        max: keys.last().copied(),
+        pages_4k: (keys.len() as u64).div_ceil(per_page),
+        segments: SegmentsByEps(segments),
+    };
     println!(
         "{}",
         serde_json::to_string_pretty(&out).map_err(|e| Error::invalid(e.to_string()))?
@@ -862,21 +957,132 @@ fn analyze(a: AnalyzeArgs, quiet: bool) -> Result<()> {
     Ok(())
 }
 
-fn list() -> Result<()> {
-    println!("index kinds:");
-    for k in strata::registry::kinds() {
-        println!("  {:<16} {}", k.name(), k.summary());
+/// Everything `strata list` prints: the kinds with their parameters and
+/// defaults (as the kinds resolve them), the parameters every kind takes, the
+/// benchmark runner's own, distributions, workloads and storage profiles.
+fn listing() -> Result<serde_json::Value> {
+    let reg = strata::registry::standard();
+    let mut kinds = Vec::new();
+    for k in reg.kinds() {
+        kinds.push(serde_json::json!({
+            "name": k.name(),
+            "summary": k.summary(),
+            "params": reg.params_of(k.name())?,
+        }));
     }
-    println!("distributions: {}", Dist::NAMES.join(", "));
-    println!("text distributions: {}", strata::data::TextDist::NAMES.join(", "));
-    println!("workloads: {}", Workload::NAMES.join(", "));
-    println!("storage profiles:");
-    for (name, lat, bw, src) in strata::storage::PRESETS {
+    let page = strata::index::KindParam {
+        name: strata::index::PAGE_PARAM.name,
+        default: Some(BuildOptions::default().page_size.into()),
+        meaning: strata::index::PAGE_PARAM.meaning,
+    };
+    let profiles: Vec<serde_json::Value> = strata::storage::PRESETS
+        .iter()
+        .map(|(name, lat, bw, src)| {
+            serde_json::json!({ "name": name, "latency_us": lat, "bandwidth_mb_s": bw / 1e6, "source": src })
+        })
+        .collect();
+    Ok(serde_json::json!({
+        "kinds": kinds,
+        "every_kind_params": [page],
+        "bench_params": strata_bench::RUNNER_PARAMS,
+        "distributions": Dist::NAMES,
+        "text_distributions": strata::data::TextDist::NAMES,
+        "workloads": Workload::ALL
+            .iter()
+            .map(|w| serde_json::json!({ "name": w.name(), "aliases": w.aliases(), "summary": w.summary() }))
+            .collect::<Vec<_>>(),
+        "profiles": profiles,
+    }))
+}
+
+/// A parameter's default as a user writes it: sizes of whole MiB as `64M`.
+fn default_text(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Number(n) => match n.as_u64() {
+            Some(b) if b >= 1 << 20 && b % (1 << 20) == 0 => {
+                if b % (1 << 30) == 0 {
+                    format!("{}G", b >> 30)
+                } else {
+                    format!("{}M", b >> 20)
+                }
+            }
+            _ => n.to_string(),
+        },
+        other => other.to_string(),
+    }
+}
+
+fn list(a: ListArgs) -> Result<()> {
+    let l = listing()?;
+    if a.json {
         println!(
-            "  {name:<10} latency {lat:>8.1} µs  bandwidth {:>8.0} MB/s  ({src})",
-            bw / 1e6
+            "{}",
+            serde_json::to_string_pretty(&l).map_err(|e| Error::invalid(e.to_string()))?
         );
+        return Ok(());
     }
-    println!("  local      measured with `strata profile`; custom:LAT_US:BW_MB_S for any other point");
+    let text = |v: &serde_json::Value, k: &str| v[k].as_str().unwrap_or_default().to_string();
+    let param = |p: &serde_json::Value| match &p["default"] {
+        serde_json::Value::Null => format!("{} (unset)", text(p, "name")),
+        d => format!("{}={}", text(p, "name"), default_text(d)),
+    };
+    let empty = Vec::new();
+    let all_params = l["kinds"]
+        .as_array()
+        .unwrap_or(&empty)
+        .iter()
+        .flat_map(|k| k["params"].as_array().unwrap_or(&empty).iter())
+        .chain(l["every_kind_params"].as_array().unwrap_or(&empty))
+        .chain(l["bench_params"].as_array().unwrap_or(&empty));
+    let width = all_params.map(|p| param(p).chars().count()).max().unwrap_or(0);
+    let mut out = String::new();
+    let mut line = |s: String| {
+        out.push_str(&s);
+        out.push('\n');
+    };
+    line("index kinds (KIND:NAME=VALUE,...; below each kind its parameters, = their defaults):".into());
+    for k in l["kinds"].as_array().unwrap_or(&empty) {
+        line(format!("  {:<16} {}", text(k, "name"), text(k, "summary")));
+        for p in k["params"].as_array().unwrap_or(&empty) {
+            line(format!("      {:<width$}  {}", param(p), text(p, "meaning")));
+        }
+    }
+    line("every kind:".into());
+    for p in l["every_kind_params"].as_array().unwrap_or(&empty) {
+        line(format!("      {:<width$}  {}", param(p), text(p, "meaning")));
+    }
+    line(
+        "every kind in `strata bench` (the runner's, not the kind's; =--OPTION: that option's value):".into(),
+    );
+    for p in l["bench_params"].as_array().unwrap_or(&empty) {
+        line(format!("      {:<width$}  {}", param(p), text(p, "meaning")));
+    }
+    let names = |k: &str| -> String {
+        l[k].as_array()
+            .unwrap_or(&empty)
+            .iter()
+            .filter_map(|v| v.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    line(format!("distributions: {}", names("distributions")));
+    line(format!("text distributions: {}", names("text_distributions")));
+    line("workloads (strata bench --workload):".into());
+    for w in l["workloads"].as_array().unwrap_or(&empty) {
+        line(format!("  {:<16} {}", text(w, "name"), text(w, "summary")));
+    }
+    line("storage profiles:".into());
+    for p in l["profiles"].as_array().unwrap_or(&empty) {
+        line(format!(
+            "  {:<10} latency {:>8.1} µs  bandwidth {:>8.0} MB/s  ({})",
+            text(p, "name"),
+            p["latency_us"].as_f64().unwrap_or(0.0),
+            p["bandwidth_mb_s"].as_f64().unwrap_or(0.0),
+            text(p, "source")
+        ));
+    }
+    line("  local      measured with `strata profile`; custom:LAT_US:BW_MB_S for any other point".into());
+    print!("{out}");
     Ok(())
 }

@@ -184,6 +184,17 @@ fn s(v: &Value, k: &str) -> String {
     }
 }
 
+/// What the design's `source` says, in words: AirTune's guided search won,
+/// or a fixed design (one builder at one granularity on every layer) was
+/// cheaper than what the search found.
+fn chosen_by(source: &str) -> String {
+    match source {
+        "search" => "found by the layer search".to_string(),
+        "fixed" => "a fixed design beat the layer search".to_string(),
+        other => format!("chosen by {other}"),
+    }
+}
+
 /// The human-readable report.
 fn table(r: &Value) -> String {
     let d = &r["design"];
@@ -219,10 +230,20 @@ fn table(r: &Value) -> String {
             s(r, "out")
         );
     }
+    // Per layer: the bytes of the layer below (or of the data) a lookup
+    // reads after this layer's prediction, and that read's modelled time.
     let _ = writeln!(
         out,
-        "{:<6} {:<7} {:>9} {:<28} {:>10} {:>11} {:>8} {:>12} {:>11}",
-        "layer", "builder", "λ (B)", "param", "entries", "bytes", "pinned", "reads below", "µs below"
+        "{:<6} {:<7} {:>9} {:<28} {:>10} {:>11} {:>8} {:>14} {:>15}",
+        "layer",
+        "builder",
+        "λ (B)",
+        "param",
+        "entries",
+        "bytes",
+        "pinned",
+        "read below (B)",
+        "read below (µs)"
     );
     let page = r["build"]["config"]["page"].as_f64().unwrap_or(4096.0);
     for (i, l) in layers.iter().enumerate().rev() {
@@ -233,7 +254,7 @@ fn table(r: &Value) -> String {
         };
         let _ = writeln!(
             out,
-            "{:<6} {:<7} {:>9} {:<28} {:>10} {:>11} {:>8} {:>12.0} {:>11.1}",
+            "{:<6} {:<7} {:>9} {:<28} {:>10} {:>11} {:>8} {:>14.0} {:>15.1}",
             name,
             s(l, "builder"),
             s(l, "lambda"),
@@ -247,10 +268,10 @@ fn table(r: &Value) -> String {
     }
     let _ = writeln!(
         out,
-        "root read {:.0} bytes: {:.1} µs; source {}; best fixed design {}",
+        "root read {:.0} bytes: {:.1} µs; {}; best fixed design {}",
         f(&d["root"], "bytes"),
         f(&d["root"], "modelled_ns") / 1e3,
-        s(d, "source"),
+        chosen_by(&s(d, "source")),
         d.get("best_fixed").map_or(String::new(), |b| format!(
             "{}(λ={}) × {}: {:.1} µs",
             s(b, "builder"),
@@ -460,7 +481,15 @@ mod tests {
         assert!(!r["fixed"].as_array().unwrap().is_empty());
         let idx = strata::registry::open(&out, &Default::default()).unwrap();
         assert_eq!(idx.get(keys[777]).unwrap(), Some(777));
-        assert!(table(&r).contains("root"));
+        let t = table(&r);
+        assert!(t.contains("root"), "{t}");
+        // The column of a byte count says so; the winner's source in words.
+        assert!(t.contains("read below (B)") && !t.contains("reads below"), "{t}");
+        assert!(!t.contains("source"), "{t}");
+        assert!(
+            t.contains("found by the layer search") || t.contains("a fixed design beat the layer search"),
+            "{t}"
+        );
     }
 
     #[test]

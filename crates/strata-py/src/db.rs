@@ -23,21 +23,17 @@ pub(crate) fn size_param(name: &str, v: &Bound<'_, PyAny>) -> PyResult<u64> {
     Params::from_map(map).u64(name, 0).py()
 }
 
-/// `"always"`, `"never"` or a number of milliseconds (int).
+/// `"always"` (or `"every"`), `"never"`, a period such as `"10ms"`, or a
+/// number of milliseconds (int): the words of the CLI's `--sync` and the
+/// kinds' `sync=` ([`SyncPolicy`]'s parser, and its error).
 pub(crate) fn sync_policy(v: &Bound<'_, PyAny>) -> PyResult<SyncPolicy> {
     if let Ok(s) = v.extract::<String>() {
-        return match s.as_str() {
-            "always" | "every" => Ok(SyncPolicy::Always),
-            "never" => Ok(SyncPolicy::Never),
-            other => Err(InvalidInputError::new_err(format!(
-                "sync must be \"always\", \"never\" or milliseconds (int), got {other:?}"
-            ))),
-        };
+        return s.parse::<SyncPolicy>().py();
     }
     match v.extract::<u64>() {
         Ok(ms) if !v.is_instance_of::<pyo3::types::PyBool>() => Ok(SyncPolicy::EveryMs(ms)),
         _ => Err(InvalidInputError::new_err(format!(
-            "sync must be \"always\", \"never\" or milliseconds (int), got {}",
+            "sync must be \"always\" (or \"every\"), \"never\", or a period in milliseconds (an int, or \"10ms\"), got {}",
             v.repr()?
         ))),
     }
@@ -97,9 +93,10 @@ impl PyDb {
     /// - `memory`: budget in bytes for the dynamic stages plus the static
     ///   index (int or `"64M"`); a merge starts when the writable stage holds
     ///   half of what the static index leaves.
-    /// - `sync`: `"always"` (default: a write is on stable storage when it
-    ///   returns), `"never"` (durable after `sync()`, `flush()` or `close()`)
-    ///   or an int: a background sync every that many milliseconds.
+    /// - `sync`: `"always"` (or `"every"`; default: a write is on stable
+    ///   storage when it returns), `"never"` (durable after `sync()`,
+    ///   `flush()` or `close()`) or a period in milliseconds, an int or
+    ///   `"10ms"`: a background sync every that many milliseconds.
     /// - `static`: the static index merges build: `"auto"` (default: the
     ///   smaller of a LeCo zone map and `pgm-disk-cpr` at `epsilon`) or a
     ///   layered kind spec such as `"pgm-disk-cpr:epsilon=16"`.

@@ -76,8 +76,9 @@ impl PyLsmStore {
     /// - `memory`: total budget for memtables, block cache, index and filter
     ///   (int or `"64M"`).
     /// - `sync`: `"never"` (default: durable after `flush()` or `close()`),
-    ///   `"always"` (a write is on stable storage when it returns) or an
-    ///   int: a background sync every that many milliseconds.
+    ///   `"always"` (or `"every"`: a write is on stable storage when it
+    ///   returns) or a period in milliseconds, an int or `"10ms"`: a
+    ///   background sync every that many milliseconds.
     /// - `read_only`: open an existing store for reading only (a shared
     ///   lock: `LockedError` while a writer has it open).
     ///

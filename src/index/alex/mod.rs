@@ -100,8 +100,8 @@ use format::{ALEX_FILE_ID, cap_for_pages, max_fanout};
 use tree::AlexCursor;
 
 use super::{
-    BuildOptions, Cursor, Index, IndexKind, IndexStats, Manifest, OpenOptions, Params, Record, Records,
-    Residency,
+    BuildOptions, Cursor, Index, IndexKind, IndexStats, Manifest, OpenOptions, ParamDoc, Params, Record,
+    Records, Residency,
 };
 use crate::pager::{Pager, WriteState};
 use crate::storage::{AlignedBuf, Directory, IoContext, IoStats, PageCache};
@@ -140,6 +140,13 @@ impl IndexKind for AlexKind {
     fn summary(&self) -> &'static str {
         "updatable on-disk ALEX: model-routed inner nodes over gapped-array data nodes with \
          bitmaps (Lan's Layout#2), expansions and splits by ALEX's cost model"
+    }
+
+    fn params(&self) -> Vec<ParamDoc> {
+        vec![ParamDoc::new(
+            "max_node_pages",
+            "largest data node in pages, 1-1024 (a fuller node splits)",
+        )]
     }
 
     fn build(

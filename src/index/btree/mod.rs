@@ -82,8 +82,8 @@ use reader::{BTreeCursor, Pinned};
 use writer::{Pending, Scratch};
 
 use super::{
-    BuildOptions, Cursor, Index, IndexKind, IndexStats, Manifest, OpenOptions, Params, Record, Records,
-    Residency,
+    BuildOptions, Cursor, Index, IndexKind, IndexStats, Manifest, OpenOptions, ParamDoc, Params, Record,
+    Records, Residency,
 };
 use crate::pager::{META_PAGE, Pager, Role, WriteState};
 use crate::storage::{Directory, IoContext, IoStats, PageCache};
@@ -130,6 +130,13 @@ impl IndexKind for BTreeKind {
             "updatable page-based B+-tree (255 records per 4 KiB leaf, fanout 256); \
              1 page per lookup with inner nodes resident, `height` pages without"
         }
+    }
+
+    fn params(&self) -> Vec<ParamDoc> {
+        vec![ParamDoc::new(
+            "fill",
+            "percent of each leaf the bulk load fills, 1-100 (room left for inserts without splits)",
+        )]
     }
 
     fn build(

@@ -107,8 +107,8 @@ use run::{Run, build_model, decode_records, describe, emit_run, load_model, merg
 
 use super::batch;
 use super::{
-    BuildOptions, Cursor, Index, IndexKind, IndexStats, Manifest, OpenOptions, Params, Record, Records,
-    Residency,
+    BuildOptions, Cursor, Index, IndexKind, IndexStats, Manifest, OpenOptions, ParamDoc, Params, Record,
+    Records, Residency,
 };
 use crate::format::page::PageType;
 use crate::pager::{META_PAGE, PageSpace, Pager, Role, WriteState};
@@ -153,6 +153,22 @@ impl IndexKind for DpgmKind {
     fn summary(&self) -> &'static str {
         "updatable dynamic PGM-index (logarithmic method over PGM runs, insert buffer, \
          tombstones); per run 1-2 record pages per lookup with models resident"
+    }
+
+    fn params(&self) -> Vec<ParamDoc> {
+        vec![
+            ParamDoc::new("epsilon", "error bound of the models over records, 1-1048576"),
+            ParamDoc::new("epsilon_inner", "error bound of the upper model levels, 1-1024"),
+            ParamDoc::new(
+                "buffer",
+                "records the insert buffer holds before it is merged into the runs, 1-1048576 \
+                 (default: one page's worth)",
+            ),
+            ParamDoc::new(
+                "ratio",
+                "growth factor between the runs of the logarithmic method, 2-64",
+            ),
+        ]
     }
 
     fn build(

@@ -100,8 +100,8 @@ use format::{DirNode, FITING_FILE_ID, buf_capacity, dir_capacity, seg_capacity};
 use ops::FitingCursor;
 
 use super::{
-    BuildOptions, Cursor, Index, IndexKind, IndexStats, Manifest, OpenOptions, Params, Record, Records,
-    Residency,
+    BuildOptions, Cursor, Index, IndexKind, IndexStats, Manifest, OpenOptions, ParamDoc, Params, Record,
+    Records, Residency,
 };
 use crate::pager::{Pager, WriteState};
 use crate::storage::{Directory, IoContext, IoStats, PageCache};
@@ -153,6 +153,13 @@ impl IndexKind for FitingKind {
     fn summary(&self) -> &'static str {
         "updatable on-disk FITing-tree: PLA segments (epsilon) with insert buffers under a B+-tree \
          directory; 1-2 segment pages per lookup with the directory resident"
+    }
+
+    fn params(&self) -> Vec<ParamDoc> {
+        vec![
+            ParamDoc::new("epsilon", "error bound of the PLA segments, at most 1048576"),
+            ParamDoc::new("buffer", "records of each segment's insert buffer, 1-65536"),
+        ]
     }
 
     fn build(

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::build::LayerBuild;
 use crate::Result;
-use crate::index::Params;
+use crate::index::{ParamDoc, Params};
 
 /// A built design: the layers bottom-up and the number of models.
 #[derive(Debug)]
@@ -30,6 +30,9 @@ pub struct LayeredKind {
     pub summary: &'static str,
     /// The recipe: (params, keys, records per page, page size) -> design.
     pub design: DesignFn,
+    /// The parameters the recipe reads (besides `fetch` and `page`, which
+    /// every layered kind takes), for `strata list`.
+    pub params: &'static [ParamDoc],
 }
 
 impl std::fmt::Debug for LayeredKind {

@@ -10,21 +10,28 @@ use serde_json::{Value, json};
 
 use super::build::write_layer;
 use super::design::LayeredKind;
-use super::pgm_design::{pgm, pgm_disk, pgm_disk_cpr};
-use super::radix_design::{rmi, rs, rs_disk};
-use super::tree_design::{btree_static, fiting_static};
-use super::zone_design::{gap_zonemap_d, leco_zonemap, leco_zonemap_d, zonemap};
+use super::pgm_design::{PGM_DISK_PARAMS, PGM_PARAMS, pgm, pgm_disk, pgm_disk_cpr};
+use super::radix_design::{RMI_PARAMS, RS_PARAMS, rmi, rs, rs_disk};
+use super::tree_design::{BTREE_STATIC_PARAMS, FITING_STATIC_PARAMS, btree_static, fiting_static};
+use super::zone_design::{GAP_ZONEMAP_PARAMS, gap_zonemap_d, leco_zonemap, leco_zonemap_d, zonemap};
 use super::{LayeredIndex, layer_file};
 use crate::Result;
 use crate::format::{DATA_FILE, write_data_run};
 use crate::index::{
-    BuildOptions, Fetch, Index, IndexKind, Manifest, OpenOptions, Params, Records, Residency,
+    BuildOptions, Fetch, Index, IndexKind, Manifest, OpenOptions, ParamDoc, Params, Records, Residency,
 };
 use crate::storage::{Directory, IoContext};
 
 fn fetch_param(params: &Params) -> Result<Fetch> {
     params.str("fetch", "all-at-once")?.parse()
 }
+
+/// The parameter of every layered kind besides `page`.
+const FETCH_PARAM: ParamDoc = ParamDoc::new(
+    "fetch",
+    "how the pages of a predicted range are read: all-at-once (one read call) or one-by-one \
+     (from the start of the range until the key's page)",
+);
 
 impl IndexKind for LayeredKind {
     fn name(&self) -> &'static str {
@@ -33,6 +40,10 @@ impl IndexKind for LayeredKind {
 
     fn summary(&self) -> &'static str {
         self.summary
+    }
+
+    fn params(&self) -> Vec<ParamDoc> {
+        self.params.iter().copied().chain([FETCH_PARAM]).collect()
     }
 
     fn build(
@@ -104,60 +115,72 @@ pub(crate) static LAYERED_KINDS: &[LayeredKind] = &[
         name: "zonemap",
         summary: "zone map: the first key of every data page in memory; exactly one page per lookup",
         design: zonemap,
+        params: &[],
     },
     LayeredKind {
         name: "btree-static",
         summary: "AirIndex's B-TREE: step layers of 4 KiB nodes (fanout 255) over the data pages",
         design: btree_static,
+        params: BTREE_STATIC_PARAMS,
     },
     LayeredKind {
         name: "leco-zonemap",
         summary: "zone map compressed with LeCo (Zhang G5); exactly one page per lookup",
         design: leco_zonemap,
+        params: &[],
     },
     LayeredKind {
         name: "leco-zonemap-d",
         summary: "LeCo zone map with rough separators (Zhang LeCo-Zonemap-D); one page per lookup",
         design: leco_zonemap_d,
+        params: &[],
     },
     LayeredKind {
         name: "gap-zonemap-d",
         summary: "zone map of rough separators gap-coded at the precision each gap allows (block); one page per lookup",
         design: gap_zonemap_d,
+        params: GAP_ZONEMAP_PARAMS,
     },
     LayeredKind {
         name: "pgm",
         summary: "PGM-index: optimal PLA with error epsilon, recursive layers with epsilon_rec",
         design: pgm,
+        params: PGM_PARAMS,
     },
     LayeredKind {
         name: "pgm-disk",
         summary: "PGM with disk-based zero intervals (Zhang G3): fewer models, same pages",
         design: pgm_disk,
+        params: PGM_DISK_PARAMS,
     },
     LayeredKind {
         name: "pgm-disk-cpr",
         summary: "CprLeCo_PGM_D (Zhang G3+G4): zero intervals, gap-coded rough separators, rounded intercepts, shared slopes",
         design: pgm_disk_cpr,
+        params: PGM_DISK_PARAMS,
     },
     LayeredKind {
         name: "rs",
         summary: "RadixSpline: spline points within epsilon and a radix table of radix_bits",
         design: rs,
+        params: RS_PARAMS,
     },
     LayeredKind {
         name: "rs-disk",
         summary: "RadixSpline with disk-based zero intervals (Zhang G3): fewer spline points, same pages",
         design: rs_disk,
+        params: RS_PARAMS,
     },
     LayeredKind {
         name: "rmi",
         summary: "two-layer linear RMI with `models` leaf models and per-leaf error bounds",
         design: rmi,
+        params: RMI_PARAMS,
     },
     LayeredKind {
         name: "fiting-static",
         summary: "FITing-tree (static): greedy shrinking-cone segments with epsilon, B+-tree over them",
         design: fiting_static,
+        params: FITING_STATIC_PARAMS,
     },
 ];

@@ -13,7 +13,7 @@ use super::build::{
 use super::compressed::CprBand;
 use super::design::Design;
 use super::layer::LayerKind;
-use crate::index::Params;
+use crate::index::{ParamDoc, Params};
 use crate::{Error, Result};
 
 /// The prediction granularity (Zhang G2): `item` (1), `page` (records per
@@ -533,6 +533,38 @@ fn zero_interval_band(
         plain_segments: plain_segs.len(),
     })
 }
+
+/// What [`pgm`] reads.
+pub(super) const PGM_PARAMS: &[ParamDoc] = &[
+    ParamDoc::new(
+        "epsilon",
+        "error bound of the segments over the data (in predictions)",
+    ),
+    ParamDoc::new("epsilon_rec", "error bound of the recursive layers above"),
+    ParamDoc::new(
+        "granularity",
+        "what a prediction points to: item (a record), page (a data page) or a number of records",
+    ),
+];
+
+/// What [`pgm_disk`] and [`pgm_disk_cpr`] read: [`PGM_PARAMS`] (granularity
+/// item only) and `page_slack`.
+pub(super) const PGM_DISK_PARAMS: &[ParamDoc] = &[
+    ParamDoc::new(
+        "epsilon",
+        "error bound of plain PGM, whose pages per lookup the zero intervals keep",
+    ),
+    ParamDoc::new("epsilon_rec", "error bound of the recursive layers above"),
+    ParamDoc::new(
+        "granularity",
+        "what a prediction points to: item only (zero intervals predict items)",
+    ),
+    ParamDoc::new(
+        "page_slack",
+        "pages per lookup the zero intervals may read beyond plain PGM's, 0-1, with windows up to \
+         2 epsilon (unset: 0.002 of measurement slack, windows up to epsilon)",
+    ),
+];
 
 fn pgm_family(p: &Params, keys: &[u64], per_page: usize, zero: bool, compress: bool) -> Result<Design> {
     let eps = p.u64("epsilon", 64)?;

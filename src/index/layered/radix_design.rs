@@ -8,7 +8,7 @@ use super::build::{SegmentLine, band_layer, radix_layer, rmi_layers};
 use super::design::Design;
 use super::pgm_design::{extra_pages, widest_window};
 use crate::Result;
-use crate::index::Params;
+use crate::index::{ParamDoc, Params};
 
 /// The spline of a RadixSpline as band lines: segment `j` interpolates
 /// between spline points `j` and `j + 1`.
@@ -27,6 +27,15 @@ fn spline_lines(spline: &crate::model::RadixSpline) -> Vec<SegmentLine> {
         })
         .collect()
 }
+
+/// What [`rs`] and [`rs_disk`] read.
+pub(super) const RS_PARAMS: &[ParamDoc] = &[
+    ParamDoc::new("epsilon", "error bound of the spline points"),
+    ParamDoc::new("radix_bits", "bits of the key prefix the radix table indexes"),
+];
+
+/// What [`rmi`] reads.
+pub(super) const RMI_PARAMS: &[ParamDoc] = &[ParamDoc::new("models", "leaf models of the second layer")];
 
 fn rs_family(p: &Params, keys: &[u64], per_page: usize, zero: bool) -> Result<Design> {
     let eps = p.u64("epsilon", 64)?;

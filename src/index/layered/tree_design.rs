@@ -6,8 +6,20 @@ use serde_json::Value;
 
 use super::build::{band_layer, lines_of, step_layer, step_stack};
 use super::design::Design;
-use crate::index::Params;
+use crate::index::{ParamDoc, Params};
 use crate::{Error, Result};
+
+/// What [`btree_static`] reads.
+pub(super) const BTREE_STATIC_PARAMS: &[ParamDoc] = &[ParamDoc::new(
+    "fanout",
+    "entries per node of the layers above the first (0: as many as a page holds; else at least 2)",
+)];
+
+/// What [`fiting_static`] reads.
+pub(super) const FITING_STATIC_PARAMS: &[ParamDoc] = &[ParamDoc::new(
+    "epsilon",
+    "error bound of the shrinking-cone segments",
+)];
 
 pub(super) fn btree_static(p: &Params, keys: &[u64], per_page: usize, page_size: usize) -> Result<Design> {
     // AirIndex's B-TREE: GStep(p = 255, 4 KiB) — one (key, position) entry

@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::build::{gap_zone_layer, leco_zone_layer, zone_layer};
 use super::design::{Design, LayeredKind};
 use super::layer::LayerKind;
-use crate::index::Params;
+use crate::index::{ParamDoc, Params};
 use crate::{Error, Result};
 
 pub(super) fn zonemap(_p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Result<Design> {
@@ -73,6 +73,13 @@ pub(super) fn leco_zonemap(_p: &Params, keys: &[u64], per_page: usize, _ps: usiz
         notes: Value::Null,
     })
 }
+
+/// What [`gap_zonemap_d`] reads.
+pub(super) const GAP_ZONEMAP_PARAMS: &[ParamDoc] = &[ParamDoc::new(
+    "block",
+    "separators per block, a power of two 2-65536: a lookup decodes up to one block (smaller: \
+     more memory for the block heads)",
+)];
 
 pub(super) fn gap_zonemap_d(p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Result<Design> {
     // Separators per block: a lookup decodes up to one block (more memory

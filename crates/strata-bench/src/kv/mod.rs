@@ -96,9 +96,12 @@ impl std::str::FromStr for SyncMode {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
         match s {
-            "always" => Ok(SyncMode::Always),
+            // `every` as for the stores' `--sync` (`SyncPolicy`).
+            "always" | "every" => Ok(SyncMode::Always),
             "never" | "none" => Ok(SyncMode::Never),
-            _ => Err(Error::invalid(format!("sync must be always or never, got {s:?}"))),
+            _ => Err(Error::invalid(format!(
+                "sync must be always (or every) or never, got {s:?}"
+            ))),
         }
     }
 }

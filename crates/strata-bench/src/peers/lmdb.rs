@@ -48,15 +48,29 @@ fn err(what: &str, dir: &Path, e: heed::Error) -> Error {
     }
 }
 
-fn map_size(n: usize) -> usize {
-    // Virtual address space only (the file grows as pages are written); room
-    // for the bulk load and as many inserts again, with slack.
-    (n.saturating_mul(128)).max(1 << 30)
+/// The map size for `n` records: virtual address space only (the file grows
+/// as pages are written), room for the bulk load and as many inserts again,
+/// with slack; at least 1 GiB. Rounded up to a multiple of `page` (LMDB
+/// refuses any other size: `map size (1200000000) must be a multiple of the
+/// system page size (4096)` for 9.4M records).
+fn map_size(n: usize, page: usize) -> usize {
+    let page = page.max(1);
+    let want = n.saturating_mul(128).max(1 << 30);
+    want.div_ceil(page)
+        .checked_mul(page)
+        .unwrap_or(usize::MAX / page * page)
+}
+
+/// The OS page size (4096 if `sysconf` does not say).
+fn os_page_size() -> usize {
+    // SAFETY: sysconf reads a configuration value; it has no preconditions.
+    let v = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(v).ok().filter(|&p| p > 0).unwrap_or(4096)
 }
 
 fn open_env(dir: &Path, n: usize) -> Result<(Env<WithoutTls>, Db)> {
     let mut o = EnvOpenOptions::new().read_txn_without_tls();
-    o.map_size(map_size(n)).max_dbs(1);
+    o.map_size(map_size(n, os_page_size())).max_dbs(1);
     // SAFETY: NO_SYNC/NO_META_SYNC only weaken durability (writes become
     // durable at `sync`, as in strata's trees); NO_READ_AHEAD is safe. The
     // directory is used by this process alone.
@@ -448,5 +462,45 @@ impl Index for ArcIndex {
 
     fn io(&self) -> &Arc<IoStats> {
         &self.0.io
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// 10M keys of ycsb-write-only bulk-load 9,375,000: 128 bytes each is
+    /// 1,200,000,000, which LMDB refused; every size is now a multiple of the
+    /// page size, at least what the records need and at least 1 GiB.
+    #[test]
+    fn map_size_is_a_multiple_of_the_page_size() {
+        for page in [4096, 16_384, 65_536, 3000, 1] {
+            for n in [
+                0,
+                1,
+                9_375_000,
+                10_000_000,
+                123_456_789,
+                usize::MAX / 64,
+                usize::MAX,
+            ] {
+                let m = map_size(n, page);
+                assert_eq!(m % page, 0, "n {n}, page {page}: {m}");
+                assert!(m >= 1 << 30, "n {n}, page {page}: {m}");
+                let want = n.saturating_mul(128).max(1 << 30);
+                if want <= usize::MAX - page {
+                    // The next multiple of the page size, no more.
+                    assert!(m >= want && m - want < page, "n {n}, page {page}: {m}");
+                } else {
+                    // Past the last multiple: the largest one.
+                    assert!(m > usize::MAX - page, "n {n}, page {page}: {m}");
+                }
+            }
+        }
+        assert_eq!(map_size(9_375_000, 4096), 1_200_001_024);
+        assert_eq!(map_size(0, 4096), 1 << 30);
+        // A page size of 0 (a broken sysconf) is taken as 1, not a division by zero.
+        assert_eq!(map_size(9_375_000, 0), 1_200_000_000);
+        assert_eq!(os_page_size() % 1024, 0);
     }
 }
