@@ -67,7 +67,7 @@ pub struct DemoArgs {
     #[arg(long)]
     json: Option<PathBuf>,
     /// Data sets to use.
-    #[arg(long = "dataset", default_values_t = ["fb-like".to_string(), "osm-like".to_string()])]
+    #[arg(long = "dataset", value_name = "DATASET", default_values_t = ["fb-like".to_string(), "osm-like".to_string()])]
     datasets: Vec<String>,
     /// Remove what the demo wrote into `--dir` (key files and indexes), and
     /// the directory if nothing else is left in it; run nothing.
