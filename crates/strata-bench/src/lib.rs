@@ -15,5 +15,5 @@ pub mod peers;
 mod report;
 mod runner;
 
-pub use report::{BenchRecord, IoPerOp, Latency, format_table};
+pub use report::{BenchRecord, IoPerOp, Latency, TABLE_HEADER, aligned_table, format_table};
 pub use runner::{BenchOptions, Event, RUNNER_PARAMS, RunnerParam, run};

@@ -138,57 +138,89 @@ pub struct BenchRecord {
     pub blocks: Option<BlocksPerOp>,
 }
 
-/// A readable table of records, with throughput ratios to the first index of
-/// each workload.
-pub fn format_table(records: &[BenchRecord]) -> String {
-    let mut out = String::new();
-    let header = format!(
-        "{:<28} {:<12} {:>10} {:>7} {:>9} {:>9} {:>8} {:>8} {:>11} {:>10} {:>9} {:>6}\n",
-        "index",
-        "workload",
-        "kops/s",
-        "ratio",
-        "p50 µs",
-        "p99 µs",
-        "pages",
-        "reads",
-        "model µs",
-        "mem MiB",
-        "bits/key",
-        "wrong"
-    );
-    out.push_str(&header);
-    out.push_str(&"-".repeat(header.chars().count().saturating_sub(1)));
+/// The columns of [`format_table`] (and of the demo's tables).
+pub const TABLE_HEADER: [&str; 12] = [
+    "index",
+    "workload",
+    "kops/s",
+    "ratio",
+    "p50 µs",
+    "p99 µs",
+    "pages",
+    "reads",
+    "model µs",
+    "mem MiB",
+    "bits/key",
+    "wrong",
+];
+
+/// Lays out `rows` under `header`: every column as wide as its longest
+/// cell, two spaces between columns, the first `left` columns left-aligned
+/// and the others right-aligned, a rule under the header. Nothing is cut.
+pub fn aligned_table(header: &[&str], left: usize, rows: &[Vec<String>]) -> String {
+    let widths: Vec<usize> = (0..header.len())
+        .map(|c| {
+            rows.iter()
+                .filter_map(|row| row.get(c))
+                .map(|cell| cell.chars().count())
+                .chain(header.get(c).map(|h| h.chars().count()))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |row: &mut dyn Iterator<Item = &str>| {
+        let mut s = String::new();
+        for (c, (cell, &w)) in row.zip(&widths).enumerate() {
+            if c > 0 {
+                s.push_str("  ");
+            }
+            if c < left {
+                s.push_str(&format!("{cell:<w$}"));
+            } else {
+                s.push_str(&format!("{cell:>w$}"));
+            }
+        }
+        s.trim_end().to_string() + "\n"
+    };
+    let mut out = line(&mut header.iter().copied());
+    out.push_str(&"-".repeat(widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1)));
     out.push('\n');
-    let mut base: Option<(String, f64)> = None;
-    for r in records {
-        if base.as_ref().map(|b| b.0 != r.workload).unwrap_or(true) {
-            base = Some((r.workload.clone(), r.throughput_ops_s));
-        }
-        let ratio = base
-            .as_ref()
-            .map(|b| if b.1 > 0.0 { r.throughput_ops_s / b.1 } else { 0.0 })
-            .unwrap_or(1.0);
-        let f = |v: Option<f64>, prec: usize| v.map_or("-".to_string(), |x| format!("{x:.prec$}"));
-        let mut name = r.spec.clone();
-        if name.chars().count() > 28 {
-            name = name.chars().take(27).collect::<String>() + "…";
-        }
-        out.push_str(&format!(
-            "{:<28} {:<12} {:>10.1} {:>6.2}x {:>9.1} {:>9.1} {:>8} {:>8} {:>11} {:>10.3} {:>9.2} {:>6}\n",
-            name,
-            r.workload,
-            r.throughput_ops_s / 1e3,
-            ratio,
-            r.latency_ns.p50 as f64 / 1e3,
-            r.latency_ns.p99 as f64 / 1e3,
-            f(r.io.pages_per_op, 2),
-            f(r.io.reads_per_op, 2),
-            f(r.io.modelled_us_per_op, 1),
-            r.memory_bytes as f64 / (1u64 << 20) as f64,
-            r.bits_per_key,
-            r.wrong
-        ));
+    for row in rows {
+        out.push_str(&line(&mut row.iter().map(String::as_str)));
     }
     out
+}
+
+/// A readable table of records, with throughput ratios to the first index of
+/// each workload: [`TABLE_HEADER`], laid out by [`aligned_table`].
+pub fn format_table(records: &[BenchRecord]) -> String {
+    let mut base: Option<(String, f64)> = None;
+    let f = |v: Option<f64>, prec: usize| v.map_or("-".to_string(), |x| format!("{x:.prec$}"));
+    let rows: Vec<Vec<String>> = records
+        .iter()
+        .map(|r| {
+            if base.as_ref().map(|b| b.0 != r.workload).unwrap_or(true) {
+                base = Some((r.workload.clone(), r.throughput_ops_s));
+            }
+            let ratio = base
+                .as_ref()
+                .map(|b| if b.1 > 0.0 { r.throughput_ops_s / b.1 } else { 0.0 })
+                .unwrap_or(1.0);
+            vec![
+                r.spec.clone(),
+                r.workload.clone(),
+                format!("{:.1}", r.throughput_ops_s / 1e3),
+                format!("{ratio:.2}x"),
+                format!("{:.1}", r.latency_ns.p50 as f64 / 1e3),
+                format!("{:.1}", r.latency_ns.p99 as f64 / 1e3),
+                f(r.io.pages_per_op, 2),
+                f(r.io.reads_per_op, 2),
+                f(r.io.modelled_us_per_op, 1),
+                format!("{:.3}", r.memory_bytes as f64 / (1u64 << 20) as f64),
+                format!("{:.2}", r.bits_per_key),
+                r.wrong.to_string(),
+            ]
+        })
+        .collect();
+    aligned_table(&TABLE_HEADER, 2, &rows)
 }

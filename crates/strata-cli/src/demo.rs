@@ -283,21 +283,6 @@ fn ratio(a: f64, b: f64) -> f64 {
 /// The table of `rows`: every column as wide as its longest cell, two
 /// spaces between columns, names left-aligned and numbers right-aligned.
 fn table(rows: &[Row]) -> String {
-    const HEADER: [&str; 12] = [
-        "index",
-        "workload",
-        "kops/s",
-        "ratio",
-        "p50 µs",
-        "p99 µs",
-        "pages",
-        "reads",
-        "model µs",
-        "mem MiB",
-        "bits/key",
-        "wrong",
-    ];
-    const LEFT: usize = 2;
     let f = |v: Option<f64>, prec: usize| v.map_or("-".to_string(), |x| format!("{x:.prec$}"));
     let cells: Vec<Vec<String>> = rows
         .iter()
@@ -319,38 +304,7 @@ fn table(rows: &[Row]) -> String {
             ]
         })
         .collect();
-    let widths: Vec<usize> = (0..HEADER.len())
-        .map(|c| {
-            cells
-                .iter()
-                .map(|row| row[c].chars().count())
-                .chain(std::iter::once(HEADER[c].chars().count()))
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let line = |row: &[&str]| {
-        let mut s = String::new();
-        for (c, cell) in row.iter().enumerate() {
-            if c > 0 {
-                s.push_str("  ");
-            }
-            let w = widths[c];
-            if c < LEFT {
-                s.push_str(&format!("{cell:<w$}"));
-            } else {
-                s.push_str(&format!("{cell:>w$}"));
-            }
-        }
-        s.trim_end().to_string() + "\n"
-    };
-    let mut out = line(&HEADER);
-    out.push_str(&"-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1)));
-    out.push('\n');
-    for row in &cells {
-        out.push_str(&line(&row.iter().map(String::as_str).collect::<Vec<_>>()));
-    }
-    out
+    strata_bench::aligned_table(&strata_bench::TABLE_HEADER, 2, &cells)
 }
 
 /// How a row compares with the baseline of its workload on speed or memory.
