@@ -433,18 +433,20 @@ impl PageRun {
         if lo >= hi {
             return hi.max(lo);
         }
-        // The usual case, a range inside one page: search the page's bytes
+        // Page by page: skip each page whose last key in the range is
+        // smaller, then search the bytes of the page that holds the answer
         // directly instead of locating every probe.
-        if let Some(bytes) = self.run.entries_in_page(lo, hi - lo) {
-            let (mut base, mut len) = (0usize, (hi - lo) as usize);
-            while len > 1 {
-                let half = len / 2;
-                let below = get_u64(bytes, (base + half - 1) * RECORD_LEN).is_some_and(|k| k < key);
-                base = if below { base + half } else { base };
-                len -= half;
+        let per = self.per_page().max(1);
+        while lo < hi {
+            let end = (lo / per).saturating_add(1).saturating_mul(per).min(hi);
+            match self.key(end - 1) {
+                Some(k) if k < key => lo = end,
+                Some(_) => match self.run.entries_in_page(lo, end - lo) {
+                    Some(bytes) => return lo + search_records(bytes, (end - lo) as usize, key),
+                    None => break,
+                },
+                None => break,
             }
-            let below = get_u64(bytes, base * RECORD_LEN).is_some_and(|k| k < key);
-            return lo + base as u64 + u64::from(below);
         }
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
@@ -455,6 +457,24 @@ impl PageRun {
         }
         lo
     }
+}
+
+/// Index of the first of the `n` records in `bytes` whose key is `>= key`
+/// (`n` if none): a branch-free binary search.
+#[inline]
+fn search_records(bytes: &[u8], n: usize, key: u64) -> u64 {
+    if n == 0 {
+        return 0;
+    }
+    let (mut base, mut len) = (0usize, n);
+    while len > 1 {
+        let half = len / 2;
+        let below = get_u64(bytes, (base + half - 1) * RECORD_LEN).is_some_and(|k| k < key);
+        base = if below { base + half } else { base };
+        len -= half;
+    }
+    let below = get_u64(bytes, base * RECORD_LEN).is_some_and(|k| k < key);
+    (base + usize::from(below)) as u64
 }
 
 // The header layout is shared with every paged array; only the record width

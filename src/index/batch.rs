@@ -31,6 +31,11 @@ pub(crate) struct KeyBatch {
 impl KeyBatch {
     /// Sorts and deduplicates `keys`.
     pub(crate) fn new(keys: &[u64]) -> Self {
+        if keys.windows(2).all(|w| matches!(w, [a, b] if a <= b)) {
+            // Already in order (a join's probes): one pass.
+            let (keys, slot) = runs_of(keys);
+            return KeyBatch { keys, slot };
+        }
         let mut sorted: Vec<u64> = keys.to_vec();
         sorted.sort_unstable();
         sorted.dedup();

@@ -506,6 +506,10 @@ impl<P: FnMut(usize) -> Result<ApproxPos>> ReadStream for Lookups<'_, P> {
             None => return Err(Error::invalid("completed read out of range")),
         };
         let run = self.reader.run.run_from(a, b, buf)?;
+        // The keys waiting for a read come in ascending order, so each one's
+        // lower bound is at or after the one before's (Chesetti & Pandey's
+        // second join optimisation): its search starts there.
+        let mut floor = 0u64;
         for i in waiting {
             let key = self.keys.get(i).copied().unwrap_or(0);
             match self.steps.get(i).copied().unwrap_or(Step::Done) {
@@ -514,7 +518,8 @@ impl<P: FnMut(usize) -> Result<ApproxPos>> ReadStream for Lookups<'_, P> {
                         Fetch::AllAtOnce => hi,
                         Fetch::OneByOne => hi.min(run.item_range().1),
                     };
-                    let lb = run.lower_bound(key, lo, stop);
+                    let lb = run.lower_bound(key, lo.max(floor).min(stop), stop);
+                    floor = lb;
                     if self.fetch == Fetch::AllAtOnce || lb < stop || p == last {
                         self.settle(i, key, lb, &run);
                     } else {

@@ -92,6 +92,10 @@ impl Relation for KeyFile {
     }
 }
 
+/// Records an [`IndexRelation`] scan reads per call: 256 KiB of 16-byte
+/// records, 64 pages.
+pub const SCAN_BATCH: usize = 16 * 1024;
+
 /// An open index as a relation: its records in key order (scanned with a
 /// cursor), and the index itself for an index nested-loop join.
 pub struct IndexRelation<'a> {
@@ -122,10 +126,33 @@ impl Relation for IndexRelation<'_> {
         true
     }
 
+    /// Reads [`SCAN_BATCH`] records per [`Cursor::next_batch`](crate::index::Cursor::next_batch) call (kinds
+    /// over a data run read their pages in one large sequential read).
     fn scan(&self) -> Result<Box<dyn Iterator<Item = Result<JoinRecord>> + '_>> {
         let mut c = self.index.cursor()?;
         c.seek(0)?;
-        Ok(Box::new(std::iter::from_fn(move || c.next().transpose())))
+        let mut buf: Vec<JoinRecord> = Vec::with_capacity(SCAN_BATCH);
+        let mut at = 0usize;
+        let mut done = false;
+        Ok(Box::new(std::iter::from_fn(move || {
+            if at == buf.len() {
+                if done {
+                    return None;
+                }
+                buf.clear();
+                at = 0;
+                match c.next_batch(SCAN_BATCH, &mut buf) {
+                    Ok(n) => done = n < SCAN_BATCH,
+                    Err(e) => {
+                        done = true;
+                        return Some(Err(e));
+                    }
+                }
+            }
+            let r = buf.get(at).copied();
+            at += 1;
+            r.map(Ok)
+        })))
     }
 
     fn index(&self) -> Option<&dyn Index> {

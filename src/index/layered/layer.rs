@@ -204,6 +204,36 @@ pub(super) fn last_le(e: &dyn Entries, key: u64, lo: u64, hi: u64) -> u64 {
     if a > lo { a - 1 } else { lo }
 }
 
+/// Index of the last entry in `[from, hi)` whose key is `<= key`, given
+/// that entry `from` is (or `from` is the first entry): a galloping search
+/// forward from `from`, `O(log d)` for an answer `d` entries on. For keys
+/// that increase (a join's probes) the answer of one key is where the
+/// search of the next starts.
+#[inline]
+pub(super) fn last_le_from(e: &dyn Entries, key: u64, from: u64, hi: u64) -> u64 {
+    let le = |i: u64| e.u64_at(i, 0).is_some_and(|k| k <= key);
+    let mut step = 1u64;
+    let mut a = from;
+    // Invariant: entry `a` is <= key (or a == from); grow until one is not.
+    loop {
+        let probe = a.saturating_add(step);
+        if probe >= hi || !le(probe) {
+            return last_le(e, key, a, probe.min(hi));
+        }
+        a = probe;
+        step = step.saturating_mul(2);
+    }
+}
+
+/// Whether a search step in a layer of `kind` starts with [`last_le`] over
+/// fixed-width entries (and so can start from a previous answer instead).
+pub(crate) fn searches_last_le(kind: &LayerKind) -> bool {
+    matches!(
+        kind,
+        LayerKind::Step | LayerKind::Zone { .. } | LayerKind::Band { .. }
+    )
+}
+
 /// How a search step reaches a layer's entries.
 #[derive(Clone, Copy)]
 pub(crate) enum Access<'a> {

@@ -297,6 +297,27 @@ impl LayeredIndex {
         )
     }
 
+    /// A predictor for keys in ascending order (a sorted batch, a join's
+    /// probes), after Chesetti & Pandey's first join optimisation: when the
+    /// last layer is resident and searched by key, it is walked with an
+    /// iterator (each key's entry found by a galloping search forward from
+    /// the previous key's) instead of descending from the top for every
+    /// key. It predicts what [`LayeredIndex::predict`] predicts; a key
+    /// smaller than the one before starts the walk again.
+    pub(crate) fn sorted_predictor(&self) -> SortedPredictor<'_> {
+        let bottom = self.layers.first().and_then(|l| match &l.resident {
+            Some(Resident::Entries(e)) if layer::searches_last_le(&l.kind) && e.count > 0 => {
+                Some((&l.kind, e))
+            }
+            _ => None,
+        });
+        SortedPredictor {
+            index: self,
+            bottom,
+            at: None,
+        }
+    }
+
     /// [`LayeredIndex::predict`] for many keys: level by level, the windows
     /// of every key in a layer held on storage read as one batch (a blob
     /// layer is read once for the batch).
@@ -379,6 +400,32 @@ impl LayeredIndex {
     }
 }
 
+/// Predictions for keys in ascending order ([`LayeredIndex::sorted_predictor`]).
+pub(crate) struct SortedPredictor<'a> {
+    index: &'a LayeredIndex,
+    /// The last layer, when it is resident and searched by key.
+    bottom: Option<(&'a LayerKind, &'a ResidentEntries)>,
+    /// The previous key and its entry in the last layer.
+    at: Option<(u64, u64)>,
+}
+
+impl SortedPredictor<'_> {
+    /// The predicted range of the data run for `key`.
+    pub(crate) fn predict(&mut self, key: u64) -> Result<ApproxPos> {
+        let Some((kind, e)) = self.bottom else {
+            return self.index.predict(key);
+        };
+        let j = match self.at {
+            Some((prev, j)) if prev <= key => layer::last_le_from(e, key, j, e.count),
+            _ => layer::last_le(e, key, 0, e.count),
+        };
+        self.at = Some((key, j));
+        let n = self.index.data.len();
+        let range = step(kind, Access::Entries(e), key, j, j + 1, n)?;
+        Ok(resident::approx_of(resident::next_window(0, range, n, true)))
+    }
+}
+
 impl Index for LayeredIndex {
     fn kind(&self) -> &str {
         &self.kind
@@ -407,7 +454,8 @@ impl Index for LayeredIndex {
     fn get_many(&self, keys: &[u64], out: &mut Vec<Option<u64>>) -> Result<()> {
         super::batch::answer(keys, out, |keys| {
             if self.layers.iter().all(|l| l.resident.is_some()) {
-                let predict = |i: usize| self.predict(keys.get(i).copied().unwrap_or(0));
+                let mut sorted = self.sorted_predictor();
+                let predict = |i: usize| sorted.predict(keys.get(i).copied().unwrap_or(0));
                 return self.data.get_many(keys, predict, self.fetch, self.queue_depth);
             }
             let approx = self.predict_many(keys)?;
@@ -426,7 +474,8 @@ impl Index for LayeredIndex {
     fn lower_bound_many(&self, keys: &[u64], out: &mut Vec<Option<Record>>) -> Result<()> {
         super::batch::answer(keys, out, |keys| {
             if self.layers.iter().all(|l| l.resident.is_some()) {
-                let predict = |i: usize| self.predict(keys.get(i).copied().unwrap_or(0));
+                let mut sorted = self.sorted_predictor();
+                let predict = |i: usize| sorted.predict(keys.get(i).copied().unwrap_or(0));
                 return self
                     .data
                     .lower_bound_many(keys, predict, self.fetch, self.queue_depth);
