@@ -244,7 +244,7 @@ def join(
     algo: str,
     memory: Union[int, str, None] = None,
     threads: int = 1,
-    batch: int = 4096,
+    batch: int = 65536,
     outer_sorted: bool = True,
     inner_sorted: bool = True,
     out: Optional[str] = None,

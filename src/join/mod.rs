@@ -78,6 +78,27 @@ impl MemoryBudget {
         Ok(MemoryBudget { bytes })
     }
 
+    /// The budget of a join in a process whose resident memory must stay
+    /// within `limit` bytes: `limit` less what the process holds now (on
+    /// Linux its resident set, which counts the program and the resident
+    /// models of the indexes it has open) and a reserve for read buffers
+    /// and allocator slack ([`PROCESS_RESERVE`] plus 1/32 of `limit`).
+    ///
+    /// Errors: [`Error::InvalidInput`] if less than [`MIN_BUDGET`] is left.
+    pub fn within_process(limit: u64) -> Result<MemoryBudget> {
+        let held = resident_bytes().unwrap_or(0);
+        let reserve = PROCESS_RESERVE + limit / 32;
+        let left = limit.saturating_sub(held).saturating_sub(reserve);
+        if left < MIN_BUDGET {
+            return Err(Error::invalid(format!(
+                "a memory limit of {limit} bytes leaves {left} bytes for the join's buffers: the process \
+                 already holds {held} bytes and {reserve} are kept for reads and allocator slack; \
+                 a join needs at least {MIN_BUDGET} (raise the limit)"
+            )));
+        }
+        MemoryBudget::new(left)
+    }
+
     /// The budget in bytes.
     pub fn bytes(&self) -> u64 {
         self.bytes
@@ -96,6 +117,42 @@ impl MemoryBudget {
         usize::try_from(n.max(2)).unwrap_or(usize::MAX)
     }
 }
+
+/// Bytes [`MemoryBudget::within_process`] keeps apart for reads in flight
+/// and allocator slack, besides 1/32 of the limit: 4 MiB.
+pub const PROCESS_RESERVE: u64 = 4 << 20;
+
+/// The resident memory of this process in bytes (Linux: `VmRSS` of
+/// `/proc/self/status`); `None` where it cannot be read.
+pub fn resident_bytes() -> Option<u64> {
+    proc_status_bytes("VmRSS:")
+}
+
+/// The peak resident memory of this process in bytes (Linux: `VmHWM`),
+/// since it started or since [`reset_peak_resident`]; `None` where it cannot
+/// be read.
+pub fn peak_resident_bytes() -> Option<u64> {
+    proc_status_bytes("VmHWM:")
+}
+
+/// Resets the peak resident memory to the current one (Linux:
+/// `/proc/self/clear_refs`); returns whether it could.
+pub fn reset_peak_resident() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// A `kB` field of `/proc/self/status`, in bytes.
+fn proc_status_bytes(field: &str) -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with(field))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Outer keys per probe batch of the index nested-loop join by default:
+/// 65,536 (about 2.5 MiB of buffers). Larger batches keep more reads in
+/// flight between the batches' drains.
+pub const DEFAULT_BATCH: usize = 65_536;
 
 /// A join algorithm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -131,7 +188,7 @@ pub struct JoinOptions {
     /// Worker threads for partitions (hash join) and sort runs (default 1).
     pub threads: usize,
     /// Outer keys per probe batch of the index nested-loop join (default
-    /// 4,096; at most what the budget holds).
+    /// [`DEFAULT_BATCH`]; at most what the budget holds).
     pub batch: usize,
 }
 
@@ -142,7 +199,7 @@ impl JoinOptions {
             budget,
             spill_dir: None,
             threads: 1,
-            batch: 4096,
+            batch: DEFAULT_BATCH,
         }
     }
 

@@ -1,6 +1,6 @@
 //! `strata join`: an external-memory equi-join of two relations (key files
 //! or index directories) by an index nested-loop, sort-merge or Grace hash
-//! join, within a memory budget.
+//! join, within a memory limit of the process.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -33,15 +33,18 @@ pub struct JoinArgs {
     /// `smj` (sort-merge) or `hash` (Grace hash).
     #[arg(long, value_name = "ALGO")]
     algo: String,
-    /// Memory budget of the join's buffers (sort runs, partitions, hash
-    /// tables, probe batches), e.g. 64M, 256M; at least 1M.
+    /// Memory limit of the process during the join, e.g. 64M, 256M: the
+    /// join's buffers (sort runs, partitions, hash tables, probe batches)
+    /// get what is left of it after what the process holds when the join
+    /// starts (the program, the inner index's resident models) and a
+    /// reserve for reads; the report shows the peak resident memory.
     #[arg(long, default_value = "256M")]
     memory: String,
     /// Worker threads (hash join partitions, probe batches).
     #[arg(long, default_value_t = 1)]
     threads: usize,
     /// Outer keys per batch of index probes.
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = strata::join::DEFAULT_BATCH)]
     batch: usize,
     /// Reads in flight at most in a probe batch (1-256).
     #[arg(long, default_value_t = strata::storage::DEFAULT_QUEUE_DEPTH)]
@@ -82,23 +85,9 @@ fn is_index_dir(p: &Path) -> bool {
     p.join(strata::index::MANIFEST_FILE).is_file()
 }
 
-/// Peak resident memory of this process in bytes (`VmHWM`), if known.
-fn peak_rss() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
-}
-
-/// Resets the peak resident memory to the current (Linux: `clear_refs` 5).
-fn reset_peak_rss() {
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
-}
-
 pub fn run(a: JoinArgs, quiet: bool) -> Result<()> {
     let memory = parse_size(&a.memory)
         .ok_or_else(|| Error::invalid(format!("--memory: not a size: {:?}", a.memory)))?;
-    let budget = MemoryBudget::new(memory)?;
     if a.threads == 0 {
         return Err(Error::invalid("--threads must be at least 1"));
     }
@@ -126,7 +115,7 @@ pub fn run(a: JoinArgs, quiet: bool) -> Result<()> {
         queue_depth: a.queue_depth.clamp(1, strata::storage::MAX_QUEUE_DEPTH),
         ..OpenOptions::default()
     };
-    let mut opts = JoinOptions::with_budget(budget);
+    let mut opts = JoinOptions::with_budget(MemoryBudget::new(memory)?);
     opts.threads = a.threads;
     opts.batch = a.batch.max(1);
     opts.spill_dir = a.spill_dir.clone();
@@ -199,9 +188,13 @@ pub fn run(a: JoinArgs, quiet: bool) -> Result<()> {
     };
     let index_stats = inner_index.as_ref().map(|i| i.stats()).transpose()?;
     let io_before = inner_index.as_ref().map(|i| i.io().snapshot());
+    // The budget: the limit less what the process holds now (the program
+    // and the open indexes).
+    let budget = MemoryBudget::within_process(memory)?;
+    opts.budget = budget;
     if !quiet {
         eprintln!(
-            "joining {} ({} records) with {} ({} records): {} within {} bytes",
+            "joining {} ({} records) with {} ({} records): {}, buffers within {} bytes",
             outer_rel.name(),
             outer_rel.len(),
             inner_rel.name(),
@@ -210,8 +203,8 @@ pub fn run(a: JoinArgs, quiet: bool) -> Result<()> {
             budget.bytes()
         );
     }
-    reset_peak_rss();
-    let rss_before = peak_rss();
+    strata::join::reset_peak_resident();
+    let rss_before = strata::join::resident_bytes();
     let (report, count, checksum): (JoinReport, u64, u64) = match &a.out {
         Some(path) => {
             let mut sink = PairFile::create(path)?;
@@ -226,7 +219,7 @@ pub fn run(a: JoinArgs, quiet: bool) -> Result<()> {
             (r, sink.count(), sink.checksum())
         }
     };
-    let peak = peak_rss();
+    let peak = strata::join::peak_resident_bytes();
     let io = match (&inner_index, &io_before) {
         (Some(i), Some(b)) => Some(i.io().snapshot().since(b)),
         _ => None,
@@ -241,6 +234,7 @@ pub fn run(a: JoinArgs, quiet: bool) -> Result<()> {
         "checksum": format!("{checksum:016x}"),
         "seconds": report.seconds,
         "build_s": build_s,
+        "memory_limit": memory,
         "memory_budget": budget.bytes(),
         "peak_rss_bytes": peak,
         "rss_at_start_bytes": rss_before,
@@ -281,8 +275,9 @@ pub fn run(a: JoinArgs, quiet: bool) -> Result<()> {
     );
     if let Some(p) = peak {
         println!(
-            "peak RSS   {:.1} MiB (budget {:.1} MiB)",
+            "peak RSS   {:.1} MiB (limit {:.1} MiB, buffers {:.1} MiB)",
             p as f64 / 1048576.0,
+            memory as f64 / 1048576.0,
             budget.bytes() as f64 / 1048576.0
         );
     }

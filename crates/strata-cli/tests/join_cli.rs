@@ -79,7 +79,7 @@ fn every_algorithm_agrees_and_leaves_nothing() {
                 "--algo",
                 algo,
                 "--memory",
-                "1M",
+                "24M",
                 "--threads",
                 threads,
                 "--spill-dir",
@@ -105,7 +105,7 @@ fn every_algorithm_agrees_and_leaves_nothing() {
             "--algo",
             algo,
             "--memory",
-            "1M",
+            "24M",
             "--spill-dir",
             p(&spill),
             "--no-direct",
@@ -177,6 +177,21 @@ fn bad_arguments_are_one_clear_error() {
             "10K",
         ],
         "at least",
+    );
+    // A limit the process itself already fills leaves nothing to the join.
+    fail(
+        &[
+            "join",
+            "--outer",
+            p(&i),
+            "--inner",
+            p(&i),
+            "--algo",
+            "smj",
+            "--memory",
+            "6M",
+        ],
+        "raise the limit",
     );
     // The outer file is not sorted and was not declared so.
     fail(

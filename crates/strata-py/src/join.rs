@@ -66,7 +66,7 @@ fn side(v: &Bound<'_, PyAny>, name: &str, sorted: bool) -> PyResult<Side> {
 ///   to this new file (docs/format/join-pairs.md).
 /// - `spill_dir`: where spill files go (a temporary directory inside it).
 #[pyfunction]
-#[pyo3(signature = (outer, inner, algo, memory = None, threads = 1, batch = 4096, outer_sorted = true, inner_sorted = true, out = None, spill_dir = None))]
+#[pyo3(signature = (outer, inner, algo, memory = None, threads = 1, batch = 65536, outer_sorted = true, inner_sorted = true, out = None, spill_dir = None))]
 #[expect(clippy::too_many_arguments, reason = "Python keyword arguments")]
 pub fn join<'py>(
     py: Python<'py>,

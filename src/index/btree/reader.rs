@@ -342,6 +342,10 @@ fn check_inner(node: &InnerNode, page_no: u64, meta: &Meta, name: &str) -> Resul
     Ok(())
 }
 
+/// Leaves a batched lookup reads in one call at most when they follow each
+/// other on disk (as the layered kinds coalesce up to 16 data pages).
+const MAX_LEAF_RUN: u64 = 16;
+
 /// What [`BTree::verify`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct VerifyReport {
@@ -433,28 +437,78 @@ impl BTree {
         Ok(at)
     }
 
+    /// Reads the distinct leaf pages `pages` as one batch: pages that
+    /// follow each other on disk (a bulk-loaded tree's leaves, probed by
+    /// dense keys such as a join's) in one read call of up to
+    /// [`MAX_LEAF_RUN`] pages, the rest one call each. Returns the buffers
+    /// and, for each of `pages`, which buffer holds it at which offset.
+    fn read_leaves_many(&self, pages: &[u64]) -> Result<(Vec<AlignedBuf>, Vec<(usize, usize)>)> {
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        let mut at = Vec::with_capacity(pages.len());
+        for &p in pages {
+            let last = runs.len().saturating_sub(1);
+            match runs.last_mut() {
+                Some((first, n)) if *first + *n == p && *n < MAX_LEAF_RUN => {
+                    at.push((last, *n as usize * self.page_size));
+                    *n += 1;
+                }
+                _ => {
+                    runs.push((p, 1));
+                    at.push((runs.len() - 1, 0));
+                }
+            }
+        }
+        Ok((self.pager.read_runs_many(Role::Leaf, &runs)?, at))
+    }
+
     /// [`Index::get`](crate::index::Index::get) of each of `keys`
     /// (ascending, distinct): their leaves found with
     /// [`BTree::leaves_for_many`], then every distinct leaf read in one
-    /// batch.
+    /// batch ([`BTree::read_leaves_many`]).
     pub(super) fn get_many_impl(&self, keys: &[u64]) -> Result<Vec<Option<u64>>> {
         let st = self.state.read();
-        let leaves = self.leaves_for_many(&st, keys)?;
+        let mut answers = Vec::with_capacity(keys.len());
+        self.with_leaves_many(&st, keys, |_, key, leaf| {
+            answers.push(
+                leaf.record(leaf.lower_bound(key))
+                    .filter(|r| r.0 == key)
+                    .map(|r| r.1),
+            );
+            Ok(())
+        })?;
+        Ok(answers)
+    }
+
+    /// Calls `f(i, key, leaf)` for each of `keys` (ascending, distinct)
+    /// with its leaf: the leaves found with [`BTree::leaves_for_many`],
+    /// every distinct one read in one batch ([`BTree::read_leaves_many`])
+    /// and opened (its checksum checked) once for all its keys.
+    fn with_leaves_many(
+        &self,
+        st: &State,
+        keys: &[u64],
+        mut f: impl FnMut(usize, u64, &LeafPage<'_>) -> Result<()>,
+    ) -> Result<()> {
+        let leaves = self.leaves_for_many(st, keys)?;
         let (pages, which) = crate::index::batch::runs_of(&leaves);
-        let bufs = self.pager.read_pages_many(Role::Leaf, &pages)?;
-        keys.iter()
-            .zip(&which)
-            .map(|(&key, &w)| {
-                let (Some(&p), Some(buf)) = (pages.get(w), bufs.get(w)) else {
+        let (bufs, at) = self.read_leaves_many(&pages)?;
+        let ps = self.page_size;
+        let mut open: Option<(usize, LeafPage<'_>)> = None;
+        for (i, (&key, &w)) in keys.iter().zip(&which).enumerate() {
+            if open.as_ref().map(|o| o.0) != Some(w) {
+                let (Some(&p), Some(buf)) = (
+                    pages.get(w),
+                    at.get(w).and_then(|&(b, off)| bufs.get(b)?.get(off..off + ps)),
+                ) else {
                     return Err(Error::invalid("leaf page not read"));
                 };
-                let leaf = LeafPage::open(buf, p, self.name())?;
-                Ok(leaf
-                    .record(leaf.lower_bound(key))
-                    .filter(|r| r.0 == key)
-                    .map(|r| r.1))
-            })
-            .collect()
+                open = Some((w, LeafPage::open(buf, p, self.name())?));
+            }
+            if let Some((_, leaf)) = &open {
+                f(i, key, leaf)?;
+            }
+        }
+        Ok(())
     }
 
     /// [`Index::lower_bound`](crate::index::Index::lower_bound) of each of
@@ -466,14 +520,7 @@ impl BTree {
         let mut later = Vec::new();
         {
             let st = self.state.read();
-            let leaves = self.leaves_for_many(&st, keys)?;
-            let (pages, which) = crate::index::batch::runs_of(&leaves);
-            let bufs = self.pager.read_pages_many(Role::Leaf, &pages)?;
-            for (i, (&key, &w)) in keys.iter().zip(&which).enumerate() {
-                let (Some(&p), Some(buf)) = (pages.get(w), bufs.get(w)) else {
-                    return Err(Error::invalid("leaf page not read"));
-                };
-                let leaf = LeafPage::open(buf, p, self.name())?;
+            self.with_leaves_many(&st, keys, |i, key, leaf| {
                 match leaf.record(leaf.lower_bound(key)) {
                     Some(r) => answers.push(Some(r)),
                     None => {
@@ -483,7 +530,8 @@ impl BTree {
                         answers.push(None);
                     }
                 }
-            }
+                Ok(())
+            })?;
         }
         for i in later {
             if let (Some(&key), Some(a)) = (keys.get(i), answers.get_mut(i)) {
