@@ -342,6 +342,9 @@ fn check_inner(node: &InnerNode, page_no: u64, meta: &Meta, name: &str) -> Resul
     Ok(())
 }
 
+/// Where a page lies among the buffers of a batch: (buffer, byte offset).
+type BufAt = (usize, usize);
+
 /// Leaves a batched lookup reads in one call at most when they follow each
 /// other on disk (as the layered kinds coalesce up to 16 data pages).
 const MAX_LEAF_RUN: u64 = 16;
@@ -442,7 +445,7 @@ impl BTree {
     /// dense keys such as a join's) in one read call of up to
     /// [`MAX_LEAF_RUN`] pages, the rest one call each. Returns the buffers
     /// and, for each of `pages`, which buffer holds it at which offset.
-    fn read_leaves_many(&self, pages: &[u64]) -> Result<(Vec<AlignedBuf>, Vec<(usize, usize)>)> {
+    fn read_leaves_many(&self, pages: &[u64]) -> Result<(Vec<AlignedBuf>, Vec<BufAt>)> {
         let mut runs: Vec<(u64, u64)> = Vec::new();
         let mut at = Vec::with_capacity(pages.len());
         for &p in pages {
