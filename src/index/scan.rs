@@ -518,7 +518,11 @@ impl<P: FnMut(usize) -> Result<ApproxPos>> ReadStream for Lookups<'_, P> {
                         Fetch::AllAtOnce => hi,
                         Fetch::OneByOne => hi.min(run.item_range().1),
                     };
-                    let lb = run.lower_bound(key, lo.max(floor).min(stop), stop);
+                    let lb = if floor > lo {
+                        run.lower_bound_near(key, floor.min(stop), stop)
+                    } else {
+                        run.lower_bound(key, lo, stop)
+                    };
                     floor = lb;
                     if self.fetch == Fetch::AllAtOnce || lb < stop || p == last {
                         self.settle(i, key, lb, &run);
