@@ -58,7 +58,7 @@ if ! command -v fio > /dev/null; then
     sudo apt-get install -y -qq fio > /dev/null || { sudo apt-get update -qq && sudo apt-get install -y -qq fio > /dev/null; }
   fi
 fi
-mkdir -p "$OUT/raw" "$DATA_DIR"
+mkdir -p "$OUT" "$DATA_DIR"
 uname -r > "$OUT/kernel.txt"
 
 cold() { # drop the page cache when we may
@@ -78,13 +78,13 @@ fio_pair() { # tag
 run_join() { # dataset ratio algo inner tag [extra args...]
   local ds=$1 r=$2 algo=$3 inner=$4 tag=$5
   shift 5
-  local out="$OUT/raw/$ds-r$r-$(slug "$algo")-$tag.json"
+  local out="$OUT/runs.jsonl.tmp"
   cold
   $S join --outer "$DATA_DIR/$ds-outer-r$r.keys" --inner "$inner" --algo "$algo" \
-    --memory "$MEMORY" --spill-dir "$DATA_DIR" -q --json "$out.tmp" "$@" > /dev/null
+    --memory "$MEMORY" --spill-dir "$DATA_DIR" -q --json "$out" "$@" > /dev/null
   jq -c --arg ds "$ds" --argjson r "$r" --arg tag "$tag" '. + {dataset: $ds, ratio: $r, tag: $tag}' \
-    "$out.tmp" > "$out"
-  rm -f "$out.tmp"
+    "$out" >> "$OUT/runs.jsonl"
+  rm -f "$out"
 }
 
 fio_pair before
@@ -101,7 +101,8 @@ for ds in $DSS; do
     d="$DATA_DIR/$ds-$(slug "$k")"
     if [ ! -f "$d/strata-index.json" ]; then
       rm -rf "$d"
-      $S build --data "$keys" --index "$k" --out "$d" -q > "$OUT/raw/build-$ds-$(slug "$k").json"
+      $S build --data "$keys" --index "$k" --out "$d" -q |
+        jq -c --arg ds "$ds" --arg spec "$k" '. + {dataset: $ds, spec: $spec}' >> "$OUT/builds.jsonl"
     fi
   done
   first="$DATA_DIR/$ds-$(slug "${KINDS%% *}")"

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Tables and figures of docs/results/joins.md from scripts/join-experiments.sh
-output: one `strata join --json` record per run in DIR/raw/ (tagged with the
-data set, the size ratio and the run: `coldN-KIND`, `model-PROFILE-KIND`,
-`threadsT-N`, `memory-LIMIT`), the builds' JSON (raw/build-*.json) and fio's
-JSON (DIR/fio-*.json).
+output: one `strata join --json` record per run in DIR/runs.jsonl (tagged
+with the data set, the size ratio and the run: `coldN-KIND`,
+`model-PROFILE-KIND`, `threadsT-N`, `memory-LIMIT`), the builds' JSON
+(DIR/builds.jsonl, tagged with data set and spec) and fio's JSON
+(DIR/fio-*.json).
 
 Usage: .venv/bin/python scripts/report_joins.py DIR > DIR/report.md
 (from the repository root)
@@ -22,22 +23,17 @@ import sys
 
 
 def load(d):
-    runs = []
-    for f in sorted(glob.glob(os.path.join(d, "raw", "*.json"))):
-        if os.path.basename(f).startswith("build-"):
-            continue
+    """The runs (runs.jsonl) and the builds ({dataset-spec: record}, builds.jsonl)."""
+
+    def lines(name):
         try:
-            runs.append(json.load(open(f)))
-        except (OSError, ValueError):
-            pass
-    builds = {}
-    for f in sorted(glob.glob(os.path.join(d, "raw", "build-*.json"))):
-        try:
-            j = json.loads(open(f).read().strip().splitlines()[-1])
-        except (OSError, ValueError, IndexError):
-            continue
-        ds_kind = os.path.basename(f)[len("build-") : -len(".json")]
-        builds[ds_kind] = j
+            with open(os.path.join(d, name)) as f:
+                return [json.loads(l) for l in f if l.strip()]
+        except OSError:
+            return []
+
+    runs = lines("runs.jsonl")
+    builds = {f"{b['dataset']}-{b['spec']}": b for b in lines("builds.jsonl")}
     return runs, builds
 
 
@@ -160,10 +156,8 @@ def main():
         print("| data set | kind | memory bytes | bits/key | build s | keys/s |")
         print("|---|---|---|---|---|---|")
         for k, b in sorted(builds.items()):
-            ds = next((x for x in datasets if k.startswith(x + "-")), k)
-            kind = k[len(ds) + 1 :]
             print(
-                f"| {ds} | {b.get('index', kind)}{(' ' + json.dumps(b.get('config'))) if kind.count('_') else ''} | {b['memory_bytes']:,} | {b['bits_per_key']:.3f} | {b['build_s']:.3f} | {b['build_keys_per_s'] / 1e6:.1f}M |"
+                f"| {b['dataset']} | {b['spec']} | {b['memory_bytes']:,} | {b['bits_per_key']:.3f} | {b['build_s']:.3f} | {b['build_keys_per_s'] / 1e6:.1f}M |"
             )
         print()
 
