@@ -149,6 +149,32 @@ for m in 64M 256M; do
     MEMORY=$m run_join "$ds" "$r" inlj:btree "$DATA_DIR/$ds-btree" "memory-$m"
   done
 done
+# Unsorted tables (first data set): the outer a shuffled 1/10 sample, the
+# inner the shuffled table; external merge sort against learned
+# partitioning, at both memory limits.
+u_in="$DATA_DIR/$ds-inner-shuffled.keys"
+u_out="$DATA_DIR/$ds-outer-r10-shuffled.keys"
+[ -f "$u_in" ] || "$PY" scripts/join_sample.py "$DATA_DIR/$ds-$N.keys" 1 11 "$u_in" --shuffle
+[ -f "$u_out" ] || "$PY" scripts/join_sample.py "$DATA_DIR/$ds-$N.keys" 10 7 "$u_out" --shuffle
+unsorted() { # tag algo sort [args...]
+  local tag=$1 algo=$2 sort=$3
+  shift 3
+  cold
+  $S join --outer "$u_out" --outer-unsorted --algo "$algo" --sort "$sort" \
+    --memory "$MEMORY" --spill-dir "$DATA_DIR" -q --json "$OUT/runs.jsonl.tmp" "$@" > /dev/null
+  jq -c --arg ds "$ds" --arg tag "$tag" --arg sort "$sort" \
+    '. + {dataset: $ds, ratio: 10, tag: $tag, sort_method: $sort}' "$OUT/runs.jsonl.tmp" >> "$OUT/runs.jsonl"
+  rm -f "$OUT/runs.jsonl.tmp"
+}
+for rep in $(seq 1 "$REPEAT"); do
+  for m in 64M 256M; do
+    for sort in external learned; do
+      MEMORY=$m unsorted "unsorted-$m-$rep" smj "$sort" --inner "$u_in" --inner-unsorted
+      MEMORY=$m unsorted "unsorted-$m-$rep" inlj:pgm "$sort" --inner "$DATA_DIR/$ds-pgm"
+    done
+    MEMORY=$m unsorted "unsorted-$m-$rep" hash external --inner "$u_in" --inner-unsorted
+  done
+done
 fio_pair after
 rm -f "$DATA_DIR/fio.bin"
 

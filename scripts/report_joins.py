@@ -212,6 +212,22 @@ def main():
             )
         print()
 
+    # Unsorted inputs.
+    un = [r for r in runs if r.get("tag", "").startswith("unsorted-")]
+    if un:
+        print("## Unsorted tables: external merge sort against learned partitioning\n")
+        print("| algorithm | sort | limit MiB | seconds, median (min–max) | spill MiB written | peak RSS MiB (max) | peak / limit |")
+        print("|---|---|---|---|---|---|---|")
+        keys = sorted({(r["algo"], r.get("sort_method", "-"), r["memory_limit"]) for r in un})
+        for a, srt, lim in keys:
+            rs = [r for r in un if (r["algo"], r.get("sort_method", "-"), r["memory_limit"]) == (a, srt, lim)]
+            peak = max((r["peak_rss_bytes"] or 0) for r in rs) / 2**20
+            spill = med([r["spill_bytes_written"] for r in rs]) / 2**20
+            print(
+                f"| {a} | {srt if a != 'hash' else '–'} | {lim / 2**20:.0f} | {fmt_s([r['seconds'] for r in rs])} | {spill:,.1f} | {peak:.1f} | {peak / (lim / 2**20):.2f} |"
+            )
+        print()
+
     draw(d, cold, datasets, ratios, builds)
 
 

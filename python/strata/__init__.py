@@ -380,6 +380,7 @@ def join(
     inner_sorted: bool = True,
     out: Optional[PathLike] = None,
     spill_dir: Optional[PathLike] = None,
+    sort: str = "external",
 ) -> Dict[str, Any]:
     """Joins two relations on their keys, within a memory budget.
 
@@ -396,11 +397,18 @@ def join(
     ``inner_sorted`` say whether key files are sorted (non-decreasing; a
     key out of order is then :class:`InvalidInputError`). ``out`` writes the
     matched ``(key, outer payload, inner payload)`` triples to a new file;
-    ``spill_dir`` is where spill files go (removed at the end).
+    ``spill_dir`` is where spill files go (removed at the end). ``sort``
+    says how an unsorted relation is sorted (both sides of ``"smj"``, the
+    outer side of ``"inlj"``, whose probes then come in key order):
+    ``"external"`` (an external merge sort) or ``"learned"`` (learned
+    partitioning: a PGM trained on a 1 % sample scatters the records into
+    key-ordered partitions in one pass, each sorted in memory).
 
     Returns ``count``, ``checksum`` (order-independent: equal for equal
     outputs, whatever the algorithm), ``seconds``, ``spill_bytes_written``,
-    ``spill_bytes_read`` and ``passes``.
+    ``spill_bytes_read``, ``passes`` (external merge passes, or learned
+    partitioning levels), ``sort`` (``"external"``, ``"learned"`` or
+    ``None`` when nothing was sorted) and ``partitions``.
     """
     def rel(x: Any) -> Any:
         if isinstance(x, (str, os.PathLike)):
@@ -412,6 +420,7 @@ def join(
     return _strata.join(
         rel(outer), rel(inner), algo, memory, threads, batch, outer_sorted, inner_sorted,
         None if out is None else os.fspath(out), None if spill_dir is None else os.fspath(spill_dir),
+        sort,
     )
 
 

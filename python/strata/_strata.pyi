@@ -249,6 +249,7 @@ def join(
     inner_sorted: bool = True,
     out: Optional[str] = None,
     spill_dir: Optional[str] = None,
+    sort: str = "external",
 ) -> Dict[str, Any]: ...
 def tune(
     keys: _U64Array,

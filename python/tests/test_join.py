@@ -63,3 +63,27 @@ def test_key_files_pairs_file_and_errors(tmp_path):
     with pytest.raises(strata.InvalidInputError, match="not sorted"):
         strata.join(shuffled, inner, "smj")
     assert strata.join(shuffled, inner, "smj", outer_sorted=False)["count"] == oracle([5, 1, 3], inner)
+
+
+def test_learned_sort_matches_the_external_sort(tmp_path):
+    rng = np.random.default_rng(7)
+    outer = rng.integers(0, 1 << 40, 120_000).astype(np.uint64)
+    inner = np.unique(np.concatenate([outer[::3], rng.integers(0, 1 << 40, 20_000).astype(np.uint64)]))
+    shuffled_inner = rng.permutation(inner)
+    want = oracle(outer, inner)
+    spill = tmp_path / "spill"
+    spill.mkdir()
+    idx = strata.build(inner, "pgm", tmp_path / "i.pgm")
+    for algo, inn in (("smj", shuffled_inner), ("inlj", idx)):
+        ext = strata.join(outer, inn, algo, memory="1M", spill_dir=spill)
+        lrn = strata.join(outer, inn, algo, memory="1M", spill_dir=spill, sort="learned")
+        assert lrn["count"] == ext["count"] == want, algo
+        assert lrn["checksum"] == ext["checksum"], algo
+        assert (ext["sort"], lrn["sort"]) == ("external", "learned"), algo
+        assert lrn["partitions"] >= 2 and lrn["spill_bytes_written"] >= 16 * len(outer), lrn
+        assert list(spill.iterdir()) == [], algo
+    # Sorted inputs are not sorted again; hash joins sort nothing.
+    assert strata.join(np.sort(outer), inner, "smj", sort="learned")["sort"] is None
+    assert strata.join(outer, inner, "hash", sort="learned")["sort"] is None
+    with pytest.raises(strata.InvalidInputError, match="sort must be"):
+        strata.join(outer, inner, "smj", sort="quick")

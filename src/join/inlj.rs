@@ -2,11 +2,16 @@
 //! keys looked up in the inner relation's index with its batched lookups
 //! ([`Index::get_many`]: sorted and deduplicated, every key's pages read
 //! with `queue_depth` reads in flight, the kinds' own rounds for dependent
-//! reads). A sorted outer relation probes in increasing key order, batch
-//! after batch, so consecutive probes reuse the pages they share; an
-//! unsorted one is probed as it comes (each batch sorted).
+//! reads). The probes come in increasing key order, batch after batch, so
+//! consecutive probes reuse the pages they share: an unsorted outer
+//! relation is sorted first, as Chesetti's joins on unsorted tables do,
+//! by [`JoinOptions::sort`] (an external merge sort, or learned
+//! partitioning whose partitions are read back in key order), with half
+//! the budget for its runs or partitioning pass and a quarter for its
+//! final merge or the partition in memory while the batches probe.
 
-use super::{JoinOptions, JoinRecord, JoinReport, JoinSink, Relation};
+use super::spill::SpillStats;
+use super::{JoinOptions, JoinRecord, JoinReport, JoinSink, Relation, report_spill, sort_relation};
 use crate::Result;
 use crate::index::Index;
 
@@ -23,7 +28,17 @@ pub fn join(
     let cap = (opts.budget.bytes() / 4 / 40 / threads as u64).max(1);
     let batch = opts.batch.clamp(1, usize::try_from(cap).unwrap_or(usize::MAX));
     let mut report = JoinReport::default();
-    let mut scan = outer.scan()?;
+    let stats = SpillStats::default();
+    // Declared before the scan, so that it outlives it.
+    let space = if outer.sorted() {
+        None
+    } else {
+        Some(opts.spill_space()?)
+    };
+    let mut scan = match &space {
+        None => outer.scan()?,
+        Some(space) => sort_relation(outer, opts, 0.5, 0.25, space.path(), &stats, &mut report.passes)?,
+    };
     let mut outer_records = 0u64;
     let batches = std::iter::from_fn(|| {
         let mut b: Vec<JoinRecord> = Vec::with_capacity(batch);
@@ -57,7 +72,9 @@ pub fn join(
     } else {
         super::parallel::run(batches, threads, sink, probe)?;
     }
+    drop(scan);
     report.outer_records = outer_records;
     report.inner_records = outer_records;
+    report_spill(&mut report, &stats, space.is_some(), opts);
     Ok(report)
 }

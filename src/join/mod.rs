@@ -16,12 +16,23 @@
 //! - **Index nested-loop join** ([`inlj`]): the outer relation in batches,
 //!   each probed with the inner index's batched lookups
 //!   ([`Index::get_many`](crate::index::Index::get_many): sorted,
-//!   deduplicated, `queue_depth` reads in flight).
-//! - **Sort-merge join** ([`smj`]): both sides sorted (an external merge
-//!   sort, [`spill`], when they are not sorted already), then merged.
+//!   deduplicated, `queue_depth` reads in flight). An unsorted outer
+//!   relation is sorted first, so the probes come in key order.
+//! - **Sort-merge join** ([`smj`]): both sides sorted (when they are not
+//!   sorted already), then merged.
 //! - **Grace hash join** ([`hash`]): both sides scattered by a hash of the
 //!   key into partitions on disk small enough for the inner one's table to
 //!   fit the budget, then each partition joined in memory.
+//!
+//! An unsorted relation is sorted by one of two methods
+//! ([`JoinOptions::sort`], [`SortMethod`]): an **external merge sort**
+//! ([`spill`]: runs sorted in memory, spilled, merged), or **learned
+//! partitioning** ([`partition`], Chesetti's way for unsorted tables: a PGM
+//! trained on a 1 % sample predicts each key's rank, which scatters the
+//! records in one pass into key-ordered partitions that are then each
+//! sorted in memory). Both give the same records in key order (ties in any
+//! order) within the same budget; [`JoinReport`] says which ran, with its
+//! passes or partitions and the bytes it spilled.
 //!
 //! Spill files live in a temporary directory under the caller's choice and
 //! are removed when the join ends, on errors too.
@@ -30,6 +41,7 @@ pub mod hash;
 pub mod inlj;
 pub mod input;
 mod parallel;
+pub mod partition;
 pub mod sink;
 pub mod smj;
 pub mod spill;
@@ -37,7 +49,8 @@ pub mod spill;
 #[cfg(test)]
 mod tests;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
 use std::time::Instant;
 
 use serde::Serialize;
@@ -177,6 +190,47 @@ impl Algo {
     }
 }
 
+/// How a join sorts a relation that is not sorted (both sides of a
+/// sort-merge join, the outer side of an index nested-loop join).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SortMethod {
+    /// An external merge sort ([`spill`]): runs of the budget sorted in
+    /// memory and spilled, then merged (in passes, when there are more
+    /// runs than the budget's buffers).
+    #[default]
+    External,
+    /// Learned partitioning ([`partition`]): a PGM trained on a 1 % sample
+    /// scatters the records into key-ordered partitions in one pass; each
+    /// is sorted in memory when read back (split again if too large).
+    Learned,
+}
+
+impl SortMethod {
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            SortMethod::External => "external",
+            SortMethod::Learned => "learned",
+        }
+    }
+}
+
+impl FromStr for SortMethod {
+    type Err = Error;
+
+    /// `external` or `learned`.
+    fn from_str(s: &str) -> Result<SortMethod> {
+        match s {
+            "external" => Ok(SortMethod::External),
+            "learned" => Ok(SortMethod::Learned),
+            other => Err(Error::invalid(format!(
+                "the sort method must be external or learned, got {other:?}"
+            ))),
+        }
+    }
+}
+
 /// How a join runs.
 #[derive(Debug, Clone)]
 pub struct JoinOptions {
@@ -190,6 +244,9 @@ pub struct JoinOptions {
     /// Outer keys per probe batch of the index nested-loop join (default
     /// [`DEFAULT_BATCH`]; at most what the budget holds).
     pub batch: usize,
+    /// How a relation that is not sorted is sorted (default: the external
+    /// merge sort).
+    pub sort: SortMethod,
 }
 
 impl JoinOptions {
@@ -200,6 +257,7 @@ impl JoinOptions {
             spill_dir: None,
             threads: 1,
             batch: DEFAULT_BATCH,
+            sort: SortMethod::External,
         }
     }
 
@@ -231,9 +289,18 @@ pub struct JoinReport {
     pub spill_bytes_written: u64,
     /// Bytes read back from spill files.
     pub spill_bytes_read: u64,
-    /// Passes of the external sort (0: the input was sorted or fitted in
-    /// memory), or partitioning levels of the hash join.
+    /// Merge passes written by the external sort (0: one streamed merge,
+    /// or the input was sorted or fitted in memory); the deepest level of
+    /// learned partitioning (1: each partition was read back in memory;
+    /// more: some were split again; 0: nothing was partitioned); or
+    /// partitioning levels of the hash join.
     pub passes: u32,
+    /// How unsorted relations were sorted: `None` when nothing was sorted
+    /// (the hash join, or every relation it had to sort was sorted).
+    pub sort: Option<SortMethod>,
+    /// Partitions learned partitioning wrote, over every level and both
+    /// sides (0 for the external sort).
+    pub partitions: u64,
     /// Wall-clock seconds.
     pub seconds: f64,
 }
@@ -266,6 +333,56 @@ pub fn join(
     report.checksum = sink.checksum();
     report.seconds = t.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// The records of `rel` in key order, sorted by `opts.sort` if it is not
+/// sorted: the external sort's runs (or the learned partitioning's pass)
+/// take `run_share` of the budget, its final merge (or a partition read
+/// back) `merge_share`; spill files in `dir`. External merge passes are
+/// added to `passes`; learned partitions and levels are counted in `stats`.
+pub(crate) fn sort_relation<'a>(
+    rel: &'a dyn Relation,
+    opts: &JoinOptions,
+    run_share: f64,
+    merge_share: f64,
+    dir: &Path,
+    stats: &'a spill::SpillStats,
+    passes: &mut u32,
+) -> Result<spill::Sorted<'a>> {
+    match opts.sort {
+        SortMethod::External => spill::sorted(
+            rel,
+            opts.budget.records(run_share),
+            opts.budget.open_files(merge_share),
+            dir,
+            stats,
+            passes,
+        ),
+        SortMethod::Learned => {
+            let share = |s: f64| (opts.budget.bytes() as f64 * s) as u64;
+            let mem = partition::LearnedMemory {
+                pass: share(run_share),
+                read: share(merge_share),
+            };
+            partition::sorted(rel, mem, dir, stats)
+        }
+    }
+}
+
+/// Fills the report's spill and sort fields from `stats`; `sorted`: whether
+/// a relation was sorted.
+pub(crate) fn report_spill(
+    report: &mut JoinReport,
+    stats: &spill::SpillStats,
+    sorted: bool,
+    opts: &JoinOptions,
+) {
+    use std::sync::atomic::Ordering;
+    report.spill_bytes_written = stats.written.load(Ordering::Relaxed);
+    report.spill_bytes_read = stats.read.load(Ordering::Relaxed);
+    report.partitions = stats.partitions.load(Ordering::Relaxed);
+    report.passes += stats.levels.load(Ordering::Relaxed);
+    report.sort = sorted.then_some(opts.sort);
 }
 
 /// The error for a repeated key in the inner relation.

@@ -1,15 +1,15 @@
-//! Sort-merge join: both relations in key order (an external merge sort
-//! within the budget where they are not sorted already), then one merge.
+//! Sort-merge join: both relations in key order (sorted within the budget
+//! where they are not sorted already, by [`JoinOptions::sort`]: an external
+//! merge sort or learned partitioning), then one merge.
 
-use std::sync::atomic::Ordering;
-
-use super::spill::{self, SpillStats};
-use super::{JoinOptions, JoinReport, JoinSink, Relation, repeated_inner};
+use super::spill::SpillStats;
+use super::{JoinOptions, JoinReport, JoinSink, Relation, repeated_inner, report_spill, sort_relation};
 use crate::Result;
 
 /// Joins `outer` with `inner` (keys unique) into `sink`. The outer relation
-/// is sorted first, with the whole budget for its runs; then the inner one;
-/// the final merges of both share the budget's spill buffers.
+/// is sorted first, with three quarters of the budget for its runs (or its
+/// partitioning pass); then the inner one; the final merges of both (or
+/// the partitions read back) share three quarters of the budget.
 pub fn join(
     outer: &dyn Relation,
     inner: &dyn Relation,
@@ -20,11 +20,9 @@ pub fn join(
     let stats = SpillStats::default();
     let mut passes = 0;
     // Sort runs take 3/4 of the budget (the rest: buffers, the program's
-    // own); each side's final merge half of the files the budget allows.
-    let run = opts.budget.records(0.75);
-    let fan_in = opts.budget.open_files(0.375);
-    let outer_sorted = spill::sorted(outer, run, fan_in, space.path(), &stats, &mut passes)?;
-    let inner_sorted = spill::sorted(inner, run, fan_in, space.path(), &stats, &mut passes)?;
+    // own); each side's final merge 3/8.
+    let outer_sorted = sort_relation(outer, opts, 0.75, 0.375, space.path(), &stats, &mut passes)?;
+    let inner_sorted = sort_relation(inner, opts, 0.75, 0.375, space.path(), &stats, &mut passes)?;
     let mut report = JoinReport {
         passes,
         ..JoinReport::default()
@@ -62,7 +60,6 @@ pub fn join(
     // The rest of the outer relation (past the inner's last key) is not
     // read: it cannot match.
     drop(outer_it);
-    report.spill_bytes_written = stats.written.load(Ordering::Relaxed);
-    report.spill_bytes_read = stats.read.load(Ordering::Relaxed);
+    report_spill(&mut report, &stats, !outer.sorted() || !inner.sorted(), opts);
     Ok(report)
 }

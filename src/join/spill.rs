@@ -11,16 +11,22 @@ use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use super::{JoinRecord, RECORD_BYTES, Relation, SPILL_BUFFER};
 use crate::{Error, Result};
 
-/// Bytes written to and read from spill files.
+/// Bytes written to and read from spill files, and what the learned
+/// partitioning ([`super::partition`]) made.
 #[derive(Debug, Default)]
 pub struct SpillStats {
     pub(crate) written: AtomicU64,
     pub(crate) read: AtomicU64,
+    /// Partitions written by learned partitioning, every level.
+    pub(crate) partitions: AtomicU64,
+    /// The deepest level of learned partitioning (1: the relation
+    /// partitioned once, every partition read back in memory).
+    pub(crate) levels: AtomicU32,
     /// Files made so far (for unique names).
     files: AtomicU64,
 }

@@ -1,6 +1,8 @@
 //! Every join algorithm against an in-memory oracle: random and adversarial
 //! relations, budgets from a few KiB (many runs, several merge passes,
-//! partitions split again) to one that holds everything, 1 and 2 threads.
+//! partitions split again) to one that holds everything, 1 and 2 threads,
+//! unsorted relations sorted by the external sort and by learned
+//! partitioning.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -33,8 +35,11 @@ fn opts(budget: MemoryBudget, threads: usize, spill: &Path) -> JoinOptions {
         spill_dir: Some(spill.to_path_buf()),
         threads,
         batch: 64,
+        sort: SortMethod::External,
     }
 }
+
+const SORTS: [SortMethod; 2] = [SortMethod::External, SortMethod::Learned];
 
 /// Inner keys sorted and unique, payloads their ranks; `shuffle` scrambles
 /// the records' order (a deterministic permutation).
@@ -62,15 +67,20 @@ fn check_all(outer: &[JoinRecord], inner: &[JoinRecord], kinds: &[&str]) {
     let o = MemRelation::new("outer", outer.to_vec());
     let i = MemRelation::new("inner", inner.to_vec());
     for budget in [tiny(4 << 10), tiny(64 << 10), MemoryBudget::new(8 << 20).unwrap()] {
-        for threads in [1, 2] {
-            let jo = opts(budget, threads, &spill);
+        for (threads, sort) in [
+            (1, SortMethod::External),
+            (2, SortMethod::External),
+            (1, SortMethod::Learned),
+        ] {
+            let mut jo = opts(budget, threads, &spill);
+            jo.sort = sort;
             for algo in [Algo::SortMerge, Algo::Hash] {
                 let mut sink = CountSink::new();
                 let r = join(algo, &o, &i, &mut sink, &jo).unwrap();
                 assert_eq!(
                     (r.count, r.checksum),
                     want,
-                    "{algo:?} {budget:?} threads={threads}"
+                    "{algo:?} {sort:?} {budget:?} threads={threads}"
                 );
                 assert_eq!(
                     std::fs::read_dir(&spill).unwrap().count(),
@@ -100,11 +110,25 @@ fn check_all(outer: &[JoinRecord], inner: &[JoinRecord], kinds: &[&str]) {
             .open(&dir, &OpenOptions::default())
             .unwrap();
         let rel = IndexRelation::new(*kind, idx.as_ref());
-        for threads in [1, 2] {
-            let jo = opts(MemoryBudget::new(1 << 20).unwrap(), threads, &spill);
+        for (threads, sort) in [
+            (1, SortMethod::External),
+            (2, SortMethod::External),
+            (2, SortMethod::Learned),
+        ] {
+            let mut jo = opts(MemoryBudget::new(1 << 20).unwrap(), threads, &spill);
+            jo.sort = sort;
             let mut sink = CountSink::new();
             let r = join(Algo::Inlj, &o, &rel, &mut sink, &jo).unwrap();
-            assert_eq!((r.count, r.checksum), want, "inlj:{kind} threads={threads}");
+            assert_eq!(
+                (r.count, r.checksum),
+                want,
+                "inlj:{kind} {sort:?} threads={threads}"
+            );
+            assert_eq!(
+                std::fs::read_dir(&spill).unwrap().count(),
+                0,
+                "inlj left spill files"
+            );
             // The index as a scanned relation too.
             let mut sink = CountSink::new();
             let r = join(Algo::SortMerge, &o, &rel, &mut sink, &jo).unwrap();
@@ -190,16 +214,86 @@ fn small_budgets_spill_in_passes_and_levels() {
     assert_eq!((r.count, r.checksum), want);
     assert!(r.passes >= 2, "{r:?}");
     assert_eq!(r.spill_bytes_written, r.spill_bytes_read, "{r:?}");
+    assert_eq!((r.sort, r.partitions), (None, 0), "{r:?}");
+    // Learned partitioning: partitions split again at this budget, every
+    // spilled byte read back, both sides counted.
+    let mut jo = opts(tiny(16 << 10), 1, tmp.path());
+    jo.sort = SortMethod::Learned;
+    let mut s = CountSink::new();
+    let r = join(Algo::SortMerge, &o, &i, &mut s, &jo).unwrap();
+    assert_eq!((r.count, r.checksum), want);
+    assert_eq!(r.sort, Some(SortMethod::Learned));
+    assert!(r.passes >= 2 && r.partitions >= 4, "{r:?}");
+    assert!(r.spill_bytes_read >= r.spill_bytes_written, "{r:?}");
     // Enough memory: nothing spilled.
-    let jo = opts(MemoryBudget::new(64 << 20).unwrap(), 1, tmp.path());
-    for algo in [Algo::SortMerge, Algo::Hash] {
-        let mut s = CountSink::new();
-        let r = join(algo, &o, &i, &mut s, &jo).unwrap();
-        assert_eq!(
-            (r.count, r.checksum, r.spill_bytes_written),
-            (want.0, want.1, 0),
-            "{algo:?}"
-        );
+    for sort in SORTS {
+        let mut jo = opts(MemoryBudget::new(64 << 20).unwrap(), 1, tmp.path());
+        jo.sort = sort;
+        for algo in [Algo::SortMerge, Algo::Hash] {
+            let mut s = CountSink::new();
+            let r = join(algo, &o, &i, &mut s, &jo).unwrap();
+            assert_eq!(
+                (r.count, r.checksum, r.spill_bytes_written, r.partitions),
+                (want.0, want.1, 0, 0),
+                "{algo:?} {sort:?}"
+            );
+        }
+    }
+}
+
+/// At the smallest public budget, relations far larger than it: the
+/// external sort and learned partitioning spill, and every algorithm
+/// matches the oracle with either; the learned sort reports its
+/// partitions and the INLJ probes come sorted.
+#[test]
+fn min_budget_sorts_match_the_oracle() {
+    let tmp = tempfile::tempdir().unwrap();
+    let spill = tmp.path().join("spill");
+    std::fs::create_dir(&spill).unwrap();
+    let n = 300_000u64;
+    let outer: Vec<JoinRecord> = (0..n)
+        .map(|i| (i.wrapping_mul(0x9e37_79b9_7f4a_7c15) % (2 * n) * 1000, i))
+        .collect();
+    let inner = inner_of((0..n).map(|i| i * 2000).collect(), true);
+    let want = oracle(&outer, &inner);
+    let o = MemRelation::new("o", outer);
+    let i = MemRelation::new("i", inner.clone());
+    let dir = tmp.path().join("pgm");
+    let keys: Vec<u64> = (0..n).map(|i| i * 2000).collect();
+    crate::index::registry()
+        .build(
+            &"pgm".parse::<IndexSpec>().unwrap(),
+            &keys,
+            &dir,
+            &BuildOptions::default(),
+        )
+        .unwrap();
+    let idx = crate::index::registry()
+        .open(&dir, &OpenOptions::default())
+        .unwrap();
+    let rel = IndexRelation::new("pgm", idx.as_ref());
+    for sort in SORTS {
+        let mut jo = opts(MemoryBudget::new(MIN_BUDGET).unwrap(), 1, &spill);
+        jo.sort = sort;
+        for (algo, inner) in [
+            (Algo::SortMerge, &i as &dyn Relation),
+            (Algo::Hash, &i),
+            (Algo::Inlj, &rel),
+        ] {
+            let mut s = CountSink::new();
+            let r = join(algo, &o, inner, &mut s, &jo).unwrap();
+            assert_eq!((r.count, r.checksum), want, "{algo:?} {sort:?}");
+            assert_eq!(std::fs::read_dir(&spill).unwrap().count(), 0);
+            if algo == Algo::Hash {
+                continue;
+            }
+            assert_eq!(r.sort, Some(sort), "{algo:?}");
+            assert!(r.spill_bytes_written >= n * RECORD_BYTES, "{algo:?} {r:?}");
+            match sort {
+                SortMethod::Learned => assert!(r.partitions > 2 && r.passes >= 1, "{algo:?} {r:?}"),
+                SortMethod::External => assert_eq!(r.partitions, 0),
+            }
+        }
     }
 }
 
@@ -215,9 +309,23 @@ fn bad_inputs_are_errors() {
         let e = join(algo, &o, &dup, &mut CountSink::new(), &jo).unwrap_err();
         assert!(e.to_string().contains("repeats key 1"), "{algo:?}: {e}");
     }
+    // A repeated key found after both unsorted sides were partitioned.
+    let big: Vec<JoinRecord> = (0..5000u64).map(|i| ((i * 7919) % 5000, i)).collect();
+    let mut dup_big = big.clone();
+    dup_big.push((4321, 9));
+    let (bo, bd) = (MemRelation::new("o", big), MemRelation::new("dup", dup_big));
+    for sort in SORTS {
+        let mut jo = opts(tiny(16 << 10), 1, tmp.path());
+        jo.sort = sort;
+        let e = join(Algo::SortMerge, &bo, &bd, &mut CountSink::new(), &jo).unwrap_err();
+        assert!(e.to_string().contains("repeats key 4321"), "{sort:?}: {e}");
+        assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0, "{sort:?}");
+    }
     let e = join(Algo::Inlj, &o, &dup, &mut CountSink::new(), &jo).unwrap_err();
     assert!(e.to_string().contains("needs an index"), "{e}");
     assert!(MemoryBudget::new(1000).is_err());
+    assert!("merge".parse::<SortMethod>().is_err());
+    assert_eq!("learned".parse::<SortMethod>().unwrap(), SortMethod::Learned);
     // A key file said to be sorted that is not.
     let path = tmp.path().join("k.keys");
     let mut b = 3u64.to_le_bytes().to_vec();

@@ -12,7 +12,7 @@ use strata::format::sosd::{KeyFileOptions, read_keys};
 use strata::index::{BuildOptions, Index, IndexSpec, OpenOptions, parse_size};
 use strata::join::{
     Algo, CountSink, IndexRelation, JoinOptions, JoinReport, JoinSink, KeyFile, MemoryBudget, PairFile,
-    Relation,
+    Relation, SortMethod,
 };
 use strata::{Error, Result};
 
@@ -40,6 +40,11 @@ pub struct JoinArgs {
     /// reserve for reads; the report shows the peak resident memory.
     #[arg(long, default_value = "256M")]
     memory: String,
+    /// Bytes for the join's buffers exactly (at least 1M), instead of what
+    /// --memory leaves of the process's limit: for tests, and to compare
+    /// algorithms at equal buffers.
+    #[arg(long, value_name = "SIZE")]
+    buffers: Option<String>,
     /// Worker threads (hash join partitions, probe batches).
     #[arg(long, default_value_t = 1)]
     threads: usize,
@@ -56,6 +61,14 @@ pub struct JoinArgs {
     /// The inner key file is not sorted (smj and hash only).
     #[arg(long)]
     inner_unsorted: bool,
+    /// How an unsorted relation is sorted (both sides of smj, the outer
+    /// side of inlj, whose probes then come in key order): `external` (an
+    /// external merge sort: runs sorted in memory, spilled, merged) or
+    /// `learned` (learned partitioning: a PGM trained on a 1 % sample
+    /// scatters the records into key-ordered partitions in one pass, each
+    /// sorted in memory when read back).
+    #[arg(long, value_name = "METHOD", default_value = "external")]
+    sort: String,
     /// Storage profile of the modelled time of index reads: nvme,
     /// sata-ssd, hdd, ...
     #[arg(long)]
@@ -115,7 +128,12 @@ pub fn run(a: JoinArgs, quiet: bool) -> Result<()> {
         queue_depth: a.queue_depth.clamp(1, strata::storage::MAX_QUEUE_DEPTH),
         ..OpenOptions::default()
     };
+    let sort: SortMethod = a
+        .sort
+        .parse()
+        .map_err(|_| Error::invalid(format!("--sort must be external or learned, got {:?}", a.sort)))?;
     let mut opts = JoinOptions::with_budget(MemoryBudget::new(memory)?);
+    opts.sort = sort;
     opts.threads = a.threads;
     opts.batch = a.batch.max(1);
     opts.spill_dir = a.spill_dir.clone();
@@ -190,7 +208,12 @@ pub fn run(a: JoinArgs, quiet: bool) -> Result<()> {
     let io_before = inner_index.as_ref().map(|i| i.io().snapshot());
     // The budget: the limit less what the process holds now (the program
     // and the open indexes).
-    let budget = MemoryBudget::within_process(memory)?;
+    let budget = match &a.buffers {
+        Some(b) => MemoryBudget::new(
+            parse_size(b).ok_or_else(|| Error::invalid(format!("--buffers: not a size: {b:?}")))?,
+        )?,
+        None => MemoryBudget::within_process(memory)?,
+    };
     opts.budget = budget;
     if !quiet {
         eprintln!(
@@ -254,6 +277,8 @@ pub fn run(a: JoinArgs, quiet: bool) -> Result<()> {
         "spill_bytes_written": report.spill_bytes_written,
         "spill_bytes_read": report.spill_bytes_read,
         "passes": report.passes,
+        "sort": report.sort.map(SortMethod::name),
+        "partitions": report.partitions,
     });
     println!("count      {count}");
     println!("checksum   {checksum:016x}");
@@ -273,6 +298,16 @@ pub fn run(a: JoinArgs, quiet: bool) -> Result<()> {
         report.spill_bytes_read.div_ceil(4096),
         report.passes
     );
+    match report.sort {
+        Some(SortMethod::Learned) => println!(
+            "sort       learned: {} partitions, {} level{}",
+            report.partitions,
+            report.passes,
+            if report.passes == 1 { "" } else { "s" }
+        ),
+        Some(SortMethod::External) => println!("sort       external: {} merge passes", report.passes),
+        None => {}
+    }
     if let Some(p) = peak {
         println!(
             "peak RSS   {:.1} MiB (limit {:.1} MiB, buffers {:.1} MiB)",

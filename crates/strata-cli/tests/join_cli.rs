@@ -78,8 +78,8 @@ fn every_algorithm_agrees_and_leaves_nothing() {
                 p(&i),
                 "--algo",
                 algo,
-                "--memory",
-                "24M",
+                "--buffers",
+                "1M",
                 "--threads",
                 threads,
                 "--spill-dir",
@@ -104,8 +104,8 @@ fn every_algorithm_agrees_and_leaves_nothing() {
             p(&i),
             "--algo",
             algo,
-            "--memory",
-            "24M",
+            "--buffers",
+            "1M",
             "--spill-dir",
             p(&spill),
             "--no-direct",
@@ -113,6 +113,50 @@ fn every_algorithm_agrees_and_leaves_nothing() {
         let r = result(&out);
         assert_eq!(r.0, want_count, "{algo}");
         assert_eq!(unsorted_seen.get_or_insert(r.clone()), &r, "{algo}");
+    }
+    // Both sides unsorted, sorted by learned partitioning (smj), the outer
+    // one for inlj: the same output, partitions reported, nothing left.
+    let iu = tmp.path().join("iu.keys");
+    let mut shuffled = inner.clone();
+    shuffled.reverse();
+    write_keys(&iu, &shuffled);
+    for (algo, inner_file, inner_flag) in [("smj", &iu, Some("--inner-unsorted")), ("inlj:pgm", &i, None)] {
+        let json = tmp.path().join("learned.json");
+        let mut args = vec![
+            "join",
+            "--outer",
+            p(&o),
+            "--outer-unsorted",
+            "--inner",
+            p(inner_file),
+            "--algo",
+            algo,
+            "--buffers",
+            "1M",
+            "--sort",
+            "learned",
+            "--spill-dir",
+            p(&spill),
+            "--no-direct",
+            "--json",
+            p(&json),
+        ];
+        args.extend(inner_flag);
+        let out = ok(&args);
+        let r = result(&out);
+        assert_eq!(r.0, want_count, "{algo} --sort learned");
+        if algo == "inlj:pgm" {
+            assert_eq!(unsorted_seen.as_ref(), Some(&r), "{algo} --sort learned");
+        }
+        assert!(out.contains("sort       learned: "), "{out}");
+        let rec: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        assert_eq!(rec["sort"], "learned", "{rec}");
+        assert!(rec["partitions"].as_u64().unwrap() >= 2, "{rec}");
+        assert!(
+            rec["spill_bytes_written"].as_u64().unwrap() >= 80_000 * 16,
+            "{rec}"
+        );
+        assert_eq!(std::fs::read_dir(&spill).unwrap().count(), 0, "{algo} left files");
     }
     // An index directory as the inner relation, the pairs file and JSON.
     let idx = tmp.path().join("i.pgm");
@@ -132,6 +176,8 @@ fn every_algorithm_agrees_and_leaves_nothing() {
         "--json",
         p(&json),
         "--no-direct",
+        "--memory",
+        "48M",
     ]);
     assert_eq!(Some(&result(&out)), seen.as_ref());
     let len = std::fs::metadata(&pairs).unwrap().len();
@@ -139,7 +185,19 @@ fn every_algorithm_agrees_and_leaves_nothing() {
     let rec: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(rec["count"].to_string(), want_count);
     assert!(rec["index_pages_read"].as_u64().unwrap() > 0, "{rec}");
-    assert!(rec["peak_rss_bytes"].as_u64().unwrap() > 0, "{rec}");
+    // --memory is the process's limit: the buffers get what the process
+    // does not hold yet, and the peak stays within it.
+    let (limit, buffers, peak) = (
+        rec["memory_limit"].as_u64().unwrap(),
+        rec["memory_budget"].as_u64().unwrap(),
+        rec["peak_rss_bytes"].as_u64().unwrap(),
+    );
+    assert_eq!(limit, 48 << 20, "{rec}");
+    assert!(
+        buffers < limit - rec["rss_at_start_bytes"].as_u64().unwrap(),
+        "{rec}"
+    );
+    assert!(peak > 0 && peak <= limit, "{rec}");
 }
 
 #[test]
@@ -163,6 +221,20 @@ fn bad_arguments_are_one_clear_error() {
     fail(
         &["join", "--outer", p(&o), "--inner", p(&i), "--algo", "inlj"],
         "needs an index kind",
+    );
+    fail(
+        &[
+            "join",
+            "--outer",
+            p(&o),
+            "--inner",
+            p(&i),
+            "--algo",
+            "smj",
+            "--sort",
+            "quick",
+        ],
+        "--sort must be external or learned",
     );
     fail(
         &[

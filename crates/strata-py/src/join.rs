@@ -10,6 +10,7 @@ use strata::Error;
 use strata::format::sosd::KeyFileOptions;
 use strata::join::{
     Algo, CountSink, IndexRelation, JoinOptions, KeyFile, MemRelation, MemoryBudget, PairFile, Relation,
+    SortMethod,
 };
 
 use crate::db::size_param;
@@ -51,7 +52,9 @@ fn side(v: &Bound<'_, PyAny>, name: &str, sorted: bool) -> PyResult<Side> {
 
 /// Joins `outer` with `inner` on their keys and returns a dict: `count`,
 /// `checksum` (order-independent, as `strata join` prints it), `seconds`,
-/// `spill_bytes_written`, `spill_bytes_read`, `passes`.
+/// `spill_bytes_written`, `spill_bytes_read`, `passes`, `sort` (the method
+/// that sorted an unsorted relation, or None) and `partitions` (written by
+/// learned partitioning).
 ///
 /// - `outer`: a SOSD key file path or a uint64 array (each key's payload is
 ///   its position; keys may repeat), or an open `Index` (its records).
@@ -65,8 +68,11 @@ fn side(v: &Bound<'_, PyAny>, name: &str, sorted: bool) -> PyResult<Side> {
 /// - `out`: write the matched `(key, outer payload, inner payload)` triples
 ///   to this new file (docs/format/join-pairs.md).
 /// - `spill_dir`: where spill files go (a temporary directory inside it).
+/// - `sort`: how an unsorted relation is sorted (both sides of `smj`, the
+///   outer side of `inlj`): `"external"` (merge sort) or `"learned"`
+///   (learned partitioning by a PGM trained on a 1 % sample).
 #[pyfunction]
-#[pyo3(signature = (outer, inner, algo, memory = None, threads = 1, batch = 65536, outer_sorted = true, inner_sorted = true, out = None, spill_dir = None))]
+#[pyo3(signature = (outer, inner, algo, memory = None, threads = 1, batch = 65536, outer_sorted = true, inner_sorted = true, out = None, spill_dir = None, sort = "external"))]
 #[expect(clippy::too_many_arguments, reason = "Python keyword arguments")]
 pub fn join<'py>(
     py: Python<'py>,
@@ -80,7 +86,12 @@ pub fn join<'py>(
     inner_sorted: bool,
     out: Option<PathBuf>,
     spill_dir: Option<PathBuf>,
+    sort: &str,
 ) -> PyResult<Bound<'py, PyDict>> {
+    let sort: SortMethod = sort
+        .parse()
+        .map_err(|_| Error::invalid(format!("sort must be \"external\" or \"learned\", got {sort:?}")))
+        .py()?;
     let algo = match algo {
         "inlj" => Algo::Inlj,
         "smj" => Algo::SortMerge,
@@ -103,6 +114,7 @@ pub fn join<'py>(
     opts.threads = threads;
     opts.batch = batch.max(1);
     opts.spill_dir = spill_dir;
+    opts.sort = sort;
     let o = side(&outer, "outer", outer_sorted)?;
     let i = side(&inner, "inner", inner_sorted)?;
     let report = py.run_detached(|| {
@@ -124,6 +136,8 @@ pub fn join<'py>(
     d.set_item("spill_bytes_written", report.spill_bytes_written)?;
     d.set_item("spill_bytes_read", report.spill_bytes_read)?;
     d.set_item("passes", report.passes)?;
+    d.set_item("sort", report.sort.map(SortMethod::name))?;
+    d.set_item("partitions", report.partitions)?;
     Ok(d)
 }
 
