@@ -22,11 +22,12 @@
 //! `P` is chosen so that an average partition takes half of the read share
 //! (room for a model that misjudges the distribution), within what the
 //! pass's memory allows for one write buffer per partition (at least
-//! [`MIN_CHUNK`] records each). All partitions go to **one spill file**: a
-//! full buffer is appended as a chunk whose 16-byte header (little-endian)
-//! holds the offset and record count of the partition's previous chunk
-//! (`u64::MAX`, 0 for none), so a partition is a chain read back from its
-//! last chunk, and the memory per partition does not grow with its size.
+//! [`MIN_CHUNK`] records each, at most a [`SPILL_BUFFER`] of 64 KiB). All
+//! partitions go to **one spill file**: a full buffer is appended as a
+//! chunk whose 16-byte header (little-endian) holds the offset and record
+//! count of the partition's previous chunk (`u64::MAX`, 0 for none), so a
+//! partition is a chain read back from its last chunk, and the memory per
+//! partition does not grow with its size.
 //!
 //! Reading back, partitions come in key order. One that fits in the read
 //! share is read and sorted in memory. One whose keys are all equal is
