@@ -9,7 +9,9 @@
 # Needs a release build (cargo build --release -p strata-cli). Environment:
 #   N (keys per data set, 10000000), OPS (cold lookups, 2000),
 #   SCALE_N (sizes of the nfs bound, "50000000 200000000"),
-#   TIME_N (sizes of the tuning-time runs, "1000000 10000000 50000000").
+#   TIME_N (sizes of the tuning-time runs, "1000000 10000000 50000000"),
+#   SETS (data sets, "fb-like osm-like wiki-like books-like gmm"; the warm
+#   step runs fb-like and osm-like when in SETS).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 W=${1:-/tmp/strata-tune}
@@ -20,7 +22,7 @@ N=${N:-10000000}
 OPS=${OPS:-2000}
 SCALE_N=${SCALE_N:-50000000 200000000}
 TIME_N=${TIME_N:-1000000 10000000 50000000}
-SETS="fb-like osm-like wiki-like books-like gmm"
+SETS=${SETS:-fb-like osm-like wiki-like books-like gmm}
 PROFILES="nvme sata-ssd hdd azure-ssd nfs"
 BASELINES=(--index btree-static --index btree --index pgm --index rs --index rmi --index leco-zonemap-d)
 mkdir -p "$W"
@@ -83,6 +85,7 @@ fi
 #    the Python bindings (scripts/test-python.sh builds them into .venv).
 if has warm; then
   for d in fb-like osm-like; do
+    [[ " $SETS " == *" $d "* ]] || continue
     ${PY:-.venv/bin/python} scripts/warm_airtune.py "$(keys "$d" "$N")" "$d" "$W/warm-$d.json" "$W/work-warm"
   done
   rm -rf "$W/work-warm"

@@ -56,6 +56,19 @@ pub struct BenchOptions {
     pub work_dir: PathBuf,
     /// Page size for the builds.
     pub page_size: usize,
+    /// A shell command run before every repeat of every workload, between
+    /// configurations' runs (a device baseline such as `fio`, so that it
+    /// interleaves with the index runs): `sh -c CMD` with `STRATA_BENCH_WORKLOAD`
+    /// and `STRATA_BENCH_REPEAT` (0-based) set, its standard output sent to
+    /// standard error; its failure stops the run.
+    pub before_repeat: Option<String>,
+    /// Run the operations of a read-only workload once, untimed, right
+    /// before the timed run of each configuration, so that a run through
+    /// the OS page cache (`direct: false`) or an LRU cache measures reads
+    /// answered from memory, whatever the OS evicted since the previous
+    /// run. Workloads that write never warm up (the pass would change the
+    /// store).
+    pub warmup: bool,
 }
 
 /// Progress events for a front end.
@@ -319,6 +332,9 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
         let mut samples: Vec<Vec<Sample>> = (0..opts.indexes.len()).map(|_| Vec::new()).collect();
         let mut reports: Vec<Option<BuildReport>> = vec![None; opts.indexes.len()];
         for rep in 0..repeat {
+            if let Some(cmd) = &opts.before_repeat {
+                run_before_repeat(cmd, workload, rep)?;
+            }
             // The peers' budget: the memory of the first strata
             // configuration (built in repeat 0, which runs it first).
             let mut budget: Option<u64> = strata_order
@@ -441,6 +457,29 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
         )));
     }
     Ok(records)
+}
+
+/// Runs [`BenchOptions::before_repeat`] before repeat `rep` (0-based) of
+/// `workload`: `sh -c CMD` with `STRATA_BENCH_WORKLOAD` and
+/// `STRATA_BENCH_REPEAT` in its environment, its standard output sent to
+/// standard error (standard output may carry the JSON Lines). A failure
+/// (status not 0) stops the run.
+fn run_before_repeat(cmd: &str, workload: Workload, rep: usize) -> Result<()> {
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .env("STRATA_BENCH_WORKLOAD", workload.to_string())
+        .env("STRATA_BENCH_REPEAT", rep.to_string())
+        .stdout(std::io::stderr())
+        .status()
+        .map_err(|e| Error::io("sh", e))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(Error::invalid(format!(
+            "the command before repeat {rep} of {workload} failed ({status}): {cmd}"
+        )))
+    }
 }
 
 /// `spec` with its parameter `memory=budget` (a strata kind with a memory
@@ -617,6 +656,16 @@ fn run_one(
         )));
     }
     let threads = opts.threads.max(1);
+    if opts.warmup && !plan.workload.writes() {
+        let mut buf = Vec::with_capacity(128);
+        let ops: Vec<&Op> = plan.ops.iter().collect();
+        let mut i = 0;
+        while i < ops.len() {
+            let n = batch_len(&ops[i..], opts.batch);
+            exec_chunk(idx.as_ref(), &ops[i..i + n], true, durable, &mut buf)?;
+            i += n;
+        }
+    }
     let before = idx.io().snapshot();
     let blocks_before = blocks_of(&idx.stats()?);
     let t0 = Instant::now();
@@ -877,6 +926,38 @@ mod tests {
             io_engine: strata::storage::IoEngine::Auto,
             work_dir: dir.to_path_buf(),
             page_size: 4096,
+            before_repeat: None,
+            warmup: false,
+        }
+    }
+
+    /// With `warmup`, a read-only run follows an untimed pass over the same
+    /// operations: behind an LRU cache that holds the whole index, the
+    /// timed run reads nothing from storage; without it, it does.
+    #[test]
+    fn warmup_fills_the_cache_before_the_timed_run() {
+        let tmp = tempfile::tempdir().unwrap();
+        let keys: Vec<u64> = (0..100_000u64).map(|i| i * 7).collect();
+        let mut o = opts(tmp.path(), &["btree"], &["lookup", "scan", "write-only"], "nvme");
+        o.repeat = 1;
+        o.cache_pages = 4096;
+        let reads = |o: &BenchOptions| -> Vec<(String, f64)> {
+            run(o, &keys, &mut |_| {})
+                .unwrap()
+                .iter()
+                .map(|r| (r.workload.clone(), r.io.pages_per_op.unwrap()))
+                .collect()
+        };
+        let cold = reads(&o);
+        assert!(cold.iter().all(|(_, p)| *p > 0.1), "{cold:?}");
+        o.warmup = true;
+        let warm = reads(&o);
+        for (w, p) in &warm {
+            if w == "write-only" {
+                assert!(*p > 0.1, "writes never warm up: {warm:?}");
+            } else {
+                assert_eq!(*p, 0.0, "{w} after its warm-up: {warm:?}");
+            }
         }
     }
 

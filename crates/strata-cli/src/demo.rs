@@ -125,6 +125,8 @@ pub fn run(a: DemoArgs, quiet: bool) -> Result<()> {
             io_engine: strata::storage::IoEngine::Auto,
             work_dir: a.dir.join(format!("{ds}-indexes")),
             page_size: PAGE,
+            before_repeat: None,
+            warmup: false,
         };
         progress.line(&format!(
             "{ds}: cold point lookups, {} configurations",

@@ -10,6 +10,7 @@ use strata::{Error, Result};
 use strata_bench::kv::{self, EngineSpec, KvEnv, KvEvent, KvOptions, KvWorkload, SyncMode};
 
 use crate::progress;
+use crate::scratch::{self, Scratch};
 
 /// `strata kvbench ...`.
 #[derive(Args, Debug)]
@@ -24,10 +25,15 @@ pub struct KvBenchArgs {
     #[arg(long, default_value = "lsm")]
     engines: String,
     /// Workloads, comma-separated, run in this order on one store per engine
-    /// and repeat: fillseq, fillrandom, overwrite, readrandom, readmissing,
-    /// seekrandom, readwhilewriting, deleterandom, ycsb-a … ycsb-f.
-    #[arg(long, default_value = "fillrandom,readrandom")]
-    workloads: String,
+    /// and repeat.
+    #[arg(
+        long,
+        value_name = "WORKLOAD",
+        value_delimiter = ',',
+        default_value = "fillrandom,readrandom",
+        value_parser = WorkloadParser
+    )]
+    workloads: Vec<KvWorkload>,
     /// Keys written by a fill (and by the load before a first non-fill
     /// workload); with --key-file, the file's key count.
     #[arg(long, default_value_t = 100_000)]
@@ -82,16 +88,44 @@ pub struct KvBenchArgs {
     json: Option<PathBuf>,
 }
 
+/// The values of `--workloads`: parsed by [`KvWorkload`]'s `FromStr` and
+/// listed in `--help` from [`KvWorkload::ALL`], the table that parser
+/// searches, so the help cannot leave a workload out or name one it rejects.
+#[derive(Clone, Debug)]
+struct WorkloadParser;
+
+impl clap::builder::TypedValueParser for WorkloadParser {
+    type Value = KvWorkload;
+
+    fn parse_ref(
+        &self,
+        _cmd: &clap::Command,
+        _arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> std::result::Result<KvWorkload, clap::Error> {
+        let invalid =
+            |msg: String| clap::Error::raw(clap::error::ErrorKind::InvalidValue, format!("{msg}\n"));
+        let s = value
+            .to_str()
+            .ok_or_else(|| invalid(format!("--workloads: not UTF-8: {value:?}")))?;
+        s.trim().parse::<KvWorkload>().map_err(|e| invalid(e.to_string()))
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(KvWorkload::ALL.iter().map(|w| {
+            clap::builder::PossibleValue::new(w.name()).help(w.summary())
+        })))
+    }
+}
+
 /// Runs `strata kvbench`.
 pub fn run(a: KvBenchArgs, quiet: bool) -> Result<()> {
+    if a.work_dir.is_none() {
+        // Before any thread starts (see `scratch::watch_signals`).
+        scratch::watch_signals();
+    }
     let engines = EngineSpec::parse_list(&a.engines)?;
-    let workloads = a
-        .workloads
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::parse::<KvWorkload>)
-        .collect::<Result<Vec<_>>>()?;
+    let workloads = a.workloads;
     let key_file = a
         .key_file
         .as_deref()
@@ -120,12 +154,15 @@ pub fn run(a: KvBenchArgs, quiet: bool) -> Result<()> {
     if !quiet && !missing.is_empty() {
         eprintln!("kvbench: this build lacks {}", missing.join(", "));
     }
-    let tmp;
+    // Removed at the end, on SIGINT/SIGTERM/SIGHUP, or by the next run
+    // after a SIGKILL (see `scratch`).
+    let scratch_dir;
     let work_dir = match a.work_dir {
         Some(d) => d,
         None => {
-            tmp = TempDir::new()?;
-            tmp.0.clone()
+            let tmp = std::env::temp_dir();
+            scratch_dir = Scratch::create(&tmp, "strata-kvbench-").map_err(|e| Error::io(&tmp, e))?;
+            scratch_dir.path().to_path_buf()
         }
     };
     let opts = KvOptions {
@@ -202,21 +239,4 @@ pub fn run(a: KvBenchArgs, quiet: bool) -> Result<()> {
         return Err(Error::invalid(format!("{wrong} reads got a wrong answer")));
     }
     Ok(())
-}
-
-/// A scratch directory removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> Result<TempDir> {
-        let p = std::env::temp_dir().join(format!("strata-kvbench-{}", std::process::id()));
-        std::fs::create_dir_all(&p).map_err(|e| Error::io(&p, e))?;
-        Ok(TempDir(p))
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }

@@ -6,6 +6,7 @@ mod demo;
 mod join;
 mod kvbench;
 mod lsm;
+mod scratch;
 mod tune;
 
 use std::io::{IsTerminal, Write};
@@ -260,6 +261,18 @@ struct BenchArgs {
     /// Data set name in the records (default: the key file's name).
     #[arg(long)]
     dataset: Option<String>,
+    /// Shell command run before every repeat of every workload, between the
+    /// configurations' runs, e.g. a device baseline such as fio that should
+    /// interleave with them (scripts/peers.sh); it sees STRATA_BENCH_WORKLOAD
+    /// and STRATA_BENCH_REPEAT (0-based), its stdout goes to stderr, and its
+    /// failure stops the bench.
+    #[arg(long, value_name = "CMD")]
+    before_repeat: Option<String>,
+    /// Run each read-only workload's operations once, untimed, right before
+    /// every timed run, so that a warm run (--no-direct, or --cache-pages)
+    /// measures reads answered from memory, not what the OS evicted meanwhile.
+    #[arg(long)]
+    warmup: bool,
 }
 
 /// The values of `--workload`: every workload the parser takes
@@ -650,6 +663,10 @@ pub(crate) fn resolve_profile(name: &str, near: &Path, quiet: bool) -> Result<St
 }
 
 fn bench(a: BenchArgs, quiet: bool) -> Result<()> {
+    if a.work_dir.is_none() {
+        // Before any thread starts (see `scratch::watch_signals`).
+        scratch::watch_signals();
+    }
     let keys = read_key_file(&a.keys, quiet)?;
     let indexes = a
         .indexes
@@ -661,13 +678,14 @@ fn bench(a: BenchArgs, quiet: bool) -> Result<()> {
         .iter()
         .map(|s| s.parse())
         .collect::<Result<Vec<Workload>>>()?;
-    // Removed when dropped, at the end of this function (also on an error).
-    let scratch;
+    // Removed when dropped, at the end of this function (also on an error),
+    // or on SIGINT/SIGTERM/SIGHUP, or by the next run after a SIGKILL.
+    let scratch_dir;
     let work_dir = match &a.work_dir {
         Some(d) => d.clone(),
         None => {
-            scratch = bench_scratch_dir(&a.keys.data)?;
-            scratch.path().to_path_buf()
+            scratch_dir = bench_scratch_dir(&a.keys.data)?;
+            scratch_dir.path().to_path_buf()
         }
     };
     let profile = resolve_profile(&a.profile, &work_dir, quiet)?;
@@ -696,6 +714,8 @@ fn bench(a: BenchArgs, quiet: bool) -> Result<()> {
         io_engine: a.io.parse()?,
         work_dir,
         page_size: a.page,
+        before_repeat: a.before_repeat.clone(),
+        warmup: a.warmup,
     };
     let sink = match a.json.as_deref() {
         Some(p) => JsonSink::File(p),
@@ -704,20 +724,20 @@ fn bench(a: BenchArgs, quiet: bool) -> Result<()> {
     run_bench(&opts, &keys, sink, quiet).map(|_| ())
 }
 
-/// The default work directory of `strata bench`: a new temporary directory
-/// beside the key file (so indexes live on the device of the data, with
-/// `O_DIRECT`, which a `tmpfs` /tmp lacks), or in the system's temporary
-/// directory if the key file's is not writable. Removed when dropped.
-fn bench_scratch_dir(key_file: &Path) -> Result<tempfile::TempDir> {
+/// The default work directory of `strata bench`: a new hidden directory
+/// `.strata-bench-*` beside the key file (so indexes live on the device of
+/// the data, with `O_DIRECT`, which a `tmpfs` /tmp lacks), or in the
+/// system's temporary directory if the key file's is not writable. Removed
+/// when dropped or on a signal, and by the next run if the process was
+/// killed (see [`scratch`]).
+fn bench_scratch_dir(key_file: &Path) -> Result<scratch::Scratch> {
+    const PREFIX: &str = ".strata-bench-";
     let beside = match key_file.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let mut named = tempfile::Builder::new();
-    named.prefix(".strata-bench-");
-    named
-        .tempdir_in(beside)
-        .or_else(|_| named.tempdir())
+    scratch::Scratch::create(beside, PREFIX)
+        .or_else(|_| scratch::Scratch::create(&std::env::temp_dir(), PREFIX))
         .map_err(|e| Error::io(beside, e))
 }
 

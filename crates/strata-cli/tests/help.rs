@@ -405,6 +405,212 @@ fn bench_help_lists_every_workload() {
     assert!(e.contains("ycsb-write-only"), "{e}");
 }
 
+/// `kvbench --help` lists the workloads from the parser's own table
+/// (`KvWorkload::ALL`, which `FromStr` searches): every name the parser
+/// takes is in the help, every name in the help is taken, and the value name
+/// matches the flag.
+#[test]
+fn kvbench_help_lists_every_workload() {
+    use strata_bench::kv::KvWorkload;
+    let accepted: Vec<&str> = KvWorkload::ALL.iter().map(|w| w.name()).collect();
+    let long = ok(&["kvbench", "--help"]);
+    // The `- name: summary` lines of the --workloads section.
+    let listed: Vec<&str> = long
+        .split("--workloads <WORKLOAD>")
+        .nth(1)
+        .expect("a --workloads section")
+        .split("[default:")
+        .next()
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- ")?.split_once(':').map(|(n, _)| n))
+        .collect();
+    assert_eq!(listed, accepted, "kvbench --help and the parser disagree");
+    for w in KvWorkload::ALL {
+        assert_eq!(w.name().parse::<KvWorkload>().unwrap(), w);
+    }
+    let short = ok(&["kvbench", "-h"]);
+    for w in &accepted {
+        assert!(
+            short.contains(&format!(" {w},")) || short.contains(&format!(" {w}]")),
+            "{w} not in kvbench -h"
+        );
+    }
+    // Every listed name runs (comma-separated, spaces allowed).
+    let tmp = tempfile::tempdir().unwrap();
+    ok(&[
+        "kvbench",
+        "--workloads",
+        &accepted.join(", "),
+        "--num",
+        "300",
+        "--reads",
+        "50",
+        "--memory",
+        "1M",
+        "--work-dir",
+        p(tmp.path()),
+        "--json",
+        p(&tmp.path().join("kv.jsonl")),
+        "-q",
+    ]);
+    let e = fail(&["kvbench", "--workloads", "fillrandom,readall", "--num", "10"]);
+    assert!(
+        e.contains("unknown kvbench workload \"readall\"") && e.contains("ycsb-f"),
+        "{e}"
+    );
+    assert_eq!(e.trim().lines().count(), 1, "{e}");
+}
+
+/// `bench --before-repeat CMD` runs CMD before every repeat of every
+/// workload, with the workload and repeat in its environment, its stdout
+/// kept off the JSON Lines on stdout; a failing CMD stops the bench.
+#[test]
+fn bench_runs_a_command_before_every_repeat() {
+    let tmp = tempfile::tempdir().unwrap();
+    let keys = tmp.path().join("k.keys");
+    let log = tmp.path().join("hook.log");
+    ok(&["gen", "--dist", "uniform", "--n", "5000", "--out", p(&keys), "-q"]);
+    let hook = format!(
+        "echo noise; echo \"$STRATA_BENCH_WORKLOAD $STRATA_BENCH_REPEAT\" >> {}",
+        p(&log)
+    );
+    let out = ok(&[
+        "bench",
+        "--data",
+        p(&keys),
+        "--index",
+        "btree",
+        "--index",
+        "pgm",
+        "--workload",
+        "lookup",
+        "--workload",
+        "scan",
+        "--ops",
+        "50",
+        "--repeat",
+        "2",
+        "--before-repeat",
+        &hook,
+        "-q",
+    ]);
+    let hooks = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(hooks, "lookup 0\nlookup 1\nscan 0\nscan 1\n");
+    assert_eq!(out.lines().count(), 4, "only JSON Lines on stdout: {out}");
+    assert!(out.lines().all(|l| l.starts_with('{')), "{out}");
+    let e = fail(&[
+        "bench",
+        "--data",
+        p(&keys),
+        "--index",
+        "btree",
+        "--ops",
+        "50",
+        "--before-repeat",
+        "exit 3",
+        "-q",
+    ]);
+    assert!(
+        e.contains("before repeat 0 of lookup failed") && e.contains("exit 3"),
+        "{e}"
+    );
+}
+
+/// Waits until `dir` holds a live `.strata-bench-*` work directory with its
+/// lock file, and returns it.
+fn wait_for_work_dir(dir: &Path, child: &mut std::process::Child) -> std::path::PathBuf {
+    let t0 = std::time::Instant::now();
+    loop {
+        let found = names(dir)
+            .into_iter()
+            .filter(|n| n.starts_with(".strata-bench-"))
+            .map(|n| dir.join(n))
+            .find(|d| d.join("lock").exists() && names(d).len() > 1);
+        if let Some(d) = found {
+            return d;
+        }
+        if let Some(st) = child.try_wait().unwrap() {
+            panic!("bench ended ({st}) before its work directory was seen");
+        }
+        assert!(
+            t0.elapsed().as_secs() < 120,
+            "no work directory in {}",
+            dir.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// A `bench` stopped by SIGTERM or SIGINT (Ctrl-C) mid-run removes its
+/// hidden `.strata-bench-*` work directory and dies of the signal; after a
+/// SIGKILL, which nothing can catch, the next `bench` beside the same key
+/// file removes the dead run's directory.
+#[test]
+fn killed_bench_leaves_no_work_directory() {
+    use std::os::unix::process::ExitStatusExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let keys = tmp.path().join("k.keys");
+    ok(&[
+        "gen",
+        "--dist",
+        "uniform",
+        "--n",
+        "200000",
+        "--out",
+        p(&keys),
+        "-q",
+    ]);
+    let before = names(tmp.path());
+    let long_bench = || {
+        Command::new(env!("CARGO_BIN_EXE_strata"))
+            .args(["bench", "--data", p(&keys), "--index", "btree", "--index", "pgm"])
+            .args([
+                "--workload",
+                "lookup",
+                "--ops",
+                "100000000",
+                "--repeat",
+                "50",
+                "-q",
+            ])
+            .args(["--json", p(&tmp.path().join("out.jsonl"))])
+            .spawn()
+            .expect("run strata bench")
+    };
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        let mut child = long_bench();
+        let work = wait_for_work_dir(tmp.path(), &mut child);
+        // SAFETY: sends a signal to the child we started.
+        assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, sig) }, 0);
+        let st = child.wait().unwrap();
+        assert_eq!(st.signal(), Some(sig), "bench dies of signal {sig}: {st}");
+        assert!(!work.exists(), "signal {sig} left {}", work.display());
+        std::fs::remove_file(tmp.path().join("out.jsonl")).unwrap();
+        assert_eq!(names(tmp.path()), before, "signal {sig}");
+    }
+    let mut child = long_bench();
+    let work = wait_for_work_dir(tmp.path(), &mut child);
+    child.kill().unwrap();
+    assert_eq!(child.wait().unwrap().signal(), Some(libc::SIGKILL));
+    assert!(work.exists(), "nothing runs after SIGKILL");
+    ok(&[
+        "bench",
+        "--data",
+        p(&keys),
+        "--index",
+        "btree",
+        "--ops",
+        "100",
+        "--json",
+        p(&tmp.path().join("out.jsonl")),
+        "-q",
+    ]);
+    assert!(!work.exists(), "the next bench removes {}", work.display());
+    std::fs::remove_file(tmp.path().join("out.jsonl")).unwrap();
+    assert_eq!(names(tmp.path()), before);
+}
+
 /// The commands listed under `Commands:` in a help text, with their lines.
 fn commands(help: &str) -> Vec<(String, String)> {
     help.lines()

@@ -70,6 +70,8 @@ pub fn run_bench<'py>(
         io_engine: strata::storage::IoEngine::Auto,
         work_dir,
         page_size,
+        before_repeat: None,
+        warmup: false,
     };
     let owned;
     let ks: &[u64] = match keys.as_slice() {

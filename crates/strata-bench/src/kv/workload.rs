@@ -88,6 +88,28 @@ impl KvWorkload {
         }
     }
 
+    /// One line on what the workload does (for `strata kvbench --help`).
+    pub fn summary(self) -> &'static str {
+        match self {
+            KvWorkload::FillSeq => "`num` puts in key order",
+            KvWorkload::FillRandom => "`num` puts of every key once, in a random order",
+            KvWorkload::Overwrite => "puts of uniformly chosen present keys",
+            KvWorkload::ReadRandom => "gets of uniformly chosen present keys",
+            KvWorkload::ReadMissing => "gets of keys never written (between present ones)",
+            KvWorkload::SeekRandom => "seeks to uniformly chosen keys, each followed by --scan-length nexts",
+            KvWorkload::ReadWhileWriting => {
+                "gets on the reader threads while one more thread overwrites; reports the reads"
+            }
+            KvWorkload::DeleteRandom => "deletes of uniformly chosen keys",
+            KvWorkload::YcsbA => "YCSB A: 50% reads, 50% updates, Zipfian",
+            KvWorkload::YcsbB => "YCSB B: 95% reads, 5% updates, Zipfian",
+            KvWorkload::YcsbC => "YCSB C: reads only, Zipfian",
+            KvWorkload::YcsbD => "YCSB D: 95% reads of the latest keys, 5% inserts",
+            KvWorkload::YcsbE => "YCSB E: 95% short scans (1-100 entries, Zipfian start), 5% inserts",
+            KvWorkload::YcsbF => "YCSB F: 50% reads, 50% read-modify-writes, Zipfian",
+        }
+    }
+
     /// Whether the workload fills an empty store (it needs no load first).
     pub fn is_fill(self) -> bool {
         matches!(self, KvWorkload::FillSeq | KvWorkload::FillRandom)
