@@ -3,13 +3,16 @@
 //! merge sort or learned partitioning), then one merge.
 
 use super::spill::SpillStats;
-use super::{JoinOptions, JoinReport, JoinSink, Relation, repeated_inner, report_spill, sort_relation};
+use super::{
+    JoinOptions, JoinReport, JoinSink, Relation, SortMethod, repeated_inner, report_spill, sort_relation,
+};
 use crate::Result;
 
 /// Joins `outer` with `inner` (keys unique) into `sink`. The outer relation
-/// is sorted first, with three quarters of the budget for its runs (or its
-/// partitioning pass); then the inner one; the final merges of both (or
-/// the partitions read back) share three quarters of the budget.
+/// is sorted first, then the inner one, each with three eighths of the
+/// budget for its runs (three quarters for a partitioning pass); the final
+/// merges of both (or the partitions read back) share three quarters of
+/// the budget.
 pub fn join(
     outer: &dyn Relation,
     inner: &dyn Relation,
@@ -19,10 +22,17 @@ pub fn join(
     let space = opts.spill_space()?;
     let stats = SpillStats::default();
     let mut passes = 0;
-    // Sort runs take 3/4 of the budget (the rest: buffers, the program's
-    // own); each side's final merge 3/8.
-    let outer_sorted = sort_relation(outer, opts, 0.75, 0.375, space.path(), &stats, &mut passes)?;
-    let inner_sorted = sort_relation(inner, opts, 0.75, 0.375, space.path(), &stats, &mut passes)?;
+    // Each side's final merge (or partitions read back) gets 3/8 of the
+    // budget. The external sort keeps a side that fits its runs in memory
+    // through the merge, so its runs get 3/8 too (both sides held at once
+    // stay within 3/4); learned partitioning frees its pass memory before
+    // reading back, so its pass may take 3/4.
+    let run_share = match opts.sort {
+        SortMethod::External => 0.375,
+        SortMethod::Learned => 0.75,
+    };
+    let outer_sorted = sort_relation(outer, opts, run_share, 0.375, space.path(), &stats, &mut passes)?;
+    let inner_sorted = sort_relation(inner, opts, run_share, 0.375, space.path(), &stats, &mut passes)?;
     let mut report = JoinReport {
         passes,
         ..JoinReport::default()
