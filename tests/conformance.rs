@@ -159,6 +159,15 @@ fn pgm() {
 }
 
 #[test]
+fn pgm_sampled() {
+    // Chesetti & Pandey's sampled PGM (every 128th key, epsilon 2 samples),
+    // and small strides whose windows end inside pages and between samples.
+    common::battery("pgm:sample=128,epsilon=2");
+    common::battery("pgm:sample=3,epsilon=1");
+    common::battery("pgm:sample=2,epsilon=0,fetch=one-by-one");
+}
+
+#[test]
 fn pgm_disk() {
     for eps in [2, 64, 512] {
         common::battery(&format!("pgm-disk:epsilon={eps}"));

@@ -711,6 +711,9 @@ mod tests {
             ("btree:fill=0", "fill"),
             ("rs:epsilon=8,bogus=1", "bogus"),
             ("binary:page=1000", "page"),
+            ("pgm:sample=0", "sample"),
+            ("pgm:sample=4,granularity=page", "granularity"),
+            ("pgm-disk:sample=4", "sample"),
             ("nosuch", "nosuch"),
         ] {
             let dir = FaultyDirectory::new();

@@ -143,7 +143,7 @@ pub(crate) static LAYERED_KINDS: &[LayeredKind] = &[
     },
     LayeredKind {
         name: "pgm",
-        summary: "PGM-index: optimal PLA with error epsilon, recursive layers with epsilon_rec",
+        summary: "PGM-index: optimal PLA with error epsilon, recursive layers with epsilon_rec; sample=K trains on every K-th key (Chesetti)",
         design: pgm,
         params: PGM_PARAMS,
     },

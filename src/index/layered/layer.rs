@@ -63,7 +63,8 @@ pub enum LayerKind {
         granule: u64,
         /// Page size in positions for zero-interval error, 0 for plain error.
         zero_page: u64,
-        /// Measured bound below the prediction.
+        /// Measured bound below the prediction (for a sampled band, the
+        /// samples' measured bound plus one: see `pgm_design::sampled_band`).
         eps_lo: u64,
         /// Measured bound above the prediction.
         eps_hi: u64,

@@ -545,6 +545,12 @@ pub(super) const PGM_PARAMS: &[ParamDoc] = &[
         "granularity",
         "what a prediction points to: item (a record), page (a data page) or a number of records",
     ),
+    ParamDoc::new(
+        "sample",
+        "train on every sample-th key only (Chesetti & Pandey's sampled PGM): epsilon then counts \
+         samples and a lookup's window is (2 epsilon + 2) x sample records at most; 1 trains on \
+         every key; granularity item only",
+    ),
 ];
 
 /// What [`pgm_disk`] and [`pgm_disk_cpr`] read: [`PGM_PARAMS`] (granularity
@@ -566,10 +572,96 @@ pub(super) const PGM_DISK_PARAMS: &[ParamDoc] = &[
     ),
 ];
 
+/// Chesetti & Pandey's sampled PGM (§4, "Constructing learned indexes
+/// using sampling"): the bottom band layer trained on the samples
+/// `s_j = keys[j·k]` only, `j < m = ceil(n / k)`, with error `eps` in
+/// samples, and stored as a band of granule `k` records whose lower bound
+/// is one sample wider than the samples' measured one. Returns the layer,
+/// its segments and the design notes.
+///
+/// Why that range holds every lower bound. Let `p = p(x)` be the layer's
+/// prediction (in samples) for a query `x`: monotone in `x` and at most
+/// `m` (the last entry's clamp, `ceil(below / granule)` at query time),
+/// and let `e_lo`, `e_hi` be the bounds measured on the samples with the
+/// query arithmetic, `j - e_hi <= p(s_j) <= j + e_lo`. Let
+/// `r = lb(x) = #{i : keys[i] < x}`.
+///
+/// - `x <= s_0`: `r = 0`; the layer's first entry predicts `p(s_0)` for
+///   any key at or before its own, so `p <= e_lo` and `r > (p - e_lo - 1)·k`.
+/// - otherwise let `a` be the last sample `< x`. Then `keys[a·k] < x`, so
+///   `r >= a·k + 1`, and `r <= (a + 1)·k`: if `a + 1 < m`, `s_{a+1} >= x`;
+///   else `r <= n <= m·k`. Monotonicity gives `p >= p(s_a) >= a - e_hi`,
+///   so `a <= p + e_hi`, and `p <= p(s_{a+1}) <= a + 1 + e_lo` (or
+///   `p <= m = a + 1`), so `a >= p - e_lo - 1`.
+///
+/// Hence `(p - e_lo - 1)·k < r <= (p + e_hi + 1)·k`. The band range
+/// `[(p - eps_lo)·k, (p + eps_hi + 1)·k)` with `eps_lo = e_lo + 1`,
+/// `eps_hi = e_hi` holds `r` in `[lo, hi]` (the `ApproxPos` contract), and
+/// a present key `keys[i]` inside `[lo, hi)`: `i = hi` would make it the
+/// sample `j = p + e_hi + 1` with `p(s_j) = p`, against `j <= p(s_j) + e_hi`.
+/// Chesetti's `[k·(p - eps), k·(p + eps)]` misses a sample's worth of
+/// positions at each end for keys between samples.
+///
+/// Tightness: the range has `(e_lo + e_hi + 2)·k` positions, as many as
+/// the exact set above, shifted down by one (`lo` itself is never a lower
+/// bound). That one position never costs a page when `k` divides the
+/// records per page or they divide `k` (`lo`, a multiple of `k`, is then
+/// never the last record of a page), and folding it into `eps_lo` keeps
+/// the layer an ordinary band: same header, same reader, no format change.
+fn sampled_band(keys: &[u64], eps: u64, k: u64) -> Result<(LayerBuild, u64, Value)> {
+    // Training reads n / k keys: the point of sampling.
+    let stride = usize::try_from(k).unwrap_or(usize::MAX);
+    let samples: Vec<u64> = keys.iter().step_by(stride).copied().collect();
+    let tol = Tolerance {
+        eps,
+        granule: 1,
+        zero_page: 0,
+    };
+    let segs = crate::model::optimal_pla_points(tol.points(&samples, 0..samples.len()));
+    // Units are sample indexes: `base_j` = first sample of the segment, and
+    // the last successor `m` = ceil(n / k) units, what the query computes
+    // from granule `k` over the `n` records below.
+    let band = band_layer(&samples, &lines_of(&segs), 1, 0)?;
+    let LayerKind::Band { eps_lo, eps_hi, .. } = band.kind else {
+        return Err(Error::invalid("band layer expected"));
+    };
+    let window = eps_lo.saturating_add(eps_hi).saturating_add(2).saturating_mul(k);
+    let notes = json!({
+        "sample": k,
+        "sampled_keys": samples.len(),
+        "sample_eps_lo": eps_lo,
+        "sample_eps_hi": eps_hi,
+        "window_records": window,
+    });
+    let layer = LayerBuild {
+        kind: LayerKind::Band {
+            granule: k,
+            zero_page: 0,
+            eps_lo: eps_lo.saturating_add(1),
+            eps_hi,
+        },
+        ..band
+    };
+    Ok((layer, segs.len() as u64, notes))
+}
+
 fn pgm_family(p: &Params, keys: &[u64], per_page: usize, zero: bool, compress: bool) -> Result<Design> {
     let eps = p.u64("epsilon", 64)?;
     let eps_rec = p.u64("epsilon_rec", 4)?;
     let granule = granularity(p, per_page)?;
+    // Sampling is plain `pgm`'s (the zero-interval kinds do not take it).
+    let sample = if zero { 1 } else { p.u64("sample", 1)? };
+    if sample == 0 {
+        return Err(Error::invalid(
+            "sample must be at least 1 (1 trains on every key)",
+        ));
+    }
+    if sample > 1 && granule != 1 {
+        return Err(Error::invalid(format!(
+            "sample={sample} predicts in units of {sample} records: granularity must be item, got \
+             {granule} records"
+        )));
+    }
     // Zero intervals: pages a lookup may read beyond plain PGM's at `epsilon`
     // (default: none, i.e. 0.002 of measurement slack, and windows <= epsilon).
     let slack = if zero && p.given().contains_key("page_slack") {
@@ -629,6 +721,10 @@ fn pgm_family(p: &Params, keys: &[u64], per_page: usize, zero: bool, compress: b
         }
         notes_out = notes;
         (band, segs as u64)
+    } else if sample > 1 {
+        let (band, segs, notes) = sampled_band(keys, eps, sample)?;
+        notes_out = notes;
+        (band, segs)
     } else {
         let tol = Tolerance {
             eps,
@@ -759,5 +855,191 @@ mod tests {
             assert!(want > 0.0, "{dist}: no page crossing to count");
             assert_eq!(extra_pages(&keys, &band, per_page), want, "{dist}");
         }
+    }
+
+    /// The `pgm` design with `params` over `keys`, as a resident stack.
+    fn pgm_stack(params: &[(&str, serde_json::Value)], keys: &[u64]) -> (Design, super::super::LayerStack) {
+        let m: serde_json::Map<String, Value> =
+            params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+        let d = pgm(&Params::from_map(m), keys, 256, 4096).unwrap();
+        let s = super::super::LayerStack::from_design(&d, keys.len() as u64).unwrap();
+        (d, s)
+    }
+
+    /// Every query a sampled window must answer: each key, its neighbours,
+    /// the extremes, points between samples, random keys.
+    fn queries(keys: &[u64], extra: &[u64]) -> Vec<u64> {
+        let mut q = vec![0, 1, u64::MAX, u64::MAX - 1, 1 << 63];
+        for &k in keys {
+            q.extend([k, k.wrapping_add(1), k.wrapping_sub(1)]);
+        }
+        for w in keys.windows(2) {
+            if let [a, b] = *w {
+                q.push(a + (b - a) / 2);
+            }
+        }
+        q.extend_from_slice(extra);
+        q
+    }
+
+    /// Checks the `ApproxPos` contract of a sampled stack over `keys`
+    /// (strictly increasing) for `queries`, and that the window is the
+    /// promised `(e_lo + e_hi + 2)·k` records at most.
+    fn check_sampled_windows(keys: &[u64], k: u64, eps: u64, qs: &[u64]) -> std::result::Result<(), String> {
+        let (d, s) = pgm_stack(
+            &[
+                ("sample", k.into()),
+                ("epsilon", eps.into()),
+                ("epsilon_rec", 2.into()),
+            ],
+            keys,
+        );
+        let n = keys.len() as u64;
+        let window = d.notes.get("window_records").and_then(Value::as_u64);
+        if n > 0 {
+            let Some(LayerKind::Band {
+                granule,
+                eps_lo,
+                eps_hi,
+                ..
+            }) = d.layers.first().map(|l| l.kind.clone())
+            else {
+                return Err("no band at the bottom".into());
+            };
+            if k > 1 && (granule != k || window != Some((eps_lo + eps_hi + 1) * k)) {
+                return Err(format!(
+                    "granule {granule}, window {window:?}, eps {eps_lo}/{eps_hi}"
+                ));
+            }
+            // The samples' own bounds stay near epsilon (rounding: one unit).
+            if eps_lo > eps + 2 || eps_hi > eps + 1 {
+                return Err(format!("measured bounds {eps_lo}/{eps_hi} at epsilon {eps}"));
+            }
+        }
+        for &q in qs {
+            let a = s.predict(q).map_err(|e| e.to_string())?;
+            let lb = keys.partition_point(|&x| x < q) as u64;
+            let present = keys.get(lb as usize) == Some(&q);
+            if !(a.lo <= lb && lb <= a.hi && a.hi <= n) || (present && lb >= a.hi) {
+                return Err(format!(
+                    "k={k} eps={eps} n={n}: query {q} (lb {lb}, present {present}) not in {a:?}"
+                ));
+            }
+            if let Some(w) = window.filter(|_| k > 1) {
+                if a.hi - a.lo > w {
+                    return Err(format!("window {} > {w} for {q}", a.hi - a.lo));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Sampled windows hold every lower bound and every present key, for
+    /// random keys (clustered, spread, at both ends of the key space),
+    /// every stride from 1 to past `n`, small and zero epsilon.
+    mod sampled {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn key_sets() -> impl Strategy<Value = Vec<u64>> {
+            prop_oneof![
+                prop::collection::vec(any::<u64>(), 0..700),
+                // Dense runs at random bases, some at the top of the key space.
+                prop::collection::vec((any::<u64>(), 1u64..60, 1u64..4), 0..12).prop_map(|runs| {
+                    runs.into_iter()
+                        .flat_map(|(b, len, step)| (0..len).map(move |i| b.saturating_add(i * step)))
+                        .collect()
+                }),
+                prop::collection::vec(0u64..2_000, 0..400),
+                prop::collection::vec((u64::MAX - 500)..=u64::MAX, 0..200),
+            ]
+            .prop_map(|mut v| {
+                v.sort_unstable();
+                v.dedup();
+                v
+            })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            #[test]
+            fn prop_sampled_windows_hold_the_lower_bound(
+                keys in key_sets(),
+                k in prop_oneof![1u64..9, 9u64..300, Just(128u64), 1_000u64..5_000],
+                eps in prop_oneof![0u64..4, 4u64..40],
+                extra in prop::collection::vec(any::<u64>(), 0..50),
+            ) {
+                let qs = queries(&keys, &extra);
+                if let Err(e) = check_sampled_windows(&keys, k, eps, &qs) {
+                    prop_assert!(false, "{}", e);
+                }
+            }
+        }
+    }
+
+    /// Fixed edge cases: no key, one key, `n < k`, `n = k`, `n = k + 1`,
+    /// `u64::MAX` as a key, and fb-like data at Chesetti's setting.
+    #[test]
+    fn sampled_windows_on_edges_and_fb_like() {
+        let fb = crate::data::generate("fb-like".parse().unwrap(), 100_000, 3).unwrap();
+        let cases: Vec<(Vec<u64>, u64, u64)> = vec![
+            (vec![], 4, 1),
+            (vec![7], 4, 0),
+            (vec![u64::MAX], 3, 1),
+            (vec![0, u64::MAX], 3, 1),
+            ((0..5).map(|i| i * 1000).collect(), 8, 0),
+            ((0..8).map(|i| i * 1000).collect(), 8, 0),
+            ((0..9).map(|i| i * 1000).chain([u64::MAX]).collect(), 8, 0),
+            ((0..64).map(|i| 1u64 << i).collect(), 3, 1),
+            (fb.clone(), 128, 2),
+            (fb.clone(), 3, 1),
+        ];
+        for (keys, k, eps) in cases {
+            let qs = queries(&keys, &[]);
+            check_sampled_windows(&keys, k, eps, &qs).unwrap();
+        }
+        // Chesetti's setting trains on n / 128 keys: a much smaller index.
+        let (full, _) = pgm_stack(&[("epsilon", 256.into())], &fb);
+        let (sampled, _) = pgm_stack(&[("sample", 128.into()), ("epsilon", 2.into())], &fb);
+        let bytes = |d: &Design| d.layers.iter().map(|l| l.flat.len()).sum::<usize>();
+        assert_eq!(sampled.notes["sampled_keys"], 100_000usize.div_ceil(128));
+        assert!(
+            bytes(&sampled) <= bytes(&full),
+            "{} > {}",
+            bytes(&sampled),
+            bytes(&full)
+        );
+    }
+
+    /// `sample=1` is today's PGM, byte for byte; bad values are refused.
+    #[test]
+    fn sample_one_is_plain_pgm_and_bad_samples_are_refused() {
+        let keys = crate::data::generate("books-like".parse().unwrap(), 50_000, 4).unwrap();
+        let (plain, _) = pgm_stack(&[("epsilon", 16.into())], &keys);
+        let (one, _) = pgm_stack(&[("epsilon", 16.into()), ("sample", 1.into())], &keys);
+        let flat = |d: &Design| {
+            d.layers
+                .iter()
+                .map(|l| (l.kind.clone(), l.flat.clone()))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(flat(&plain), flat(&one));
+        assert_eq!(one.notes, Value::Null);
+        let design = |params: &[(&str, Value)]| {
+            let m: serde_json::Map<String, Value> =
+                params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+            pgm(&Params::from_map(m), &keys, 256, 4096)
+        };
+        let e = design(&[("sample", 0.into())]).unwrap_err().to_string();
+        assert!(e.contains("sample must be at least 1"), "{e}");
+        for g in ["page", "32"] {
+            let e = design(&[("sample", 4.into()), ("granularity", g.into())])
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("granularity must be item"), "{e}");
+        }
+        // With granularity item given explicitly, sampling is fine.
+        design(&[("sample", 4.into()), ("granularity", "item".into())]).unwrap();
     }
 }
