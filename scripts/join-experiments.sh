@@ -31,7 +31,7 @@ cd "$(dirname "$0")/.."
 N=${N:-10000000}
 DSS=${DSS:-fb-like osm-like wiki-like books-like}
 RATIOS=${RATIOS:-1 10 100 1000}
-KINDS=${KINDS:-pgm pgm:epsilon=256 pgm:sample=128,epsilon=2 rs rmi gap-zonemap-d air btree btree-static}
+KINDS=${KINDS:-pgm pgm:sample=128,epsilon=2 pgm:epsilon=256 rs rmi gap-zonemap-d air btree btree-static}
 REPEAT=${REPEAT:-3}
 MEMORY=${MEMORY:-256M}
 OUT=${OUT:-docs/results/joins}
@@ -149,6 +149,23 @@ for m in 64M 256M; do
     MEMORY=$m run_join "$ds" "$r" inlj:btree "$DATA_DIR/$ds-btree" "memory-$m"
   done
 done
+# Index size against join time (first data set): the sampled PGM (every
+# 128th key) at windows of 256 to 4096 records, (2 epsilon + 2) x 128.
+for rep in $(seq 1 "$REPEAT"); do
+  for r in 10 100 1000; do
+    for e in 0 1 3 7 15; do
+      k="pgm:sample=128,epsilon=$e"
+      d="$DATA_DIR/$ds-$(slug "$k")"
+      if [ ! -f "$d/strata-index.json" ]; then
+        rm -rf "$d"
+        $S build --data "$DATA_DIR/$ds-$N.keys" --index "$k" --out "$d" -q |
+          jq -c --arg ds "$ds" --arg spec "$k" '. + {dataset: $ds, spec: $spec}' >> "$OUT/builds.jsonl"
+      fi
+      run_join "$ds" "$r" inlj:pgm "$d" "size$rep-$(slug "$k")"
+    done
+  done
+done
+
 # Unsorted tables (first data set): the outer a shuffled 1/10 sample, the
 # inner the shuffled table; external merge sort against learned
 # partitioning, at both memory limits.
