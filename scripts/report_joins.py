@@ -212,6 +212,25 @@ def main():
             )
         print()
 
+    # Index size against join time: the sampled PGM's windows.
+    sz = [r for r in runs if r.get("tag", "").startswith("size")]
+    if sz:
+        print("## Sampled PGM (every 128th key): window, index size and join time\n")
+        sratios = sorted({r["ratio"] for r in sz})
+        print("| spec | window (records) | index bytes | " + " | ".join(f"ratio {x}: s, pages / calls" for x in sratios) + " |")
+        print("|---|---|---|" + "---|" * len(sratios))
+        specs = sorted({r["tag"].split("-", 1)[1] for r in sz}, key=lambda t: int(t.rsplit("_", 1)[1]))
+        for spec in specs:
+            rs = [r for r in sz if r["tag"].split("-", 1)[1] == spec]
+            eps = int(spec.rsplit("_", 1)[1])
+            row = []
+            for x in sratios:
+                t = [r for r in rs if r["ratio"] == x]
+                row.append(f"{fmt_s([r['seconds'] for r in t])}, {t[0]['index_pages_read']:,} / {t[0]['index_reads']:,}" if t else "–")
+            mem = rs[0]["index"]["memory_bytes"] if rs[0].get("index") else 0
+            print(f"| pgm:sample=128,epsilon={eps} | {(2 * eps + 2) * 128} | {mem:,} | " + " | ".join(row) + " |")
+        print()
+
     # Unsorted inputs.
     un = [r for r in runs if r.get("tag", "").startswith("unsorted-")]
     if un:
