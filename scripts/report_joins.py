@@ -50,6 +50,15 @@ def fio(d):
     return out
 
 
+# Index specs by their slug in run tags (`pgm_sample_128_epsilon_2`), from
+# builds.jsonl.
+SPECS = {}
+
+
+def slug(spec):
+    return spec.replace(":", "_").replace(",", "_").replace("=", "_")
+
+
 def label(r):
     """The algorithm with the index spec of a run (`inlj:pgm`, `smj`, ...)."""
     tag = r.get("tag", "")
@@ -60,6 +69,8 @@ def label(r):
             # profile names hold a dash (sata-ssd)
             if tag.startswith("model-sata-ssd-"):
                 spec = tag[len("model-sata-ssd-") :]
+        if spec in SPECS:
+            return "inlj:" + SPECS[spec]
         return "inlj:" + (spec or r["algo"].split(":", 1)[-1]).replace("_", ":", 1).replace("_", "=")
     return r["algo"]
 
@@ -82,6 +93,7 @@ def ordered(labels):
 def main():
     d = sys.argv[1]
     runs, builds = load(d)
+    SPECS.update({slug(b["spec"]): b["spec"] for b in builds.values()})
     cold = [r for r in runs if r.get("tag", "").startswith("cold")]
     datasets = sorted({r["dataset"] for r in runs})
     ratios = sorted({r["ratio"] for r in cold})
@@ -261,7 +273,8 @@ def draw(d, cold, datasets, ratios, builds):
     for ds in datasets:
         fig, ax = plt.subplots(figsize=(7.5, 4.8))
         labels = ordered({label(r) for r in cold if r["dataset"] == ds})
-        for l in labels:
+        colours = plt.get_cmap("tab20").colors
+        for n, l in enumerate(labels):
             xs, ys, lo, hi = [], [], [], []
             for x in ratios:
                 t = [r["seconds"] for r in cold if r["dataset"] == ds and r["ratio"] == x and label(r) == l]
@@ -271,7 +284,7 @@ def draw(d, cold, datasets, ratios, builds):
                     lo.append(med(t) - min(t))
                     hi.append(max(t) - med(t))
             style = "-" if l.startswith("inlj:") and "btree" not in l else ("--" if "btree" in l else ":")
-            ax.errorbar(xs, ys, yerr=[lo, hi], label=l, marker="o", linestyle=style, capsize=2)
+            ax.errorbar(xs, ys, yerr=[lo, hi], label=l, marker="o", linestyle=style, capsize=2, color=colours[(2 * n) % 20])
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("size ratio |inner| / |outer|")
@@ -282,10 +295,10 @@ def draw(d, cold, datasets, ratios, builds):
         fig.tight_layout()
         fig.savefig(os.path.join(d, f"joins-{ds}.png"), dpi=110)
         plt.close(fig)
-    # Index size against join time (first data set, ratios 10 and 100).
+    # Index size against join time (fb-like, else the first data set; ratios 10 and 100).
     if not datasets:
         return
-    ds = datasets[0]
+    ds = "fb-like" if "fb-like" in datasets else datasets[0]
     fig, axes = plt.subplots(1, 2, figsize=(10, 4.2))
     for ax, x in zip(axes, [10, 100]):
         for l in ordered({label(r) for r in cold if r["dataset"] == ds and r["ratio"] == x}):
