@@ -191,7 +191,8 @@ fn learned_sample_passes(
 }
 
 /// Whether a generation of `kind` over at most `max_n` records can be built
-/// keeping only its pages' first and last keys (a zone map, named or an
+/// keeping only its pages' first and last keys (a zone map or a kind whose
+/// design streams over the new run, named or an
 /// automatic choice that will be reused, or an automatic choice to be made
 /// again, whose learned candidate reads its keys back from the new run):
 /// then its [`RunBuilder`] keeps 2 keys per page instead of 8 bytes per
@@ -204,8 +205,11 @@ pub(super) fn page_bounds_suffice(kind: &StaticKind, decided: Option<(&str, u64)
         // candidate from keys read back from the new run.
         (StaticKind::Auto { .. }, _) => return true,
     };
-    spec.parse::<crate::index::IndexSpec>()
-        .is_ok_and(|s| PAGE_BOUND_KINDS.contains(&s.kind.as_str()))
+    // The zone maps design from page bounds; a kind with a streaming recipe
+    // reads its keys back from the new run in passes (`LayeredKind::design_in`).
+    spec.parse::<crate::index::IndexSpec>().is_ok_and(|s| {
+        PAGE_BOUND_KINDS.contains(&s.kind.as_str()) || layered(&s.kind).is_ok_and(|k| k.stream.is_some())
+    })
 }
 
 /// Streams sorted records into a new generation's data run, keeping the keys
@@ -330,12 +334,23 @@ impl RunBuilder {
         let page_bounds = self.page_bounds;
         let design_of = |k: &LayeredKind, params: &Params| -> Result<Design> {
             if page_bounds {
-                design_from_page_bounds(k, params, &keys, per_page, page_size)?.ok_or_else(|| {
-                    Error::invalid(format!(
+                if let Some(d) = design_from_page_bounds(k, params, &keys, per_page, page_size)? {
+                    return Ok(d);
+                }
+                if k.stream.is_none() {
+                    return Err(Error::invalid(format!(
                         "{} needs every key, but only page bounds were kept",
                         k.name
-                    ))
-                })
+                    )));
+                }
+                // Passes over the run just written, in bounded memory.
+                let run = DataRun::open(dir.open_read(DATA_FILE)?)?;
+                k.design_in(
+                    params,
+                    crate::index::layered::Keys::Run(&run),
+                    per_page,
+                    page_size,
+                )
             } else {
                 (k.design)(params, &keys, per_page, page_size)
             }

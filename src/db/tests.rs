@@ -378,9 +378,15 @@ fn merges_across_read_chunks_keep_every_record() {
     // three 256-page chunks; edits sit on both sides of every page and chunk
     // boundary (new keys between old ones, overwrites, deletes, tombstones of
     // absent keys, keys past both ends), for a zone map (page bounds kept)
-    // and a learned static kind (every key kept).
+    // a learned static kind (every key kept), and kinds whose design streams
+    // over the new run (page bounds kept, keys read back in passes).
     let n = 200_000u64;
-    for kind in ["gap-zonemap-d", "pgm-disk-cpr:epsilon=8"] {
+    for kind in [
+        "gap-zonemap-d",
+        "pgm-disk-cpr:epsilon=8",
+        "pgm:epsilon=16",
+        "btree-static",
+    ] {
         let mem = MemDirectory::new();
         let dir: Arc<dyn Directory> = Arc::new(mem.clone());
         let o = Options {

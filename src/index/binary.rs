@@ -13,7 +13,7 @@ use super::{
     OpenOptions, Params, Record, Records,
 };
 use crate::Result;
-use crate::format::{DATA_FILE, DataRun, PageRun, write_data_run};
+use crate::format::{DATA_FILE, DataRun, PageRun};
 use crate::storage::{Directory, IoContext, IoStats};
 
 /// The `binary` kind.
@@ -37,8 +37,12 @@ impl IndexKind for BinaryKind {
         opts: &BuildOptions,
         build_id: u64,
     ) -> Result<(Vec<String>, Value)> {
-        let meta = write_data_run(dir, records.iter(), opts.page_size, build_id)?;
+        let meta = super::write_records_run(dir, records, opts.page_size, build_id)?;
         Ok((vec![DATA_FILE.to_string()], json!({ "pages": meta.pages })))
+    }
+
+    fn streams_build(&self) -> bool {
+        true
     }
 
     fn open(

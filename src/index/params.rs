@@ -1,8 +1,8 @@
 //! Index specifications: `KIND[:key=value,...]`.
 
-use std::cell::RefCell;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::Mutex;
 
 use serde_json::{Map, Value};
 
@@ -102,10 +102,21 @@ fn value_text(v: &Value) -> String {
 /// (given or default) so the *resolved* configuration can be stored with the
 /// index and printed in reports; [`Params::finish`] rejects parameters that
 /// no getter asked for (typos).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct Params {
     map: Map<String, Value>,
-    resolved: RefCell<Map<String, Value>>,
+    /// Behind a lock so a spec can move to another thread (a build on a pool
+    /// of its own: `strata build --threads`).
+    resolved: Mutex<Map<String, Value>>,
+}
+
+impl Clone for Params {
+    fn clone(&self) -> Self {
+        Params {
+            map: self.map.clone(),
+            resolved: Mutex::new(self.resolved_map().clone()),
+        }
+    }
 }
 
 impl Params {
@@ -113,7 +124,7 @@ impl Params {
     pub fn from_map(map: Map<String, Value>) -> Self {
         Params {
             map,
-            resolved: RefCell::new(Map::new()),
+            resolved: Mutex::new(Map::new()),
         }
     }
 
@@ -123,7 +134,15 @@ impl Params {
     }
 
     fn record(&self, key: &str, v: Value) {
-        self.resolved.borrow_mut().insert(key.to_string(), v);
+        self.resolved_map().insert(key.to_string(), v);
+    }
+
+    /// The resolved map (a poisoned lock still holds a whole map: an insert
+    /// cannot leave it half-written).
+    fn resolved_map(&self) -> std::sync::MutexGuard<'_, Map<String, Value>> {
+        self.resolved
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// An unsigned integer parameter.
@@ -205,7 +224,7 @@ impl Params {
 
     /// Rejects parameters that were never asked for.
     pub fn finish(&self, kind: &str) -> Result<()> {
-        let resolved = self.resolved.borrow();
+        let resolved = self.resolved_map();
         let unknown: Vec<&String> = self.map.keys().filter(|k| !resolved.contains_key(*k)).collect();
         if !unknown.is_empty() {
             let known: Vec<&String> = resolved.keys().collect();
@@ -218,7 +237,7 @@ impl Params {
 
     /// The resolved configuration: every parameter asked for, with its value.
     pub fn resolved(&self) -> Map<String, Value> {
-        self.resolved.borrow().clone()
+        self.resolved_map().clone()
     }
 }
 

@@ -179,6 +179,14 @@ pub trait IndexKind: Send + Sync {
     fn dir_lock(&self) -> Option<LockMode> {
         Some(LockMode::Shared)
     }
+    /// Whether [`build`](IndexKind::build) reads its records once, in order,
+    /// with [`Records::try_for_each`], holding none of them (a build from a
+    /// [`RecordStream`](super::RecordStream) then needs no memory per key).
+    /// For other kinds the registry reads a stream into memory first. The
+    /// default: `false`.
+    fn streams_build(&self) -> bool {
+        false
+    }
     /// The parameters the kind takes besides `page` (which every kind takes:
     /// [`PAGE_PARAM`]), with their meaning, in the order `strata list`
     /// prints them. Their defaults are what
@@ -468,7 +476,9 @@ impl Registry {
         // Nothing is created for a spec the kind would refuse, or for keys
         // out of order.
         self.check_spec(spec, opts)?;
-        check_keys(records.keys())?;
+        if records.in_memory() {
+            check_keys(records.keys())?;
+        }
         let (fs, created) = FsDirectory::create_all_tracked(path)?;
         let dir: Arc<dyn Directory> = Arc::new(fs);
         let built = self.build_locked(spec, records, &dir, opts);
@@ -563,10 +573,16 @@ impl Registry {
         dir: Arc<dyn Directory>,
         opts: &BuildOptions,
     ) -> Result<BuildReport> {
-        let keys = records.keys();
         let (kind, params, opts) = self.resolve(spec, opts)?;
         let opts = &opts;
-        check_keys(keys)?;
+        // A kind that does not stream its build gets its records in memory
+        // (a stream read now: its errors come before anything is written).
+        if !records.in_memory() && !kind.streams_build() {
+            records.try_keys()?;
+        }
+        if records.in_memory() {
+            check_keys(records.keys())?;
+        }
         let t0 = Instant::now();
         // The kind's files, then the manifest (last, so a half-built
         // directory has none), into `into`.
@@ -578,7 +594,13 @@ impl Registry {
             };
             params.finish(kind.name())?;
             let build_s = t0.elapsed().as_secs_f64();
-            let mut m = Manifest::new(kind.name(), params.resolved(), keys.len() as u64, opts.page_size);
+            // Records of a stream are counted as the build read them.
+            let mut m = Manifest::new(
+                kind.name(),
+                params.resolved(),
+                records.len() as u64,
+                opts.page_size,
+            );
             m.files = files;
             m.build_s = build_s;
             m.description = description;
@@ -611,7 +633,7 @@ impl Registry {
         };
         let idx = self.open_in(dir, &OpenOptions::default())?;
         let st = idx.stats()?;
-        let n = keys.len() as u64;
+        let n = records.len() as u64;
         Ok(BuildReport {
             index: kind.name().to_string(),
             config: m.config,

@@ -104,6 +104,7 @@ pub fn air_design(p: &Params, keys: &[u64], per_page: usize, page_size: usize) -
 /// The kind `air`: AirIndex, a layered index whose layers AirTune chooses
 /// for a storage profile ([`air_design`]).
 pub static AIR: LayeredKind = LayeredKind {
+    stream: None,
     name: "air",
     summary: "AirIndex: layers chosen by AirTune for a storage profile (profile, top_k, memory_budget)",
     design: air_design,

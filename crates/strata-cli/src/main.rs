@@ -157,6 +157,10 @@ struct BuildArgs {
     /// Page size in bytes (4096, 8192, 16384).
     #[arg(long, default_value_t = 4096)]
     page: usize,
+    /// Threads that build the models (default: one per core); the data run
+    /// is written on one more thread meanwhile.
+    #[arg(long)]
+    threads: Option<usize>,
 }
 
 #[derive(Args, Debug)]
@@ -423,6 +427,8 @@ pub(crate) struct KeyStream {
     path: PathBuf,
     pb: ProgressBar,
     rank: u64,
+    /// An error met after records of a chunk, handed out after them.
+    pending: Option<Error>,
 }
 
 impl KeyStream {
@@ -434,6 +440,7 @@ impl KeyStream {
             path: a.data.clone(),
             pb,
             rank: 0,
+            pending: None,
         })
     }
 }
@@ -455,6 +462,38 @@ impl Iterator for KeyStream {
 
     fn size_hint(&self) -> (usize, Option<usize>) {
         self.keys.size_hint()
+    }
+}
+
+impl KeyStream {
+    /// The records in chunks of up to 65,536 (less work per record than the
+    /// iterator of single records).
+    pub(crate) fn chunks(mut self) -> impl Iterator<Item = Result<Vec<(u64, u64)>>> {
+        std::iter::from_fn(move || {
+            let mut chunk = Vec::with_capacity(1 << 16);
+            while chunk.len() < 1 << 16 {
+                match self.keys.next() {
+                    Some(Ok(k)) => {
+                        chunk.push((k, self.rank));
+                        self.rank += 1;
+                    }
+                    Some(Err(e)) if chunk.is_empty() => return Some(Err(in_key_file(&self.path, e))),
+                    // The reader stops after an error: the records read
+                    // before it first, the error on the next call.
+                    Some(Err(e)) => {
+                        self.pending = Some(in_key_file(&self.path, e));
+                        break;
+                    }
+                    None => break,
+                }
+            }
+            self.pb.set_position(self.keys.position());
+            if chunk.is_empty() {
+                self.pending.take().map(Err)
+            } else {
+                Some(Ok(chunk))
+            }
+        })
     }
 }
 
@@ -561,11 +600,25 @@ fn build(a: BuildArgs, quiet: bool) -> Result<()> {
     // Spec and output directory first: nothing is read for a build that
     // would be refused.
     strata::registry::standard().check_spec(&spec, &opts)?;
+    if a.threads == Some(0) {
+        return Err(Error::invalid("--threads must be at least 1"));
+    }
     check_out_dir(&a.out)?;
-    let keys = read_key_file(&a.keys, quiet)?;
-    let pb = progress(quiet, None, &format!("building {spec} over {} keys", keys.len()));
-    let report = strata::registry::build(&spec, &keys, &a.out, &opts);
-    pb.finish_and_clear();
+    // The keys stream from the file: kinds that stream their build hold none
+    // of them (the others read them into memory).
+    let keys = KeyStream::open(&a.keys, quiet, &format!("building {spec}"))?;
+    let stream = strata::index::RecordStream::from_chunks(keys.chunks());
+    let run =
+        || strata::registry::build_records(&spec, strata::index::Records::stream(&stream), &a.out, &opts);
+    let report = match a.threads {
+        Some(n) => rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build()
+            .map_err(|e| Error::invalid(format!("cannot start {n} threads: {e}")))?
+            .install(run),
+        None => run(),
+    };
+    drop(stream);
     println!(
         "{}",
         serde_json::to_string(&report?).map_err(|e| Error::invalid(e.to_string()))?

@@ -471,3 +471,59 @@ fn a_dropped_log_frame_is_reported_by_stats_and_verify() {
     let e = fail(&["verify", p(&store)]);
     assert!(e.contains("wal-000001.log") && e.contains("byte offset"), "{e}");
 }
+
+/// Peak resident bytes of `strata ARGS` (the child's own rusage).
+// The child is reaped by `wait4`, which also gives its rusage.
+#[allow(clippy::zombie_processes)]
+fn peak_rss_of(args: &[&str]) -> u64 {
+    let child = Command::new(env!("CARGO_BIN_EXE_strata"))
+        .args(args)
+        .arg("--quiet")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("run strata");
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: `rusage` is plain data filled by the kernel; `pid` is our child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(r, pid);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "strata {args:?} failed"
+    );
+    usage.ru_maxrss as u64 * 1024
+}
+
+#[test]
+fn build_streams_the_key_file() {
+    // 3M keys: 24 MB of keys, 48 MB as records in memory. The kinds that
+    // stream their build hold a chunk of them at a time; the others read
+    // them all (shown by rmi, which does not stream yet).
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("k.keys");
+    ok(&["gen", "--dist", "osm-like", "--n", "3000000", "--out", p(&data)]);
+    let mut peaks = Vec::new();
+    for kind in [
+        "btree",
+        "zonemap",
+        "gap-zonemap-d",
+        "btree-static",
+        "pgm",
+        "pgm:sample=128,epsilon=2",
+        "rmi",
+    ] {
+        let out = tmp.path().join(kind.replace([':', ',', '='], "_"));
+        let peak = peak_rss_of(&["build", "--index", kind, "--data", p(&data), "--out", p(&out)]);
+        peaks.push((kind, peak));
+        std::fs::remove_dir_all(&out).unwrap();
+    }
+    for &(kind, peak) in &peaks {
+        if kind == "rmi" {
+            assert!(peak > 30 << 20, "rmi reads every key: {peaks:?}");
+        } else {
+            // About 10 MiB of program and 8 MiB of chunks in flight.
+            assert!(peak < 24 << 20, "{kind} holds its keys: {peaks:?}");
+        }
+    }
+}

@@ -152,9 +152,7 @@ impl IndexKind for BTreeKind {
         let mut b = BulkLoader::new(sink, opts.page_size, fill)?;
         b.set_build_id(build_id);
         b.set_round_separators(self.learned);
-        for (k, v) in records.iter() {
-            b.push(k, v)?;
-        }
+        records.try_for_each(|k, v| b.push(k, v))?;
         let meta = b.finish()?;
         Ok((
             vec![BTREE_FILE.to_string()],
@@ -167,6 +165,10 @@ impl IndexKind for BTreeKind {
                 "fanout": inner_fanout(meta.page_size),
             }),
         ))
+    }
+
+    fn streams_build(&self) -> bool {
+        true
     }
 
     fn open(

@@ -1,9 +1,8 @@
 //! Building layers: step (B+-tree levels), zone maps and bands (linear
 //! segments with measured error bounds), and writing them as layer files.
 
-use rayon::prelude::*;
-
 use super::entries::BandEntry;
+use super::keys::Keys;
 use super::layer::{LayerKind, layer_spec};
 use crate::format::PagedWriter;
 use crate::format::paged::entries_per_page;
@@ -91,15 +90,29 @@ pub(crate) fn zone_layer(keys: &[u64], per_page: usize) -> LayerBuild {
 /// whose pages hold `fanout` entries, each step covers exactly one page.
 pub(crate) fn step_layer(below_keys: &[u64], fanout: usize) -> LayerBuild {
     let fanout = fanout.max(2);
-    let mut flat = Vec::with_capacity(below_keys.len().div_ceil(fanout) * 16);
-    for (j, k) in below_keys.iter().step_by(fanout).enumerate() {
+    step_layer_of_firsts(
+        below_keys.iter().step_by(fanout).copied(),
+        fanout,
+        below_keys.len() as u64,
+    )
+}
+
+/// [`step_layer`] from the first key of every group of `fanout` positions
+/// below (`below` positions in all): entry `j` = (`firsts[j]`, `j * fanout`).
+pub(crate) fn step_layer_of_firsts(
+    firsts: impl ExactSizeIterator<Item = u64>,
+    fanout: usize,
+    below: u64,
+) -> LayerBuild {
+    let mut flat = Vec::with_capacity(firsts.len() * 16);
+    for (j, k) in firsts.enumerate() {
         flat.extend_from_slice(&k.to_le_bytes());
         flat.extend_from_slice(&((j * fanout) as u64).to_le_bytes());
     }
     LayerBuild {
         kind: LayerKind::Step,
         flat,
-        last_successor: below_keys.len() as u64,
+        last_successor: below,
     }
 }
 
@@ -159,6 +172,27 @@ pub(super) fn band_layer_keyed(
     granule: u64,
     zero_page: u64,
 ) -> Result<LayerBuild> {
+    let first_key = |i: usize| keys.get(i).copied().unwrap_or(0);
+    band_layer_in(
+        Keys::Slice(keys),
+        segments,
+        &first_key,
+        entry_keys,
+        granule,
+        zero_page,
+    )
+}
+
+/// [`band_layer_keyed`] over keys in memory or in a data run (measured in
+/// one parallel pass); `first_key(i)` is key `i` for every segment start `i`.
+pub(crate) fn band_layer_in(
+    keys: Keys<'_>,
+    segments: &[SegmentLine],
+    first_key: &dyn Fn(usize) -> u64,
+    entry_keys: Option<&[u64]>,
+    granule: u64,
+    zero_page: u64,
+) -> Result<LayerBuild> {
     let n = keys.len() as u64;
     let g = granule.max(1);
     if zero_page > 0 && g != 1 {
@@ -187,7 +221,7 @@ pub(super) fn band_layer_keyed(
     }
     // Entry key and the line's value there (re-anchored at a rough separator).
     let anchor = |j: usize, s: &SegmentLine| -> (u64, f64) {
-        let first = keys.get(s.start).copied().unwrap_or(0);
+        let first = first_key(s.start);
         match entry_keys.and_then(|e| e.get(j)) {
             Some(&e) if e <= first => (e, s.intercept - s.slope * (first - e) as f64),
             _ => (first, s.intercept),
@@ -229,7 +263,7 @@ pub(super) fn band_layer_keyed(
         })
         .collect();
     let starts: Vec<usize> = segments.iter().map(|s| s.start).collect();
-    Ok(band_of_entries(keys, &starts, &entries, g, zero_page))
+    band_of_entries_in(keys, &starts, &entries, g, zero_page)
 }
 
 /// A band layer of given entries over `keys` (entry `j`'s keys start at
@@ -242,42 +276,80 @@ pub(super) fn band_of_entries(
     granule: u64,
     zero_page: u64,
 ) -> LayerBuild {
+    match band_of_entries_in(Keys::Slice(keys), starts, entries, granule, zero_page) {
+        Ok(l) => l,
+        // Keys in memory cannot fail to read.
+        Err(_) => LayerBuild {
+            kind: LayerKind::Band {
+                granule,
+                zero_page,
+                eps_lo: u64::MAX,
+                eps_hi: u64::MAX,
+            },
+            flat: Vec::new(),
+            last_successor: 0,
+        },
+    }
+}
+
+/// Keys a part of a parallel measuring pass covers at least.
+// Small in unit tests, so that every measuring pass there is cut into parts.
+const MEASURE_PART: usize = if cfg!(test) { 64 } else { 1 << 18 };
+
+/// [`band_of_entries`] over keys in memory or in a data run: the keys are cut
+/// into parts measured in parallel, each walking the entries from the one
+/// that covers its first key; the maxima are the same whatever the threads.
+pub(crate) fn band_of_entries_in(
+    keys: Keys<'_>,
+    starts: &[usize],
+    entries: &[BandEntry],
+    granule: u64,
+    zero_page: u64,
+) -> Result<LayerBuild> {
     let g = granule.max(1);
-    let max_unit = (keys.len() as u64).div_ceil(g);
+    let n = keys.len();
+    let max_unit = (n as u64).div_ceil(g);
     let used = starts.len().min(entries.len());
-    // The entries' errors are independent: measured in parallel, then the
-    // maxima (the same whatever the threads).
-    let (eps_lo, eps_hi) = (0..used)
-        .into_par_iter()
-        .map(|j| {
-            let (Some(&start), Some(e)) = (starts.get(j), entries.get(j)) else {
-                return (0, 0);
-            };
-            let end = starts.get(j + 1).map_or(keys.len(), |&t| t);
-            let next = entries.get(j + 1).map_or(max_unit, |f| f.base);
-            let (mut lo, mut hi) = (0u64, 0u64);
-            for (i, &k) in keys.iter().enumerate().take(end).skip(start) {
-                let p = e.predict(k, next, max_unit);
-                let y = i as u64;
-                if let Some(page) = y.checked_div(zero_page) {
-                    let page_start = page * zero_page;
-                    let page_last = page_start + zero_page - 1;
-                    hi = hi.max(page_start.saturating_sub(p));
-                    lo = lo.max(p.saturating_sub(page_last));
-                } else {
-                    let u = y / g;
-                    hi = hi.max(u.saturating_sub(p));
-                    lo = lo.max(p.saturating_sub(u));
-                }
+    let (starts, entries) = (
+        starts.get(..used).unwrap_or_default(),
+        entries.get(..used).unwrap_or_default(),
+    );
+    let parts = keys.map_parts(MEASURE_PART, |range| {
+        let (mut lo, mut hi) = (0u64, 0u64);
+        // Entries starting at or before the key: the last of them covers it
+        // (keys before the first entry's start belong to none and are skipped).
+        let mut j = starts.partition_point(|&s| s <= range.start);
+        keys.for_each(range, |i, k| {
+            while starts.get(j).is_some_and(|&s| s <= i) {
+                j += 1;
             }
-            (lo, hi)
-        })
-        .reduce(|| (0, 0), |a, b| (a.0.max(b.0), a.1.max(b.1)));
+            let Some(e) = j.checked_sub(1).and_then(|c| entries.get(c)) else {
+                return;
+            };
+            let next = entries.get(j).map_or(max_unit, |f| f.base);
+            let p = e.predict(k, next, max_unit);
+            let y = i as u64;
+            if let Some(page) = y.checked_div(zero_page) {
+                let page_start = page * zero_page;
+                let page_last = page_start + zero_page - 1;
+                hi = hi.max(page_start.saturating_sub(p));
+                lo = lo.max(p.saturating_sub(page_last));
+            } else {
+                let u = y / g;
+                hi = hi.max(u.saturating_sub(p));
+                lo = lo.max(p.saturating_sub(u));
+            }
+        })?;
+        Ok((lo, hi))
+    })?;
+    let (eps_lo, eps_hi) = parts
+        .into_iter()
+        .fold((0, 0), |a: (u64, u64), b| (a.0.max(b.0), a.1.max(b.1)));
     let mut flat = Vec::with_capacity(used * 24);
-    for e in entries.iter().take(used) {
+    for e in entries {
         e.write(&mut flat);
     }
-    LayerBuild {
+    Ok(LayerBuild {
         kind: LayerKind::Band {
             granule: g,
             zero_page,
@@ -286,7 +358,7 @@ pub(super) fn band_of_entries(
         },
         flat,
         last_successor: max_unit,
-    }
+    })
 }
 
 /// The lines of a segmentation.
@@ -432,4 +504,70 @@ pub(super) fn rmi_layers(rmi: &crate::model::Rmi) -> (LayerBuild, LayerBuild) {
             last_successor: 0,
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The error bounds of a band, measured key by key with the query
+    /// arithmetic (the reference for the parallel pass).
+    fn brute_bounds(
+        keys: &[u64],
+        starts: &[usize],
+        entries: &[BandEntry],
+        g: u64,
+        zero_page: u64,
+    ) -> (u64, u64) {
+        let max_unit = (keys.len() as u64).div_ceil(g);
+        let (mut lo, mut hi) = (0u64, 0u64);
+        for (j, e) in entries.iter().enumerate() {
+            let next = entries.get(j + 1).map_or(max_unit, |f| f.base);
+            let end = starts.get(j + 1).copied().unwrap_or(keys.len());
+            for (i, &k) in keys.iter().enumerate().take(end).skip(starts[j]) {
+                let p = e.predict(k, next, max_unit);
+                let (a, b) = match (i as u64).checked_div(zero_page) {
+                    Some(page) => (page * zero_page, page * zero_page + zero_page - 1),
+                    None => (i as u64 / g, i as u64 / g),
+                };
+                hi = hi.max(a.saturating_sub(p));
+                lo = lo.max(p.saturating_sub(b));
+            }
+        }
+        (lo, hi)
+    }
+
+    proptest! {
+        #[test]
+        fn prop_parallel_measure_equals_brute_force(
+            mut keys in prop::collection::vec(any::<u64>(), 1..2000),
+            shift in 0u32..60,
+            eps in 0u64..20,
+            g in 1u64..5,
+            zero in any::<bool>(),
+        ) {
+            for k in &mut keys {
+                *k >>= shift;
+            }
+            keys.sort_unstable();
+            keys.dedup();
+            let (g, zero_page) = if zero { (1, 16) } else { (g, 0) };
+            let segs = crate::model::optimal_pla(&keys, eps);
+            let band = band_layer(&keys, &lines_of(&segs), g, zero_page).unwrap();
+            let entries: Vec<BandEntry> = band
+                .flat
+                .chunks_exact(24)
+                .map(|e| BandEntry {
+                    key: crate::format::bytes::get_u64(e, 0).unwrap(),
+                    slope: f32::from_bits(crate::format::bytes::get_u32(e, 8).unwrap()),
+                    off: crate::format::bytes::get_u32(e, 12).unwrap() as i32,
+                    base: crate::format::bytes::get_u64(e, 16).unwrap(),
+                })
+                .collect();
+            let starts: Vec<usize> = segs.iter().map(|s| s.start).collect();
+            let LayerKind::Band { eps_lo, eps_hi, .. } = band.kind else { panic!("band") };
+            prop_assert_eq!((eps_lo, eps_hi), brute_bounds(&keys, &starts, &entries, g, zero_page));
+        }
+    }
 }

@@ -5,6 +5,7 @@
 use serde_json::Value;
 
 use super::build::LayerBuild;
+use super::keys::Keys;
 use crate::Result;
 use crate::index::{ParamDoc, Params};
 
@@ -22,6 +23,10 @@ pub struct Design {
 /// Builds a design over sorted keys with `per_page` records per data page.
 pub type DesignFn = fn(&Params, &[u64], usize, usize) -> Result<Design>;
 
+/// A [`DesignFn`] that also reads its keys from a data run, in passes of
+/// bounded memory ([`Keys`]); over the same keys it builds the same design.
+pub type StreamDesignFn = fn(&Params, Keys<'_>, usize, usize) -> Result<Design>;
+
 /// A named layered kind.
 pub struct LayeredKind {
     /// Kind name.
@@ -30,6 +35,11 @@ pub struct LayeredKind {
     pub summary: &'static str,
     /// The recipe: (params, keys, records per page, page size) -> design.
     pub design: DesignFn,
+    /// The recipe over keys streamed from the data run, for a build whose
+    /// keys are not in memory. Without one, such a build reads the zone maps'
+    /// page bounds only (the zone maps) or,
+    /// for the other kinds, every key back into memory.
+    pub stream: Option<StreamDesignFn>,
     /// The parameters the recipe reads (besides `fetch` and `page`, which
     /// every layered kind takes), for `strata list`.
     pub params: &'static [ParamDoc],

@@ -19,6 +19,7 @@ mod build;
 mod compressed;
 mod design;
 mod entries;
+mod keys;
 mod kinds;
 mod layer;
 mod pgm_design;
@@ -35,8 +36,9 @@ pub(crate) use build::{
     LayerBuild, SegmentLine, band_layer, leco_zone_layer, lines_of, step_layer, write_layer, zone_layer,
 };
 pub use compressed::{CprBand, Decoded};
-pub use design::{Design, DesignFn, LayeredKind};
+pub use design::{Design, DesignFn, LayeredKind, StreamDesignFn};
 pub(crate) use entries::{BandEntry, Entries, ResidentEntries};
+pub use keys::Keys;
 pub(crate) use kinds::LAYERED_KINDS;
 pub(crate) use layer::{Access, band_range, step};
 pub use layer::{LayerKind, layer_spec};

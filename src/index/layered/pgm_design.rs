@@ -7,11 +7,12 @@ use rayon::prelude::*;
 use serde_json::{Value, json};
 
 use super::build::{
-    LayerBuild, SegmentLine, band_layer, band_layer_keyed, band_of_entries, blob_layer, lines_of,
-    separator_bounds,
+    LayerBuild, SegmentLine, band_layer, band_layer_in, band_layer_keyed, band_of_entries, blob_layer,
+    lines_of, separator_bounds,
 };
 use super::compressed::CprBand;
 use super::design::Design;
+use super::keys::Keys;
 use super::layer::LayerKind;
 use crate::index::{ParamDoc, Params};
 use crate::{Error, Result};
@@ -608,20 +609,17 @@ pub(super) const PGM_DISK_PARAMS: &[ParamDoc] = &[
 /// records per page or they divide `k` (`lo`, a multiple of `k`, is then
 /// never the last record of a page), and folding it into `eps_lo` keeps
 /// the layer an ordinary band: same header, same reader, no format change.
-fn sampled_band(keys: &[u64], eps: u64, k: u64) -> Result<(LayerBuild, u64, Value)> {
-    // Training reads n / k keys: the point of sampling.
-    let stride = usize::try_from(k).unwrap_or(usize::MAX);
-    let samples: Vec<u64> = keys.iter().step_by(stride).copied().collect();
+fn sampled_band(samples: &[u64], eps: u64, k: u64) -> Result<(LayerBuild, u64, Value)> {
     let tol = Tolerance {
         eps,
         granule: 1,
         zero_page: 0,
     };
-    let segs = crate::model::optimal_pla_points(tol.points(&samples, 0..samples.len()));
+    let segs = crate::model::optimal_pla_points(tol.points(samples, 0..samples.len()));
     // Units are sample indexes: `base_j` = first sample of the segment, and
     // the last successor `m` = ceil(n / k) units, what the query computes
     // from granule `k` over the `n` records below.
-    let band = band_layer(&samples, &lines_of(&segs), 1, 0)?;
+    let band = band_layer(samples, &lines_of(&segs), 1, 0)?;
     let LayerKind::Band { eps_lo, eps_hi, .. } = band.kind else {
         return Err(Error::invalid("band layer expected"));
     };
@@ -645,7 +643,11 @@ fn sampled_band(keys: &[u64], eps: u64, k: u64) -> Result<(LayerBuild, u64, Valu
     Ok((layer, segs.len() as u64, notes))
 }
 
-fn pgm_family(p: &Params, keys: &[u64], per_page: usize, zero: bool, compress: bool) -> Result<Design> {
+/// The PGM family over keys in memory or in a data run. Plain and sampled
+/// PGM stream (a segmentation pass and a measuring pass over the keys, the
+/// model in memory); zero intervals and compressed bands still read every
+/// key into memory.
+fn pgm_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool, compress: bool) -> Result<Design> {
     let eps = p.u64("epsilon", 64)?;
     let eps_rec = p.u64("epsilon_rec", 4)?;
     let granule = granularity(p, per_page)?;
@@ -678,7 +680,23 @@ fn pgm_family(p: &Params, keys: &[u64], per_page: usize, zero: bool, compress: b
             "zero intervals (pgm-disk) predict items: granularity must be item",
         ));
     }
-    if keys.is_empty() {
+    // The first pass over the keys (over a run being written: while it is
+    // written): every key for the kinds that do not stream yet, the samples,
+    // or the segmentation.
+    let tol = Tolerance {
+        eps,
+        granule,
+        zero_page: 0,
+    };
+    let first = if zero || compress {
+        First::All(keys.to_vec()?)
+    } else if sample > 1 {
+        // Training reads n / k keys: the point of sampling.
+        First::Samples(keys.every(usize::try_from(sample).unwrap_or(usize::MAX))?)
+    } else {
+        First::Segments(segment_stream(keys, tol)?)
+    };
+    if first.is_empty() {
         return Ok(Design {
             layers: vec![],
             models: Some(0),
@@ -686,7 +704,7 @@ fn pgm_family(p: &Params, keys: &[u64], per_page: usize, zero: bool, compress: b
         });
     }
     let mut notes_out = Value::Null;
-    let (bottom, mut models) = if zero {
+    let (bottom, mut models) = if let (true, First::All(all)) = (zero, &first) {
         let ZeroBand {
             band,
             blob,
@@ -695,7 +713,7 @@ fn pgm_family(p: &Params, keys: &[u64], per_page: usize, zero: bool, compress: b
             extra,
             budget,
             plain_segments,
-        } = zero_interval_band(keys, eps, per_page, compress, slack)?;
+        } = zero_interval_band(all, eps, per_page, compress, slack)?;
         let mut notes = json!({
             "zero_interval_window": window,
             "expected_pages": 1.0 + extra,
@@ -721,26 +739,31 @@ fn pgm_family(p: &Params, keys: &[u64], per_page: usize, zero: bool, compress: b
         }
         notes_out = notes;
         (band, segs as u64)
-    } else if sample > 1 {
-        let (band, segs, notes) = sampled_band(keys, eps, sample)?;
+    } else if let First::Samples(samples) = &first {
+        let (band, segs, notes) = sampled_band(samples, eps, sample)?;
         notes_out = notes;
         (band, segs)
+    } else if let First::All(all) = &first {
+        // Compressed bands without zero intervals.
+        let segs = crate::model::optimal_pla_points(tol.points(all, 0..all.len()));
+        let (_, blob) = cpr_band(all, &segs, tol, f64::INFINITY)?;
+        return Ok(Design {
+            layers: vec![blob],
+            models: Some(segs.len() as u64),
+            notes: Value::Null,
+        });
     } else {
-        let tol = Tolerance {
-            eps,
-            granule,
-            zero_page: 0,
+        let First::Segments(segs) = first else {
+            return Err(Error::invalid("pgm: no segmentation"));
         };
-        let segs = crate::model::optimal_pla_points(tol.points(keys, 0..keys.len()));
-        if compress {
-            let (_, blob) = cpr_band(keys, &segs, tol, f64::INFINITY)?;
-            return Ok(Design {
-                layers: vec![blob],
-                models: Some(segs.len() as u64),
-                notes: Value::Null,
-            });
-        }
-        (band_layer(keys, &lines_of(&segs), granule, 0)?, segs.len() as u64)
+        let first_key = |i: usize| {
+            segs.get(segs.partition_point(|s| s.start < i))
+                .map_or(0, |s| s.first_key)
+        };
+        (
+            band_layer_in(keys, &lines_of(&segs), &first_key, None, granule, 0)?,
+            segs.len() as u64,
+        )
     };
     let mut layers = vec![bottom];
     // PGM's recursion: segment the segments' keys with epsilon_rec until one remains.
@@ -760,16 +783,58 @@ fn pgm_family(p: &Params, keys: &[u64], per_page: usize, zero: bool, compress: b
     })
 }
 
+/// What the PGM family's first pass over the keys produced.
+enum First<'a> {
+    /// Every key (zero intervals and compressed bands).
+    All(std::borrow::Cow<'a, [u64]>),
+    /// Every `sample`-th key.
+    Samples(Vec<u64>),
+    /// The segmentation of every key.
+    Segments(Vec<crate::model::Segment>),
+}
+
+impl First<'_> {
+    fn is_empty(&self) -> bool {
+        match self {
+            First::All(k) => k.is_empty(),
+            First::Samples(k) => k.is_empty(),
+            First::Segments(s) => s.is_empty(),
+        }
+    }
+}
+
+/// The optimal segmentation of `keys` under `tol`, in one pass.
+fn segment_stream(keys: Keys<'_>, tol: Tolerance) -> Result<Vec<crate::model::Segment>> {
+    let mut pla = crate::model::PlaStream::new();
+    let mut segs = Vec::new();
+    keys.for_each_all(|i, c| {
+        for (j, &k) in c.iter().enumerate() {
+            let (lo, hi) = tol.interval(i + j);
+            if let Some(s) = pla.push(k, lo, hi) {
+                segs.push(s);
+            }
+        }
+        Ok(())
+    })?;
+    segs.extend(pla.finish());
+    Ok(segs)
+}
+
 pub(super) fn pgm(p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Result<Design> {
-    pgm_family(p, keys, per_page, false, false)
+    pgm_family(p, keys.into(), per_page, false, false)
 }
 
 pub(super) fn pgm_disk(p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Result<Design> {
-    pgm_family(p, keys, per_page, true, false)
+    pgm_family(p, keys.into(), per_page, true, false)
 }
 
 pub(super) fn pgm_disk_cpr(p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Result<Design> {
-    pgm_family(p, keys, per_page, true, true)
+    pgm_family(p, keys.into(), per_page, true, true)
+}
+
+/// [`pgm`] over keys in memory or in a data run (see [`pgm_family`]).
+pub(super) fn pgm_in(p: &Params, keys: Keys<'_>, per_page: usize, _ps: usize) -> Result<Design> {
+    pgm_family(p, keys, per_page, false, false)
 }
 
 #[cfg(test)]

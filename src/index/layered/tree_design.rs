@@ -4,8 +4,9 @@
 
 use serde_json::Value;
 
-use super::build::{band_layer, lines_of, step_layer, step_stack};
+use super::build::{band_layer, lines_of, step_layer, step_layer_of_firsts, step_stack};
 use super::design::Design;
+use super::keys::Keys;
 use crate::index::{ParamDoc, Params};
 use crate::{Error, Result};
 
@@ -22,17 +23,32 @@ pub(super) const FITING_STATIC_PARAMS: &[ParamDoc] = &[ParamDoc::new(
 )];
 
 pub(super) fn btree_static(p: &Params, keys: &[u64], per_page: usize, page_size: usize) -> Result<Design> {
+    btree_static_in(p, keys.into(), per_page, page_size)
+}
+
+/// [`btree_static`] over keys in memory or in a data run: one pass keeps
+/// every page's first key.
+pub(super) fn btree_static_in(
+    p: &Params,
+    keys: Keys<'_>,
+    per_page: usize,
+    page_size: usize,
+) -> Result<Design> {
     // AirIndex's B-TREE: GStep(p = 255, 4 KiB) — one (key, position) entry
     // per data page, then one entry per page of each level up to a one-page root.
     let fanout = p.usize("fanout", 0)?;
-    if keys.is_empty() {
+    let per_page = per_page.max(2);
+    // One pass keeps every page's first key (over a run being written: while
+    // it is written).
+    let firsts = keys.every(per_page)?;
+    if firsts.is_empty() {
         return Ok(Design {
             layers: vec![],
             models: None,
             notes: Value::Null,
         });
     }
-    let first = step_layer(keys, per_page);
+    let first = step_layer_of_firsts(firsts.into_iter(), per_page, keys.len() as u64);
     let above = if fanout == 0 {
         step_stack(&first, page_size)
     } else {

@@ -1,0 +1,541 @@
+//! The sorted keys a design reads: in memory, or read back from the data run
+//! just written, in sequential passes of bounded memory (issue 23's streaming
+//! builds). A design that streams holds its model and one chunk of keys per
+//! thread, not 8 bytes per key.
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+use rayon::prelude::*;
+
+use std::sync::{Condvar, Mutex, OnceLock};
+
+use crossbeam_channel::{Receiver, Sender};
+
+use crate::format::DataRun;
+use crate::{Error, Result};
+
+/// Data pages read per call of a pass over a data run (1 MiB at 4 KiB pages).
+const PASS_PAGES: u64 = 256;
+
+/// Keys a pass hands over at once from memory (as many as [`PASS_PAGES`]
+/// pages of 4 KiB hold), so both sources call back at a similar rate.
+const SLICE_CHUNK: usize = 1 << 16;
+
+/// Sorted keys, in memory or in a data run on storage.
+#[derive(Debug, Clone, Copy)]
+pub enum Keys<'a> {
+    /// All keys in memory.
+    Slice(&'a [u64]),
+    /// The keys of a data run, read back page by page as a pass needs them.
+    Run(&'a DataRun),
+    /// The keys of a data run being written: the first pass over all of
+    /// them reads them as they are written, later passes the finished run.
+    Piped(&'a Pipe),
+}
+
+/// Key chunks handed from the thread writing a data run to the design, and
+/// then the run itself ([`Keys::Piped`]). The first pass that reads every
+/// key ([`Keys::for_each_all`]) takes the chunks as they come; anything else
+/// waits for the run (closing the pipe first, so the writer never waits on
+/// a design that stopped reading).
+#[derive(Debug)]
+pub struct Pipe {
+    rx: Mutex<Option<Receiver<Vec<u64>>>>,
+    run: OnceLock<std::result::Result<DataRun, String>>,
+    /// The run's error, handed to the first reader as it was.
+    failed: Mutex<Option<Error>>,
+    done: Mutex<bool>,
+    ready: Condvar,
+}
+
+/// Chunks in flight between the writer and the design.
+const PIPE_CHUNKS: usize = 8;
+
+impl Pipe {
+    /// A pipe and the sender its writer feeds.
+    pub fn new() -> (Pipe, Sender<Vec<u64>>) {
+        let (tx, rx) = crossbeam_channel::bounded(PIPE_CHUNKS);
+        (
+            Pipe {
+                rx: Mutex::new(Some(rx)),
+                run: OnceLock::new(),
+                failed: Mutex::new(None),
+                done: Mutex::new(false),
+                ready: Condvar::new(),
+            },
+            tx,
+        )
+    }
+
+    /// The writer's end: the finished run, or the error writing it ended
+    /// with. Wakes the readers waiting for it.
+    pub fn finish(&self, run: Result<DataRun>) {
+        let run = run.map_err(|e| {
+            let text = e.to_string();
+            if let Ok(mut f) = self.failed.lock() {
+                *f = Some(e);
+            }
+            text
+        });
+        let _ = self.run.set(run);
+        if let Ok(mut d) = self.done.lock() {
+            *d = true;
+        }
+        self.ready.notify_all();
+    }
+
+    /// Stops taking chunks (the writer's sends then fail and it goes on
+    /// writing alone).
+    pub fn close(&self) {
+        if let Ok(mut rx) = self.rx.lock() {
+            rx.take();
+        }
+    }
+
+    /// The finished run (waits for the writer).
+    fn run(&self) -> Result<&DataRun> {
+        self.close();
+        let mut done = self
+            .done
+            .lock()
+            .map_err(|_| Error::invalid("data run writer failed"))?;
+        while !*done {
+            done = self
+                .ready
+                .wait(done)
+                .map_err(|_| Error::invalid("data run writer failed"))?;
+        }
+        match self.run.get() {
+            Some(Ok(r)) => Ok(r),
+            Some(Err(text)) => Err(self
+                .failed
+                .lock()
+                .ok()
+                .and_then(|mut f| f.take())
+                .unwrap_or_else(|| Error::invalid(text.clone()))),
+            None => Err(Error::invalid("the data run was not written")),
+        }
+    }
+}
+
+impl<'a> From<&'a [u64]> for Keys<'a> {
+    fn from(keys: &'a [u64]) -> Self {
+        Keys::Slice(keys)
+    }
+}
+
+impl<'a> Keys<'a> {
+    /// Number of keys.
+    pub fn len(&self) -> usize {
+        match self {
+            Keys::Slice(k) => k.len(),
+            Keys::Run(r) => usize::try_from(r.len()).unwrap_or(usize::MAX),
+            // Unknown until the run is written (0 if writing it failed: the
+            // build reports that error).
+            Keys::Piped(p) => p
+                .run()
+                .map_or(0, |r| usize::try_from(r.len()).unwrap_or(usize::MAX)),
+        }
+    }
+
+    /// Keys of a finished run: a piped source waits for it.
+    fn settled(&self) -> Result<Keys<'a>> {
+        match *self {
+            Keys::Piped(p) => p.run().map(Keys::Run),
+            k => Ok(k),
+        }
+    }
+
+    /// Calls `f(i, chunk)` for all keys in order (see
+    /// [`for_each_chunk`](Self::for_each_chunk)); returns their number. Over a
+    /// piped run the first such pass reads the keys as they are written.
+    pub fn for_each_all(&self, mut f: impl FnMut(usize, &[u64]) -> Result<()>) -> Result<usize> {
+        if let Keys::Piped(p) = *self {
+            let rx = p.rx.lock().ok().and_then(|mut r| r.take());
+            if let Some(rx) = rx {
+                let mut i = 0usize;
+                for chunk in rx {
+                    f(i, &chunk)?;
+                    i += chunk.len();
+                }
+                // The writer closed the pipe: the run is written (or failed).
+                let n = p.run()?.len();
+                if n != i as u64 {
+                    return Err(Error::invalid(format!("{i} keys piped but the run holds {n}")));
+                }
+                return Ok(i);
+            }
+        }
+        let k = self.settled()?;
+        let n = k.len();
+        k.for_each_chunk(0..n, f)?;
+        Ok(n)
+    }
+
+    /// Whether there are no keys.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// All keys in memory: borrowed from a slice, or read from the run (8
+    /// bytes per key: for designs that do not stream yet).
+    pub fn to_vec(&self) -> Result<Cow<'a, [u64]>> {
+        match *self {
+            Keys::Slice(k) => Ok(Cow::Borrowed(k)),
+            _ => {
+                let mut out = Vec::new();
+                self.for_each_all(|_, c| {
+                    out.extend_from_slice(c);
+                    Ok(())
+                })?;
+                Ok(Cow::Owned(out))
+            }
+        }
+    }
+
+    /// Calls `f(i, chunk)` for the keys `range` in order, `chunk` holding keys
+    /// `i..i + chunk.len()`; stops at the first error `f` or a read returns.
+    pub fn for_each_chunk(
+        &self,
+        range: Range<usize>,
+        mut f: impl FnMut(usize, &[u64]) -> Result<()>,
+    ) -> Result<()> {
+        let keys = self.settled()?;
+        let end = range.end.min(keys.len());
+        if range.start >= end {
+            return Ok(());
+        }
+        match keys {
+            Keys::Piped(_) => Err(Error::invalid("a piped run is settled first")),
+            Keys::Slice(k) => {
+                let mut i = range.start;
+                while i < end {
+                    let j = (i + SLICE_CHUNK).min(end);
+                    f(i, k.get(i..j).unwrap_or_default())?;
+                    i = j;
+                }
+                Ok(())
+            }
+            Keys::Run(run) => {
+                let meta = run.meta();
+                let mut buf: Vec<u64> = Vec::with_capacity((PASS_PAGES as usize) * meta.per_page.max(1));
+                let (first, last) = (meta.page_of(range.start as u64), meta.page_of(end as u64 - 1));
+                let mut p = first;
+                while p <= last {
+                    let q = (p + PASS_PAGES).min(last + 1);
+                    let pages = run.read_pages(p, q)?;
+                    let (lo, hi) = pages.item_range();
+                    let (lo, hi) = (lo.max(range.start as u64), hi.min(end as u64));
+                    buf.clear();
+                    for i in lo..hi {
+                        buf.push(pages.key(i).ok_or_else(|| {
+                            Error::corruption(
+                                run.storage().name(),
+                                meta.page_of(i) + 1,
+                                "record missing from page",
+                            )
+                        })?);
+                    }
+                    f(lo as usize, &buf)?;
+                    p = q;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Calls `f(i, key)` for every key of `range` in order.
+    pub fn for_each(&self, range: Range<usize>, mut f: impl FnMut(usize, u64)) -> Result<()> {
+        self.for_each_chunk(range, |i, c| {
+            for (j, &k) in c.iter().enumerate() {
+                f(i + j, k);
+            }
+            Ok(())
+        })
+    }
+
+    /// Key `i` (one page read from a run).
+    pub fn get(&self, i: usize) -> Result<u64> {
+        let mut out = None;
+        self.for_each_chunk(i..i + 1, |_, c| {
+            out = c.first().copied();
+            Ok(())
+        })?;
+        out.ok_or_else(|| Error::invalid(format!("key {i} of {} requested", self.len())))
+    }
+
+    /// Every `stride`-th key, from the first (`ceil(n / stride)` keys).
+    pub fn every(&self, stride: usize) -> Result<Vec<u64>> {
+        let stride = stride.max(1);
+        let mut out = Vec::new();
+        self.for_each_all(|i, c| {
+            // The first multiple of `stride` at or after `i`.
+            let skip = (stride - i % stride) % stride;
+            out.extend(c.iter().skip(skip).step_by(stride));
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// Every page's first key, then its last key, for pages of `per_page`
+    /// keys (the last page's last key left out when it is its first): the
+    /// input the zone maps are designed from.
+    pub fn page_bounds(&self, per_page: usize) -> Result<Vec<u64>> {
+        let per_page = per_page.max(1);
+        let mut out = Vec::new();
+        self.for_each_all(|i, c| {
+            for (j, &k) in c.iter().enumerate() {
+                let r = (i + j) % per_page;
+                if r == 0 || r + 1 == per_page {
+                    out.push(k);
+                }
+            }
+            Ok(())
+        })?;
+        Ok(out)
+    }
+
+    /// `f` over the keys cut into about `parts` ranges of at least
+    /// `min_part` keys, in parallel (rayon), results in order.
+    pub fn map_parts<T: Send>(
+        &self,
+        min_part: usize,
+        f: impl Fn(Range<usize>) -> Result<T> + Sync,
+    ) -> Result<Vec<T>> {
+        let n = self.len();
+        let parts = (rayon::current_num_threads() * 4).clamp(1, n.div_ceil(min_part.max(1)).max(1));
+        let step = n.div_ceil(parts).max(1);
+        (0..parts)
+            .into_par_iter()
+            .map(|p| f((p * step).min(n)..((p + 1) * step).min(n)))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::{Directory, MemDirectory};
+    use std::sync::Arc;
+
+    fn run_of(keys: &[u64], page_size: usize) -> DataRun {
+        let dir = MemDirectory::new();
+        DataRun::write_ranked(&dir, "r", keys, page_size).unwrap();
+        DataRun::open(dir.open_read("r").unwrap()).unwrap()
+    }
+
+    #[test]
+    fn run_passes_match_the_slice() {
+        let keys: Vec<u64> = (0..20_000u64).map(|i| i * 7 + (i % 3)).collect();
+        let run = run_of(&keys, 4096);
+        let (s, r) = (Keys::Slice(&keys), Keys::Run(&run));
+        assert_eq!(r.len(), keys.len());
+        assert_eq!(&*r.to_vec().unwrap(), &keys[..]);
+        for range in [0..0, 0..1, 5..300, 255..257, 1000..19_999, 19_000..25_000] {
+            let mut a = Vec::new();
+            let mut b = Vec::new();
+            s.for_each(range.clone(), |i, k| a.push((i, k))).unwrap();
+            r.for_each(range.clone(), |i, k| b.push((i, k))).unwrap();
+            assert_eq!(a, b, "{range:?}");
+            let want: Vec<(usize, u64)> = keys
+                .iter()
+                .copied()
+                .enumerate()
+                .take(range.end)
+                .skip(range.start)
+                .collect();
+            assert_eq!(a, want, "{range:?}");
+        }
+        assert_eq!(r.get(12_345).unwrap(), keys[12_345]);
+        assert!(r.get(20_000).is_err());
+        assert_eq!(r.every(128).unwrap(), s.every(128).unwrap());
+        assert_eq!(r.every(128).unwrap().len(), 20_000usize.div_ceil(128));
+        assert_eq!(r.page_bounds(255).unwrap(), s.page_bounds(255).unwrap());
+    }
+
+    #[test]
+    fn a_corrupt_page_is_an_error() {
+        let keys: Vec<u64> = (0..5_000u64).collect();
+        let dir = MemDirectory::new();
+        DataRun::write_ranked(&dir, "r", &keys, 4096).unwrap();
+        let f = dir.open_read("r").unwrap();
+        let mut bytes = vec![0u8; f.len().unwrap() as usize];
+        f.read_at(0, &mut bytes).unwrap();
+        bytes[3 * 4096 + 100] ^= 1;
+        let bad = MemDirectory::new();
+        bad.create("r").unwrap().write_at(0, &bytes).unwrap();
+        let run = DataRun::open(bad.open_read("r").unwrap()).unwrap();
+        let e = Keys::Run(&run).to_vec().unwrap_err();
+        assert!(
+            e.to_string().contains("checksum") || e.to_string().contains("corrupt"),
+            "{e}"
+        );
+        let _: Arc<dyn Directory> = Arc::new(bad);
+    }
+}
+
+#[cfg(test)]
+mod design_tests {
+    //! Every layered kind designs the same layers over keys in memory, read
+    //! back from a data run, and piped from the thread writing the run.
+    use super::*;
+    use crate::index::Params;
+    use crate::index::layered::{Design, LAYERED_KINDS};
+    use crate::storage::{Directory, MemDirectory};
+    use proptest::prelude::*;
+
+    fn same(a: &Design, b: &Design) -> std::result::Result<(), String> {
+        if a.layers.len() != b.layers.len() || a.models != b.models {
+            return Err(format!(
+                "{} vs {} layers, models {:?} vs {:?}",
+                a.layers.len(),
+                b.layers.len(),
+                a.models,
+                b.models
+            ));
+        }
+        for (i, (x, y)) in a.layers.iter().zip(&b.layers).enumerate() {
+            if x.kind != y.kind || x.flat != y.flat || x.last_successor != y.last_successor {
+                return Err(format!("layer {i} differs: {:?} vs {:?}", x.kind, y.kind));
+            }
+        }
+        Ok(())
+    }
+
+    /// Designs of every kind (and the sampled PGM) over `keys` three ways.
+    fn check(keys: &[u64], page_size: usize) -> std::result::Result<(), String> {
+        let dir = MemDirectory::new();
+        DataRun::write_ranked(&dir, "r", keys, page_size).map_err(|e| e.to_string())?;
+        let run = DataRun::open(dir.open_read("r").map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+        let per_page = run.meta().per_page;
+        let specs: Vec<(&LayeredKind, Params)> = LAYERED_KINDS
+            .iter()
+            .map(|k| (k, Params::default()))
+            .chain(LAYERED_KINDS.iter().filter(|k| k.name == "pgm").map(|k| {
+                (
+                    k,
+                    "pgm:sample=8,epsilon=2"
+                        .parse::<crate::index::IndexSpec>()
+                        .map(|s| s.params)
+                        .unwrap_or_default(),
+                )
+            }))
+            .collect();
+        for (k, params) in specs {
+            let want =
+                (k.design)(&params, keys, per_page, page_size).map_err(|e| format!("{}: {e}", k.name))?;
+            let from_run = k
+                .design_in(&params, Keys::Run(&run), per_page, page_size)
+                .map_err(|e| e.to_string())?;
+            same(&want, &from_run).map_err(|e| format!("{} from the run: {e}", k.name))?;
+            // Piped: a writer thread sends the keys in uneven chunks, then
+            // hands over the run.
+            let (pipe, tx) = Pipe::new();
+            let piped = std::thread::scope(|s| {
+                s.spawn(|| {
+                    let mut i = 0;
+                    let mut step = 1;
+                    while i < keys.len() {
+                        let j = (i + step).min(keys.len());
+                        let _ = tx.send(keys.get(i..j).unwrap_or_default().to_vec());
+                        i = j;
+                        step = step * 3 % 1000 + 1;
+                    }
+                    drop(tx);
+                    pipe.finish(dir.open_read("r").and_then(DataRun::open));
+                });
+                let d = k.design_in(&params, Keys::Piped(&pipe), per_page, page_size);
+                pipe.close();
+                d
+            })
+            .map_err(|e| e.to_string())?;
+            same(&want, &piped).map_err(|e| format!("{} piped: {e}", k.name))?;
+        }
+        Ok(())
+    }
+
+    use crate::index::layered::LayeredKind;
+
+    #[test]
+    fn streamed_designs_equal_in_memory_ones() {
+        let mut rng = 7u64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let mut cases: Vec<Vec<u64>> = vec![
+            vec![],
+            vec![0],
+            vec![u64::MAX],
+            (0..5_000).collect(),
+            (0..3_000u64).map(|i| u64::MAX - 3_000 + i).collect(),
+        ];
+        let mut fb: Vec<u64> = (0..40_000).map(|_| next() >> (next() % 40)).collect();
+        fb.sort_unstable();
+        fb.dedup();
+        cases.push(fb);
+        // Dense runs separated by huge gaps.
+        cases.push(
+            (0..20u64)
+                .flat_map(|r| (0..700u64).map(move |i| r * (1 << 58) + i * 3))
+                .collect(),
+        );
+        for keys in &cases {
+            check(keys, 4096).unwrap();
+        }
+        check(cases.last().map(Vec::as_slice).unwrap_or_default(), 16384).unwrap();
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+        #[test]
+        fn prop_streamed_designs(mut keys in prop::collection::vec(any::<u64>(), 0..3000), shift in 0u32..60) {
+            for k in &mut keys {
+                *k >>= shift;
+            }
+            keys.sort_unstable();
+            keys.dedup();
+            prop_assert_eq!(check(&keys, 4096), Ok(()));
+        }
+    }
+
+    #[test]
+    fn a_design_that_stops_reading_never_blocks_the_writer() {
+        let (pipe, tx) = Pipe::new();
+        let sent = std::thread::scope(|s| {
+            let w = s.spawn(|| {
+                let mut sent = 0;
+                for i in 0..1_000u64 {
+                    if tx.send(vec![i]).is_ok() {
+                        sent += 1;
+                    }
+                }
+                sent
+            });
+            let mut seen = 0;
+            let r = Keys::Piped(&pipe).for_each_all(|_, _| {
+                seen += 1;
+                if seen == 3 {
+                    Err(Error::invalid("stop"))
+                } else {
+                    Ok(())
+                }
+            });
+            assert!(r.is_err());
+            pipe.close();
+            w.join().unwrap()
+        });
+        assert!(sent < 1_000, "the writer went on alone after the pipe closed");
+        pipe.finish(Err(Error::invalid("no run")));
+        assert!(
+            Keys::Piped(&pipe)
+                .to_vec()
+                .unwrap_err()
+                .to_string()
+                .contains("no run")
+        );
+    }
+}
