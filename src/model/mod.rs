@@ -37,5 +37,30 @@ pub use pla::{
 };
 pub(crate) use pla::{intercept_range, min_slope_set, zero_interval};
 pub use radix_spline::RadixSpline;
+
+/// Sorted keys a builder reads in sequential passes: a slice, or keys on
+/// storage that the layer above reads back chunk by chunk (so a builder
+/// holds its model, not the keys).
+pub trait KeyPasses {
+    /// Number of keys.
+    fn count(&self) -> crate::Result<usize>;
+    /// Calls `f(i, chunk)` for the keys `range` in order, `chunk` holding
+    /// keys `i..i + chunk.len()`.
+    fn pass(&self, range: std::ops::Range<usize>, f: &mut dyn FnMut(usize, &[u64])) -> crate::Result<()>;
+}
+
+impl KeyPasses for &[u64] {
+    fn count(&self) -> crate::Result<usize> {
+        Ok(self.len())
+    }
+
+    fn pass(&self, range: std::ops::Range<usize>, f: &mut dyn FnMut(usize, &[u64])) -> crate::Result<()> {
+        let end = range.end.min(self.len());
+        if range.start < end {
+            f(range.start, self.get(range.start..end).unwrap_or_default());
+        }
+        Ok(())
+    }
+}
 pub use rmi::Rmi;
 pub(crate) use rmi::{RmiLeaf, RmiRoot, leaf_approx, least_squares};

@@ -313,6 +313,19 @@ impl<'a> Keys<'a> {
     }
 }
 
+impl crate::model::KeyPasses for Keys<'_> {
+    fn count(&self) -> Result<usize> {
+        Ok(self.settled()?.len())
+    }
+
+    fn pass(&self, range: Range<usize>, f: &mut dyn FnMut(usize, &[u64])) -> Result<()> {
+        self.for_each_chunk(range, |i, c| {
+            f(i, c);
+            Ok(())
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

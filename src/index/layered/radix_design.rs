@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use super::build::{SegmentLine, band_layer, radix_layer, rmi_layers};
 use super::design::Design;
+use super::keys::Keys;
 use super::pgm_design::{extra_pages, widest_window};
 use crate::Result;
 use crate::index::{ParamDoc, Params};
@@ -87,7 +88,16 @@ pub(super) fn rs_disk(p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> 
     rs_family(p, keys, per_page, true)
 }
 
-pub(super) fn rmi(p: &Params, keys: &[u64], _per_page: usize, _ps: usize) -> Result<Design> {
+pub(super) fn rmi(p: &Params, keys: &[u64], per_page: usize, ps: usize) -> Result<Design> {
+    crate::model::radix_spline::check_strictly_increasing(keys)?;
+    rmi_in(p, keys.into(), per_page, ps)
+}
+
+/// [`rmi`] over keys in memory or in a data run: the root and the leaves
+/// fitted in passes over the keys (`Rmi::build_from`), holding one leaf's
+/// keys at most. Over a run being written it waits for the run (the root's
+/// fit needs the key count first).
+pub(super) fn rmi_in(p: &Params, keys: Keys<'_>, _per_page: usize, _ps: usize) -> Result<Design> {
     let models = p.usize("models", 1 << 16)?;
     if keys.is_empty() {
         return Ok(Design {
@@ -96,7 +106,7 @@ pub(super) fn rmi(p: &Params, keys: &[u64], _per_page: usize, _ps: usize) -> Res
             notes: Value::Null,
         });
     }
-    let r = crate::model::Rmi::build(keys, models)?;
+    let r = crate::model::Rmi::build_from(&keys, models)?;
     let (leaves, root) = rmi_layers(&r);
     Ok(Design {
         layers: vec![leaves, root],
