@@ -47,6 +47,14 @@ pub trait KeyPasses {
     /// Calls `f(i, chunk)` for the keys `range` in order, `chunk` holding
     /// keys `i..i + chunk.len()`.
     fn pass(&self, range: std::ops::Range<usize>, f: &mut dyn FnMut(usize, &[u64])) -> crate::Result<()>;
+    /// A pass over every key; returns their number. A source whose keys
+    /// are still arriving (a data run being written) hands them over as
+    /// they come, without waiting for [`count`](KeyPasses::count).
+    fn pass_all(&self, f: &mut dyn FnMut(usize, &[u64])) -> crate::Result<usize> {
+        let n = self.count()?;
+        self.pass(0..n, f)?;
+        Ok(n)
+    }
 }
 
 impl KeyPasses for &[u64] {
@@ -64,3 +72,26 @@ impl KeyPasses for &[u64] {
 }
 pub use rmi::Rmi;
 pub(crate) use rmi::{RmiLeaf, RmiRoot, leaf_approx, least_squares};
+
+/// Keys handed over in chunks of 7, as storage would (tests of the
+/// builders that read [`KeyPasses`]).
+#[cfg(test)]
+pub(crate) struct Chunked<'a>(pub &'a [u64]);
+
+#[cfg(test)]
+impl KeyPasses for Chunked<'_> {
+    fn count(&self) -> crate::Result<usize> {
+        Ok(self.0.len())
+    }
+
+    fn pass(&self, range: std::ops::Range<usize>, f: &mut dyn FnMut(usize, &[u64])) -> crate::Result<()> {
+        let end = range.end.min(self.0.len());
+        let mut i = range.start;
+        while i < end {
+            let j = (i + 7).min(end);
+            f(i, self.0.get(i..j).unwrap_or_default());
+            i = j;
+        }
+        Ok(())
+    }
+}

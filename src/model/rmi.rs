@@ -833,25 +833,7 @@ mod tests {
         }
     }
 
-    /// Keys handed over in chunks of 7, as storage would.
-    struct Chunked<'a>(&'a [u64]);
-
-    impl KeyPasses for Chunked<'_> {
-        fn count(&self) -> Result<usize> {
-            Ok(self.0.len())
-        }
-
-        fn pass(&self, range: std::ops::Range<usize>, f: &mut dyn FnMut(usize, &[u64])) -> Result<()> {
-            let end = range.end.min(self.0.len());
-            let mut i = range.start;
-            while i < end {
-                let j = (i + 7).min(end);
-                f(i, &self.0[i..j]);
-                i = j;
-            }
-            Ok(())
-        }
-    }
+    use crate::model::Chunked;
 
     proptest! {
         #[test]

@@ -324,6 +324,13 @@ impl crate::model::KeyPasses for Keys<'_> {
             Ok(())
         })
     }
+
+    fn pass_all(&self, f: &mut dyn FnMut(usize, &[u64])) -> Result<usize> {
+        self.for_each_all(|i, c| {
+            f(i, c);
+            Ok(())
+        })
+    }
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::build::{SegmentLine, band_layer, radix_layer, rmi_layers};
+use super::build::{SegmentLine, band_layer, band_layer_in, radix_layer, rmi_layers};
 use super::design::Design;
 use super::keys::Keys;
 use super::pgm_design::{extra_pages, widest_window};
@@ -77,6 +77,35 @@ fn rs_family(p: &Params, keys: &[u64], per_page: usize, zero: bool) -> Result<De
         layers: vec![band, root],
         models: Some(models),
         notes,
+    })
+}
+
+/// [`rs`] over keys in memory or in a data run: the corridor in one pass
+/// (over a run being written: while it is written), the errors and the
+/// band's bounds in passes over the run.
+pub(super) fn rs_in(p: &Params, keys: Keys<'_>, _per_page: usize, _ps: usize) -> Result<Design> {
+    let eps = p.u64("epsilon", 64)?;
+    let radix_bits = p.u64("radix_bits", 18)? as u32;
+    let spline = crate::model::RadixSpline::build_passes(&keys, eps, radix_bits)?;
+    if spline.is_empty() {
+        return Ok(Design {
+            layers: vec![],
+            models: Some(0),
+            notes: Value::Null,
+        });
+    }
+    let points: Vec<(u64, u64)> = spline.spline_points().collect();
+    let first_key = |i: usize| {
+        points
+            .get(points.partition_point(|&(_, pos)| (pos as usize) < i))
+            .map_or(0, |&(k, _)| k)
+    };
+    let band = band_layer_in(keys, &spline_lines(&spline), &first_key, None, 1, 0)?;
+    let root = radix_layer(&band.keys(), spline.radix_bits_used());
+    Ok(Design {
+        layers: vec![band, root],
+        models: Some(spline.num_spline_points() as u64),
+        notes: Value::Null,
     })
 }
 
