@@ -54,6 +54,39 @@ impl Tolerance {
         }
     }
 
+    /// The feasible intercepts of lines of `slope` anchored at `first` over
+    /// the keys `range` (as [`crate::model::intercept_range`] over
+    /// [`Tolerance::points`]). With zero intervals, every key of a page has
+    /// the same interval, and for a slope `>= 0` the bounds `lo - t` and
+    /// `hi - t` (`t = slope · (key - first)`, growing with the key) are
+    /// tightest at the page's first and last key of the range: only those
+    /// two points per page are read, for the same result.
+    fn intercepts(
+        &self,
+        keys: &[u64],
+        range: std::ops::Range<usize>,
+        first: u64,
+        slope: f64,
+    ) -> Option<(f64, f64)> {
+        if self.zero_page == 0 || !(slope >= 0.0) {
+            return crate::model::intercept_range(self.points(keys, range), first, slope);
+        }
+        let page = usize::try_from(self.zero_page).unwrap_or(usize::MAX);
+        let end = range.end.min(keys.len());
+        let mut i = range.start;
+        let ends = std::iter::from_fn(move || {
+            if i >= end {
+                return None;
+            }
+            let last = (i / page).saturating_add(1).saturating_mul(page).min(end) - 1;
+            let (lo, hi) = self.interval(i);
+            let run = (keys.get(i).copied()?, keys.get(last).copied()?);
+            i = last + 1;
+            Some([(run.0, lo, hi), (run.1, lo, hi)])
+        });
+        crate::model::intercept_range(ends.flatten(), first, slope)
+    }
+
     fn points<'a>(
         &'a self,
         keys: &'a [u64],
@@ -85,44 +118,56 @@ fn rounded_offsets(
     // Nearest rounding moves a prediction by at most half a unit (in
     // positions: unit / 32): allow that much, no more.
     let cap = tol.eps + (unit as u64).div_ceil(32);
-    // (max error, extra pages) of entry `j` with offset `off`.
-    let cost = |j: usize, off: i32| -> (u64, u64) {
-        let Some(e) = entries.get(j) else {
-            return (u64::MAX, u64::MAX);
+    // The rank of entry `j` with offset `off` (`dist` from the original):
+    // (max error over the cap, extra pages, dist), smaller is better. The
+    // rank only grows along the keys, so counting stops (`None`) once it
+    // reaches `beat`, a rank already found.
+    type Rank = (bool, u64, i64);
+    let cost = |j: usize, off: i32, dist: i64, beat: Option<Rank>| -> Option<Rank> {
+        let e = super::entries::BandEntry {
+            off,
+            ..*entries.get(j)?
         };
-        let e = super::entries::BandEntry { off, ..*e };
         let next = entries.get(j + 1).map_or(max_unit, |f| f.base);
         let (start, end) = (
             starts.get(j).copied().unwrap_or(0),
             starts.get(j + 1).copied().unwrap_or(keys.len()),
         );
         let (mut worst, mut extra) = (0u64, 0u64);
+        let (mut own, mut up, mut down) = (PageDiv::new(page), PageDiv::new(page), PageDiv::new(page));
         for (i, &k) in keys.iter().enumerate().take(end).skip(start) {
             let p = e.predict(k, next, max_unit);
-            let first = (i as u64 / page) * page;
+            let first = own.div_u(i as u64) * page;
             worst = worst
                 .max(first.saturating_sub(p))
                 .max(p.saturating_sub(first + page - 1));
-            extra += (p + tol.eps) / page - p.saturating_sub(tol.eps) / page;
+            extra += up.div_u(p + tol.eps) - down.div_u(p.saturating_sub(tol.eps));
+            if beat.is_some_and(|b| (worst > cap, extra, dist) >= b) {
+                return None;
+            }
         }
-        (worst, extra)
+        Some((worst > cap, extra, dist))
     };
-    // Each entry's rounding is its own: chosen in parallel, in order.
+    // Each entry's rounding is its own: chosen in parallel, in order. Of
+    // equal ranks the rounding down is kept.
     entries
         .par_iter()
         .enumerate()
         .map(|(j, e)| {
             let u = i64::from(unit.max(1));
             let down = i64::from(e.off).div_euclid(u) * u;
-            let pick = [down, down + u]
-                .into_iter()
-                .filter_map(|o| i32::try_from(o).ok())
-                .map(|o| (o, cost(j, o)))
-                .min_by_key(|&(o, (worst, extra))| {
-                    (worst > cap, extra, (i64::from(o) - i64::from(e.off)).abs())
-                })
-                .map_or(e.off, |(o, _)| o);
-            super::entries::BandEntry { off: pick, ..*e }
+            let mut best: Option<(i32, Rank)> = None;
+            for o in [down, down + u] {
+                let Ok(o) = i32::try_from(o) else { continue };
+                let dist = (i64::from(o) - i64::from(e.off)).abs();
+                if let Some(r) = cost(j, o, dist, best.map(|b| b.1)) {
+                    best = Some((o, r));
+                }
+            }
+            super::entries::BandEntry {
+                off: best.map_or(e.off, |b| b.0),
+                ..*e
+            }
         })
         .collect()
 }
@@ -137,38 +182,40 @@ fn cpr_band(
 ) -> Result<(LayerBuild, LayerBuild)> {
     let ranges: Vec<(f64, f64)> = segs.iter().map(|s| (s.slope_lo, s.slope_hi)).collect();
     let (table, assign) = crate::model::min_slope_set(&ranges);
-    let mut lines = Vec::with_capacity(segs.len());
-    for (s, &a) in segs.iter().zip(&assign) {
-        let slope = table.get(a as usize).copied().unwrap_or(s.slope);
-        let line = match crate::model::intercept_range(tol.points(keys, s.start..s.end()), s.first_key, slope)
-        {
-            // The shared slope through the middle of its feasible intercepts;
-            // with zero intervals, other intercepts if that crosses too many
-            // page boundaries.
-            Some((lo, hi)) => {
-                let mid = crate::model::Segment {
-                    slope,
-                    intercept: 0.5 * lo + 0.5 * hi,
-                    ..*s
-                };
-                if tol.zero_page > 0 {
-                    page_aware_line(keys, &mid, tol, &[slope], budget)
-                } else {
-                    SegmentLine {
-                        start: s.start,
+    // Each segment's line is its own: found in parallel, in order.
+    let lines: Vec<SegmentLine> = segs
+        .par_iter()
+        .zip(assign.par_iter())
+        .map(|(s, &a)| {
+            let slope = table.get(a as usize).copied().unwrap_or(s.slope);
+            match tol.intercepts(keys, s.start..s.end(), s.first_key, slope) {
+                // The shared slope through the middle of its feasible intercepts;
+                // with zero intervals, other intercepts if that crosses too many
+                // page boundaries.
+                Some((lo, hi)) => {
+                    let mid = crate::model::Segment {
                         slope,
-                        intercept: mid.intercept,
+                        intercept: 0.5 * lo + 0.5 * hi,
+                        ..*s
+                    };
+                    if tol.zero_page > 0 {
+                        page_aware_line(keys, &mid, tol, &[(slope, Some((lo, hi)))], budget)
+                    } else {
+                        SegmentLine {
+                            start: s.start,
+                            slope,
+                            intercept: mid.intercept,
+                        }
                     }
                 }
+                None => SegmentLine {
+                    start: s.start,
+                    slope: s.slope,
+                    intercept: s.intercept,
+                },
             }
-            None => SegmentLine {
-                start: s.start,
-                slope: s.slope,
-                intercept: s.intercept,
-            },
-        };
-        lines.push(line);
-    }
+        })
+        .collect();
     let starts: Vec<usize> = segs.iter().map(|s| s.start).collect();
     let (mut lo, hi) = separator_bounds(keys, &starts);
     // A separator far before its segment's first key moves the line's anchor
@@ -228,9 +275,50 @@ fn cpr_band(
 /// Fractions of a feasible range tried by [`page_aware_line`].
 const LINE_GRID: [f64; 5] = [0.0, 0.25, 0.5, 0.75, 1.0];
 
+/// `v.div_euclid(page)` for a run of mostly increasing values, without a
+/// division per value: the page last found is kept and stepped forward by
+/// one; anything else divides. Exact for any order of values.
+struct PageDiv {
+    page: i64,
+    q: i64,
+    start: i64,
+}
+
+impl PageDiv {
+    fn new(page: u64) -> PageDiv {
+        let page = i64::try_from(page.max(1)).unwrap_or(i64::MAX);
+        PageDiv { page, q: 0, start: 0 }
+    }
+
+    fn div(&mut self, v: i64) -> i64 {
+        match v.checked_sub(self.start) {
+            Some(d) if (0..self.page).contains(&d) => {}
+            Some(d) if d >= self.page && d - self.page < self.page => {
+                self.q += 1;
+                self.start += self.page;
+            }
+            _ => {
+                self.q = v.div_euclid(self.page);
+                self.start = self.q * self.page;
+            }
+        }
+        self.q
+    }
+
+    /// `v / page` for `v` below `i64::MAX` (larger values divide).
+    fn div_u(&mut self, v: u64) -> u64 {
+        match i64::try_from(v) {
+            Ok(v) => self.div(v) as u64,
+            Err(_) => v / self.page as u64,
+        }
+    }
+}
+
 /// Extra pages the lookups of the keys `range` read with the line `(slope,
 /// intercept)` anchored at `first`: the window `[p - eps, p + eps]` around a
 /// prediction spans one page more for every page boundary inside it.
+/// Counting stops once `limit` is reached (the count is then `>= limit`).
+#[allow(clippy::too_many_arguments)]
 fn crossings(
     keys: &[u64],
     range: std::ops::Range<usize>,
@@ -239,15 +327,32 @@ fn crossings(
     intercept: f64,
     eps: u64,
     page: u64,
+    limit: u64,
 ) -> u64 {
-    let page = page.max(1) as i64;
-    let eps = eps as i64;
+    let eps = i64::try_from(eps).unwrap_or(i64::MAX / 4);
+    // The window's last page minus its first: with `r = (p - eps) mod page`,
+    // `(r + 2 eps) / page`, i.e. `whole` plus one when `r + part >= page`.
+    let (mut at, page_i) = (PageDiv::new(page), i64::try_from(page.max(1)).unwrap_or(i64::MAX));
+    let two = eps.saturating_mul(2);
+    let (whole, part) = (two / page_i, two % page_i);
     let mut extra = 0u64;
     for &k in keys.get(range).unwrap_or_default() {
-        let p = (intercept + slope * k.saturating_sub(first) as f64).floor() as i64;
-        extra += ((p + eps).div_euclid(page) - (p - eps).div_euclid(page)) as u64;
+        let p = floor_i64(intercept + slope * k.saturating_sub(first) as f64);
+        let a = p.saturating_sub(eps);
+        let r = a - at.div(a) * page_i;
+        extra += (whole + i64::from(r >= page_i - part)) as u64;
+        if extra >= limit {
+            break;
+        }
     }
     extra
+}
+
+/// `v.floor() as i64` without a call to `floor` (the float-to-int cast
+/// truncates and saturates; one less below a fractional negative value).
+fn floor_i64(v: f64) -> i64 {
+    let t = v as i64;
+    if (t as f64) > v { t.saturating_sub(1) } else { t }
 }
 
 /// A line of a zero-interval segment whose search windows cross few page
@@ -258,12 +363,13 @@ fn crossings(
 /// page boundary, where the window `[p - eps, p + eps]` spans two pages. Any
 /// feasible line keeps the guarantee, so when the middle line reads more than
 /// `budget` extra pages per key, this tries a small grid of feasible slopes
-/// (`slopes`) and intercepts and keeps the line with the fewest crossings.
+/// (`slopes`, each with its feasible intercepts when already known) and
+/// intercepts and keeps the line with the fewest crossings.
 fn page_aware_line(
     keys: &[u64],
     seg: &crate::model::Segment,
     tol: Tolerance,
-    slopes: &[f64],
+    slopes: &[(f64, Option<(f64, f64)>)],
     budget: f64,
 ) -> SegmentLine {
     let page = tol.zero_page.max(1);
@@ -281,22 +387,33 @@ fn page_aware_line(
         seg.intercept,
         tol.eps,
         page,
+        u64::MAX,
     );
     if best_cost as f64 <= budget * seg.len as f64 {
         return best;
     }
-    for &slope in slopes {
+    for &(slope, known) in slopes {
         if !slope.is_finite() || slope < 0.0 {
             continue;
         }
-        let Some((lo, hi)) =
-            crate::model::intercept_range(tol.points(keys, range.clone()), seg.first_key, slope)
+        let Some((lo, hi)) = known.or_else(|| tol.intercepts(keys, range.clone(), seg.first_key, slope))
         else {
             continue;
         };
         for f in LINE_GRID {
             let c = lo + f * (hi - lo);
-            let cost = crossings(keys, range.clone(), seg.first_key, slope, c, tol.eps, page);
+            // Only a line with fewer crossings than the best is kept: stop
+            // counting at the best's.
+            let cost = crossings(
+                keys,
+                range.clone(),
+                seg.first_key,
+                slope,
+                c,
+                tol.eps,
+                page,
+                best_cost,
+            );
             if cost < best_cost {
                 best_cost = cost;
                 best = SegmentLine {
@@ -314,14 +431,14 @@ fn page_aware_line(
 }
 
 /// Candidate slopes of a segment: a grid over its feasible slope range.
-fn slope_grid(seg: &crate::model::Segment) -> Vec<f64> {
+fn slope_grid(seg: &crate::model::Segment) -> Vec<(f64, Option<(f64, f64)>)> {
     if seg.slope_lo.is_finite() && seg.slope_hi.is_finite() {
         [0.25, 0.5, 0.75]
             .iter()
-            .map(|f| seg.slope_lo + f * (seg.slope_hi - seg.slope_lo))
+            .map(|f| (seg.slope_lo + f * (seg.slope_hi - seg.slope_lo), None))
             .collect()
     } else {
-        vec![seg.slope]
+        vec![(seg.slope, None)]
     }
 }
 
@@ -343,7 +460,7 @@ pub(crate) fn page_aware_lines(
         granule: 1,
         zero_page: page,
     };
-    segs.iter()
+    segs.par_iter()
         .map(|s| page_aware_line(keys, s, tol, &slope_grid(s), budget))
         .collect()
 }
@@ -393,22 +510,28 @@ pub(super) fn extra_pages(keys: &[u64], band: &LayerBuild, page: u64) -> f64 {
             let Some(&first) = chunk.first() else { return 0 };
             let mut j = entries.partition_point(|e| e.key <= first).saturating_sub(1);
             let mut extra = 0u64;
+            // `band_range` and the page arithmetic with the divisions by
+            // pages stepped (predictions mostly increase).
+            let (mut z_lo, mut z_hi) = (PageDiv::new(zero_page), PageDiv::new(zero_page));
+            let (mut p_lo, mut p_hi) = (PageDiv::new(page), PageDiv::new(page));
             for &k in chunk {
                 while entries.get(j + 1).is_some_and(|e| e.key <= k) {
                     j += 1;
                 }
                 let Some(e) = entries.get(j) else { break };
                 let next = entries.get(j + 1).map_or(max_unit, |f| f.base);
-                let (lo, hi) = super::layer::band_range(
-                    e.predict(k, next, max_unit),
-                    eps_lo,
-                    eps_hi,
-                    granule,
-                    zero_page,
-                    n,
-                );
+                let p = e.predict(k, next, max_unit);
+                let mut lo = p.saturating_sub(eps_lo).saturating_mul(granule);
+                let mut hi = p.saturating_add(eps_hi).saturating_add(1).saturating_mul(granule);
+                if zero_page > 0 {
+                    let (first, last) = (z_lo.div_u(lo), z_hi.div_u(hi.saturating_sub(1)));
+                    lo = first * zero_page;
+                    hi = last.saturating_add(1).saturating_mul(zero_page);
+                }
+                let lo = lo.min(n);
+                let hi = hi.min(n).max(lo);
                 if hi > lo {
-                    extra += (hi - 1) / page - lo / page;
+                    extra += p_hi.div_u(hi - 1) - p_lo.div_u(lo);
                 }
             }
             extra
@@ -516,7 +639,7 @@ fn zero_interval_band(
             (b, Some(blob))
         } else {
             let lines: Vec<SegmentLine> = segs
-                .iter()
+                .par_iter()
                 .map(|s| page_aware_line(keys, s, tol, &slope_grid(s), budget))
                 .collect();
             (band_layer(keys, &lines, 1, page)?, None)
@@ -1106,5 +1229,159 @@ mod tests {
         }
         // With granularity item given explicitly, sampling is fine.
         design(&[("sample", 4.into()), ("granularity", "item".into())]).unwrap();
+    }
+
+    /// The stepped page division, the division-free crossing count, the
+    /// two-points-per-page intercept range and the stepped `extra_pages`
+    /// agree with their plain definitions.
+    #[test]
+    fn stepped_arithmetic_matches_definitions() {
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+        let mut runner = TestRunner::new(Config::with_cases(200));
+        let strat = (proptest::collection::vec(-3000i64..3000, 1..60), 1u64..300);
+        runner
+            .run(&strat, |(vs, page)| {
+                let mut d = PageDiv::new(page);
+                for v in vs {
+                    prop_assert_eq!(d.div(v), v.div_euclid(page as i64));
+                }
+                Ok(())
+            })
+            .unwrap();
+        let strat = (
+            proptest::collection::vec(0u64..5000, 1..400),
+            0.0f64..2.0,
+            -600.0f64..600.0,
+            0u64..300,
+            1u64..300,
+        );
+        runner
+            .run(&strat, |(mut keys, slope, c, eps, page)| {
+                keys.sort_unstable();
+                let first = keys[0];
+                let (pg, e) = (page as i64, eps as i64);
+                let want: u64 = keys
+                    .iter()
+                    .map(|&k| {
+                        let p = (c + slope * (k - first) as f64).floor() as i64;
+                        ((p + e).div_euclid(pg) - (p - e).div_euclid(pg)) as u64
+                    })
+                    .sum();
+                let all = 0..keys.len();
+                prop_assert_eq!(
+                    crossings(&keys, all.clone(), first, slope, c, eps, page, u64::MAX),
+                    want
+                );
+                let capped = crossings(&keys, all.clone(), first, slope, c, eps, page, 3);
+                prop_assert!(capped == want || (capped >= 3 && want >= 3));
+                let tol = Tolerance {
+                    eps,
+                    granule: 1,
+                    zero_page: page,
+                };
+                let sub = keys.len() / 3..keys.len();
+                let plain = crate::model::intercept_range(tol.points(&keys, sub.clone()), first, slope);
+                prop_assert_eq!(tol.intercepts(&keys, sub, first, slope), plain);
+                Ok(())
+            })
+            .unwrap();
+        for v in [-2.5, -1.0, -0.0, 0.3, 7.0, 1e30, -1e30, f64::NAN, f64::INFINITY] {
+            assert_eq!(floor_i64(v), v.floor() as i64, "{v}");
+        }
+        // extra_pages against `band_range` per key.
+        let keys = crate::data::generate("osm-like".parse().unwrap(), 50_000, 3).unwrap();
+        for (eps, zero) in [(8u64, 0u64), (64, 255), (3, 100)] {
+            let tol = Tolerance {
+                eps,
+                granule: 1,
+                zero_page: zero,
+            };
+            let segs = crate::model::optimal_pla_points(tol.points(&keys, 0..keys.len()));
+            let band = band_layer(&keys, &lines_of(&segs), 1, zero).unwrap();
+            let LayerKind::Band { eps_lo, eps_hi, .. } = band.kind else {
+                panic!("band expected")
+            };
+            let entries: Vec<_> = band.flat.chunks_exact(24).map(band_entry).collect();
+            let n = keys.len() as u64;
+            let mut want = 0u64;
+            for (i, &k) in keys.iter().enumerate() {
+                let j = segs.partition_point(|s| s.start <= i) - 1;
+                let next = entries.get(j + 1).map_or(n, |f| f.base);
+                let (lo, hi) = super::super::layer::band_range(
+                    entries[j].predict(k, next, n),
+                    eps_lo,
+                    eps_hi,
+                    1,
+                    zero,
+                    n,
+                );
+                if hi > lo {
+                    want += (hi - 1) / 255 - lo / 255;
+                }
+            }
+            assert_eq!(
+                extra_pages(&keys, &band, 255),
+                want as f64 / n as f64,
+                "eps {eps} zero {zero}"
+            );
+        }
+    }
+
+    /// What the zero-interval designs choose on fixed data sets, pinned:
+    /// the window, the models, the expected pages and a digest of the layer
+    /// bytes (FNV-1a). Speed-ups of the design must leave all of it as is.
+    #[test]
+    fn zero_interval_choices_are_pinned() {
+        let per_page = crate::format::records_per_page(4096);
+        let mut got = Vec::new();
+        for (dist, n) in [
+            ("osm-like", 200_000),
+            ("fb-like", 150_000),
+            ("books-like", 150_000),
+            ("wiki-like", 150_000),
+        ] {
+            let keys = crate::data::generate(dist.parse().unwrap(), n, 7).unwrap();
+            for kind in ["pgm-disk", "pgm-disk-cpr"] {
+                for (eps, slack) in [(64u64, None), (16, Some(0.05))] {
+                    let mut m = serde_json::Map::new();
+                    m.insert("epsilon".into(), eps.into());
+                    if let Some(s) = slack {
+                        m.insert("page_slack".into(), s.into());
+                    }
+                    let k = LAYERED_KINDS.iter().find(|k| k.name == kind).unwrap();
+                    let d = (k.design)(&Params::from_map(m), &keys, per_page, 4096).unwrap();
+                    let mut h = 0xcbf2_9ce4_8422_2325u64;
+                    for b in d.layers.iter().flat_map(|l| l.flat.iter()) {
+                        h = (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
+                    }
+                    got.push(format!(
+                        "{dist} {kind} {eps} w={} models={} pages={} h={h:016x}",
+                        d.notes["zero_interval_window"],
+                        d.models.unwrap_or(0),
+                        d.notes["expected_pages"],
+                    ));
+                }
+            }
+        }
+        let want: &[&str] = &[
+            "osm-like pgm-disk 64 w=64 models=179 pages=1.473865 h=843ee4eb4befc409",
+            "osm-like pgm-disk 16 w=18 models=295 pages=1.17326 h=24a9f8ce69c8436d",
+            "osm-like pgm-disk-cpr 64 w=64 models=174 pages=1.50065 h=778367dc5b612154",
+            "osm-like pgm-disk-cpr 16 w=16 models=289 pages=1.173005 h=5cdf5c4ccf66e9b6",
+            "fb-like pgm-disk 64 w=64 models=174 pages=1.4483333333333333 h=6dadb73877688e70",
+            "fb-like pgm-disk 16 w=13 models=242 pages=1.1736866666666668 h=031326a2eb137451",
+            "fb-like pgm-disk-cpr 64 w=64 models=173 pages=1.4886933333333334 h=e4762153f20c15c6",
+            "fb-like pgm-disk-cpr 16 w=10 models=240 pages=1.1709133333333333 h=5c041012888fdb3d",
+            "books-like pgm-disk 64 w=64 models=38 pages=1.48914 h=184fb22319197f77",
+            "books-like pgm-disk 16 w=23 models=103 pages=1.1710533333333333 h=c1e2d499320791ff",
+            "books-like pgm-disk-cpr 64 w=64 models=37 pages=1.5045133333333334 h=1739d893153f13cc",
+            "books-like pgm-disk-cpr 16 w=23 models=102 pages=1.1723933333333334 h=bda1ede569ecab17",
+            "wiki-like pgm-disk 64 w=64 models=83 pages=1.4872266666666667 h=3b3b4f283a8b35a5",
+            "wiki-like pgm-disk 16 w=21 models=151 pages=1.1752666666666667 h=cb1d683fe64389da",
+            "wiki-like pgm-disk-cpr 64 w=64 models=80 pages=1.4939733333333334 h=6a15b9c6a8b6a899",
+            "wiki-like pgm-disk-cpr 16 w=21 models=147 pages=1.1724533333333333 h=f2587805c5ea0827",
+        ];
+        assert_eq!(got, want);
     }
 }
