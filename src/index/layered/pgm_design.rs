@@ -340,7 +340,7 @@ fn crossings(
         let p = floor_i64(intercept + slope * k.saturating_sub(first) as f64);
         let a = p.saturating_sub(eps);
         let r = a - at.div(a) * page_i;
-        extra += (whole + i64::from(r >= page_i - part)) as u64;
+        extra += (whole + i64::from(r > page_i - part)) as u64;
         if extra >= limit {
             break;
         }
