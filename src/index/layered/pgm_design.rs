@@ -7,8 +7,8 @@ use rayon::prelude::*;
 use serde_json::{Value, json};
 
 use super::build::{
-    LayerBuild, SegmentLine, band_layer, band_layer_in, band_layer_keyed, band_of_entries, blob_layer,
-    lines_of, separator_bounds,
+    LayerBuild, SegmentLine, band_entries, band_layer, band_layer_in, band_of_entries, blob_layer, lines_of,
+    separator_bounds,
 };
 use super::compressed::CprBand;
 use super::design::Design;
@@ -174,12 +174,14 @@ fn rounded_offsets(
 
 /// A compressed band layer (CprLeCo_PGM_D): shared slopes, intercepts re-fitted
 /// for them, rough separators as entry keys, all measured as a plain band.
+/// Returns that band, the blob layer and, with zero intervals and a finite
+/// budget, the band's extra pages per lookup.
 fn cpr_band(
     keys: &[u64],
     segs: &[crate::model::Segment],
     tol: Tolerance,
     budget: f64,
-) -> Result<(LayerBuild, LayerBuild)> {
+) -> Result<(LayerBuild, LayerBuild, Option<f64>)> {
     let ranges: Vec<(f64, f64)> = segs.iter().map(|s| (s.slope_lo, s.slope_hi)).collect();
     let (table, assign) = crate::model::min_slope_set(&ranges);
     // Each segment's line is its own: found in parallel, in order.
@@ -232,24 +234,42 @@ fn cpr_band(
     }
     let seps = crate::model::GapArray::encode_bounded(&lo, &hi)?;
     let entry_keys: Vec<u64> = seps.iter().collect();
-    let band = band_layer_keyed(keys, &lines, Some(&entry_keys), tol.granule, tol.zero_page)?;
-    let entries: Vec<super::entries::BandEntry> = band.flat.chunks_exact(24).map(band_entry).collect();
+    let first_key = |i: usize| keys.get(i).copied().unwrap_or(0);
+    let (entries, starts) = band_entries(
+        keys.len(),
+        &lines,
+        &first_key,
+        Some(&entry_keys),
+        tol.granule,
+        tol.zero_page,
+    )?;
     // With zero intervals the page budget usually leaves room: intercepts
     // rounded to whole units (a few positions) cost a few bits less each and
     // move predictions by at most half a unit. Keep the coarsest rounding
-    // whose measured pages stay within the budget.
-    let mut chosen = (1, band, entries);
-    if tol.zero_page > 0 && budget.is_finite() {
+    // whose measured pages stay within the budget (else none).
+    let (off_unit, band, entries, extra) = if tol.zero_page > 0 && budget.is_finite() {
+        let page = tol.zero_page;
+        let reach = window_reach(tol.eps, page);
+        let mut chosen = None;
         for unit in OFF_UNITS {
-            let q = rounded_offsets(keys, &starts, &chosen.2, unit, tol);
-            let b = band_of_entries(keys, &starts, &q, tol.granule, tol.zero_page);
-            if extra_pages(keys, &b, tol.zero_page) <= budget + 1e-12 {
-                chosen = (unit, b, q);
+            let q = rounded_offsets(keys, &starts, &entries, unit, tol);
+            let (b, extra) = measured_band(keys, &starts, &q, page, page, reach);
+            if extra <= budget + 1e-12 {
+                chosen = Some((unit, b, q, Some(extra)));
                 break;
             }
         }
-    }
-    let (off_unit, band, entries) = chosen;
+        match chosen {
+            Some(c) => c,
+            None => {
+                let (b, extra) = measured_band(keys, &starts, &entries, page, page, reach);
+                (1, b, entries, Some(extra))
+            }
+        }
+    } else {
+        let b = band_of_entries(keys, &starts, &entries, tol.granule, tol.zero_page);
+        (1, b, entries, None)
+    };
     let LayerKind::Band {
         granule,
         zero_page,
@@ -269,7 +289,14 @@ fn cpr_band(
         },
         cpr.to_bytes(),
     );
-    Ok((band, blob))
+    Ok((band, blob, extra))
+}
+
+/// Errors a zero-interval band is expected to stay within (window plus a
+/// page, twice, and some): [`measured_band`] counts pages in one pass for
+/// bands that do.
+fn window_reach(eps: u64, page: u64) -> u64 {
+    eps.saturating_add(page).saturating_mul(2).saturating_add(64)
 }
 
 /// Fractions of a feasible range tried by [`page_aware_line`].
@@ -340,7 +367,7 @@ fn crossings(
         let p = floor_i64(intercept + slope * k.saturating_sub(first) as f64);
         let a = p.saturating_sub(eps);
         let r = a - at.div(a) * page_i;
-        extra += (whole + i64::from(r > page_i - part)) as u64;
+        extra += (whole + i64::from(r >= page_i - part)) as u64;
         if extra >= limit {
             break;
         }
@@ -483,7 +510,7 @@ pub(crate) fn compressed_band(
         granule: 1,
         zero_page,
     };
-    cpr_band(keys, segs, tol, budget).map(|(_, blob)| blob)
+    cpr_band(keys, segs, tol, budget).map(|(_, blob, _)| blob)
 }
 
 /// Mean extra pages (beyond the first) a lookup of a present key reads with
@@ -538,6 +565,181 @@ pub(super) fn extra_pages(keys: &[u64], band: &LayerBuild, page: u64) -> f64 {
         })
         .sum();
     extra as f64 / n.max(1) as f64
+}
+
+/// What one pass over a band's keys measures: its error bounds (as
+/// [`band_of_entries`] measures them) and what [`extra_pages`] needs to
+/// count the pages of every search window once those bounds are known.
+///
+/// A window `[p - eps_lo, p + eps_hi]` (whole pages of `page` positions with
+/// zero intervals of a page, positions without) away from both ends of the
+/// keys spans `(r + eps_hi) div page - (r - eps_lo) div page` extra pages,
+/// `r = p mod page`: a histogram of `r` gives them all. Predictions within
+/// `reach` of either end are kept as they are and counted exactly.
+struct Tally {
+    /// Largest error below and above (`eps_lo`, `eps_hi`).
+    lo: u64,
+    hi: u64,
+    /// Predictions at least `reach` from both ends, by `p mod page`.
+    hist: Vec<u64>,
+    /// Predictions nearer an end.
+    ends: Vec<u64>,
+    /// Whether `hist` and `ends` hold every key's prediction, routed as
+    /// [`extra_pages`] routes it (else that count is made separately).
+    whole: bool,
+}
+
+impl Tally {
+    fn new(page: u64) -> Tally {
+        Tally {
+            lo: 0,
+            hi: 0,
+            hist: vec![0; usize::try_from(page).unwrap_or(0)],
+            ends: Vec::new(),
+            whole: true,
+        }
+    }
+
+    fn merge(mut self, other: Tally) -> Tally {
+        self.lo = self.lo.max(other.lo);
+        self.hi = self.hi.max(other.hi);
+        for (a, b) in self.hist.iter_mut().zip(&other.hist) {
+            *a += b;
+        }
+        self.ends.extend(other.ends);
+        self.whole &= other.whole;
+        self
+    }
+}
+
+/// Predictions a part of a measuring pass keeps near the ends before it
+/// gives up on the histogram (a band predicting far off its keys).
+const MAX_ENDS: usize = 1 << 16;
+
+/// A band layer of `entries` over `keys` (entry `j`'s keys start at
+/// `starts[j]`) with its measured error bounds, and its mean extra pages per
+/// lookup of a present key with pages of `page` positions: exactly
+/// [`band_of_entries`] and [`extra_pages`] of it, in one pass over the keys
+/// for item predictions with zero intervals of a page or none (in two for
+/// anything else, or if the bounds come out wider than `reach`).
+fn measured_band(
+    keys: &[u64],
+    starts: &[usize],
+    entries: &[super::entries::BandEntry],
+    zero_page: u64,
+    page: u64,
+    reach: u64,
+) -> (LayerBuild, f64) {
+    let separate = || {
+        let band = band_of_entries(keys, starts, entries, 1, zero_page);
+        let extra = extra_pages(keys, &band, page);
+        (band, extra)
+    };
+    let n = keys.len() as u64;
+    let used = starts.len().min(entries.len());
+    let (starts, entries) = (
+        starts.get(..used).unwrap_or_default(),
+        entries.get(..used).unwrap_or_default(),
+    );
+    // Keys before the first start belong to no entry when measuring and to
+    // the first when counting pages: only a band from the first key on is
+    // measured in one pass.
+    // `extra_pages` finds entries by key: they must be in order.
+    if !(zero_page == 0 || zero_page == page)
+        || page == 0
+        || page > 1 << 16
+        || starts.first() != Some(&0)
+        || entries.windows(2).any(|w| matches!(w, [a, b] if a.key > b.key))
+    {
+        return separate();
+    }
+    let max_unit = n;
+    let part = 1usize << 16;
+    let tally = keys
+        .par_chunks(part)
+        .enumerate()
+        .map(|(c, chunk)| {
+            let mut t = Tally::new(page);
+            let base = c * part;
+            // Entries starting at or before the part's first key: the last of
+            // them covers it.
+            let mut j = starts.partition_point(|&s| s <= base);
+            let (mut own, mut at) = (PageDiv::new(zero_page), PageDiv::new(page));
+            let far_end = n.saturating_sub(1).saturating_sub(reach);
+            for (d, &k) in chunk.iter().enumerate() {
+                let i = base + d;
+                while starts.get(j).is_some_and(|&s| s <= i) {
+                    j += 1;
+                }
+                let Some(e) = j.checked_sub(1).and_then(|c| entries.get(c)) else {
+                    continue;
+                };
+                // `extra_pages` routes by entry keys: the same entry, or the
+                // count is made there.
+                if e.key > k && j > 1 || entries.get(j).is_some_and(|f| f.key <= k) {
+                    t.whole = false;
+                }
+                let next = entries.get(j).map_or(max_unit, |f| f.base);
+                let p = e.predict(k, next, max_unit);
+                let y = i as u64;
+                if zero_page > 0 {
+                    let page_start = own.div_u(y) * zero_page;
+                    t.hi = t.hi.max(page_start.saturating_sub(p));
+                    t.lo = t.lo.max(p.saturating_sub(page_start + zero_page - 1));
+                } else {
+                    t.hi = t.hi.max(y.saturating_sub(p));
+                    t.lo = t.lo.max(p.saturating_sub(y));
+                }
+                if p >= reach && p <= far_end {
+                    let r = p - at.div_u(p) * page;
+                    if let Some(h) = t.hist.get_mut(r as usize) {
+                        *h += 1;
+                    }
+                } else if t.ends.len() < MAX_ENDS {
+                    t.ends.push(p);
+                } else {
+                    t.whole = false;
+                }
+            }
+            t
+        })
+        .reduce(|| Tally::new(page), Tally::merge);
+    let mut flat = Vec::with_capacity(used * 24);
+    for e in entries {
+        e.write(&mut flat);
+    }
+    let band = LayerBuild {
+        kind: LayerKind::Band {
+            granule: 1,
+            zero_page,
+            eps_lo: tally.lo,
+            eps_hi: tally.hi,
+        },
+        flat,
+        last_successor: max_unit,
+    };
+    if !tally.whole || tally.lo > reach || tally.hi > reach {
+        let extra = extra_pages(keys, &band, page);
+        return (band, extra);
+    }
+    let (el, eh) = (tally.lo as i64, tally.hi as i64);
+    let p = page as i64;
+    let mut extra: u64 = tally
+        .hist
+        .iter()
+        .enumerate()
+        .map(|(r, &c)| {
+            let r = r as i64;
+            c * ((r + eh).div_euclid(p) - (r - el).div_euclid(p)) as u64
+        })
+        .sum();
+    for &q in &tally.ends {
+        let (lo, hi) = super::layer::band_range(q, tally.lo, tally.hi, 1, zero_page, n);
+        if hi > lo {
+            extra += (hi - 1) / page - lo / page;
+        }
+    }
+    (band, extra as f64 / n.max(1) as f64)
 }
 
 fn band_entry(e: &[u8]) -> super::entries::BandEntry {
@@ -620,8 +822,10 @@ fn zero_interval_band(
         zero_page: 0,
     };
     let plain_segs = crate::model::optimal_pla_points(plain.points(keys, 0..keys.len()));
-    let budget =
-        extra_pages(keys, &band_layer(keys, &lines_of(&plain_segs), 1, 0)?, page) + slack.unwrap_or(0.002);
+    let first_key = |i: usize| keys.get(i).copied().unwrap_or(0);
+    let reach = window_reach(eps.saturating_mul(2), page);
+    let (entries, starts) = band_entries(keys.len(), &lines_of(&plain_segs), &first_key, None, 1, 0)?;
+    let budget = measured_band(keys, &starts, &entries, 0, page, reach).1 + slack.unwrap_or(0.002);
     let max_window = if slack.is_some() {
         eps.saturating_mul(2)
     } else {
@@ -634,17 +838,22 @@ fn zero_interval_band(
             zero_page: page,
         };
         let segs = crate::model::optimal_pla_points(tol.points(keys, 0..keys.len()));
-        let (band, blob) = if compress {
-            let (b, blob) = cpr_band(keys, &segs, tol, budget)?;
-            (b, Some(blob))
+        let (band, blob, extra) = if compress {
+            let (b, blob, extra) = cpr_band(keys, &segs, tol, budget)?;
+            (b, Some(blob), extra)
         } else {
             let lines: Vec<SegmentLine> = segs
                 .par_iter()
                 .map(|s| page_aware_line(keys, s, tol, &slope_grid(s), budget))
                 .collect();
-            (band_layer(keys, &lines, 1, page)?, None)
+            let (entries, starts) = band_entries(keys.len(), &lines, &first_key, None, 1, page)?;
+            let (band, extra) = measured_band(keys, &starts, &entries, page, page, reach);
+            (band, None, Some(extra))
         };
-        let extra = extra_pages(keys, &band, page);
+        let extra = match extra {
+            Some(e) => e,
+            None => extra_pages(keys, &band, page),
+        };
         Ok(((band, blob, segs.len()), extra))
     })?;
     Ok(ZeroBand {
@@ -869,7 +1078,7 @@ fn pgm_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool, compress:
     } else if let First::All(all) = &first {
         // Compressed bands without zero intervals.
         let segs = crate::model::optimal_pla_points(tol.points(all, 0..all.len()));
-        let (_, blob) = cpr_band(all, &segs, tol, f64::INFINITY)?;
+        let (_, blob, _) = cpr_band(all, &segs, tol, f64::INFINITY)?;
         return Ok(Design {
             layers: vec![blob],
             models: Some(segs.len() as u64),
@@ -1286,6 +1495,11 @@ mod tests {
                 Ok(())
             })
             .unwrap();
+        // Windows ending on a page's last position, starting on its first
+        // and crossing one boundary: [0, 9], [10, 19] and [4, 10] of pages of 10.
+        for (c, want) in [(3.0, 0), (13.0, 0), (7.0, 1), (-3.0, 1)] {
+            assert_eq!(crossings(&[5], 0..1, 5, 0.0, c, 3, 10, u64::MAX), want, "{c}");
+        }
         for v in [-2.5, -1.0, -0.0, 0.3, 7.0, 1e30, -1e30, f64::NAN, f64::INFINITY] {
             assert_eq!(floor_i64(v), v.floor() as i64, "{v}");
         }
@@ -1383,5 +1597,61 @@ mod tests {
             "wiki-like pgm-disk-cpr 16 w=21 models=147 pages=1.1724533333333333 h=f2587805c5ea0827",
         ];
         assert_eq!(got, want);
+    }
+
+    /// The one-pass `measured_band` gives exactly `band_of_entries` and
+    /// `extra_pages` of it: plain and zero-interval bands, offsets moved by
+    /// up to a few pages (wider bounds than the reach: counted separately),
+    /// flat entries predicting one value (every prediction near an end),
+    /// small reaches, and pages other than the zero intervals'.
+    #[test]
+    fn measured_band_matches_separate_passes() {
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+        let sets: Vec<Vec<u64>> = [("osm-like", 3u64), ("books-like", 5), ("fb-like", 9)]
+            .iter()
+            .map(|&(d, seed)| crate::data::generate(d.parse().unwrap(), 20_000, seed).unwrap())
+            .collect();
+        let strat = (
+            0usize..3,
+            prop_oneof![0u64..4, 4u64..80],
+            prop_oneof![Just(0u64), Just(64), 1u64..300],
+            prop_oneof![Just(None), (1u64..400).prop_map(Some)],
+            prop_oneof![Just(0i32), 1i32..200, 200i32..100_000],
+            0u64..2_000,
+            any::<bool>(),
+        );
+        let mut runner = TestRunner::new(Config::with_cases(96));
+        runner
+            .run(&strat, |(set, eps, zero, other_page, jitter, reach, flat)| {
+                let keys = &sets[set];
+                let tol = Tolerance {
+                    eps,
+                    granule: 1,
+                    zero_page: zero,
+                };
+                let segs = crate::model::optimal_pla_points(tol.points(keys, 0..keys.len()));
+                let first_key = |i: usize| keys.get(i).copied().unwrap_or(0);
+                let (mut entries, starts) =
+                    band_entries(keys.len(), &lines_of(&segs), &first_key, None, 1, zero).unwrap();
+                for (j, e) in entries.iter_mut().enumerate() {
+                    // Deterministic moves of every third entry.
+                    if j % 3 == 1 {
+                        e.off = e.off.saturating_add(jitter * if j % 2 == 0 { 1 } else { -1 });
+                    }
+                    if flat && j % 5 == 0 {
+                        e.slope = 0.0;
+                    }
+                }
+                let page = other_page.unwrap_or(zero.max(1));
+                let (band, extra) = measured_band(keys, &starts, &entries, zero, page, reach);
+                let want = band_of_entries(keys, &starts, &entries, 1, zero);
+                prop_assert_eq!(format!("{:?}", band.kind), format!("{:?}", want.kind));
+                prop_assert_eq!(&band.flat, &want.flat);
+                prop_assert_eq!(band.last_successor, want.last_successor);
+                prop_assert_eq!(extra, extra_pages(keys, &want, page));
+                Ok(())
+            })
+            .unwrap();
     }
 }
