@@ -68,7 +68,7 @@ impl Tolerance {
         first: u64,
         slope: f64,
     ) -> Option<(f64, f64)> {
-        if self.zero_page == 0 || !(slope >= 0.0) {
+        if self.zero_page == 0 || slope.is_nan() || slope < 0.0 {
             return crate::model::intercept_range(self.points(keys, range), first, slope);
         }
         let page = usize::try_from(self.zero_page).unwrap_or(usize::MAX);
