@@ -193,7 +193,22 @@ pub(crate) fn band_layer_in(
     granule: u64,
     zero_page: u64,
 ) -> Result<LayerBuild> {
-    let n = keys.len() as u64;
+    let (entries, starts) = band_entries(keys.len(), segments, first_key, entry_keys, granule, zero_page)?;
+    band_of_entries_in(keys, &starts, &entries, granule.max(1), zero_page)
+}
+
+/// The entries (and their segments' starts) [`band_layer_in`] builds over
+/// `n` keys, before it measures their error bounds.
+pub(super) fn band_entries(
+    n: usize,
+    segments: &[SegmentLine],
+    first_key: &dyn Fn(usize) -> u64,
+    entry_keys: Option<&[u64]>,
+    granule: u64,
+    zero_page: u64,
+) -> Result<(Vec<BandEntry>, Vec<usize>)> {
+    let len = n;
+    let n = n as u64;
     let g = granule.max(1);
     if zero_page > 0 && g != 1 {
         return Err(Error::invalid(
@@ -213,7 +228,7 @@ pub(crate) fn band_layer_in(
     if segments
         .windows(2)
         .any(|w| matches!(w, [a, b] if a.start >= b.start))
-        || segments.last().is_some_and(|s| s.start >= keys.len())
+        || segments.last().is_some_and(|s| s.start >= len)
     {
         return Err(Error::invalid(
             "segments must start at increasing positions inside the keys",
@@ -263,7 +278,7 @@ pub(crate) fn band_layer_in(
         })
         .collect();
     let starts: Vec<usize> = segments.iter().map(|s| s.start).collect();
-    band_of_entries_in(keys, &starts, &entries, g, zero_page)
+    Ok((entries, starts))
 }
 
 /// A band layer of given entries over `keys` (entry `j`'s keys start at

@@ -7,8 +7,8 @@ use rayon::prelude::*;
 use serde_json::{Value, json};
 
 use super::build::{
-    LayerBuild, SegmentLine, band_layer, band_layer_in, band_layer_keyed, band_of_entries, blob_layer,
-    lines_of, separator_bounds,
+    LayerBuild, SegmentLine, band_entries, band_layer, band_layer_in, band_of_entries, blob_layer, lines_of,
+    separator_bounds,
 };
 use super::compressed::CprBand;
 use super::design::Design;
@@ -54,6 +54,39 @@ impl Tolerance {
         }
     }
 
+    /// The feasible intercepts of lines of `slope` anchored at `first` over
+    /// the keys `range` (as [`crate::model::intercept_range`] over
+    /// [`Tolerance::points`]). With zero intervals, every key of a page has
+    /// the same interval, and for a slope `>= 0` the bounds `lo - t` and
+    /// `hi - t` (`t = slope · (key - first)`, growing with the key) are
+    /// tightest at the page's first and last key of the range: only those
+    /// two points per page are read, for the same result.
+    fn intercepts(
+        &self,
+        keys: &[u64],
+        range: std::ops::Range<usize>,
+        first: u64,
+        slope: f64,
+    ) -> Option<(f64, f64)> {
+        if self.zero_page == 0 || slope.is_nan() || slope < 0.0 {
+            return crate::model::intercept_range(self.points(keys, range), first, slope);
+        }
+        let page = usize::try_from(self.zero_page).unwrap_or(usize::MAX);
+        let end = range.end.min(keys.len());
+        let mut i = range.start;
+        let ends = std::iter::from_fn(move || {
+            if i >= end {
+                return None;
+            }
+            let last = (i / page).saturating_add(1).saturating_mul(page).min(end) - 1;
+            let (lo, hi) = self.interval(i);
+            let run = (keys.get(i).copied()?, keys.get(last).copied()?);
+            i = last + 1;
+            Some([(run.0, lo, hi), (run.1, lo, hi)])
+        });
+        crate::model::intercept_range(ends.flatten(), first, slope)
+    }
+
     fn points<'a>(
         &'a self,
         keys: &'a [u64],
@@ -85,90 +118,106 @@ fn rounded_offsets(
     // Nearest rounding moves a prediction by at most half a unit (in
     // positions: unit / 32): allow that much, no more.
     let cap = tol.eps + (unit as u64).div_ceil(32);
-    // (max error, extra pages) of entry `j` with offset `off`.
-    let cost = |j: usize, off: i32| -> (u64, u64) {
-        let Some(e) = entries.get(j) else {
-            return (u64::MAX, u64::MAX);
+    // The rank of entry `j` with offset `off` (`dist` from the original):
+    // (max error over the cap, extra pages, dist), smaller is better. The
+    // rank only grows along the keys, so counting stops (`None`) once it
+    // reaches `beat`, a rank already found.
+    type Rank = (bool, u64, i64);
+    let cost = |j: usize, off: i32, dist: i64, beat: Option<Rank>| -> Option<Rank> {
+        let e = super::entries::BandEntry {
+            off,
+            ..*entries.get(j)?
         };
-        let e = super::entries::BandEntry { off, ..*e };
         let next = entries.get(j + 1).map_or(max_unit, |f| f.base);
         let (start, end) = (
             starts.get(j).copied().unwrap_or(0),
             starts.get(j + 1).copied().unwrap_or(keys.len()),
         );
         let (mut worst, mut extra) = (0u64, 0u64);
+        let (mut own, mut up, mut down) = (PageDiv::new(page), PageDiv::new(page), PageDiv::new(page));
         for (i, &k) in keys.iter().enumerate().take(end).skip(start) {
             let p = e.predict(k, next, max_unit);
-            let first = (i as u64 / page) * page;
+            let first = own.div_u(i as u64) * page;
             worst = worst
                 .max(first.saturating_sub(p))
                 .max(p.saturating_sub(first + page - 1));
-            extra += (p + tol.eps) / page - p.saturating_sub(tol.eps) / page;
+            extra += up.div_u(p + tol.eps) - down.div_u(p.saturating_sub(tol.eps));
+            if beat.is_some_and(|b| (worst > cap, extra, dist) >= b) {
+                return None;
+            }
         }
-        (worst, extra)
+        Some((worst > cap, extra, dist))
     };
-    // Each entry's rounding is its own: chosen in parallel, in order.
+    // Each entry's rounding is its own: chosen in parallel, in order. Of
+    // equal ranks the rounding down is kept.
     entries
         .par_iter()
         .enumerate()
         .map(|(j, e)| {
             let u = i64::from(unit.max(1));
             let down = i64::from(e.off).div_euclid(u) * u;
-            let pick = [down, down + u]
-                .into_iter()
-                .filter_map(|o| i32::try_from(o).ok())
-                .map(|o| (o, cost(j, o)))
-                .min_by_key(|&(o, (worst, extra))| {
-                    (worst > cap, extra, (i64::from(o) - i64::from(e.off)).abs())
-                })
-                .map_or(e.off, |(o, _)| o);
-            super::entries::BandEntry { off: pick, ..*e }
+            let mut best: Option<(i32, Rank)> = None;
+            for o in [down, down + u] {
+                let Ok(o) = i32::try_from(o) else { continue };
+                let dist = (i64::from(o) - i64::from(e.off)).abs();
+                if let Some(r) = cost(j, o, dist, best.map(|b| b.1)) {
+                    best = Some((o, r));
+                }
+            }
+            super::entries::BandEntry {
+                off: best.map_or(e.off, |b| b.0),
+                ..*e
+            }
         })
         .collect()
 }
 
 /// A compressed band layer (CprLeCo_PGM_D): shared slopes, intercepts re-fitted
 /// for them, rough separators as entry keys, all measured as a plain band.
+/// Returns that band, the blob layer and, with zero intervals and a finite
+/// budget, the band's extra pages per lookup.
 fn cpr_band(
     keys: &[u64],
     segs: &[crate::model::Segment],
     tol: Tolerance,
     budget: f64,
-) -> Result<(LayerBuild, LayerBuild)> {
+) -> Result<(LayerBuild, LayerBuild, Option<f64>)> {
     let ranges: Vec<(f64, f64)> = segs.iter().map(|s| (s.slope_lo, s.slope_hi)).collect();
     let (table, assign) = crate::model::min_slope_set(&ranges);
-    let mut lines = Vec::with_capacity(segs.len());
-    for (s, &a) in segs.iter().zip(&assign) {
-        let slope = table.get(a as usize).copied().unwrap_or(s.slope);
-        let line = match crate::model::intercept_range(tol.points(keys, s.start..s.end()), s.first_key, slope)
-        {
-            // The shared slope through the middle of its feasible intercepts;
-            // with zero intervals, other intercepts if that crosses too many
-            // page boundaries.
-            Some((lo, hi)) => {
-                let mid = crate::model::Segment {
-                    slope,
-                    intercept: 0.5 * lo + 0.5 * hi,
-                    ..*s
-                };
-                if tol.zero_page > 0 {
-                    page_aware_line(keys, &mid, tol, &[slope], budget)
-                } else {
-                    SegmentLine {
-                        start: s.start,
+    // Each segment's line is its own: found in parallel, in order.
+    let lines: Vec<SegmentLine> = segs
+        .par_iter()
+        .zip(assign.par_iter())
+        .map(|(s, &a)| {
+            let slope = table.get(a as usize).copied().unwrap_or(s.slope);
+            match tol.intercepts(keys, s.start..s.end(), s.first_key, slope) {
+                // The shared slope through the middle of its feasible intercepts;
+                // with zero intervals, other intercepts if that crosses too many
+                // page boundaries.
+                Some((lo, hi)) => {
+                    let mid = crate::model::Segment {
                         slope,
-                        intercept: mid.intercept,
+                        intercept: 0.5 * lo + 0.5 * hi,
+                        ..*s
+                    };
+                    if tol.zero_page > 0 {
+                        page_aware_line(keys, &mid, tol, &[(slope, Some((lo, hi)))], budget)
+                    } else {
+                        SegmentLine {
+                            start: s.start,
+                            slope,
+                            intercept: mid.intercept,
+                        }
                     }
                 }
+                None => SegmentLine {
+                    start: s.start,
+                    slope: s.slope,
+                    intercept: s.intercept,
+                },
             }
-            None => SegmentLine {
-                start: s.start,
-                slope: s.slope,
-                intercept: s.intercept,
-            },
-        };
-        lines.push(line);
-    }
+        })
+        .collect();
     let starts: Vec<usize> = segs.iter().map(|s| s.start).collect();
     let (mut lo, hi) = separator_bounds(keys, &starts);
     // A separator far before its segment's first key moves the line's anchor
@@ -185,24 +234,42 @@ fn cpr_band(
     }
     let seps = crate::model::GapArray::encode_bounded(&lo, &hi)?;
     let entry_keys: Vec<u64> = seps.iter().collect();
-    let band = band_layer_keyed(keys, &lines, Some(&entry_keys), tol.granule, tol.zero_page)?;
-    let entries: Vec<super::entries::BandEntry> = band.flat.chunks_exact(24).map(band_entry).collect();
+    let first_key = |i: usize| keys.get(i).copied().unwrap_or(0);
+    let (entries, starts) = band_entries(
+        keys.len(),
+        &lines,
+        &first_key,
+        Some(&entry_keys),
+        tol.granule,
+        tol.zero_page,
+    )?;
     // With zero intervals the page budget usually leaves room: intercepts
     // rounded to whole units (a few positions) cost a few bits less each and
     // move predictions by at most half a unit. Keep the coarsest rounding
-    // whose measured pages stay within the budget.
-    let mut chosen = (1, band, entries);
-    if tol.zero_page > 0 && budget.is_finite() {
+    // whose measured pages stay within the budget (else none).
+    let (off_unit, band, entries, extra) = if tol.zero_page > 0 && budget.is_finite() {
+        let page = tol.zero_page;
+        let reach = window_reach(tol.eps, page);
+        let mut chosen = None;
         for unit in OFF_UNITS {
-            let q = rounded_offsets(keys, &starts, &chosen.2, unit, tol);
-            let b = band_of_entries(keys, &starts, &q, tol.granule, tol.zero_page);
-            if extra_pages(keys, &b, tol.zero_page) <= budget + 1e-12 {
-                chosen = (unit, b, q);
+            let q = rounded_offsets(keys, &starts, &entries, unit, tol);
+            let (b, extra) = measured_band(keys, &starts, &q, page, page, reach);
+            if extra <= budget + 1e-12 {
+                chosen = Some((unit, b, q, Some(extra)));
                 break;
             }
         }
-    }
-    let (off_unit, band, entries) = chosen;
+        match chosen {
+            Some(c) => c,
+            None => {
+                let (b, extra) = measured_band(keys, &starts, &entries, page, page, reach);
+                (1, b, entries, Some(extra))
+            }
+        }
+    } else {
+        let b = band_of_entries(keys, &starts, &entries, tol.granule, tol.zero_page);
+        (1, b, entries, None)
+    };
     let LayerKind::Band {
         granule,
         zero_page,
@@ -222,15 +289,63 @@ fn cpr_band(
         },
         cpr.to_bytes(),
     );
-    Ok((band, blob))
+    Ok((band, blob, extra))
+}
+
+/// Errors a zero-interval band is expected to stay within (window plus a
+/// page, twice, and some): [`measured_band`] counts pages in one pass for
+/// bands that do.
+fn window_reach(eps: u64, page: u64) -> u64 {
+    eps.saturating_add(page).saturating_mul(2).saturating_add(64)
 }
 
 /// Fractions of a feasible range tried by [`page_aware_line`].
 const LINE_GRID: [f64; 5] = [0.0, 0.25, 0.5, 0.75, 1.0];
 
+/// `v.div_euclid(page)` for a run of mostly increasing values, without a
+/// division per value: the page last found is kept and stepped forward by
+/// one; anything else divides. Exact for any order of values.
+struct PageDiv {
+    page: i64,
+    q: i64,
+    start: i64,
+}
+
+impl PageDiv {
+    fn new(page: u64) -> PageDiv {
+        let page = i64::try_from(page.max(1)).unwrap_or(i64::MAX);
+        PageDiv { page, q: 0, start: 0 }
+    }
+
+    fn div(&mut self, v: i64) -> i64 {
+        match v.checked_sub(self.start) {
+            Some(d) if (0..self.page).contains(&d) => {}
+            Some(d) if d >= self.page && d - self.page < self.page => {
+                self.q += 1;
+                self.start += self.page;
+            }
+            _ => {
+                self.q = v.div_euclid(self.page);
+                self.start = self.q * self.page;
+            }
+        }
+        self.q
+    }
+
+    /// `v / page` for `v` below `i64::MAX` (larger values divide).
+    fn div_u(&mut self, v: u64) -> u64 {
+        match i64::try_from(v) {
+            Ok(v) => self.div(v) as u64,
+            Err(_) => v / self.page as u64,
+        }
+    }
+}
+
 /// Extra pages the lookups of the keys `range` read with the line `(slope,
 /// intercept)` anchored at `first`: the window `[p - eps, p + eps]` around a
 /// prediction spans one page more for every page boundary inside it.
+/// Counting stops once `limit` is reached (the count is then `>= limit`).
+#[allow(clippy::too_many_arguments)]
 fn crossings(
     keys: &[u64],
     range: std::ops::Range<usize>,
@@ -239,15 +354,32 @@ fn crossings(
     intercept: f64,
     eps: u64,
     page: u64,
+    limit: u64,
 ) -> u64 {
-    let page = page.max(1) as i64;
-    let eps = eps as i64;
+    let eps = i64::try_from(eps).unwrap_or(i64::MAX / 4);
+    // The window's last page minus its first: with `r = (p - eps) mod page`,
+    // `(r + 2 eps) / page`, i.e. `whole` plus one when `r + part >= page`.
+    let (mut at, page_i) = (PageDiv::new(page), i64::try_from(page.max(1)).unwrap_or(i64::MAX));
+    let two = eps.saturating_mul(2);
+    let (whole, part) = (two / page_i, two % page_i);
     let mut extra = 0u64;
     for &k in keys.get(range).unwrap_or_default() {
-        let p = (intercept + slope * k.saturating_sub(first) as f64).floor() as i64;
-        extra += ((p + eps).div_euclid(page) - (p - eps).div_euclid(page)) as u64;
+        let p = floor_i64(intercept + slope * k.saturating_sub(first) as f64);
+        let a = p.saturating_sub(eps);
+        let r = a - at.div(a) * page_i;
+        extra += (whole + i64::from(r >= page_i - part)) as u64;
+        if extra >= limit {
+            break;
+        }
     }
     extra
+}
+
+/// `v.floor() as i64` without a call to `floor` (the float-to-int cast
+/// truncates and saturates; one less below a fractional negative value).
+fn floor_i64(v: f64) -> i64 {
+    let t = v as i64;
+    if (t as f64) > v { t.saturating_sub(1) } else { t }
 }
 
 /// A line of a zero-interval segment whose search windows cross few page
@@ -258,12 +390,13 @@ fn crossings(
 /// page boundary, where the window `[p - eps, p + eps]` spans two pages. Any
 /// feasible line keeps the guarantee, so when the middle line reads more than
 /// `budget` extra pages per key, this tries a small grid of feasible slopes
-/// (`slopes`) and intercepts and keeps the line with the fewest crossings.
+/// (`slopes`, each with its feasible intercepts when already known) and
+/// intercepts and keeps the line with the fewest crossings.
 fn page_aware_line(
     keys: &[u64],
     seg: &crate::model::Segment,
     tol: Tolerance,
-    slopes: &[f64],
+    slopes: &[(f64, Option<(f64, f64)>)],
     budget: f64,
 ) -> SegmentLine {
     let page = tol.zero_page.max(1);
@@ -281,22 +414,33 @@ fn page_aware_line(
         seg.intercept,
         tol.eps,
         page,
+        u64::MAX,
     );
     if best_cost as f64 <= budget * seg.len as f64 {
         return best;
     }
-    for &slope in slopes {
+    for &(slope, known) in slopes {
         if !slope.is_finite() || slope < 0.0 {
             continue;
         }
-        let Some((lo, hi)) =
-            crate::model::intercept_range(tol.points(keys, range.clone()), seg.first_key, slope)
+        let Some((lo, hi)) = known.or_else(|| tol.intercepts(keys, range.clone(), seg.first_key, slope))
         else {
             continue;
         };
         for f in LINE_GRID {
             let c = lo + f * (hi - lo);
-            let cost = crossings(keys, range.clone(), seg.first_key, slope, c, tol.eps, page);
+            // Only a line with fewer crossings than the best is kept: stop
+            // counting at the best's.
+            let cost = crossings(
+                keys,
+                range.clone(),
+                seg.first_key,
+                slope,
+                c,
+                tol.eps,
+                page,
+                best_cost,
+            );
             if cost < best_cost {
                 best_cost = cost;
                 best = SegmentLine {
@@ -314,14 +458,14 @@ fn page_aware_line(
 }
 
 /// Candidate slopes of a segment: a grid over its feasible slope range.
-fn slope_grid(seg: &crate::model::Segment) -> Vec<f64> {
+fn slope_grid(seg: &crate::model::Segment) -> Vec<(f64, Option<(f64, f64)>)> {
     if seg.slope_lo.is_finite() && seg.slope_hi.is_finite() {
         [0.25, 0.5, 0.75]
             .iter()
-            .map(|f| seg.slope_lo + f * (seg.slope_hi - seg.slope_lo))
+            .map(|f| (seg.slope_lo + f * (seg.slope_hi - seg.slope_lo), None))
             .collect()
     } else {
-        vec![seg.slope]
+        vec![(seg.slope, None)]
     }
 }
 
@@ -343,7 +487,7 @@ pub(crate) fn page_aware_lines(
         granule: 1,
         zero_page: page,
     };
-    segs.iter()
+    segs.par_iter()
         .map(|s| page_aware_line(keys, s, tol, &slope_grid(s), budget))
         .collect()
 }
@@ -366,7 +510,7 @@ pub(crate) fn compressed_band(
         granule: 1,
         zero_page,
     };
-    cpr_band(keys, segs, tol, budget).map(|(_, blob)| blob)
+    cpr_band(keys, segs, tol, budget).map(|(_, blob, _)| blob)
 }
 
 /// Mean extra pages (beyond the first) a lookup of a present key reads with
@@ -393,28 +537,209 @@ pub(super) fn extra_pages(keys: &[u64], band: &LayerBuild, page: u64) -> f64 {
             let Some(&first) = chunk.first() else { return 0 };
             let mut j = entries.partition_point(|e| e.key <= first).saturating_sub(1);
             let mut extra = 0u64;
+            // `band_range` and the page arithmetic with the divisions by
+            // pages stepped (predictions mostly increase).
+            let (mut z_lo, mut z_hi) = (PageDiv::new(zero_page), PageDiv::new(zero_page));
+            let (mut p_lo, mut p_hi) = (PageDiv::new(page), PageDiv::new(page));
             for &k in chunk {
                 while entries.get(j + 1).is_some_and(|e| e.key <= k) {
                     j += 1;
                 }
                 let Some(e) = entries.get(j) else { break };
                 let next = entries.get(j + 1).map_or(max_unit, |f| f.base);
-                let (lo, hi) = super::layer::band_range(
-                    e.predict(k, next, max_unit),
-                    eps_lo,
-                    eps_hi,
-                    granule,
-                    zero_page,
-                    n,
-                );
+                let p = e.predict(k, next, max_unit);
+                let mut lo = p.saturating_sub(eps_lo).saturating_mul(granule);
+                let mut hi = p.saturating_add(eps_hi).saturating_add(1).saturating_mul(granule);
+                if zero_page > 0 {
+                    let (first, last) = (z_lo.div_u(lo), z_hi.div_u(hi.saturating_sub(1)));
+                    lo = first * zero_page;
+                    hi = last.saturating_add(1).saturating_mul(zero_page);
+                }
+                let lo = lo.min(n);
+                let hi = hi.min(n).max(lo);
                 if hi > lo {
-                    extra += (hi - 1) / page - lo / page;
+                    extra += p_hi.div_u(hi - 1) - p_lo.div_u(lo);
                 }
             }
             extra
         })
         .sum();
     extra as f64 / n.max(1) as f64
+}
+
+/// What one pass over a band's keys measures: its error bounds (as
+/// [`band_of_entries`] measures them) and what [`extra_pages`] needs to
+/// count the pages of every search window once those bounds are known.
+///
+/// A window `[p - eps_lo, p + eps_hi]` (whole pages of `page` positions with
+/// zero intervals of a page, positions without) away from both ends of the
+/// keys spans `(r + eps_hi) div page - (r - eps_lo) div page` extra pages,
+/// `r = p mod page`: a histogram of `r` gives them all. Predictions within
+/// `reach` of either end are kept as they are and counted exactly.
+struct Tally {
+    /// Largest error below and above (`eps_lo`, `eps_hi`).
+    lo: u64,
+    hi: u64,
+    /// Predictions at least `reach` from both ends, by `p mod page`.
+    hist: Vec<u64>,
+    /// Predictions nearer an end.
+    ends: Vec<u64>,
+    /// Whether `hist` and `ends` hold every key's prediction, routed as
+    /// [`extra_pages`] routes it (else that count is made separately).
+    whole: bool,
+}
+
+impl Tally {
+    fn new(page: u64) -> Tally {
+        Tally {
+            lo: 0,
+            hi: 0,
+            hist: vec![0; usize::try_from(page).unwrap_or(0)],
+            ends: Vec::new(),
+            whole: true,
+        }
+    }
+
+    fn merge(mut self, other: Tally) -> Tally {
+        self.lo = self.lo.max(other.lo);
+        self.hi = self.hi.max(other.hi);
+        for (a, b) in self.hist.iter_mut().zip(&other.hist) {
+            *a += b;
+        }
+        self.ends.extend(other.ends);
+        self.whole &= other.whole;
+        self
+    }
+}
+
+/// Predictions a part of a measuring pass keeps near the ends before it
+/// gives up on the histogram (a band predicting far off its keys).
+const MAX_ENDS: usize = 1 << 16;
+
+/// A band layer of `entries` over `keys` (entry `j`'s keys start at
+/// `starts[j]`) with its measured error bounds, and its mean extra pages per
+/// lookup of a present key with pages of `page` positions: exactly
+/// [`band_of_entries`] and [`extra_pages`] of it, in one pass over the keys
+/// for item predictions with zero intervals of a page or none (in two for
+/// anything else, or if the bounds come out wider than `reach`).
+fn measured_band(
+    keys: &[u64],
+    starts: &[usize],
+    entries: &[super::entries::BandEntry],
+    zero_page: u64,
+    page: u64,
+    reach: u64,
+) -> (LayerBuild, f64) {
+    let separate = || {
+        let band = band_of_entries(keys, starts, entries, 1, zero_page);
+        let extra = extra_pages(keys, &band, page);
+        (band, extra)
+    };
+    let n = keys.len() as u64;
+    let used = starts.len().min(entries.len());
+    let (starts, entries) = (
+        starts.get(..used).unwrap_or_default(),
+        entries.get(..used).unwrap_or_default(),
+    );
+    // Keys before the first start belong to no entry when measuring and to
+    // the first when counting pages: only a band from the first key on is
+    // measured in one pass.
+    // `extra_pages` finds entries by key: they must be in order.
+    if !(zero_page == 0 || zero_page == page)
+        || page == 0
+        || page > 1 << 16
+        || starts.first() != Some(&0)
+        || entries.windows(2).any(|w| matches!(w, [a, b] if a.key > b.key))
+    {
+        return separate();
+    }
+    let max_unit = n;
+    let part = 1usize << 16;
+    let tally = keys
+        .par_chunks(part)
+        .enumerate()
+        .map(|(c, chunk)| {
+            let mut t = Tally::new(page);
+            let base = c * part;
+            // Entries starting at or before the part's first key: the last of
+            // them covers it.
+            let mut j = starts.partition_point(|&s| s <= base);
+            let (mut own, mut at) = (PageDiv::new(zero_page), PageDiv::new(page));
+            let far_end = n.saturating_sub(1).saturating_sub(reach);
+            for (d, &k) in chunk.iter().enumerate() {
+                let i = base + d;
+                while starts.get(j).is_some_and(|&s| s <= i) {
+                    j += 1;
+                }
+                let Some(e) = j.checked_sub(1).and_then(|c| entries.get(c)) else {
+                    continue;
+                };
+                // `extra_pages` routes by entry keys: the same entry, or the
+                // count is made there.
+                if e.key > k && j > 1 || entries.get(j).is_some_and(|f| f.key <= k) {
+                    t.whole = false;
+                }
+                let next = entries.get(j).map_or(max_unit, |f| f.base);
+                let p = e.predict(k, next, max_unit);
+                let y = i as u64;
+                if zero_page > 0 {
+                    let page_start = own.div_u(y) * zero_page;
+                    t.hi = t.hi.max(page_start.saturating_sub(p));
+                    t.lo = t.lo.max(p.saturating_sub(page_start + zero_page - 1));
+                } else {
+                    t.hi = t.hi.max(y.saturating_sub(p));
+                    t.lo = t.lo.max(p.saturating_sub(y));
+                }
+                if p >= reach && p <= far_end {
+                    let r = p - at.div_u(p) * page;
+                    if let Some(h) = t.hist.get_mut(r as usize) {
+                        *h += 1;
+                    }
+                } else if t.ends.len() < MAX_ENDS {
+                    t.ends.push(p);
+                } else {
+                    t.whole = false;
+                }
+            }
+            t
+        })
+        .reduce(|| Tally::new(page), Tally::merge);
+    let mut flat = Vec::with_capacity(used * 24);
+    for e in entries {
+        e.write(&mut flat);
+    }
+    let band = LayerBuild {
+        kind: LayerKind::Band {
+            granule: 1,
+            zero_page,
+            eps_lo: tally.lo,
+            eps_hi: tally.hi,
+        },
+        flat,
+        last_successor: max_unit,
+    };
+    if !tally.whole || tally.lo > reach || tally.hi > reach {
+        let extra = extra_pages(keys, &band, page);
+        return (band, extra);
+    }
+    let (el, eh) = (tally.lo as i64, tally.hi as i64);
+    let p = page as i64;
+    let mut extra: u64 = tally
+        .hist
+        .iter()
+        .enumerate()
+        .map(|(r, &c)| {
+            let r = r as i64;
+            c * ((r + eh).div_euclid(p) - (r - el).div_euclid(p)) as u64
+        })
+        .sum();
+    for &q in &tally.ends {
+        let (lo, hi) = super::layer::band_range(q, tally.lo, tally.hi, 1, zero_page, n);
+        if hi > lo {
+            extra += (hi - 1) / page - lo / page;
+        }
+    }
+    (band, extra as f64 / n.max(1) as f64)
 }
 
 fn band_entry(e: &[u8]) -> super::entries::BandEntry {
@@ -497,8 +822,10 @@ fn zero_interval_band(
         zero_page: 0,
     };
     let plain_segs = crate::model::optimal_pla_points(plain.points(keys, 0..keys.len()));
-    let budget =
-        extra_pages(keys, &band_layer(keys, &lines_of(&plain_segs), 1, 0)?, page) + slack.unwrap_or(0.002);
+    let first_key = |i: usize| keys.get(i).copied().unwrap_or(0);
+    let reach = window_reach(eps.saturating_mul(2), page);
+    let (entries, starts) = band_entries(keys.len(), &lines_of(&plain_segs), &first_key, None, 1, 0)?;
+    let budget = measured_band(keys, &starts, &entries, 0, page, reach).1 + slack.unwrap_or(0.002);
     let max_window = if slack.is_some() {
         eps.saturating_mul(2)
     } else {
@@ -511,17 +838,22 @@ fn zero_interval_band(
             zero_page: page,
         };
         let segs = crate::model::optimal_pla_points(tol.points(keys, 0..keys.len()));
-        let (band, blob) = if compress {
-            let (b, blob) = cpr_band(keys, &segs, tol, budget)?;
-            (b, Some(blob))
+        let (band, blob, extra) = if compress {
+            let (b, blob, extra) = cpr_band(keys, &segs, tol, budget)?;
+            (b, Some(blob), extra)
         } else {
             let lines: Vec<SegmentLine> = segs
-                .iter()
+                .par_iter()
                 .map(|s| page_aware_line(keys, s, tol, &slope_grid(s), budget))
                 .collect();
-            (band_layer(keys, &lines, 1, page)?, None)
+            let (entries, starts) = band_entries(keys.len(), &lines, &first_key, None, 1, page)?;
+            let (band, extra) = measured_band(keys, &starts, &entries, page, page, reach);
+            (band, None, Some(extra))
         };
-        let extra = extra_pages(keys, &band, page);
+        let extra = match extra {
+            Some(e) => e,
+            None => extra_pages(keys, &band, page),
+        };
         Ok(((band, blob, segs.len()), extra))
     })?;
     Ok(ZeroBand {
@@ -746,7 +1078,7 @@ fn pgm_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool, compress:
     } else if let First::All(all) = &first {
         // Compressed bands without zero intervals.
         let segs = crate::model::optimal_pla_points(tol.points(all, 0..all.len()));
-        let (_, blob) = cpr_band(all, &segs, tol, f64::INFINITY)?;
+        let (_, blob, _) = cpr_band(all, &segs, tol, f64::INFINITY)?;
         return Ok(Design {
             layers: vec![blob],
             models: Some(segs.len() as u64),
@@ -1106,5 +1438,220 @@ mod tests {
         }
         // With granularity item given explicitly, sampling is fine.
         design(&[("sample", 4.into()), ("granularity", "item".into())]).unwrap();
+    }
+
+    /// The stepped page division, the division-free crossing count, the
+    /// two-points-per-page intercept range and the stepped `extra_pages`
+    /// agree with their plain definitions.
+    #[test]
+    fn stepped_arithmetic_matches_definitions() {
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+        let mut runner = TestRunner::new(Config::with_cases(200));
+        let strat = (proptest::collection::vec(-3000i64..3000, 1..60), 1u64..300);
+        runner
+            .run(&strat, |(vs, page)| {
+                let mut d = PageDiv::new(page);
+                for v in vs {
+                    prop_assert_eq!(d.div(v), v.div_euclid(page as i64));
+                }
+                Ok(())
+            })
+            .unwrap();
+        let strat = (
+            proptest::collection::vec(0u64..5000, 1..400),
+            0.0f64..2.0,
+            -600.0f64..600.0,
+            0u64..300,
+            1u64..300,
+        );
+        runner
+            .run(&strat, |(mut keys, slope, c, eps, page)| {
+                keys.sort_unstable();
+                let first = keys[0];
+                let (pg, e) = (page as i64, eps as i64);
+                let want: u64 = keys
+                    .iter()
+                    .map(|&k| {
+                        let p = (c + slope * (k - first) as f64).floor() as i64;
+                        ((p + e).div_euclid(pg) - (p - e).div_euclid(pg)) as u64
+                    })
+                    .sum();
+                let all = 0..keys.len();
+                prop_assert_eq!(
+                    crossings(&keys, all.clone(), first, slope, c, eps, page, u64::MAX),
+                    want
+                );
+                let capped = crossings(&keys, all.clone(), first, slope, c, eps, page, 3);
+                prop_assert!(capped == want || (capped >= 3 && want >= 3));
+                let tol = Tolerance {
+                    eps,
+                    granule: 1,
+                    zero_page: page,
+                };
+                let sub = keys.len() / 3..keys.len();
+                let plain = crate::model::intercept_range(tol.points(&keys, sub.clone()), first, slope);
+                prop_assert_eq!(tol.intercepts(&keys, sub, first, slope), plain);
+                Ok(())
+            })
+            .unwrap();
+        // Windows ending on a page's last position, starting on its first
+        // and crossing one boundary: [0, 9], [10, 19] and [4, 10] of pages of 10.
+        for (c, want) in [(3.0, 0), (13.0, 0), (7.0, 1), (-3.0, 1)] {
+            assert_eq!(crossings(&[5], 0..1, 5, 0.0, c, 3, 10, u64::MAX), want, "{c}");
+        }
+        for v in [-2.5, -1.0, -0.0, 0.3, 7.0, 1e30, -1e30, f64::NAN, f64::INFINITY] {
+            assert_eq!(floor_i64(v), v.floor() as i64, "{v}");
+        }
+        // extra_pages against `band_range` per key.
+        let keys = crate::data::generate("osm-like".parse().unwrap(), 50_000, 3).unwrap();
+        for (eps, zero) in [(8u64, 0u64), (64, 255), (3, 100)] {
+            let tol = Tolerance {
+                eps,
+                granule: 1,
+                zero_page: zero,
+            };
+            let segs = crate::model::optimal_pla_points(tol.points(&keys, 0..keys.len()));
+            let band = band_layer(&keys, &lines_of(&segs), 1, zero).unwrap();
+            let LayerKind::Band { eps_lo, eps_hi, .. } = band.kind else {
+                panic!("band expected")
+            };
+            let entries: Vec<_> = band.flat.chunks_exact(24).map(band_entry).collect();
+            let n = keys.len() as u64;
+            let mut want = 0u64;
+            for (i, &k) in keys.iter().enumerate() {
+                let j = segs.partition_point(|s| s.start <= i) - 1;
+                let next = entries.get(j + 1).map_or(n, |f| f.base);
+                let (lo, hi) = super::super::layer::band_range(
+                    entries[j].predict(k, next, n),
+                    eps_lo,
+                    eps_hi,
+                    1,
+                    zero,
+                    n,
+                );
+                if hi > lo {
+                    want += (hi - 1) / 255 - lo / 255;
+                }
+            }
+            assert_eq!(
+                extra_pages(&keys, &band, 255),
+                want as f64 / n as f64,
+                "eps {eps} zero {zero}"
+            );
+        }
+    }
+
+    /// What the zero-interval designs choose on fixed data sets, pinned:
+    /// the window, the models, the expected pages and a digest of the layer
+    /// bytes (FNV-1a). Speed-ups of the design must leave all of it as is.
+    #[test]
+    fn zero_interval_choices_are_pinned() {
+        let per_page = crate::format::records_per_page(4096);
+        let mut got = Vec::new();
+        for (dist, n) in [
+            ("osm-like", 200_000),
+            ("fb-like", 150_000),
+            ("books-like", 150_000),
+            ("wiki-like", 150_000),
+        ] {
+            let keys = crate::data::generate(dist.parse().unwrap(), n, 7).unwrap();
+            for kind in ["pgm-disk", "pgm-disk-cpr"] {
+                for (eps, slack) in [(64u64, None), (16, Some(0.05))] {
+                    let mut m = serde_json::Map::new();
+                    m.insert("epsilon".into(), eps.into());
+                    if let Some(s) = slack {
+                        m.insert("page_slack".into(), s.into());
+                    }
+                    let k = LAYERED_KINDS.iter().find(|k| k.name == kind).unwrap();
+                    let d = (k.design)(&Params::from_map(m), &keys, per_page, 4096).unwrap();
+                    let mut h = 0xcbf2_9ce4_8422_2325u64;
+                    for b in d.layers.iter().flat_map(|l| l.flat.iter()) {
+                        h = (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3);
+                    }
+                    got.push(format!(
+                        "{dist} {kind} {eps} w={} models={} pages={} h={h:016x}",
+                        d.notes["zero_interval_window"],
+                        d.models.unwrap_or(0),
+                        d.notes["expected_pages"],
+                    ));
+                }
+            }
+        }
+        let want: &[&str] = &[
+            "osm-like pgm-disk 64 w=64 models=179 pages=1.473865 h=843ee4eb4befc409",
+            "osm-like pgm-disk 16 w=18 models=295 pages=1.17326 h=24a9f8ce69c8436d",
+            "osm-like pgm-disk-cpr 64 w=64 models=174 pages=1.50065 h=778367dc5b612154",
+            "osm-like pgm-disk-cpr 16 w=16 models=289 pages=1.173005 h=5cdf5c4ccf66e9b6",
+            "fb-like pgm-disk 64 w=64 models=174 pages=1.4483333333333333 h=6dadb73877688e70",
+            "fb-like pgm-disk 16 w=13 models=242 pages=1.1736866666666668 h=031326a2eb137451",
+            "fb-like pgm-disk-cpr 64 w=64 models=173 pages=1.4886933333333334 h=e4762153f20c15c6",
+            "fb-like pgm-disk-cpr 16 w=10 models=240 pages=1.1709133333333333 h=5c041012888fdb3d",
+            "books-like pgm-disk 64 w=64 models=38 pages=1.48914 h=184fb22319197f77",
+            "books-like pgm-disk 16 w=23 models=103 pages=1.1710533333333333 h=c1e2d499320791ff",
+            "books-like pgm-disk-cpr 64 w=64 models=37 pages=1.5045133333333334 h=1739d893153f13cc",
+            "books-like pgm-disk-cpr 16 w=23 models=102 pages=1.1723933333333334 h=bda1ede569ecab17",
+            "wiki-like pgm-disk 64 w=64 models=83 pages=1.4872266666666667 h=3b3b4f283a8b35a5",
+            "wiki-like pgm-disk 16 w=21 models=151 pages=1.1752666666666667 h=cb1d683fe64389da",
+            "wiki-like pgm-disk-cpr 64 w=64 models=80 pages=1.4939733333333334 h=6a15b9c6a8b6a899",
+            "wiki-like pgm-disk-cpr 16 w=21 models=147 pages=1.1724533333333333 h=f2587805c5ea0827",
+        ];
+        assert_eq!(got, want);
+    }
+
+    /// The one-pass `measured_band` gives exactly `band_of_entries` and
+    /// `extra_pages` of it: plain and zero-interval bands, offsets moved by
+    /// up to a few pages (wider bounds than the reach: counted separately),
+    /// flat entries predicting one value (every prediction near an end),
+    /// small reaches, and pages other than the zero intervals'.
+    #[test]
+    fn measured_band_matches_separate_passes() {
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+        let sets: Vec<Vec<u64>> = [("osm-like", 3u64), ("books-like", 5), ("fb-like", 9)]
+            .iter()
+            .map(|&(d, seed)| crate::data::generate(d.parse().unwrap(), 20_000, seed).unwrap())
+            .collect();
+        let strat = (
+            0usize..3,
+            prop_oneof![0u64..4, 4u64..80],
+            prop_oneof![Just(0u64), Just(64), 1u64..300],
+            prop_oneof![Just(None), (1u64..400).prop_map(Some)],
+            prop_oneof![Just(0i32), 1i32..200, 200i32..100_000],
+            0u64..2_000,
+            any::<bool>(),
+        );
+        let mut runner = TestRunner::new(Config::with_cases(96));
+        runner
+            .run(&strat, |(set, eps, zero, other_page, jitter, reach, flat)| {
+                let keys = &sets[set];
+                let tol = Tolerance {
+                    eps,
+                    granule: 1,
+                    zero_page: zero,
+                };
+                let segs = crate::model::optimal_pla_points(tol.points(keys, 0..keys.len()));
+                let first_key = |i: usize| keys.get(i).copied().unwrap_or(0);
+                let (mut entries, starts) =
+                    band_entries(keys.len(), &lines_of(&segs), &first_key, None, 1, zero).unwrap();
+                for (j, e) in entries.iter_mut().enumerate() {
+                    // Deterministic moves of every third entry.
+                    if j % 3 == 1 {
+                        e.off = e.off.saturating_add(jitter * if j % 2 == 0 { 1 } else { -1 });
+                    }
+                    if flat && j % 5 == 0 {
+                        e.slope = 0.0;
+                    }
+                }
+                let page = other_page.unwrap_or(zero.max(1));
+                let (band, extra) = measured_band(keys, &starts, &entries, zero, page, reach);
+                let want = band_of_entries(keys, &starts, &entries, 1, zero);
+                prop_assert_eq!(format!("{:?}", band.kind), format!("{:?}", want.kind));
+                prop_assert_eq!(&band.flat, &want.flat);
+                prop_assert_eq!(band.last_successor, want.last_successor);
+                prop_assert_eq!(extra, extra_pages(keys, &want, page));
+                Ok(())
+            })
+            .unwrap();
     }
 }
