@@ -235,6 +235,13 @@ impl PlaStream {
     /// the point starts a new one. O(1) amortised.
     #[inline]
     pub fn push(&mut self, x: u64, lo: i128, hi: i128) -> Option<Segment> {
+        // The common case: an ordered interval within `±2^62` (then also
+        // within the clamp), straight to the `i64` hulls.
+        if let Core::Narrow(h) = &mut self.core {
+            if lo <= hi && fits_narrow(lo) && fits_narrow(hi) {
+                return h.push(x, lo as i64, hi as i64);
+            }
+        }
         let (lo, hi) = normalize(lo, hi);
         match &mut self.core {
             Core::Narrow(h) if fits_narrow(lo) && fits_narrow(hi) => h.push(x, lo as i64, hi as i64),
@@ -1591,6 +1598,73 @@ mod tests {
             let (st, _) = stitched(&pts, &[switch / 2, switch, switch + 1]);
             assert_same_segments(&st, &want).unwrap();
         }
+    }
+
+    /// ns/key of the streaming PLA: the old way (i128 hulls, the interval
+    /// divided by a granule of 1 per key) against i64 hulls with the
+    /// interval added, and partitions of 1M keys stitched. Keys from the SOSD
+    /// file `STRATA_PLA_KEYS` (release build:
+    /// `STRATA_PLA_KEYS=osm10m.keys cargo test --release --lib pla_throughput -- --ignored --nocapture`).
+    #[test]
+    #[ignore = "timing; needs STRATA_PLA_KEYS"]
+    fn pla_throughput() {
+        let Ok(path) = std::env::var("STRATA_PLA_KEYS") else {
+            return;
+        };
+        let bytes = std::fs::read(path).unwrap();
+        let keys: Vec<u64> = bytes[8..]
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        let n = keys.len() as f64;
+        let eps = 64u64;
+        let granule = std::hint::black_box(1u64);
+        let time = |name: &str, f: &dyn Fn() -> usize| {
+            let mut best = f64::MAX;
+            let mut segs = 0;
+            for _ in 0..3 {
+                let t = std::time::Instant::now();
+                segs = f();
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+            println!("{name}: {:.1} ns/key, {segs} segments", best * 1e9 / n);
+            segs
+        };
+        let old = time("i128 hulls, divided interval", &|| {
+            let mut h = Hulls::<i128>::default();
+            let mut c = 0;
+            for (i, &k) in keys.iter().enumerate() {
+                let u = (i as u64 / granule) as i128;
+                let e = (eps / granule) as i128;
+                let (lo, hi) = normalize(u - e, u + e);
+                c += usize::from(h.push(k, lo, hi).is_some());
+            }
+            c + usize::from(h.finish().is_some())
+        });
+        let new = time("PlaStream (i64 hulls), added interval", &|| {
+            let mut s = PlaStream::new();
+            let e = eps as i128;
+            let mut c = 0;
+            for (i, &k) in keys.iter().enumerate() {
+                c += usize::from(s.push(k, i as i128 - e, i as i128 + e).is_some());
+            }
+            c + usize::from(s.finish().is_some())
+        });
+        fn pts(start: usize, ks: &[u64], eps: u64) -> impl Iterator<Item = IntervalPoint> + '_ {
+            let e = eps as i128;
+            ks.iter()
+                .enumerate()
+                .map(move |(j, &k)| (k, (start + j) as i128 - e, (start + j) as i128 + e))
+        }
+        let parts = time("1M-key partitions segmented and stitched (one thread)", &|| {
+            let mut st = PlaStitcher::new();
+            for (p, c) in keys.chunks(1 << 20).enumerate() {
+                let part = segment_part(p << 20, pts(p << 20, c, eps));
+                st.stitch(part, pts(p << 20, c, eps)).unwrap();
+            }
+            st.finish().len()
+        });
+        assert_eq!((old, new), (new, parts));
     }
 
     proptest! {
