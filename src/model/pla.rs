@@ -189,10 +189,11 @@ impl PlaStream {
     /// An empty stream whose next point has input index `index` (the first
     /// point of a partition of a larger input, see [`segment_part`]).
     pub fn starting_at(index: usize) -> Self {
-        let mut h = Hulls::<i64>::default();
-        h.next = index;
         PlaStream {
-            core: Core::Narrow(h),
+            core: Core::Narrow(Hulls {
+                next: index,
+                ..Hulls::default()
+            }),
         }
     }
 
