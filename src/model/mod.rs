@@ -1,7 +1,8 @@
 //! Pure algorithms on sorted keys (no I/O).
 //!
 //! - `pla`: optimal piecewise linear approximation (PGM-index, with
-//!   general intervals and disk-based zero intervals), the FITing-tree
+//!   general intervals and disk-based zero intervals; partitions segmented
+//!   independently and stitched into exactly the sequential result), the FITing-tree
 //!   shrinking cone, and slope compression;
 //! - `radix_spline`: RadixSpline (greedy spline corridor + radix table);
 //! - `rmi`: a two-layer linear recursive model index;
@@ -32,8 +33,8 @@ mod rmi;
 pub use gapcode::{DeltaArray, GapArray};
 pub use leco::LecoArray;
 pub use pla::{
-    IntervalPoint, PlaStream, Segment, greedy_cone, optimal_pla, optimal_pla_points,
-    optimal_pla_zero_interval,
+    IntervalPoint, PlaPart, PlaStitcher, PlaStream, Segment, greedy_cone, optimal_pla, optimal_pla_points,
+    optimal_pla_zero_interval, segment_part,
 };
 pub(crate) use pla::{intercept_range, min_slope_set, zero_interval};
 pub use radix_spline::RadixSpline;
