@@ -64,6 +64,9 @@ build_once() { # label bin dataset n kind threads repeat
   local f out tf
   f=$(keys "$ds" "$n")
   rm -rf "$scratch"
+  # The previous build's dirty pages written back first, so that their
+  # write-back does not throttle this one.
+  sync
   tf=$(mktemp)
   # RAYON_NUM_THREADS sizes the pool of both binaries (an older one has no --threads).
   out=$(RAYON_NUM_THREADS=$t /usr/bin/time -f '%e %U %S %M' -o "$tf" "$bin" -q build --data "$f" \

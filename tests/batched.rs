@@ -321,9 +321,9 @@ fn btree_scans_read_ahead_the_same_pages() {
 }
 
 /// Dense sorted probes (a join's outer keys): the layered engine reads the
-/// union of overlapping or touching ranges once (at most 16 pages per
-/// read), so each page is read once, in far fewer read calls than one by
-/// one, with the same answers.
+/// union of overlapping or touching ranges once (reads of at most 16 pages
+/// after the first window), so each page is read once, in far fewer read
+/// calls than one by one, with the same answers.
 #[test]
 fn dense_probes_read_each_page_once() {
     let (keys, _) = data();
@@ -347,5 +347,166 @@ fn dense_probes_read_each_page_once() {
         assert!(many[1] <= pages, "{spec}: {many:?} pages read, at most {pages}");
         assert!(many[0] <= pages.div_ceil(16) + 2, "{spec}: {many:?} read calls");
         assert!(one[0] >= 20_000, "{spec}: one by one {one:?}");
+    }
+}
+
+/// The data pages `[first, last]` the windows of the keys from `a` to `b`
+/// span (`approx` of each: a learned kind's windows are ascending).
+fn window_pages(idx: &dyn Index, a: u64, b: u64) -> u64 {
+    let lo = idx.approx(a).unwrap().unwrap().lo;
+    let hi = idx.approx(b).unwrap().unwrap().hi;
+    // 4 KiB pages of 255 records.
+    (hi - 1) / 255 - lo / 255 + 1
+}
+
+/// Dense sorted probes over a sampled PGM whose window (4,096 records, 17
+/// pages) is wider than a read grows to (16 pages): each window read takes
+/// only the pages past the ones read for the keys before, and a key whose
+/// window spans several reads searches each, so every data page of the
+/// windows is read once: 54 pages in 4 reads here, where each read of a
+/// whole window (at most one per read) took 646 pages in 38 reads.
+#[test]
+fn wide_windows_read_each_page_once() {
+    // Runs of keys with gaps of their own, so that the PGM over every
+    // 128th key is 15 samples off in places (a 4,096-record window).
+    let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(23);
+    let mut keys: Vec<u64> = Vec::with_capacity(200_000);
+    let mut k = 0u64;
+    while keys.len() < 200_000 {
+        let gap = rng.random_range(1..1_000u64);
+        for _ in 0..rng.random_range(1..5_000) {
+            k += rng.random_range(1..=gap);
+            keys.push(k);
+        }
+    }
+    let probe: Vec<u64> = keys[50_000..60_000].iter().flat_map(|&k| [k, k + 1]).collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let s: IndexSpec = "pgm:sample=128,epsilon=15".parse().unwrap();
+    strata::registry::build(&s, &keys, tmp.path(), &BuildOptions::default()).unwrap();
+    for engine in engines() {
+        for qd in [1, 4, 32] {
+            let opts = OpenOptions {
+                direct: true,
+                io_engine: engine,
+                queue_depth: qd,
+                ..OpenOptions::default()
+            };
+            let idx = strata::registry::open(tmp.path(), &opts).unwrap();
+            let what = format!("{engine:?} qd={qd}");
+            let a = idx.approx(probe[0]).unwrap().unwrap();
+            assert!(a.hi - a.lo >= 4_000, "{what}: window {a:?}");
+            let span = window_pages(idx.as_ref(), probe[0], *probe.last().unwrap());
+            let (want_g, want_l, one_g, _) = one_by_one(idx.as_ref(), &probe);
+            let (g, l, many_g, many_l) = batched(idx.as_ref(), &probe);
+            assert_eq!(g, want_g, "{what}: get_many answers");
+            assert_eq!(l, want_l, "{what}: lower_bound_many answers");
+            assert!(
+                many_g[1] <= span,
+                "{what}: get_many read {many_g:?}, {span} pages"
+            );
+            // A lower bound past its window reads the next page (once).
+            assert!(
+                many_l[1] <= span + 1,
+                "{what}: lower_bound_many read {many_l:?}, {span} pages"
+            );
+            assert!(
+                many_g[0] <= span.div_ceil(16) + 2,
+                "{what}: {many_g:?} read calls"
+            );
+            assert!(one_g[1] >= 20_000 * 16, "{what}: one by one {one_g:?}");
+        }
+    }
+}
+
+/// The data pages a batch's windows span (`approx` of each key), and the
+/// pages after the windows (where a lower bound at a window's end is).
+fn union_pages(idx: &dyn Index, batch: &[u64]) -> (usize, usize) {
+    let mut pages = std::collections::BTreeSet::new();
+    let mut after = std::collections::BTreeSet::new();
+    for &k in batch {
+        let a = idx.approx(k).unwrap().unwrap();
+        let hi = a.hi.min(idx.len());
+        if a.lo < hi {
+            pages.extend(a.lo / 255..=(hi - 1) / 255);
+        }
+        after.insert(hi / 255);
+    }
+    (pages.len(), after.len())
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+
+    /// Random batches (dense runs of keys present and absent, random keys,
+    /// repeats, the ends of the key space, in any order) over kinds with
+    /// narrow and wide windows: the answers of lookups one by one, and
+    /// `get_many` reads no page twice (`lower_bound_many` may read a page
+    /// after a window once more).
+    #[test]
+    fn batches_answer_as_lookups_and_read_each_page_once(
+        seed in 0u64..1_000,
+        n in 2_000usize..30_000,
+        spec in proptest::sample::select(vec![
+            "pgm:sample=128,epsilon=15",
+            "pgm:sample=16,epsilon=3",
+            "pgm:sample=3,epsilon=1",
+            "pgm:epsilon=256",
+            "pgm",
+            "zonemap",
+        ]),
+        qd in proptest::sample::select(vec![1usize, 4, 32]),
+    ) {
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(seed);
+        let mut keys: Vec<u64> = Vec::with_capacity(n);
+        let mut k = 0u64;
+        while keys.len() < n {
+            let gap = rng.random_range(1..1_000u64);
+            for _ in 0..rng.random_range(1..3_000) {
+                k += rng.random_range(1..=gap);
+                keys.push(k);
+            }
+        }
+        keys.truncate(n);
+        let mut batch: Vec<u64> = Vec::new();
+        for _ in 0..rng.random_range(1..4) {
+            let from = rng.random_range(0..n);
+            let len = rng.random_range(1..3_000).min(n - from);
+            let step = rng.random_range(1..4);
+            for &k in keys[from..from + len].iter().step_by(step) {
+                batch.push(k);
+                if rng.random_bool(0.5) {
+                    batch.push(k + 1);
+                }
+            }
+        }
+        for _ in 0..rng.random_range(0..200) {
+            batch.push(rng.random_range(0..k + 1_000));
+        }
+        batch.extend([0, 1, k, k + 1, u64::MAX]);
+        batch.extend(batch.clone().iter().step_by(7).take(40));
+        if rng.random_bool(0.5) {
+            for i in (1..batch.len()).rev() {
+                batch.swap(i, rng.random_range(0..=i));
+            }
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let s: IndexSpec = spec.parse().unwrap();
+        strata::registry::build(&s, &keys, tmp.path(), &BuildOptions::default()).unwrap();
+        let opts = OpenOptions {
+            direct: true,
+            queue_depth: qd,
+            ..OpenOptions::default()
+        };
+        let idx = strata::registry::open(tmp.path(), &opts).unwrap();
+        let (want_g, want_l, _, _) = one_by_one(idx.as_ref(), &batch);
+        let (g, l, many_g, many_l) = batched(idx.as_ref(), &batch);
+        proptest::prop_assert_eq!(g, want_g);
+        proptest::prop_assert_eq!(l, want_l);
+        let (pages, after) = union_pages(idx.as_ref(), &batch);
+        proptest::prop_assert!(many_g[1] <= pages as u64, "get_many read {:?}, windows span {} pages", many_g, pages);
+        proptest::prop_assert!(
+            many_l[1] <= (pages + after) as u64,
+            "lower_bound_many read {:?}, windows span {} pages, {} after", many_l, pages, after
+        );
     }
 }

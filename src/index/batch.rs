@@ -12,7 +12,9 @@
 //! round per level (the B+-tree with `resident=none`, layers read from
 //! storage). Every key reads the pages its one-by-one lookup reads, so pages
 //! and bytes per lookup are the same; keys repeated in a batch, and keys
-//! whose lookups read the same range in the same round, share one read.
+//! whose lookups read the same range in the same round, share one read (the
+//! layered kinds read each data page once per batch however their keys'
+//! ranges overlap: `Lookups` in `index/scan.rs`).
 
 use std::collections::HashMap;
 

@@ -1,6 +1,9 @@
 //! Reading records out of a data run: last-mile search and range scans,
 //! shared by every static index kind.
 
+use std::collections::VecDeque;
+use std::rc::Rc;
+
 use super::{ApproxPos, Cursor, Record};
 use crate::format::{DataRun, PageRun};
 use crate::storage::{AlignedBuf, ReadStream, StreamRead};
@@ -97,11 +100,13 @@ impl DataRunReader {
         }
     }
 
-    /// The values of `keys` (ascending; each `None` if absent), the
-    /// predicted range of key `i` given by `predict(i)`: the pages each
-    /// key's one-by-one lookup reads ([`DataRunReader::locate`]), up to
-    /// `queue_depth` reads in flight, each key predicted as the storage asks
-    /// for a read and searched as its pages arrive ([`Lookups`]).
+    /// The values of `keys` (ascending, distinct; each `None` if absent),
+    /// the predicted range of key `i` given by `predict(i)`: the pages each
+    /// key's one-by-one lookup reads ([`DataRunReader::locate`]), with
+    /// all-at-once fetching each page once per batch however the ranges
+    /// overlap, up to `queue_depth` reads in flight, each key predicted as
+    /// the storage asks for a read and searched as its pages arrive
+    /// ([`Lookups`]).
     pub(crate) fn get_many(
         &self,
         keys: &[u64],
@@ -135,19 +140,7 @@ impl DataRunReader {
         goal: Goal,
         queue_depth: usize,
     ) -> Result<Vec<Option<Record>>> {
-        let mut stream = Lookups {
-            reader: self,
-            keys,
-            predict,
-            fetch,
-            goal,
-            next_key: 0,
-            ahead: None,
-            steps: vec![Step::Done; keys.len()],
-            follow: std::collections::VecDeque::new(),
-            reqs: Vec::new(),
-            answers: vec![None; keys.len()],
-        };
+        let mut stream = Lookups::new(self, keys, predict, fetch, goal)?;
         self.run.storage().read_stream(&mut stream, queue_depth)?;
         Ok(stream.answers)
     }
@@ -314,8 +307,8 @@ impl<F: Fn(u64) -> Result<Located>> Cursor for DataRunCursor<'_, F> {
     }
 }
 
-/// Pages a read of a batched lookup may grow to when it takes the
-/// overlapping ranges of the keys after the first.
+/// Pages a window read of a batched lookup grows to when it takes the new
+/// pages of the keys after its first.
 const MAX_COALESCED_PAGES: u64 = 16;
 
 /// What a batched lookup answers for each key.
@@ -330,9 +323,19 @@ enum Goal {
 /// Where a key of a batched lookup is.
 #[derive(Debug, Clone, Copy)]
 enum Step {
-    /// Searching its predicted items `[lo, hi)`: pages `p..=last` are
-    /// still to read (all at once, or from `p` one by one).
+    /// One by one: searching its predicted items `[lo, hi)`, pages
+    /// `p..=last` still to read from `p`.
     Search { lo: u64, hi: u64, p: u64, last: u64 },
+    /// All at once: searching items `[lo, hi)`, whose pages `pending`
+    /// window reads still in flight hold; `best` is the smallest lower
+    /// bound found in the pages searched so far, with its record if they
+    /// hold it.
+    Window {
+        lo: u64,
+        hi: u64,
+        pending: u32,
+        best: Option<(u64, Option<Record>)>,
+    },
     /// Its lower bound is item `lb`, on a page still to read.
     Fetch(u64),
     /// Answered.
@@ -348,13 +351,69 @@ struct PageReq {
     keys: Vec<usize>,
 }
 
-/// The lookups of a batch as a [`ReadStream`]: `next` predicts keys in
-/// order until one needs other pages than the keys before it (keys needing
-/// the same pages share one read, and with all-at-once fetching keys whose
-/// ranges overlap or touch share a read of their union, up to
-/// [`MAX_COALESCED_PAGES`]), `done` searches the pages for their
-/// keys and queues the reads some still need (the next page with
-/// [`Fetch::OneByOne`], a lower bound's page after its range).
+/// A window read's pages: in flight (the read's sequence number), or read.
+#[derive(Debug, Clone)]
+enum Held {
+    Pending(usize),
+    Read(Rc<PageRun>),
+}
+
+/// The lower bound key `.0` found in some pages, `.1`: a later key's is
+/// at or after it.
+type Hint = Option<(usize, u64)>;
+
+/// Where key `i`'s search of items `[s, t)` in `run` may start: at `hint`
+/// if a smaller key found its lower bound there, which is after `s`.
+fn search_from(run: &PageRun, i: usize, key: u64, s: u64, t: u64, hint: &mut Hint) -> u64 {
+    let lb = match *hint {
+        Some((j, h)) if j < i && h > s => run.lower_bound_near(key, h.min(t), t),
+        _ => run.lower_bound(key, s, t),
+    };
+    *hint = Some((i, lb));
+    lb
+}
+
+/// Data pages `[a, b)` read for the windows of a batch (all at once).
+#[derive(Debug)]
+struct Win {
+    a: u64,
+    b: u64,
+    held: Held,
+    /// The lower bound the last key searching these pages found in them (a
+    /// start for the next key's search).
+    hint: Hint,
+}
+
+/// The lookups of a batch as a [`ReadStream`]; the keys are ascending and
+/// distinct ([`KeyBatch`](super::batch::KeyBatch)). `next` predicts keys in
+/// order until one needs a read the read being built cannot take; `done`
+/// searches the pages read for the keys waiting for them.
+///
+/// With [`Fetch::OneByOne`] each key reads its pages one at a time (keys
+/// in a row wanting the same page share the read).
+///
+/// With [`Fetch::AllAtOnce`] every data page is read at most once per
+/// batch, however wide the windows (a sampled PGM's window spans 16 pages
+/// or more, and a join's dense probes overlap each other's windows):
+/// - Keys ascend, so a key's lower bound is at or after every earlier
+///   key's: its window starts no earlier than the largest window start
+///   and lower bound found so far (`floor`).
+/// - The pages of the batch are read in ascending, disjoint *window reads*
+///   up to the `frontier`, the end of the last. A key's window needs only
+///   its pages past the frontier read: they extend the read being built
+///   (contiguous, up to [`MAX_COALESCED_PAGES`]) or start the next one.
+///   The pages from its window's start to the frontier are in window reads
+///   made for earlier keys: the key that moved the frontier there had a
+///   window starting no later, all of whose pages were read. (A prediction
+///   breaking its contract could leave a gap: that key reads its window on
+///   its own.)
+/// - So a key searches its window in pieces, one per window read: at once
+///   in the pages already read (held until `floor` passes them: about one
+///   window's worth), and when each read in flight completes. Its lower
+///   bound is the first piece's that is not at its piece's end; it is
+///   answered when the last piece is searched.
+/// - A lower bound after the key's window (at its `hi`, on the next page)
+///   is taken from a window read that holds it, or read on its own.
 struct Lookups<'r, P> {
     reader: &'r DataRunReader,
     keys: &'r [u64],
@@ -367,49 +426,94 @@ struct Lookups<'r, P> {
     ahead: Option<(usize, Step)>,
     steps: Vec<Step>,
     /// Reads queued by `done`, issued before new keys are predicted.
-    follow: std::collections::VecDeque<PageReq>,
+    follow: VecDeque<PageReq>,
     /// Every read issued, by sequence number (keys taken when done).
     reqs: Vec<PageReq>,
     answers: Vec<Option<Record>>,
+    /// Window reads whose pages a later key may still search, ascending.
+    wins: VecDeque<Win>,
+    /// End of the last window read (data page).
+    frontier: u64,
+    /// A lower limit of the next key's lower bound (item index).
+    floor: u64,
 }
 
 impl<P: FnMut(usize) -> Result<ApproxPos>> Lookups<'_, P> {
-    /// Predicts key `i`: its first step, or `Done` if it needs no read.
+    fn new<'r>(
+        reader: &'r DataRunReader,
+        keys: &'r [u64],
+        predict: P,
+        fetch: Fetch,
+        goal: Goal,
+    ) -> Result<Lookups<'r, P>> {
+        if !keys.windows(2).all(|w| matches!(w, [a, b] if a < b)) {
+            return Err(Error::invalid(
+                "the keys of a batched lookup must be ascending and distinct",
+            ));
+        }
+        Ok(Lookups {
+            reader,
+            keys,
+            predict,
+            fetch,
+            goal,
+            next_key: 0,
+            ahead: None,
+            steps: vec![Step::Done; keys.len()],
+            follow: VecDeque::new(),
+            reqs: Vec::new(),
+            answers: vec![None; keys.len()],
+            wins: VecDeque::new(),
+            frontier: 0,
+            floor: 0,
+        })
+    }
+
+    /// Key `i`'s first step for items `[lo, hi)` (`lo <= hi <= n`), or
+    /// `Done` if it needs no read.
+    fn shape(&self, lo: u64, hi: u64) -> Step {
+        let n = self.reader.run.len();
+        if lo == hi {
+            // The lower bound is `lo` without a read; a get finds nothing
+            // (the key would lie in `[lo, hi)`).
+            return match self.goal {
+                Goal::LowerBound if lo < n => Step::Fetch(lo),
+                _ => Step::Done,
+            };
+        }
+        let meta = self.reader.run.meta();
+        match self.fetch {
+            Fetch::AllAtOnce => Step::Window {
+                lo,
+                hi,
+                pending: 0,
+                best: None,
+            },
+            Fetch::OneByOne => Step::Search {
+                lo,
+                hi,
+                p: meta.page_of(lo),
+                last: meta.page_of(hi - 1),
+            },
+        }
+    }
+
+    /// Predicts key `i`: its predicted items, or `Done` if it needs none.
     fn start(&mut self, i: usize) -> Result<Step> {
         let n = self.reader.run.len();
         let a = (self.predict)(i)?;
         let lo = a.lo.min(n);
         let hi = a.hi.min(n).max(lo);
-        if lo == hi {
-            // The lower bound is `lo` without a read; a get finds nothing
-            // (the key would lie in `[lo, hi)`).
-            return Ok(match self.goal {
-                Goal::LowerBound if lo < n => Step::Fetch(lo),
-                _ => Step::Done,
-            });
-        }
-        let meta = self.reader.run.meta();
-        Ok(Step::Search {
-            lo,
-            hi,
-            p: meta.page_of(lo),
-            last: meta.page_of(hi - 1),
+        Ok(match self.fetch {
+            // Clamped and shaped when placed.
+            Fetch::AllAtOnce => Step::Window {
+                lo,
+                hi,
+                pending: 0,
+                best: None,
+            },
+            Fetch::OneByOne => self.shape(lo, hi),
         })
-    }
-
-    /// The pages `[a, b)` a step reads next.
-    fn pages(&self, step: Step) -> Option<(u64, u64)> {
-        match step {
-            Step::Search { p, last, .. } => Some(match self.fetch {
-                Fetch::AllAtOnce => (p, last + 1),
-                Fetch::OneByOne => (p, p + 1),
-            }),
-            Step::Fetch(lb) => {
-                let p = self.reader.run.meta().page_of(lb);
-                Some((p, p + 1))
-            }
-            Step::Done => None,
-        }
     }
 
     /// Queues a read of pages `[a, b)` for key `i` (sharing the last queued
@@ -427,8 +531,29 @@ impl<P: FnMut(usize) -> Result<ApproxPos>> Lookups<'_, P> {
         Ok(read)
     }
 
-    /// Key `i`'s answer from its lower bound `lb`, found in `run` (which
-    /// may end before `lb`).
+    fn set_step(&mut self, i: usize, step: Step) {
+        if let Some(s) = self.steps.get_mut(i) {
+            *s = step;
+        }
+    }
+
+    fn answer(&mut self, i: usize, answer: Option<Record>) {
+        if let Some(a) = self.answers.get_mut(i) {
+            *a = answer;
+        }
+        self.set_step(i, Step::Done);
+    }
+
+    fn missing(&self, lb: u64) -> Error {
+        Error::corruption(
+            self.reader.run.storage().name(),
+            self.reader.run.meta().page_of(lb) + 1,
+            "record missing from page",
+        )
+    }
+
+    /// One by one: key `i`'s answer from its lower bound `lb`, found in
+    /// `run` (which may end before `lb`).
     fn settle(&mut self, i: usize, key: u64, lb: u64, run: &PageRun) {
         let n = self.reader.run.len();
         let answer = match (run.record(lb), self.goal) {
@@ -436,61 +561,247 @@ impl<P: FnMut(usize) -> Result<ApproxPos>> Lookups<'_, P> {
             (Some(r), Goal::LowerBound) => Some(r),
             (None, Goal::LowerBound) if lb < n => {
                 let p = self.reader.run.meta().page_of(lb);
-                if let Some(s) = self.steps.get_mut(i) {
-                    *s = Step::Fetch(lb);
-                }
+                self.set_step(i, Step::Fetch(lb));
                 self.follow(p, p + 1, i);
                 return;
             }
             (None, _) => None,
         };
-        if let Some(a) = self.answers.get_mut(i) {
-            *a = answer;
+        self.answer(i, answer);
+    }
+
+    /// All at once: key `i`'s answer once every piece of its window
+    /// `[.., hi)` is searched, `best` the lower bound they found.
+    fn finish(&mut self, i: usize, key: u64, hi: u64, best: Option<(u64, Option<Record>)>) -> Result<()> {
+        let n = self.reader.run.len();
+        let (lb, rec) = best.unwrap_or((hi, None));
+        self.floor = self.floor.max(lb);
+        let answer = match (rec, self.goal) {
+            (Some(r), Goal::Get) => (r.0 == key).then_some(r),
+            (Some(r), Goal::LowerBound) => Some(r),
+            (None, Goal::LowerBound) if lb < n => return self.fetch_record(i, lb),
+            (None, _) => None,
+        };
+        self.answer(i, answer);
+        Ok(())
+    }
+
+    /// Key `i`'s lower bound is `lb`, past the pages it searched: its
+    /// record from the window read holding it (at once if read, else when
+    /// it completes), or from a read of its own.
+    fn fetch_record(&mut self, i: usize, lb: u64) -> Result<()> {
+        let p = self.reader.run.meta().page_of(lb);
+        self.set_step(i, Step::Fetch(lb));
+        let k = self.wins.partition_point(|w| w.b <= p);
+        match self.wins.get(k).filter(|w| w.a <= p).map(|w| w.held.clone()) {
+            Some(Held::Read(run)) => {
+                let rec = run.record(lb).ok_or_else(|| self.missing(lb))?;
+                self.answer(i, Some(rec));
+            }
+            Some(Held::Pending(seq)) => match self.reqs.get_mut(seq) {
+                Some(r) => r.keys.push(i),
+                None => return Err(Error::invalid("window read out of range")),
+            },
+            None => self.follow(p, p + 1, i),
         }
-        if let Some(s) = self.steps.get_mut(i) {
-            *s = Step::Done;
+        Ok(())
+    }
+
+    /// Searches the piece of window `[lo, hi)` that `run` holds for `key`,
+    /// from `hint` (the lower bound of the key before, in the same pages)
+    /// if it is later: the smaller of `best` and what the piece finds.
+    fn search_piece(
+        i: usize,
+        key: u64,
+        lo: u64,
+        hi: u64,
+        best: Option<(u64, Option<Record>)>,
+        run: &PageRun,
+        hint: &mut Hint,
+    ) -> Option<(u64, Option<Record>)> {
+        let (rlo, rhi) = run.item_range();
+        let (s, t) = (lo.max(rlo), hi.min(rhi));
+        if s >= t {
+            return best;
+        }
+        let lb = search_from(run, i, key, s, t, hint);
+        // At the piece's end the lower bound is in a later piece, unless
+        // this piece ends the window.
+        if lb == t && t < hi {
+            return best;
+        }
+        match best {
+            Some(b) if b.0 <= lb => Some(b),
+            _ => Some((lb, run.record(lb))),
         }
     }
-}
 
-impl<P: FnMut(usize) -> Result<ApproxPos>> ReadStream for Lookups<'_, P> {
-    fn next(&mut self) -> Result<Option<StreamRead>> {
-        if let Some(r) = self.follow.pop_front() {
-            return self.issue(r).map(Some);
-        }
-        let mut cur: Option<PageReq> = None;
-        loop {
-            let (i, step) = match self.ahead.take() {
-                Some(x) => x,
-                None => {
-                    let Some(i) = (self.next_key < self.keys.len()).then_some(self.next_key) else {
-                        break;
-                    };
-                    self.next_key += 1;
-                    (i, self.start(i)?)
-                }
-            };
-            if let Some(s) = self.steps.get_mut(i) {
-                *s = step;
+    /// Places key `i` (all at once): its window clamped at `floor`, its
+    /// pages past the frontier added to the read being built (`cur`, a
+    /// sequence number) or starting it, the pieces already read searched.
+    /// `false` if its pages need another read than `cur`.
+    fn place(&mut self, i: usize, step: Step, cur: &mut Option<usize>) -> Result<bool> {
+        let meta = *self.reader.run.meta();
+        let step = match step {
+            Step::Window { lo, hi, .. } => self.shape(lo.max(self.floor).min(hi), hi),
+            s => s,
+        };
+        let (lo, a, b) = match step {
+            Step::Window { lo, hi, .. } => (lo, meta.page_of(lo), meta.page_of(hi - 1) + 1),
+            Step::Fetch(lb) => (lb, meta.page_of(lb), meta.page_of(lb) + 1),
+            Step::Search { .. } | Step::Done => {
+                self.set_step(i, Step::Done);
+                return Ok(true);
             }
-            let Some((a, b)) = self.pages(step) else {
-                continue;
+        };
+        let start = self.wins.partition_point(|w| w.b <= a);
+        // Pages before the frontier must be in the window reads; they are
+        // unless a prediction broke its contract: then a read of its own.
+        let covered = b.min(self.frontier);
+        let mut at = a;
+        for w in self.wins.range(start..) {
+            if at >= covered || w.a > at {
+                break;
+            }
+            at = w.b;
+        }
+        if at < covered {
+            if let Step::Window { lo, hi, .. } = step {
+                self.set_step(
+                    i,
+                    Step::Window {
+                        lo,
+                        hi,
+                        pending: 1,
+                        best: None,
+                    },
+                );
+            } else {
+                self.set_step(i, step);
+            }
+            self.follow(a, b, i);
+            return Ok(true);
+        }
+        let new = a.max(self.frontier);
+        if new < b {
+            match *cur {
+                Some(seq) => {
+                    let extends = matches!(self.wins.back(), Some(w) if matches!(w.held, Held::Pending(s) if s == seq) && w.b == new && b - w.a <= MAX_COALESCED_PAGES);
+                    if !extends {
+                        return Ok(false);
+                    }
+                    if let Some(w) = self.wins.back_mut() {
+                        w.b = b;
+                    }
+                    if let Some(r) = self.reqs.get_mut(seq) {
+                        r.b = b;
+                    }
+                }
+                None => {
+                    let seq = self.reqs.len();
+                    self.reqs.push(PageReq {
+                        a: new,
+                        b,
+                        keys: Vec::new(),
+                    });
+                    self.wins.push_back(Win {
+                        a: new,
+                        b,
+                        held: Held::Pending(seq),
+                        hint: None,
+                    });
+                    *cur = Some(seq);
+                }
+            }
+            self.frontier = b;
+        }
+        self.floor = self.floor.max(lo);
+        // The window reads holding the key's pages (the last one may have
+        // just been extended to them): searched now if read.
+        let start = self.wins.partition_point(|w| w.b <= a);
+        let key = self.keys.get(i).copied().unwrap_or(0);
+        let mut best = None;
+        let mut fetched = None;
+        let mut pending = 0u32;
+        for k in start..self.wins.len() {
+            let Some(w) = self.wins.get_mut(k).filter(|w| w.a < b) else {
+                break;
+            };
+            match (&w.held, step) {
+                (Held::Read(run), Step::Window { lo, hi, .. }) => {
+                    best = Self::search_piece(i, key, lo, hi, best, run, &mut w.hint);
+                }
+                (Held::Read(run), Step::Fetch(lb)) => fetched = Some(run.record(lb)),
+                (Held::Read(_), _) => {}
+                (Held::Pending(seq), _) => {
+                    let seq = *seq;
+                    match self.reqs.get_mut(seq) {
+                        Some(r) => r.keys.push(i),
+                        None => return Err(Error::invalid("window read out of range")),
+                    }
+                    pending += 1;
+                }
+            }
+        }
+        match step {
+            Step::Window { lo, hi, .. } if pending > 0 => self.set_step(
+                i,
+                Step::Window {
+                    lo,
+                    hi,
+                    pending,
+                    best,
+                },
+            ),
+            Step::Window { hi, .. } => self.finish(i, key, hi, best)?,
+            Step::Fetch(lb) => match fetched {
+                Some(rec) => {
+                    let rec = rec.ok_or_else(|| self.missing(lb))?;
+                    self.answer(i, Some(rec));
+                }
+                None => self.set_step(i, step),
+            },
+            Step::Search { .. } | Step::Done => {}
+        }
+        // No later key searches pages before `floor`'s.
+        let fp = meta.page_of(self.floor);
+        while self.wins.front().is_some_and(|w| w.b <= fp) {
+            self.wins.pop_front();
+        }
+        Ok(true)
+    }
+
+    /// The next key: the one held back from the last read, or the next
+    /// predicted.
+    fn next_key(&mut self) -> Result<Option<(usize, Step)>> {
+        if let Some(x) = self.ahead.take() {
+            return Ok(Some(x));
+        }
+        if self.next_key >= self.keys.len() {
+            return Ok(None);
+        }
+        let i = self.next_key;
+        self.next_key += 1;
+        Ok(Some((i, self.start(i)?)))
+    }
+
+    /// The next read, one by one: keys in a row wanting the same page
+    /// share it.
+    fn next_one_by_one(&mut self) -> Result<Option<StreamRead>> {
+        let mut cur: Option<PageReq> = None;
+        while let Some((i, step)) = self.next_key()? {
+            self.set_step(i, step);
+            let (a, b) = match step {
+                Step::Search { p, .. } => (p, p + 1),
+                Step::Fetch(lb) => {
+                    let p = self.reader.run.meta().page_of(lb);
+                    (p, p + 1)
+                }
+                Step::Window { .. } | Step::Done => continue,
             };
             match &mut cur {
                 None => cur = Some(PageReq { a, b, keys: vec![i] }),
                 Some(c) if c.a == a && c.b == b => c.keys.push(i),
-                // Keys in order whose ranges overlap or touch (dense probes,
-                // such as a join's): one read of their union, each page read
-                // once.
-                Some(c)
-                    if self.fetch == Fetch::AllAtOnce
-                        && c.a <= a
-                        && a <= c.b
-                        && b.max(c.b) - c.a <= MAX_COALESCED_PAGES =>
-                {
-                    c.b = c.b.max(b);
-                    c.keys.push(i);
-                }
                 Some(_) => {
                     self.ahead = Some((i, step));
                     break;
@@ -500,61 +811,123 @@ impl<P: FnMut(usize) -> Result<ApproxPos>> ReadStream for Lookups<'_, P> {
         cur.map(|c| self.issue(c)).transpose()
     }
 
+    /// The next read, all at once: the window read that keys take while
+    /// their new pages extend it ([`Lookups::place`]).
+    fn next_window(&mut self) -> Result<Option<StreamRead>> {
+        let mut cur: Option<usize> = None;
+        while let Some((i, step)) = self.next_key()? {
+            if !self.place(i, step, &mut cur)? {
+                self.ahead = Some((i, step));
+                break;
+            }
+        }
+        match cur {
+            Some(seq) => {
+                let (a, b) = match self.reqs.get(seq) {
+                    Some(r) => (r.a, r.b),
+                    None => return Err(Error::invalid("window read out of range")),
+                };
+                let (b, read) = self.reader.run.range_read(a, b)?;
+                if let Some(r) = self.reqs.get_mut(seq) {
+                    r.b = b;
+                }
+                Ok(Some(read))
+            }
+            // Keys answered from pages already read may have queued reads.
+            None => self.follow.pop_front().map(|r| self.issue(r)).transpose(),
+        }
+    }
+
+    /// Key `i`'s step with the pages `run` holds (`hint`: the lower bound
+    /// the key before found in them).
+    fn visit(&mut self, i: usize, run: &PageRun, hint: &mut Hint) -> Result<()> {
+        let key = self.keys.get(i).copied().unwrap_or(0);
+        match self.steps.get(i).copied().unwrap_or(Step::Done) {
+            Step::Search { lo, hi, p, last } => {
+                let stop = hi.min(run.item_range().1);
+                let lb = search_from(run, i, key, lo, stop, hint);
+                if lb < stop || p == last {
+                    self.settle(i, key, lb, run);
+                } else {
+                    self.set_step(
+                        i,
+                        Step::Search {
+                            lo,
+                            hi,
+                            p: p + 1,
+                            last,
+                        },
+                    );
+                    self.follow(p + 1, p + 2, i);
+                }
+            }
+            Step::Window {
+                lo,
+                hi,
+                pending,
+                best,
+            } => {
+                let best = Self::search_piece(i, key, lo, hi, best, run, hint);
+                let pending = pending.saturating_sub(1);
+                if pending == 0 {
+                    self.finish(i, key, hi, best)?;
+                } else {
+                    self.set_step(
+                        i,
+                        Step::Window {
+                            lo,
+                            hi,
+                            pending,
+                            best,
+                        },
+                    );
+                }
+            }
+            Step::Fetch(lb) => {
+                let rec = run.record(lb).ok_or_else(|| self.missing(lb))?;
+                self.answer(i, Some(rec));
+            }
+            Step::Done => {}
+        }
+        Ok(())
+    }
+}
+
+impl<P: FnMut(usize) -> Result<ApproxPos>> ReadStream for Lookups<'_, P> {
+    fn next(&mut self) -> Result<Option<StreamRead>> {
+        if let Some(r) = self.follow.pop_front() {
+            return self.issue(r).map(Some);
+        }
+        match self.fetch {
+            Fetch::AllAtOnce => self.next_window(),
+            Fetch::OneByOne => self.next_one_by_one(),
+        }
+    }
+
     fn done(&mut self, seq: usize, buf: AlignedBuf) -> Result<()> {
         let (a, b, waiting) = match self.reqs.get_mut(seq) {
             Some(r) => (r.a, r.b, std::mem::take(&mut r.keys)),
             None => return Err(Error::invalid("completed read out of range")),
         };
-        let run = self.reader.run.run_from(a, b, buf)?;
-        // The keys waiting for a read come in ascending order, so each one's
-        // lower bound is at or after the one before's (Chesetti & Pandey's
-        // second join optimisation): its search starts there.
-        let mut floor = 0u64;
+        let run = Rc::new(self.reader.run.run_from(a, b, buf)?);
+        // A window read is held for the keys after (before the keys
+        // waiting are searched: one may want a record in it).
+        let win = self.wins.binary_search_by_key(&a, |w| w.a).ok().filter(
+            |&k| matches!(self.wins.get(k), Some(w) if matches!(w.held, Held::Pending(s) if s == seq)),
+        );
+        let mut hint = None;
+        if let Some(w) = win.and_then(|k| self.wins.get_mut(k)) {
+            w.held = Held::Read(Rc::clone(&run));
+            hint = w.hint;
+        }
+        // The keys waiting come in ascending order, so each one's lower
+        // bound is at or after the one before's (Chesetti & Pandey's second
+        // join optimisation): its search starts there.
         for i in waiting {
-            let key = self.keys.get(i).copied().unwrap_or(0);
-            match self.steps.get(i).copied().unwrap_or(Step::Done) {
-                Step::Search { lo, hi, p, last } => {
-                    let stop = match self.fetch {
-                        Fetch::AllAtOnce => hi,
-                        Fetch::OneByOne => hi.min(run.item_range().1),
-                    };
-                    let lb = if floor > lo {
-                        run.lower_bound_near(key, floor.min(stop), stop)
-                    } else {
-                        run.lower_bound(key, lo, stop)
-                    };
-                    floor = lb;
-                    if self.fetch == Fetch::AllAtOnce || lb < stop || p == last {
-                        self.settle(i, key, lb, &run);
-                    } else {
-                        if let Some(s) = self.steps.get_mut(i) {
-                            *s = Step::Search {
-                                lo,
-                                hi,
-                                p: p + 1,
-                                last,
-                            };
-                        }
-                        self.follow(p + 1, p + 2, i);
-                    }
-                }
-                Step::Fetch(lb) => {
-                    let rec = run.record(lb).ok_or_else(|| {
-                        Error::corruption(
-                            self.reader.run.storage().name(),
-                            self.reader.run.meta().page_of(lb) + 1,
-                            "record missing from page",
-                        )
-                    })?;
-                    if let Some(a) = self.answers.get_mut(i) {
-                        *a = Some(rec);
-                    }
-                    if let Some(s) = self.steps.get_mut(i) {
-                        *s = Step::Done;
-                    }
-                }
-                Step::Done => {}
-            }
+            self.visit(i, &run, &mut hint)?;
+        }
+        if let Some(w) = win.and_then(|k| self.wins.get_mut(k)) {
+            w.hint = hint;
         }
         Ok(())
     }

@@ -1,7 +1,8 @@
 //! Pure algorithms on sorted keys (no I/O).
 //!
 //! - `pla`: optimal piecewise linear approximation (PGM-index, with
-//!   general intervals and disk-based zero intervals), the FITing-tree
+//!   general intervals and disk-based zero intervals; partitions segmented
+//!   independently and stitched into exactly the sequential result), the FITing-tree
 //!   shrinking cone, and slope compression;
 //! - `radix_spline`: RadixSpline (greedy spline corridor + radix table);
 //! - `rmi`: a two-layer linear recursive model index;
@@ -32,10 +33,66 @@ mod rmi;
 pub use gapcode::{DeltaArray, GapArray};
 pub use leco::LecoArray;
 pub use pla::{
-    IntervalPoint, PlaStream, Segment, greedy_cone, optimal_pla, optimal_pla_points,
-    optimal_pla_zero_interval,
+    IntervalPoint, PlaPart, PlaStitcher, PlaStream, Segment, greedy_cone, optimal_pla, optimal_pla_points,
+    optimal_pla_zero_interval, segment_part,
 };
 pub(crate) use pla::{intercept_range, min_slope_set, zero_interval};
 pub use radix_spline::RadixSpline;
+
+/// Sorted keys a builder reads in sequential passes: a slice, or keys on
+/// storage that the layer above reads back chunk by chunk (so a builder
+/// holds its model, not the keys).
+pub trait KeyPasses {
+    /// Number of keys.
+    fn count(&self) -> crate::Result<usize>;
+    /// Calls `f(i, chunk)` for the keys `range` in order, `chunk` holding
+    /// keys `i..i + chunk.len()`.
+    fn pass(&self, range: std::ops::Range<usize>, f: &mut dyn FnMut(usize, &[u64])) -> crate::Result<()>;
+    /// A pass over every key; returns their number. A source whose keys
+    /// are still arriving (a data run being written) hands them over as
+    /// they come, without waiting for [`count`](KeyPasses::count).
+    fn pass_all(&self, f: &mut dyn FnMut(usize, &[u64])) -> crate::Result<usize> {
+        let n = self.count()?;
+        self.pass(0..n, f)?;
+        Ok(n)
+    }
+}
+
+impl KeyPasses for &[u64] {
+    fn count(&self) -> crate::Result<usize> {
+        Ok(self.len())
+    }
+
+    fn pass(&self, range: std::ops::Range<usize>, f: &mut dyn FnMut(usize, &[u64])) -> crate::Result<()> {
+        let end = range.end.min(self.len());
+        if range.start < end {
+            f(range.start, self.get(range.start..end).unwrap_or_default());
+        }
+        Ok(())
+    }
+}
 pub use rmi::Rmi;
 pub(crate) use rmi::{RmiLeaf, RmiRoot, leaf_approx, least_squares};
+
+/// Keys handed over in chunks of 7, as storage would (tests of the
+/// builders that read [`KeyPasses`]).
+#[cfg(test)]
+pub(crate) struct Chunked<'a>(pub &'a [u64]);
+
+#[cfg(test)]
+impl KeyPasses for Chunked<'_> {
+    fn count(&self) -> crate::Result<usize> {
+        Ok(self.0.len())
+    }
+
+    fn pass(&self, range: std::ops::Range<usize>, f: &mut dyn FnMut(usize, &[u64])) -> crate::Result<()> {
+        let end = range.end.min(self.0.len());
+        let mut i = range.start;
+        while i < end {
+            let j = (i + 7).min(end);
+            f(i, self.0.get(i..j).unwrap_or_default());
+            i = j;
+        }
+        Ok(())
+    }
+}

@@ -11,6 +11,9 @@
 //!   segmentation of the PGM-index (O'Rourke's algorithm). Each segment is
 //!   extended while *some* line passes through every interval of it, so the
 //!   number of segments is the minimum possible. O(1) amortised per point.
+//! - [`segment_part`] and [`PlaStitcher`]: the same segmentation made of
+//!   partitions segmented independently (in parallel, by the caller) and
+//!   stitched into exactly the sequential output.
 //! - [`greedy_cone_points`]: the FITing-tree shrinking cone, a line anchored
 //!   at the segment's first point; never fewer segments than the optimum.
 //! - [`intercept_range`] and [`min_slope_set`]: the slope compression of the
@@ -147,9 +150,34 @@ fn compact<Y>(hull: &mut Vec<P<Y>>, start: usize) -> usize {
 /// convex hull of the lower endpoints `(x, lo)`, and the two extreme feasible
 /// lines (least and greatest slope), each through one upper and one lower
 /// endpoint. O(1) amortised time per point; memory O(hull size).
+///
+/// The hulls hold `i64` coordinates while every bound pushed lies within
+/// `±2^62` and switch to `i128` (for good, until [`PlaStream::reset`]) at
+/// the first bound beyond: the coordinates carry over unchanged and the
+/// orientation predicates of both widths are exact, so the output is the same
+/// bit for bit, only faster in the common case.
 #[derive(Debug, Clone, Default)]
 pub struct PlaStream {
-    core: Hulls<i128>,
+    core: Core,
+}
+
+/// The hulls of a [`PlaStream`] at the width its bounds so far need.
+#[derive(Debug, Clone)]
+enum Core {
+    Narrow(Hulls<i64>),
+    Wide(Hulls<i128>),
+}
+
+impl Default for Core {
+    fn default() -> Self {
+        Core::Narrow(Hulls::default())
+    }
+}
+
+/// Whether `y` is a valid `i64` hull coordinate (within `±Y64_LIMIT`).
+#[inline]
+fn fits_narrow(y: i128) -> bool {
+    (-Y64_LIMIT..=Y64_LIMIT).contains(&y)
 }
 
 impl PlaStream {
@@ -158,14 +186,49 @@ impl PlaStream {
         Self::default()
     }
 
+    /// An empty stream whose next point has input index `index` (the first
+    /// point of a partition of a larger input, see [`segment_part`]).
+    pub fn starting_at(index: usize) -> Self {
+        PlaStream {
+            core: Core::Narrow(Hulls {
+                next: index,
+                ..Hulls::default()
+            }),
+        }
+    }
+
     /// Forgets all state (keeps allocations); the next point has index 0.
     pub fn reset(&mut self) {
-        self.core.reset();
+        match &mut self.core {
+            Core::Narrow(h) => h.reset(),
+            Core::Wide(_) => self.core = Core::default(),
+        }
     }
 
     /// Number of points in the segment under construction.
     pub fn pending(&self) -> usize {
-        self.core.pending()
+        match &self.core {
+            Core::Narrow(h) => h.pending(),
+            Core::Wide(h) => h.pending(),
+        }
+    }
+
+    /// Input index of the next point.
+    pub fn next_index(&self) -> usize {
+        match &self.core {
+            Core::Narrow(h) => h.next,
+            Core::Wide(h) => h.next,
+        }
+    }
+
+    /// Input index of the first point of the segment under construction, if
+    /// it has any point.
+    fn pending_start(&self) -> Option<usize> {
+        let (len, start) = match &self.core {
+            Core::Narrow(h) => (h.len, h.start),
+            Core::Wide(h) => (h.len, h.start),
+        };
+        (len > 0).then_some(start)
     }
 
     /// Adds the point `(x, lo, hi)` (a reversed interval is swapped,
@@ -173,14 +236,207 @@ impl PlaStream {
     /// the point starts a new one. O(1) amortised.
     #[inline]
     pub fn push(&mut self, x: u64, lo: i128, hi: i128) -> Option<Segment> {
+        // The common case: an ordered interval within `±2^62` (then also
+        // within the clamp), straight to the `i64` hulls.
+        if let Core::Narrow(h) = &mut self.core {
+            if lo <= hi && fits_narrow(lo) && fits_narrow(hi) {
+                return h.push(x, lo as i64, hi as i64);
+            }
+        }
         let (lo, hi) = normalize(lo, hi);
-        self.core.push(x, lo, hi)
+        match &mut self.core {
+            Core::Narrow(h) if fits_narrow(lo) && fits_narrow(hi) => h.push(x, lo as i64, hi as i64),
+            Core::Narrow(h) => {
+                let mut wide = h.convert(i128::from);
+                let seg = wide.push(x, lo, hi);
+                self.core = Core::Wide(wide);
+                seg
+            }
+            Core::Wide(h) => h.push(x, lo, hi),
+        }
     }
 
     /// Finishes the current segment, if any. A point pushed afterwards starts
     /// a new segment; input indices keep counting (see [`PlaStream::reset`]).
     pub fn finish(&mut self) -> Option<Segment> {
-        self.core.finish()
+        match &mut self.core {
+            Core::Narrow(h) => h.finish(),
+            Core::Wide(h) => h.finish(),
+        }
+    }
+}
+
+/// The segmentation of one partition of a larger input, made independently
+/// of the partitions before it ([`segment_part`]) and joined to them by a
+/// [`PlaStitcher`].
+#[derive(Debug, Clone)]
+pub struct PlaPart {
+    /// Input index of the partition's first point.
+    start: usize,
+    /// The segments that ended inside the partition.
+    segments: Vec<Segment>,
+    /// The stream after the partition's last point: the segment it was
+    /// building when the points ran out.
+    tail: PlaStream,
+}
+
+impl PlaPart {
+    /// Input index of the partition's first point.
+    pub fn start(&self) -> usize {
+        self.start
+    }
+
+    /// Input index one past the partition's last point.
+    pub fn end(&self) -> usize {
+        self.tail.next_index()
+    }
+}
+
+/// Segments the points of one partition, the first of which has input index
+/// `start`, as if the input began there: the segments that end inside the
+/// partition and the one still open at its end (see [`PlaStitcher`] for how
+/// partitions are joined into exactly the sequential segmentation). O(n);
+/// partitions are independent, so they can be segmented in parallel.
+pub fn segment_part<I>(start: usize, points: I) -> PlaPart
+where
+    I: IntoIterator<Item = IntervalPoint>,
+{
+    let mut tail = PlaStream::starting_at(start);
+    let mut segments = Vec::new();
+    for (x, lo, hi) in points {
+        if let Some(s) = tail.push(x, lo, hi) {
+            segments.push(s);
+        }
+    }
+    PlaPart {
+        start,
+        segments,
+        tail,
+    }
+}
+
+/// Joins independently segmented partitions ([`segment_part`]), in input
+/// order, into exactly the segmentation [`optimal_pla_points`] makes of the
+/// whole input: the same segments, starts, lines and slope ranges.
+///
+/// How. The stitcher carries the sequential stream's state at the end of the
+/// partitions stitched so far. Into the next partition it pushes that
+/// partition's points one by one, until the stream starts a segment at an
+/// input index where the partition's own run started one too (its first
+/// point, a finished segment's start, or its open segment's start): from
+/// there it adopts the partition's remaining segments and its open segment
+/// as they are, and skips the rest of the points. If no start coincides,
+/// it has pushed the whole partition itself. The re-pushed points are
+/// usually one segment's worth.
+///
+/// Why that is exact. A segment is begun by resetting every part of the
+/// stream's state but the input index, so what the stream does from the
+/// point where it begins a segment at index `s` on — which points join,
+/// where the next segment begins, every hull point, the lines and slope
+/// ranges reported — depends only on `s` and the points from `s` on. The
+/// partition's run begins a segment at `s` and sees the same points from
+/// there up to the partition's end as the sequential stream does, so the
+/// two make the same segments from `s` to the end and end in the same
+/// state (the hull width, `i64` or `i128`, changes no decision: both
+/// predicates are exact). By induction over the partitions, the stitched
+/// output is the sequential one: before convergence it *is* the sequential
+/// stream, after it every adopted segment and the carried state are equal
+/// to the sequential ones. (Adopting without convergence would be wrong: a
+/// partition's first segment starts at its first point, where the
+/// sequential segmentation usually does not start one.)
+#[derive(Debug, Clone, Default)]
+pub struct PlaStitcher {
+    state: PlaStream,
+    out: Vec<Segment>,
+    repushed: usize,
+}
+
+impl PlaStitcher {
+    /// A stitcher before the first partition (input index 0).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Joins `part`, the next partition, made by [`segment_part`] from
+    /// `points`, which must be given again here (the same points: only the
+    /// prefix up to convergence is read). Errors if `part` does not start
+    /// where the partitions stitched so far end. O(points re-pushed + segments
+    /// adopted).
+    pub fn stitch<I>(&mut self, part: PlaPart, points: I) -> crate::Result<()>
+    where
+        I: IntoIterator<Item = IntervalPoint>,
+    {
+        let at = self.state.next_index();
+        if part.start != at {
+            return Err(crate::Error::invalid(format!(
+                "partition starts at point {} but the segmentation has reached point {at}",
+                part.start
+            )));
+        }
+        let PlaPart {
+            start,
+            mut segments,
+            tail,
+        } = part;
+        // Starts of the partition's own run, in order: its finished segments',
+        // then its open segment's.
+        let mut k = 0usize;
+        let mut converged = self.state.pending() == 0;
+        if !converged {
+            for (x, lo, hi) in points {
+                let idx = self.state.next_index();
+                self.repushed += 1;
+                let Some(seg) = self.state.push(x, lo, hi) else {
+                    continue;
+                };
+                self.out.push(seg);
+                // The stream began a segment at `idx`: did the partition's run?
+                while segments.get(k).is_some_and(|s| s.start < idx) {
+                    k += 1;
+                }
+                let coincides = match segments.get(k) {
+                    Some(s) => s.start == idx,
+                    None => tail.pending_start() == Some(idx),
+                };
+                if coincides {
+                    converged = true;
+                    break;
+                }
+            }
+        }
+        if converged {
+            self.out.extend(segments.drain(k..));
+            self.state = tail;
+        } else if self.state.next_index() != tail.next_index() {
+            return Err(crate::Error::invalid(format!(
+                "partition of points {start}..{} stitched with points up to {}",
+                tail.next_index(),
+                self.state.next_index()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Points the stitcher pushed itself (before convergence), over all
+    /// partitions so far.
+    pub fn repushed(&self) -> usize {
+        self.repushed
+    }
+
+    /// Input index one past the last point stitched.
+    pub fn next_index(&self) -> usize {
+        self.state.next_index()
+    }
+
+    /// Finished segments so far (the open one not included).
+    pub fn segments(&self) -> &[Segment] {
+        &self.out
+    }
+
+    /// The segmentation of every point stitched.
+    pub fn finish(mut self) -> Vec<Segment> {
+        self.out.extend(self.state.finish());
+        self.out
     }
 }
 
@@ -238,6 +494,26 @@ struct Hulls<Y: Coord> {
 }
 
 impl<Y: Coord> Hulls<Y> {
+    /// The same state with every y coordinate mapped by `f` (exact widening).
+    fn convert<Z: Coord>(&self, f: impl Fn(Y) -> Z) -> Hulls<Z> {
+        let p = |q: P<Y>| P::new(q.x, f(q.y));
+        Hulls {
+            len: self.len,
+            start: self.start,
+            next: self.next,
+            first_x: self.first_x,
+            first_lo: f(self.first_lo),
+            first_hi: f(self.first_hi),
+            last_x: self.last_x,
+            upper: self.upper.iter().map(|&q| p(q)).collect(),
+            lower: self.lower.iter().map(|&q| p(q)).collect(),
+            u_start: self.u_start,
+            l_start: self.l_start,
+            min_line: (p(self.min_line.0), p(self.min_line.1)),
+            max_line: (p(self.max_line.0), p(self.max_line.1)),
+        }
+    }
+
     fn reset(&mut self) {
         self.len = 0;
         self.start = 0;
@@ -1175,6 +1451,252 @@ mod tests {
         assert_eq!(a.len(), 4);
         assert!(s.len() <= 4);
         assert_eq!(s[a[1] as usize], s[a[0] as usize]);
+    }
+
+    /// The segmentation of `points` cut into partitions at `cuts` (sorted,
+    /// clamped to the input; repeated cuts make empty partitions), each
+    /// segmented alone and stitched; with the points the stitcher re-pushed.
+    fn stitched(points: &[IntervalPoint], cuts: &[usize]) -> (Vec<Segment>, usize) {
+        let mut st = PlaStitcher::new();
+        let mut b = 0;
+        for &c in cuts.iter().chain([&points.len()]) {
+            let c = c.clamp(b, points.len());
+            let part = segment_part(b, points[b..c].iter().copied());
+            assert_eq!((part.start(), part.end()), (b, c));
+            st.stitch(part, points[b..c].iter().copied()).unwrap();
+            assert_eq!(st.next_index(), c);
+            b = c;
+        }
+        let re = st.repushed();
+        (st.finish(), re)
+    }
+
+    /// Field by field, floats by their bits.
+    fn assert_same_segments(got: &[Segment], want: &[Segment]) -> std::result::Result<(), String> {
+        if got.len() != want.len() {
+            return Err(format!("{} segments, want {}", got.len(), want.len()));
+        }
+        for (j, (a, b)) in got.iter().zip(want).enumerate() {
+            let fa = [a.slope, a.intercept, a.slope_lo, a.slope_hi].map(f64::to_bits);
+            let fb = [b.slope, b.intercept, b.slope_lo, b.slope_hi].map(f64::to_bits);
+            if (a.first_key, a.start, a.len, fa) != (b.first_key, b.start, b.len, fb) {
+                return Err(format!("segment {j}: {a:?}, want {b:?}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Adversarial key sets: random, dense runs between huge gaps, the top
+    /// of the key space (`u64::MAX`), small ranges.
+    fn adversarial_key_sets() -> impl Strategy<Value = Vec<u64>> {
+        prop_oneof![
+            prop::collection::vec(any::<u64>(), 0..200),
+            prop::collection::vec((any::<u64>(), 1u64..80, 1u64..4), 0..10).prop_map(|runs| {
+                runs.into_iter()
+                    .flat_map(|(b, len, step)| (0..len).map(move |i| b.saturating_add(i * step)))
+                    .collect()
+            }),
+            prop::collection::vec((u64::MAX - 300)..=u64::MAX, 0..150),
+            prop::collection::vec(0u64..400, 0..200),
+        ]
+        .prop_map(|mut v| {
+            v.sort_unstable();
+            v.dedup();
+            v
+        })
+    }
+
+    #[test]
+    fn stitching_known_cases() {
+        // Every cut of a small input, eps 0 (collinear runs only).
+        let keys = [0u64, 1, 2, 10, 11, 12, 13, 40, 41, u64::MAX];
+        let pts = plain_points(&keys, 0);
+        let want = optimal_pla_points(pts.iter().copied());
+        for a in 0..=keys.len() {
+            for b in a..=keys.len() {
+                let (got, _) = stitched(&pts, &[a, b]);
+                assert_same_segments(&got, &want).unwrap();
+            }
+        }
+        // One long segment across many partitions: never converges, every
+        // point after the first partition is pushed by the stitcher.
+        let line: Vec<u64> = (0..1000).map(|i| i * 3).collect();
+        let pts = plain_points(&line, 1);
+        let (got, re) = stitched(&pts, &[100, 300, 301, 700]);
+        assert_eq!(got.len(), 1);
+        assert_eq!(re, 900);
+        // Many short segments: convergence within a segment or two.
+        let mut rng = Pcg64::seed_from_u64(77);
+        let mut keys: Vec<u64> = (0..50_000).map(|_| rng.random::<u64>() >> 20).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let pts = plain_points(&keys, 4);
+        let want = optimal_pla_points(pts.iter().copied());
+        let cuts: Vec<usize> = (1..50).map(|c| c * 1000).collect();
+        let (got, re) = stitched(&pts, &cuts);
+        assert_same_segments(&got, &want).unwrap();
+        assert!(re < 49 * 200, "re-pushed {re} points for {} segments", want.len());
+    }
+
+    #[test]
+    fn stitching_out_of_order_is_an_error() {
+        let pts = plain_points(&[1, 2, 3, 4, 5, 6], 0);
+        let mut st = PlaStitcher::new();
+        let e = st
+            .stitch(
+                segment_part(3, pts[3..].iter().copied()),
+                pts[3..].iter().copied(),
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("starts at point 3"), "{e}");
+        st.stitch(
+            segment_part(0, pts[..3].iter().copied()),
+            pts[..3].iter().copied(),
+        )
+        .unwrap();
+        // Fewer points than the partition was made of.
+        let e = st
+            .stitch(
+                segment_part(3, pts[3..].iter().copied()),
+                pts[3..4].iter().copied(),
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("stitched with points up to 4"), "{e}");
+    }
+
+    #[test]
+    fn narrow_and_wide_hulls_agree_across_the_switch() {
+        // Bounds within 2^62 first (i64 hulls), then beyond (i128), in the
+        // middle of a segment: the same output as i128 hulls throughout.
+        let mut rng = Pcg64::seed_from_u64(13);
+        for case in 0..200 {
+            let n = rng.random_range(1..300usize);
+            let mut xs: Vec<u64> = (0..n).map(|_| rng.random()).collect();
+            xs.sort_unstable();
+            xs.dedup();
+            let switch = rng.random_range(0..=xs.len());
+            let w: i128 = [0, 3, 1000][case % 3];
+            let pts: Vec<IntervalPoint> = xs
+                .iter()
+                .enumerate()
+                .map(|(i, &x)| {
+                    let y = if i < switch {
+                        i as i128
+                    } else {
+                        (1i128 << 62) - 2 + i as i128
+                    };
+                    (x, y - w, y + w)
+                })
+                .collect();
+            let mut wide = Hulls::<i128>::default();
+            let mut want = Vec::new();
+            for &(x, lo, hi) in &pts {
+                want.extend(wide.push(x, lo, hi));
+            }
+            want.extend(wide.finish());
+            let got = optimal_pla_points(pts.iter().copied());
+            assert_same_segments(&got, &want).unwrap();
+            let (st, _) = stitched(&pts, &[switch / 2, switch, switch + 1]);
+            assert_same_segments(&st, &want).unwrap();
+        }
+    }
+
+    /// ns/key of the streaming PLA: the old way (i128 hulls, the interval
+    /// divided by a granule of 1 per key) against i64 hulls with the
+    /// interval added, and partitions of 1M keys stitched. Keys from the SOSD
+    /// file `STRATA_PLA_KEYS` (release build:
+    /// `STRATA_PLA_KEYS=osm10m.keys cargo test --release --lib pla_throughput -- --ignored --nocapture`).
+    #[test]
+    #[ignore = "timing; needs STRATA_PLA_KEYS"]
+    fn pla_throughput() {
+        let Ok(path) = std::env::var("STRATA_PLA_KEYS") else {
+            return;
+        };
+        let bytes = std::fs::read(path).unwrap();
+        let keys: Vec<u64> = bytes[8..]
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        let n = keys.len() as f64;
+        let eps = 64u64;
+        let granule = std::hint::black_box(1u64);
+        let time = |name: &str, f: &dyn Fn() -> usize| {
+            let mut best = f64::MAX;
+            let mut segs = 0;
+            for _ in 0..3 {
+                let t = std::time::Instant::now();
+                segs = f();
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+            println!("{name}: {:.1} ns/key, {segs} segments", best * 1e9 / n);
+            segs
+        };
+        let old = time("i128 hulls, divided interval", &|| {
+            let mut h = Hulls::<i128>::default();
+            let mut c = 0;
+            for (i, &k) in keys.iter().enumerate() {
+                let u = (i as u64 / granule) as i128;
+                let e = (eps / granule) as i128;
+                let (lo, hi) = normalize(u - e, u + e);
+                c += usize::from(h.push(k, lo, hi).is_some());
+            }
+            c + usize::from(h.finish().is_some())
+        });
+        let new = time("PlaStream (i64 hulls), added interval", &|| {
+            let mut s = PlaStream::new();
+            let e = eps as i128;
+            let mut c = 0;
+            for (i, &k) in keys.iter().enumerate() {
+                c += usize::from(s.push(k, i as i128 - e, i as i128 + e).is_some());
+            }
+            c + usize::from(s.finish().is_some())
+        });
+        fn pts(start: usize, ks: &[u64], eps: u64) -> impl Iterator<Item = IntervalPoint> + '_ {
+            let e = eps as i128;
+            ks.iter()
+                .enumerate()
+                .map(move |(j, &k)| (k, (start + j) as i128 - e, (start + j) as i128 + e))
+        }
+        let parts = time("1M-key partitions segmented and stitched (one thread)", &|| {
+            let mut st = PlaStitcher::new();
+            for (p, c) in keys.chunks(1 << 20).enumerate() {
+                let part = segment_part(p << 20, pts(p << 20, c, eps));
+                st.stitch(part, pts(p << 20, c, eps)).unwrap();
+            }
+            st.finish().len()
+        });
+        assert_eq!((old, new), (new, parts));
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Stitched partitions give exactly the sequential segmentation, for
+        /// plain, zero-interval and general (wide) intervals and any cuts,
+        /// down to partitions of one point and empty ones.
+        #[test]
+        fn prop_stitched_equals_sequential(
+            keys in adversarial_key_sets(),
+            eps in prop_oneof![0u64..4, 4u64..40],
+            page in 1u64..9,
+            cuts in prop::collection::vec(0usize..220, 0..40),
+            wide in prop::collection::vec((-(1i128 << 70)..(1i128 << 70), 0i128..(1i128 << 66)), 0..60),
+        ) {
+            let mut cuts = cuts;
+            cuts.sort_unstable();
+            let general: Vec<IntervalPoint> = keys
+                .iter()
+                .zip(&wide)
+                .map(|(&k, &(c, w))| (k, c - w, c + w))
+                .collect();
+            for pts in [plain_points(&keys, eps), zero_points(&keys, eps, page), general] {
+                let want = optimal_pla_points(pts.iter().copied());
+                let (got, _) = stitched(&pts, &cuts);
+                if let Err(e) = assert_same_segments(&got, &want) {
+                    prop_assert!(false, "cuts {:?}: {}", cuts, e);
+                }
+            }
+        }
     }
 
     proptest! {

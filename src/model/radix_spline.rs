@@ -15,6 +15,7 @@
 
 use std::mem::size_of;
 
+use super::KeyPasses;
 use super::bitpack::bits_needed;
 use super::codec::{self, Writer};
 use super::exact::{Pt, Slope, floor_i64};
@@ -89,13 +90,43 @@ impl RadixSpline {
         Self::build_from(keys, eps, radix_bits, corridor)
     }
 
+    /// [`RadixSpline::build`] over strictly increasing keys read in passes
+    /// (from storage: not checked again): one pass lays the corridor, one
+    /// measures the errors. The same model as over the keys in memory.
+    pub fn build_passes(keys: &dyn KeyPasses, eps: u64, radix_bits: u32) -> Result<Self> {
+        let e = eps as i128;
+        let interval = |i: usize| (i as i128 - e, i as i128 + e);
+        let mut c = Corridor::default();
+        let n = keys.pass_all(&mut |i, chunk| {
+            for (j, &k) in chunk.iter().enumerate() {
+                c.push(i + j, k, &interval);
+            }
+        })?;
+        let mut rs = Self::model(n as u64, eps, radix_bits, c.finish())?;
+        let mut m = ErrorMeter::default();
+        keys.pass(0..n, &mut |i, chunk| {
+            for (j, &k) in chunk.iter().enumerate() {
+                m.push(&rs, i + j, k);
+            }
+        })?;
+        (rs.err_lo, rs.err_hi) = (m.lo, m.hi);
+        Ok(rs)
+    }
+
     fn build_from(keys: &[u64], eps: u64, radix_bits: u32, corridor: (Vec<u64>, Vec<u64>)) -> Result<Self> {
+        let mut rs = Self::model(keys.len() as u64, eps, radix_bits, corridor)?;
+        rs.measure_errors(keys);
+        Ok(rs)
+    }
+
+    /// The spline and its radix table, errors not yet measured.
+    fn model(n: u64, eps: u64, radix_bits: u32, corridor: (Vec<u64>, Vec<u64>)) -> Result<Self> {
         let (spline_keys, spline_pos) = corridor;
         if spline_keys.len() >= u32::MAX as usize {
             return Err(Error::invalid("radix spline: more than 2^32 - 1 spline points"));
         }
         let mut rs = RadixSpline {
-            n: keys.len() as u64,
+            n,
             eps,
             radix_bits,
             keys: spline_keys,
@@ -106,7 +137,6 @@ impl RadixSpline {
             err_hi: 0,
         };
         rs.build_table();
-        rs.measure_errors(keys);
         Ok(rs)
     }
 
@@ -142,18 +172,11 @@ impl RadixSpline {
     }
 
     fn measure_errors(&mut self, keys: &[u64]) {
-        let (mut lo, mut hi) = (0i64, 0i64);
-        let mut j = 1usize;
-        for (i, &k) in keys.iter().enumerate().skip(1) {
-            while self.keys.get(j).is_some_and(|&s| s < k) {
-                j += 1;
-            }
-            let e = i as i64 - floor_i64(self.interpolate(j, k));
-            lo = lo.min(e);
-            hi = hi.max(e);
+        let mut m = ErrorMeter::default();
+        for (i, &k) in keys.iter().enumerate() {
+            m.push(self, i, k);
         }
-        self.err_lo = lo;
-        self.err_hi = hi;
+        (self.err_lo, self.err_hi) = (m.lo, m.hi);
     }
 
     /// Spline value at `x` on segment `j` (spline points `j - 1` and `j`,
@@ -373,20 +396,71 @@ fn spline_corridor(keys: &[u64], eps: u64) -> (Vec<u64>, Vec<u64>) {
 /// positions; a new knot starts when the corridor of slopes from the last
 /// knot closes.
 fn spline_corridor_with(keys: &[u64], interval: impl Fn(usize) -> (i128, i128)) -> (Vec<u64>, Vec<u64>) {
-    let (mut sk, mut sp) = (Vec::new(), Vec::new());
-    let Some(&first) = keys.first() else {
-        return (sk, sp);
-    };
-    sk.push(first);
-    sp.push(0);
-    let mut base = Pt::new(first, 0);
-    let mut base_idx = 0usize;
-    // Corridor of slopes [lower, upper] from the base point.
-    let mut lower = Slope { num: 0, den: 1 };
-    let mut upper = Slope { num: 0, den: 1 };
-    for (i, &k) in keys.iter().enumerate().skip(1) {
+    let mut c = Corridor::default();
+    for (i, &k) in keys.iter().enumerate() {
+        c.push(i, k, &interval);
+    }
+    c.finish()
+}
+
+/// The error bounds of a spline, measured key by key in order (every key
+/// after the first, on the segment that holds it).
+#[derive(Debug)]
+struct ErrorMeter {
+    lo: i64,
+    hi: i64,
+    j: usize,
+}
+
+impl Default for ErrorMeter {
+    fn default() -> Self {
+        ErrorMeter { lo: 0, hi: 0, j: 1 }
+    }
+}
+
+impl ErrorMeter {
+    #[inline]
+    fn push(&mut self, rs: &RadixSpline, i: usize, k: u64) {
+        if i == 0 {
+            return;
+        }
+        while rs.keys.get(self.j).is_some_and(|&s| s < k) {
+            self.j += 1;
+        }
+        let e = i as i64 - floor_i64(rs.interpolate(self.j, k));
+        self.lo = self.lo.min(e);
+        self.hi = self.hi.max(e);
+    }
+}
+
+/// The greedy spline corridor fed one key at a time, in order (keys `0..n`
+/// at their positions): the same knots whether the keys come from memory or
+/// storage.
+#[derive(Debug, Default)]
+struct Corridor {
+    sk: Vec<u64>,
+    sp: Vec<u64>,
+    base: Pt,
+    base_idx: usize,
+    /// Corridor of slopes `[lower, upper]` from the base point.
+    lower: Option<(Slope, Slope)>,
+    /// The previous key (the next knot if the corridor closes).
+    prev: Option<(usize, u64)>,
+}
+
+impl Corridor {
+    fn push(&mut self, i: usize, k: u64, interval: &impl Fn(usize) -> (i128, i128)) {
+        if self.prev.is_none() {
+            // The first key is the first knot.
+            self.sk.push(k);
+            self.sp.push(i as u64);
+            self.base = Pt::new(k, i as i128);
+            self.base_idx = i;
+            self.prev = Some((i, k));
+            return;
+        }
         let p = Pt::new(k, i as i128);
-        let s = Slope::between(base, p);
+        let s = Slope::between(self.base, p);
         let (lo_i, hi_i) = interval(i);
         // From the slope through point `i`, the slopes through the ends of
         // its interval (same denominator: same x).
@@ -402,37 +476,49 @@ fn spline_corridor_with(keys: &[u64], interval: impl Fn(usize) -> (i128, i128)) 
                 },
             )
         };
-        if i == base_idx + 1 {
-            (lower, upper) = widen(s);
-            continue;
-        }
-        let outside = s.cmp_exact(upper) == std::cmp::Ordering::Greater
-            || s.cmp_exact(lower) == std::cmp::Ordering::Less;
-        if outside {
-            // The previous point becomes a spline point and the new base.
-            let prev = i - 1;
-            let pk = keys.get(prev).copied().unwrap_or(first);
-            sk.push(pk);
-            sp.push(prev as u64);
-            base = Pt::new(pk, prev as i128);
-            base_idx = prev;
-            (lower, upper) = widen(Slope::between(base, p));
-        } else {
-            let (l, u) = widen(s);
-            if l.cmp_exact(lower) == std::cmp::Ordering::Greater {
-                lower = l;
+        match self.lower {
+            _ if i == self.base_idx + 1 => self.lower = Some(widen(s)),
+            Some((lower, upper))
+                if s.cmp_exact(upper) == std::cmp::Ordering::Greater
+                    || s.cmp_exact(lower) == std::cmp::Ordering::Less =>
+            {
+                // The previous point becomes a spline point and the new base.
+                let (prev, pk) = self.prev.unwrap_or((i - 1, k));
+                self.sk.push(pk);
+                self.sp.push(prev as u64);
+                self.base = Pt::new(pk, prev as i128);
+                self.base_idx = prev;
+                self.lower = Some(widen(Slope::between(self.base, p)));
             }
-            if u.cmp_exact(upper) == std::cmp::Ordering::Less {
-                upper = u;
+            Some((lower, upper)) => {
+                let (l, u) = widen(s);
+                let lower = if l.cmp_exact(lower) == std::cmp::Ordering::Greater {
+                    l
+                } else {
+                    lower
+                };
+                let upper = if u.cmp_exact(upper) == std::cmp::Ordering::Less {
+                    u
+                } else {
+                    upper
+                };
+                self.lower = Some((lower, upper));
+            }
+            None => self.lower = Some(widen(s)),
+        }
+        self.prev = Some((i, k));
+    }
+
+    /// The knots: keys and positions (the last key is always one).
+    fn finish(mut self) -> (Vec<u64>, Vec<u64>) {
+        if let Some((last, k)) = self.prev {
+            if self.base_idx != last {
+                self.sk.push(k);
+                self.sp.push(last as u64);
             }
         }
+        (self.sk, self.sp)
     }
-    let last = keys.len() - 1;
-    if base_idx != last {
-        sk.push(keys.get(last).copied().unwrap_or(first));
-        sp.push(last as u64);
-    }
-    (sk, sp)
 }
 
 #[cfg(test)]
@@ -704,5 +790,25 @@ mod tests {
             }
         }
         assert!(RadixSpline::build_zero_interval(&[3, 2], 4, 8, 255).is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn prop_build_passes_is_the_same_spline(
+            mut keys in prop::collection::vec(any::<u64>(), 0..1500),
+            shift in 0u32..64,
+            eps in 0u64..40,
+            bits in 0u32..20,
+        ) {
+            for k in &mut keys {
+                *k >>= shift;
+            }
+            keys.sort_unstable();
+            keys.dedup();
+            let want = RadixSpline::build(&keys, eps, bits).unwrap();
+            let got = RadixSpline::build_passes(&crate::model::Chunked(&keys), eps, bits).unwrap();
+            prop_assert_eq!(want.to_bytes(), got.to_bytes());
+            prop_assert_eq!(want.error_bounds(), got.error_bounds());
+        }
     }
 }

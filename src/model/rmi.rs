@@ -13,6 +13,7 @@
 
 use std::mem::size_of;
 
+use super::KeyPasses;
 use super::codec::{self, Writer};
 use super::exact::floor_i64;
 use super::radix_spline::check_strictly_increasing;
@@ -148,30 +149,96 @@ where
     F: Fn() -> I,
     I: Iterator<Item = (f64, f64)>,
 {
-    let (mut n, mut sx, mut sy) = (0f64, 0f64, 0f64);
+    let mut ls = LeastSquares::default();
     for (x, y) in pts() {
-        n += 1.0;
-        sx += x;
-        sy += y;
+        ls.first(x, y);
     }
-    if n == 0.0 {
-        return (0.0, 0.0);
-    }
-    let (mx, my) = (sx / n, sy / n);
-    let (mut sxx, mut sxy) = (0f64, 0f64);
+    ls.middle();
     for (x, y) in pts() {
-        let dx = x - mx;
-        sxx += dx * dx;
-        sxy += dx * (y - my);
+        ls.second(x, y);
     }
-    let b = if sxx > 0.0 && sxy > 0.0 && (sxy / sxx).is_finite() {
-        sxy / sxx
-    } else {
-        0.0
-    };
-    let a = my - b * mx;
-    if a.is_finite() { (b, a) } else { (0.0, my) }
+    ls.line()
 }
+
+/// The sums of [`least_squares`], fed in two passes (`first` for every
+/// point, then `middle`, then `second` for every point in the same order):
+/// the same arithmetic whether the points come from memory or storage.
+#[derive(Debug, Default, Clone, Copy)]
+struct LeastSquares {
+    n: f64,
+    sx: f64,
+    sy: f64,
+    mx: f64,
+    my: f64,
+    sxx: f64,
+    sxy: f64,
+}
+
+impl LeastSquares {
+    #[inline]
+    fn first(&mut self, x: f64, y: f64) {
+        self.n += 1.0;
+        self.sx += x;
+        self.sy += y;
+    }
+
+    fn middle(&mut self) {
+        if self.n > 0.0 {
+            (self.mx, self.my) = (self.sx / self.n, self.sy / self.n);
+        }
+    }
+
+    #[inline]
+    fn second(&mut self, x: f64, y: f64) {
+        let dx = x - self.mx;
+        self.sxx += dx * dx;
+        self.sxy += dx * (y - self.my);
+    }
+
+    /// `(b, a)`.
+    fn line(&self) -> (f64, f64) {
+        if self.n == 0.0 {
+            return (0.0, 0.0);
+        }
+        let (sxx, sxy, mx, my) = (self.sxx, self.sxy, self.mx, self.my);
+        let b = if sxx > 0.0 && sxy > 0.0 && (sxy / sxx).is_finite() {
+            sxy / sxx
+        } else {
+            0.0
+        };
+        let a = my - b * mx;
+        if a.is_finite() { (b, a) } else { (0.0, my) }
+    }
+
+    /// The line over the keys `range` of `keys`, point `(x, y) = pt(i, key)`,
+    /// in two passes.
+    fn over(
+        keys: &dyn KeyPasses,
+        range: std::ops::Range<usize>,
+        pt: impl Fn(usize, u64) -> (f64, f64),
+    ) -> Result<(f64, f64)> {
+        let mut ls = LeastSquares::default();
+        keys.pass(range.clone(), &mut |i, c| {
+            for (j, &k) in c.iter().enumerate() {
+                let (x, y) = pt(i + j, k);
+                ls.first(x, y);
+            }
+        })?;
+        ls.middle();
+        keys.pass(range, &mut |i, c| {
+            for (j, &k) in c.iter().enumerate() {
+                let (x, y) = pt(i + j, k);
+                ls.second(x, y);
+            }
+        })?;
+        Ok(ls.line())
+    }
+}
+
+/// Leaves of up to this many keys are fitted from a copy of their keys;
+/// larger ones (skewed routing) by passes over their range of the keys, so
+/// a build over keys on storage holds at most this many.
+const LEAF_BUFFER: usize = if cfg!(test) { 40 } else { 1 << 20 };
 
 impl Rmi {
     /// Builds an RMI with `models` leaf models (clamped to `1..=max(1, n)` and
@@ -179,44 +246,94 @@ impl Rmi {
     /// ([`crate::Error::OutOfOrder`] otherwise). O(n + m) time.
     pub fn build(keys: &[u64], models: usize) -> Result<Self> {
         check_strictly_increasing(keys)?;
-        let n = keys.len();
+        Self::build_from(&keys, models)
+    }
+
+    /// [`build`](Self::build) over strictly increasing keys read in passes
+    /// (from storage: the keys are not checked again): two passes fit the
+    /// root, one routes the keys and fits the leaves from a copy of each
+    /// leaf's keys (up to `LEAF_BUFFER`; larger leaves take three passes
+    /// over their range). The same model as over the keys in memory.
+    pub fn build_from(keys: &dyn KeyPasses, models: usize) -> Result<Self> {
+        let n = keys.count()?;
         let m = models.clamp(1, n.max(1)).min(MAX_MODELS);
-        let min_key = keys.first().copied().unwrap_or(0);
+        let key_at = |i: usize| -> Result<u64> {
+            let mut out = 0;
+            keys.pass(i..i + 1, &mut |_, c| out = c.first().copied().unwrap_or(0))?;
+            Ok(out)
+        };
+        let (min_key, max_key) = if n == 0 {
+            (0, 0)
+        } else {
+            (key_at(0)?, key_at(n - 1)?)
+        };
         let scale = m as f64 / n.max(1) as f64;
         // The root is fitted to the keys without the 0.1 % at each end: a few
         // far outliers (SOSD fb has them) would otherwise squeeze every other
         // key into the first leaf. Routing stays monotone; outliers land in
         // the first or last leaf, whose bounds cover them.
         let trim = n / 1000;
-        let (root_slope, root_intercept) = least_squares(|| {
-            keys.iter()
-                .enumerate()
-                .skip(trim)
-                .take(n.saturating_sub(2 * trim))
-                .map(|(i, &k)| ((k - min_key) as f64, i as f64 * scale))
-        });
+        let (root_slope, root_intercept) =
+            LeastSquares::over(keys, trim..trim + n.saturating_sub(2 * trim), |i, k| {
+                ((k - min_key) as f64, i as f64 * scale)
+            })?;
         let mut rmi = Rmi {
             n: n as u64,
             min_key,
-            max_key: keys.last().copied().unwrap_or(0),
+            max_key,
             root_slope,
             root_intercept,
             leaves: Vec::with_capacity(m),
             bounds: Vec::with_capacity(m + 1),
         };
-        // Monotone routing: leaves own contiguous position ranges.
-        let mut start = 0usize;
-        for leaf in 0..m {
-            rmi.bounds.push(start as u64);
-            let mut end = start;
-            while keys.get(end).is_some_and(|&k| rmi.route_among(k, m) <= leaf) {
-                end += 1;
+        // Monotone routing: leaves own contiguous position ranges, closed as
+        // the first key of a later leaf arrives.
+        let root = RmiRoot {
+            models: m,
+            ..rmi.root()
+        };
+        let mut buf: Vec<u64> = Vec::new();
+        let mut large: Vec<(usize, usize, usize)> = Vec::new();
+        let (mut leaf, mut start, mut spilled) = (0usize, 0usize, false);
+        let mut close =
+            |rmi: &mut Rmi, buf: &mut Vec<u64>, leaf: usize, start: usize, end: usize, spilled: bool| {
+                rmi.bounds.push(start as u64);
+                if spilled {
+                    large.push((leaf, start, end));
+                    rmi.leaves.push(fit_leaf(&[], start));
+                } else {
+                    rmi.leaves.push(fit_leaf(buf, start));
+                }
+                buf.clear();
+            };
+        keys.pass(0..n, &mut |i, c| {
+            for (j, &k) in c.iter().enumerate() {
+                let pos = i + j;
+                let r = root.route(k);
+                while leaf < r {
+                    close(&mut rmi, &mut buf, leaf, start, pos, spilled);
+                    (leaf, start, spilled) = (leaf + 1, pos, false);
+                }
+                if !spilled {
+                    buf.push(k);
+                    if buf.len() > LEAF_BUFFER {
+                        spilled = true;
+                        buf.clear();
+                    }
+                }
             }
-            let part = keys.get(start..end).unwrap_or(&[]);
-            rmi.leaves.push(fit_leaf(part, start));
-            start = end;
+        })?;
+        while leaf < m {
+            close(&mut rmi, &mut buf, leaf, start, n, spilled);
+            (leaf, start, spilled) = (leaf + 1, n, false);
         }
         rmi.bounds.push(n as u64);
+        for (i, a, b) in large {
+            let fitted = fit_leaf_passes(keys, a, b, key_at(a)?)?;
+            if let Some(l) = rmi.leaves.get_mut(i) {
+                *l = fitted;
+            }
+        }
         Ok(rmi)
     }
 
@@ -422,6 +539,43 @@ impl Rmi {
     }
 }
 
+/// [`fit_leaf`] over the keys `a..b` of `keys` (first key `base`), in three
+/// passes: the same leaf.
+fn fit_leaf_passes(keys: &dyn KeyPasses, a: usize, b: usize, base: u64) -> Result<Leaf> {
+    let (slope, intercept) = LeastSquares::over(keys, a..b, |i, k| ((k - base) as f64, i as f64))?;
+    let mut leaf = Leaf {
+        base,
+        slope,
+        intercept,
+        err_lo: 0,
+        err_hi: 0,
+    };
+    let (mut lo, mut hi) = (i64::MAX, i64::MIN);
+    keys.pass(a..b, &mut |i, c| {
+        for (j, &k) in c.iter().enumerate() {
+            let e = (i + j) as i64 - leaf.predict_floor(k);
+            lo = lo.min(e);
+            hi = hi.max(e);
+        }
+    })?;
+    set_bounds(&mut leaf, lo, hi);
+    Ok(leaf)
+}
+
+/// Stores measured error bounds, saturating to the unbounded markers.
+fn set_bounds(leaf: &mut Leaf, lo: i64, hi: i64) {
+    leaf.err_lo = if lo <= UNBOUNDED_LO as i64 {
+        UNBOUNDED_LO
+    } else {
+        lo as i32
+    };
+    leaf.err_hi = if hi >= UNBOUNDED_HI as i64 {
+        UNBOUNDED_HI
+    } else {
+        hi as i32
+    };
+}
+
 /// Fits a leaf over `keys` at positions `first..first + keys.len()` and
 /// measures its integer error bounds.
 fn fit_leaf(keys: &[u64], first: usize) -> Leaf {
@@ -452,16 +606,7 @@ fn fit_leaf(keys: &[u64], first: usize) -> Leaf {
         lo = lo.min(e);
         hi = hi.max(e);
     }
-    leaf.err_lo = if lo <= UNBOUNDED_LO as i64 {
-        UNBOUNDED_LO
-    } else {
-        lo as i32
-    };
-    leaf.err_hi = if hi >= UNBOUNDED_HI as i64 {
-        UNBOUNDED_HI
-    } else {
-        hi as i32
-    };
+    set_bounds(&mut leaf, lo, hi);
     leaf
 }
 
@@ -684,6 +829,38 @@ mod tests {
                     let (lo, hi) = r.predict_range(x);
                     prop_assert!(lo < hi && hi <= r.len() + 1);
                 }
+            }
+        }
+    }
+
+    use crate::model::Chunked;
+
+    proptest! {
+        #[test]
+        fn prop_build_from_passes_is_the_same_model(
+            mut keys in prop::collection::vec(any::<u64>(), 0..1500),
+            shift in 0u32..64,
+            models in 1usize..200,
+            skew in 0usize..400,
+        ) {
+            for k in &mut keys {
+                *k >>= shift;
+            }
+            // A dense run squeezed into few leaves: leaves larger than the
+            // copy buffer (40 keys in tests) are fitted by passes.
+            keys.extend((0..skew as u64).map(|i| (1u64 << 40) + i));
+            keys.sort_unstable();
+            keys.dedup();
+            let want = Rmi::build(&keys, models).unwrap();
+            let got = Rmi::build_from(&Chunked(&keys), models).unwrap();
+            prop_assert_eq!(want, got);
+            // A leaf fitted by passes equals one fitted from a copy.
+            if keys.len() > 3 {
+                let (a, b) = (keys.len() / 3, keys.len() - 1);
+                prop_assert_eq!(
+                    fit_leaf_passes(&Chunked(&keys), a, b, keys[a]).unwrap(),
+                    fit_leaf(&keys[a..b], a)
+                );
             }
         }
     }

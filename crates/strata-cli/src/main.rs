@@ -63,6 +63,13 @@ enum Cmd {
     /// intervals (fewer segments: easier for learned indexes).
     Analyze(AnalyzeArgs),
     /// Build an index over a key file; prints one JSON object.
+    ///
+    /// The keys stream from the file: the data run is written as they are
+    /// read while the models are built from them, and the static kinds that
+    /// stream (btree, binary, the zone maps, btree-static, pgm, rs, rmi) hold a
+    /// few MiB whatever the number of keys; the others read every key into
+    /// memory first. A bad file (unsorted keys, a wrong size) stops the build
+    /// and leaves nothing behind (a previous index at --out stays intact).
     Build(BuildArgs),
     /// Look up keys in an index directory.
     Get(GetArgs),

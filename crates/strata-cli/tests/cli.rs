@@ -499,7 +499,7 @@ fn peak_rss_of(args: &[&str]) -> u64 {
 fn build_streams_the_key_file() {
     // 3M keys: 24 MB of keys, 48 MB as records in memory. The kinds that
     // stream their build hold a chunk of them at a time; the others read
-    // them all (shown by rmi, which does not stream yet).
+    // them all (shown by the updatable `fiting`).
     let tmp = tempfile::tempdir().unwrap();
     let data = tmp.path().join("k.keys");
     ok(&["gen", "--dist", "osm-like", "--n", "3000000", "--out", p(&data)]);
@@ -519,8 +519,8 @@ fn build_streams_the_key_file() {
         std::fs::remove_dir_all(&out).unwrap();
     }
     for &(kind, peak) in &peaks {
-        if kind == "rmi" {
-            assert!(peak > 30 << 20, "rmi reads every key: {peaks:?}");
+        if kind == "fiting" {
+            assert!(peak > 30 << 20, "fiting reads every key: {peaks:?}");
         } else {
             // About 10 MiB of program and 8 MiB of chunks in flight.
             assert!(peak < 24 << 20, "{kind} holds its keys: {peaks:?}");

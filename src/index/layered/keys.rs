@@ -313,6 +313,26 @@ impl<'a> Keys<'a> {
     }
 }
 
+impl crate::model::KeyPasses for Keys<'_> {
+    fn count(&self) -> Result<usize> {
+        Ok(self.settled()?.len())
+    }
+
+    fn pass(&self, range: Range<usize>, f: &mut dyn FnMut(usize, &[u64])) -> Result<()> {
+        self.for_each_chunk(range, |i, c| {
+            f(i, c);
+            Ok(())
+        })
+    }
+
+    fn pass_all(&self, f: &mut dyn FnMut(usize, &[u64])) -> Result<usize> {
+        self.for_each_all(|i, c| {
+            f(i, c);
+            Ok(())
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

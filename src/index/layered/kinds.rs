@@ -12,7 +12,7 @@ use super::build::write_layer;
 use super::design::{Design, LayeredKind};
 use super::keys::{Keys, Pipe};
 use super::pgm_design::{PGM_DISK_PARAMS, PGM_PARAMS, pgm, pgm_disk, pgm_disk_cpr, pgm_in};
-use super::radix_design::{RMI_PARAMS, RS_PARAMS, rmi, rs, rs_disk};
+use super::radix_design::{RMI_PARAMS, RS_PARAMS, rmi, rmi_in, rs, rs_disk, rs_in};
 use super::tree_design::{
     BTREE_STATIC_PARAMS, FITING_STATIC_PARAMS, btree_static, btree_static_in, fiting_static,
 };
@@ -292,7 +292,7 @@ pub(crate) static LAYERED_KINDS: &[LayeredKind] = &[
         name: "rs",
         summary: "RadixSpline: spline points within epsilon and a radix table of radix_bits",
         design: rs,
-        stream: None,
+        stream: Some(rs_in),
         params: RS_PARAMS,
     },
     LayeredKind {
@@ -306,7 +306,7 @@ pub(crate) static LAYERED_KINDS: &[LayeredKind] = &[
         name: "rmi",
         summary: "two-layer linear RMI with `models` leaf models and per-leaf error bounds",
         design: rmi,
-        stream: None,
+        stream: Some(rmi_in),
         params: RMI_PARAMS,
     },
     LayeredKind {

@@ -25,6 +25,7 @@ mod layer;
 mod pgm_design;
 mod radix_design;
 mod resident;
+mod segment;
 mod tree_design;
 mod zone_design;
 

@@ -1298,21 +1298,16 @@ impl First<'_> {
     }
 }
 
-/// The optimal segmentation of `keys` under `tol`, in one pass.
+/// The optimal segmentation of `keys` under `tol`, in one pass, its
+/// partitions segmented in parallel (`segment::optimal_segments`). The
+/// common intervals `[i - eps, i + eps]` are computed without a division.
 fn segment_stream(keys: Keys<'_>, tol: Tolerance) -> Result<Vec<crate::model::Segment>> {
-    let mut pla = crate::model::PlaStream::new();
-    let mut segs = Vec::new();
-    keys.for_each_all(|i, c| {
-        for (j, &k) in c.iter().enumerate() {
-            let (lo, hi) = tol.interval(i + j);
-            if let Some(s) = pla.push(k, lo, hi) {
-                segs.push(s);
-            }
-        }
-        Ok(())
-    })?;
-    segs.extend(pla.finish());
-    Ok(segs)
+    if tol.zero_page == 0 && tol.granule == 1 {
+        let e = i128::from(tol.eps);
+        super::segment::optimal_segments(keys, move |i| (i as i128 - e, i as i128 + e))
+    } else {
+        super::segment::optimal_segments(keys, move |i| tol.interval(i))
+    }
 }
 
 pub(super) fn pgm(p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Result<Design> {

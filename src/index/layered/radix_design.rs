@@ -4,8 +4,9 @@
 
 use serde_json::{Value, json};
 
-use super::build::{SegmentLine, band_layer, radix_layer, rmi_layers};
+use super::build::{SegmentLine, band_layer, band_layer_in, radix_layer, rmi_layers};
 use super::design::Design;
+use super::keys::Keys;
 use super::pgm_design::{extra_pages, widest_window};
 use crate::Result;
 use crate::index::{ParamDoc, Params};
@@ -79,6 +80,35 @@ fn rs_family(p: &Params, keys: &[u64], per_page: usize, zero: bool) -> Result<De
     })
 }
 
+/// [`rs`] over keys in memory or in a data run: the corridor in one pass
+/// (over a run being written: while it is written), the errors and the
+/// band's bounds in passes over the run.
+pub(super) fn rs_in(p: &Params, keys: Keys<'_>, _per_page: usize, _ps: usize) -> Result<Design> {
+    let eps = p.u64("epsilon", 64)?;
+    let radix_bits = p.u64("radix_bits", 18)? as u32;
+    let spline = crate::model::RadixSpline::build_passes(&keys, eps, radix_bits)?;
+    if spline.is_empty() {
+        return Ok(Design {
+            layers: vec![],
+            models: Some(0),
+            notes: Value::Null,
+        });
+    }
+    let points: Vec<(u64, u64)> = spline.spline_points().collect();
+    let first_key = |i: usize| {
+        points
+            .get(points.partition_point(|&(_, pos)| (pos as usize) < i))
+            .map_or(0, |&(k, _)| k)
+    };
+    let band = band_layer_in(keys, &spline_lines(&spline), &first_key, None, 1, 0)?;
+    let root = radix_layer(&band.keys(), spline.radix_bits_used());
+    Ok(Design {
+        layers: vec![band, root],
+        models: Some(spline.num_spline_points() as u64),
+        notes: Value::Null,
+    })
+}
+
 pub(super) fn rs(p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Result<Design> {
     rs_family(p, keys, per_page, false)
 }
@@ -87,7 +117,16 @@ pub(super) fn rs_disk(p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> 
     rs_family(p, keys, per_page, true)
 }
 
-pub(super) fn rmi(p: &Params, keys: &[u64], _per_page: usize, _ps: usize) -> Result<Design> {
+pub(super) fn rmi(p: &Params, keys: &[u64], per_page: usize, ps: usize) -> Result<Design> {
+    crate::model::radix_spline::check_strictly_increasing(keys)?;
+    rmi_in(p, keys.into(), per_page, ps)
+}
+
+/// [`rmi`] over keys in memory or in a data run: the root and the leaves
+/// fitted in passes over the keys (`Rmi::build_from`), holding one leaf's
+/// keys at most. Over a run being written it waits for the run (the root's
+/// fit needs the key count first).
+pub(super) fn rmi_in(p: &Params, keys: Keys<'_>, _per_page: usize, _ps: usize) -> Result<Design> {
     let models = p.usize("models", 1 << 16)?;
     if keys.is_empty() {
         return Ok(Design {
@@ -96,7 +135,7 @@ pub(super) fn rmi(p: &Params, keys: &[u64], _per_page: usize, _ps: usize) -> Res
             notes: Value::Null,
         });
     }
-    let r = crate::model::Rmi::build(keys, models)?;
+    let r = crate::model::Rmi::build_from(&keys, models)?;
     let (leaves, root) = rmi_layers(&r);
     Ok(Design {
         layers: vec![leaves, root],
