@@ -984,7 +984,8 @@ fn zero_interval_band(
         granule: 1,
         zero_page: 0,
     };
-    let plain_segs = crate::model::optimal_pla_points(plain.points(keys, 0..keys.len()));
+    // Segmented in parallel partitions, the same segments as in one.
+    let plain_segs = segment_stream(keys.into(), plain)?;
     let first_key = |i: usize| keys.get(i).copied().unwrap_or(0);
     let reach = window_reach(eps.saturating_mul(2), page);
     let (entries, starts) = band_entries(keys.len(), &lines_of(&plain_segs), &first_key, None, 1, 0)?;
@@ -1000,7 +1001,7 @@ fn zero_interval_band(
             granule: 1,
             zero_page: page,
         };
-        let segs = crate::model::optimal_pla_points(tol.points(keys, 0..keys.len()));
+        let segs = segment_stream(keys.into(), tol)?;
         let (band, blob, extra) = if compress {
             let (b, blob, extra) = cpr_band(keys, &segs, tol, budget)?;
             (b, Some(blob), extra)
@@ -1240,7 +1241,7 @@ fn pgm_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool, compress:
         (band, segs)
     } else if let First::All(all) = &first {
         // Compressed bands without zero intervals.
-        let segs = crate::model::optimal_pla_points(tol.points(all, 0..all.len()));
+        let segs = segment_stream(all.as_ref().into(), tol)?;
         let (_, blob, _) = cpr_band(all, &segs, tol, f64::INFINITY)?;
         return Ok(Design {
             layers: vec![blob],
