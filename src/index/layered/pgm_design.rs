@@ -172,6 +172,129 @@ fn rounded_offsets(
         .collect()
 }
 
+/// [`rounded_offsets`] with `unit` and [`measured_band`] of the rounded
+/// entries (zero intervals of `tol.zero_page`, pages of as many positions)
+/// in one pass over the keys: each segment's predictions with its winning
+/// rounding, recorded while that rounding was ranked, are tallied. Ranks
+/// are counted nearest rounding first (the likelier winner, so the other's
+/// count stops early more often); the same rounding wins as in
+/// [`rounded_offsets`].
+fn rounded_band(
+    keys: &[u64],
+    starts: &[usize],
+    entries: &[super::entries::BandEntry],
+    unit: i32,
+    tol: Tolerance,
+    reach: u64,
+) -> (Vec<super::entries::BandEntry>, LayerBuild, f64) {
+    let page = tol.zero_page;
+    if starts.len() != entries.len() || !one_pass(starts, entries, page, page) || page == 0 {
+        let q = rounded_offsets(keys, starts, entries, unit, tol);
+        let (b, extra) = measured_band(keys, starts, &q, page, page, reach);
+        return (q, b, extra);
+    }
+    let n = keys.len() as u64;
+    let max_unit = n;
+    let cap = tol.eps + (unit as u64).div_ceil(32);
+    let far_end = n.saturating_sub(1).saturating_sub(reach);
+    type Rank = (bool, u64, i64);
+    // `rounded_offsets`'s rank of entry `j` with offset `off`, its
+    // predictions left in `preds` (all of them unless it stopped at `beat`).
+    let cost = |j: usize, off: i32, dist: i64, beat: Option<Rank>, preds: &mut Vec<u64>| -> Option<Rank> {
+        preds.clear();
+        let e = super::entries::BandEntry {
+            off,
+            ..*entries.get(j)?
+        };
+        let next = entries.get(j + 1).map_or(max_unit, |f| f.base);
+        let (start, end) = (
+            starts.get(j).copied().unwrap_or(0),
+            starts.get(j + 1).copied().unwrap_or(keys.len()),
+        );
+        let (mut worst, mut extra) = (0u64, 0u64);
+        let (mut own, mut up, mut down) = (PageDiv::new(page), PageDiv::new(page), PageDiv::new(page));
+        for (i, &k) in keys.iter().enumerate().take(end).skip(start) {
+            let p = e.predict(k, next, max_unit);
+            preds.push(p);
+            let first = own.div_u(i as u64) * page;
+            worst = worst
+                .max(first.saturating_sub(p))
+                .max(p.saturating_sub(first + page - 1));
+            extra += up.div_u(p + tol.eps) - down.div_u(p.saturating_sub(tol.eps));
+            if beat.is_some_and(|b| (worst > cap, extra, dist) >= b) {
+                return None;
+            }
+        }
+        Some((worst > cap, extra, dist))
+    };
+    let chunk = 64usize;
+    let (parts, tallies): (Vec<Vec<super::entries::BandEntry>>, Vec<Tally>) = entries
+        .par_chunks(chunk)
+        .enumerate()
+        .map(|(c, part)| {
+            let mut t = Tally::new(page);
+            let (mut cur, mut won) = (Vec::new(), Vec::new());
+            let (mut own, mut at) = (PageDiv::new(page), PageDiv::new(page));
+            let mut out = Vec::with_capacity(part.len());
+            for (d, e) in part.iter().enumerate() {
+                let j = c * chunk + d;
+                let u = i64::from(unit.max(1));
+                let off = i64::from(e.off);
+                let down = off.div_euclid(u) * u;
+                // Nearest first; of equal distances, down first (it wins ties).
+                let order = if down + u - off < off - down {
+                    [down + u, down]
+                } else {
+                    [down, down + u]
+                };
+                let mut best: Option<(i32, Rank)> = None;
+                for o in order {
+                    let Ok(o) = i32::try_from(o) else { continue };
+                    let dist = (i64::from(o) - off).abs();
+                    if let Some(r) = cost(j, o, dist, best.map(|b| b.1), &mut cur) {
+                        // Of equal ranks the one counted first is kept (the
+                        // later one stops at `beat`): down first on a tie.
+                        best = Some((o, r));
+                        std::mem::swap(&mut cur, &mut won);
+                    }
+                }
+                let e = super::entries::BandEntry {
+                    off: best.map_or(e.off, |b| b.0),
+                    ..*e
+                };
+                let start = starts.get(j).copied().unwrap_or(0);
+                if best.is_none() {
+                    // No rounding fits an offset: the entry as it is.
+                    let next = entries.get(j + 1).map_or(max_unit, |f| f.base);
+                    let end = starts.get(j + 1).copied().unwrap_or(keys.len());
+                    won.clear();
+                    won.extend(
+                        keys.get(start..end)
+                            .unwrap_or_default()
+                            .iter()
+                            .map(|&k| e.predict(k, next, max_unit)),
+                    );
+                }
+                let next_key = entries.get(j + 1).map(|f| f.key);
+                for (i, (&p, &k)) in won.iter().zip(keys.get(start..).unwrap_or_default()).enumerate() {
+                    // `extra_pages` routes by entry keys: the same entry, or
+                    // the count is made there.
+                    if e.key > k && j > 0 || next_key.is_some_and(|nk| nk <= k) {
+                        t.whole = false;
+                    }
+                    t.add((start + i) as u64, p, page, &mut own, &mut at, reach, far_end);
+                }
+                out.push(e);
+            }
+            (out, t)
+        })
+        .unzip();
+    let q: Vec<super::entries::BandEntry> = parts.into_iter().flatten().collect();
+    let tally = tallies.into_iter().fold(Tally::new(page), Tally::merge);
+    let (b, extra) = tally.finish(keys, &q, page, page, reach);
+    (q, b, extra)
+}
+
 /// A compressed band layer (CprLeCo_PGM_D): shared slopes, intercepts re-fitted
 /// for them, rough separators as entry keys, all measured as a plain band.
 /// Returns that band, the blob layer and, with zero intervals and a finite
@@ -252,8 +375,7 @@ fn cpr_band(
         let reach = window_reach(tol.eps, page);
         let mut chosen = None;
         for unit in OFF_UNITS {
-            let q = rounded_offsets(keys, &starts, &entries, unit, tol);
-            let (b, extra) = measured_band(keys, &starts, &q, page, page, reach);
+            let (q, b, extra) = rounded_band(keys, &starts, &entries, unit, tol, reach);
             if extra <= budget + 1e-12 {
                 chosen = Some((unit, b, q, Some(extra)));
                 break;
@@ -330,6 +452,11 @@ impl PageDiv {
             }
         }
         self.q
+    }
+
+    /// The page size.
+    fn page_u(&self) -> u64 {
+        self.page as u64
     }
 
     /// `v / page` for `v` below `i64::MAX` (larger values divide).
@@ -600,6 +727,91 @@ impl Tally {
         }
     }
 
+    /// Key `y` (item position) predicted at `p`, with zero intervals of
+    /// `zero_page` positions (`own` steps `y` through them) or none; `at`
+    /// steps `p` through pages; predictions below `reach` or above
+    /// `far_end` are kept.
+    #[allow(clippy::too_many_arguments)]
+    fn add(
+        &mut self,
+        y: u64,
+        p: u64,
+        zero_page: u64,
+        own: &mut PageDiv,
+        at: &mut PageDiv,
+        reach: u64,
+        far_end: u64,
+    ) {
+        if zero_page > 0 {
+            let page_start = own.div_u(y) * zero_page;
+            self.hi = self.hi.max(page_start.saturating_sub(p));
+            self.lo = self.lo.max(p.saturating_sub(page_start + zero_page - 1));
+        } else {
+            self.hi = self.hi.max(y.saturating_sub(p));
+            self.lo = self.lo.max(p.saturating_sub(y));
+        }
+        if p >= reach && p <= far_end {
+            let r = p - at.div_u(p) * at.page_u();
+            if let Some(h) = self.hist.get_mut(r as usize) {
+                *h += 1;
+            }
+        } else if self.ends.len() < MAX_ENDS {
+            self.ends.push(p);
+        } else {
+            self.whole = false;
+        }
+    }
+
+    /// The band layer of `entries` over `keys` with the measured bounds, and
+    /// its extra pages per lookup (`extra_pages`'s count, from the tally when
+    /// it holds every key and the bounds are within `reach`).
+    fn finish(
+        self,
+        keys: &[u64],
+        entries: &[super::entries::BandEntry],
+        zero_page: u64,
+        page: u64,
+        reach: u64,
+    ) -> (LayerBuild, f64) {
+        let n = keys.len() as u64;
+        let mut flat = Vec::with_capacity(entries.len() * 24);
+        for e in entries {
+            e.write(&mut flat);
+        }
+        let band = LayerBuild {
+            kind: LayerKind::Band {
+                granule: 1,
+                zero_page,
+                eps_lo: self.lo,
+                eps_hi: self.hi,
+            },
+            flat,
+            last_successor: n,
+        };
+        if !self.whole || self.lo > reach || self.hi > reach {
+            let extra = extra_pages(keys, &band, page);
+            return (band, extra);
+        }
+        let (el, eh) = (self.lo as i64, self.hi as i64);
+        let p = page as i64;
+        let mut extra: u64 = self
+            .hist
+            .iter()
+            .enumerate()
+            .map(|(r, &c)| {
+                let r = r as i64;
+                c * ((r + eh).div_euclid(p) - (r - el).div_euclid(p)) as u64
+            })
+            .sum();
+        for &q in &self.ends {
+            let (lo, hi) = super::layer::band_range(q, self.lo, self.hi, 1, zero_page, n);
+            if hi > lo {
+                extra += (hi - 1) / page - lo / page;
+            }
+        }
+        (band, extra as f64 / n.max(1) as f64)
+    }
+
     fn merge(mut self, other: Tally) -> Tally {
         self.lo = self.lo.max(other.lo);
         self.hi = self.hi.max(other.hi);
@@ -641,16 +853,7 @@ fn measured_band(
         starts.get(..used).unwrap_or_default(),
         entries.get(..used).unwrap_or_default(),
     );
-    // Keys before the first start belong to no entry when measuring and to
-    // the first when counting pages: only a band from the first key on is
-    // measured in one pass.
-    // `extra_pages` finds entries by key: they must be in order.
-    if !(zero_page == 0 || zero_page == page)
-        || page == 0
-        || page > 1 << 16
-        || starts.first() != Some(&0)
-        || entries.windows(2).any(|w| matches!(w, [a, b] if a.key > b.key))
-    {
+    if !one_pass(starts, entries, zero_page, page) {
         return separate();
     }
     let max_unit = n;
@@ -681,65 +884,25 @@ fn measured_band(
                 }
                 let next = entries.get(j).map_or(max_unit, |f| f.base);
                 let p = e.predict(k, next, max_unit);
-                let y = i as u64;
-                if zero_page > 0 {
-                    let page_start = own.div_u(y) * zero_page;
-                    t.hi = t.hi.max(page_start.saturating_sub(p));
-                    t.lo = t.lo.max(p.saturating_sub(page_start + zero_page - 1));
-                } else {
-                    t.hi = t.hi.max(y.saturating_sub(p));
-                    t.lo = t.lo.max(p.saturating_sub(y));
-                }
-                if p >= reach && p <= far_end {
-                    let r = p - at.div_u(p) * page;
-                    if let Some(h) = t.hist.get_mut(r as usize) {
-                        *h += 1;
-                    }
-                } else if t.ends.len() < MAX_ENDS {
-                    t.ends.push(p);
-                } else {
-                    t.whole = false;
-                }
+                t.add(i as u64, p, zero_page, &mut own, &mut at, reach, far_end);
             }
             t
         })
         .reduce(|| Tally::new(page), Tally::merge);
-    let mut flat = Vec::with_capacity(used * 24);
-    for e in entries {
-        e.write(&mut flat);
-    }
-    let band = LayerBuild {
-        kind: LayerKind::Band {
-            granule: 1,
-            zero_page,
-            eps_lo: tally.lo,
-            eps_hi: tally.hi,
-        },
-        flat,
-        last_successor: max_unit,
-    };
-    if !tally.whole || tally.lo > reach || tally.hi > reach {
-        let extra = extra_pages(keys, &band, page);
-        return (band, extra);
-    }
-    let (el, eh) = (tally.lo as i64, tally.hi as i64);
-    let p = page as i64;
-    let mut extra: u64 = tally
-        .hist
-        .iter()
-        .enumerate()
-        .map(|(r, &c)| {
-            let r = r as i64;
-            c * ((r + eh).div_euclid(p) - (r - el).div_euclid(p)) as u64
-        })
-        .sum();
-    for &q in &tally.ends {
-        let (lo, hi) = super::layer::band_range(q, tally.lo, tally.hi, 1, zero_page, n);
-        if hi > lo {
-            extra += (hi - 1) / page - lo / page;
-        }
-    }
-    (band, extra as f64 / n.max(1) as f64)
+    tally.finish(keys, entries, zero_page, page, reach)
+}
+
+/// Whether [`measured_band`] can measure `entries` in one pass.
+fn one_pass(starts: &[usize], entries: &[super::entries::BandEntry], zero_page: u64, page: u64) -> bool {
+    // Keys before the first start belong to no entry when measuring and to
+    // the first when counting pages: only a band from the first key on is
+    // measured in one pass; `extra_pages` finds entries by key: they must
+    // be in order.
+    (zero_page == 0 || zero_page == page)
+        && page > 0
+        && page <= 1 << 16
+        && starts.first() == Some(&0)
+        && !entries.windows(2).any(|w| matches!(w, [a, b] if a.key > b.key))
 }
 
 fn band_entry(e: &[u8]) -> super::entries::BandEntry {
@@ -821,7 +984,8 @@ fn zero_interval_band(
         granule: 1,
         zero_page: 0,
     };
-    let plain_segs = crate::model::optimal_pla_points(plain.points(keys, 0..keys.len()));
+    // Segmented in parallel partitions, the same segments as in one.
+    let plain_segs = segment_stream(keys.into(), plain)?;
     let first_key = |i: usize| keys.get(i).copied().unwrap_or(0);
     let reach = window_reach(eps.saturating_mul(2), page);
     let (entries, starts) = band_entries(keys.len(), &lines_of(&plain_segs), &first_key, None, 1, 0)?;
@@ -837,7 +1001,7 @@ fn zero_interval_band(
             granule: 1,
             zero_page: page,
         };
-        let segs = crate::model::optimal_pla_points(tol.points(keys, 0..keys.len()));
+        let segs = segment_stream(keys.into(), tol)?;
         let (band, blob, extra) = if compress {
             let (b, blob, extra) = cpr_band(keys, &segs, tol, budget)?;
             (b, Some(blob), extra)
@@ -1077,7 +1241,7 @@ fn pgm_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool, compress:
         (band, segs)
     } else if let First::All(all) = &first {
         // Compressed bands without zero intervals.
-        let segs = crate::model::optimal_pla_points(tol.points(all, 0..all.len()));
+        let segs = segment_stream(all.as_ref().into(), tol)?;
         let (_, blob, _) = cpr_band(all, &segs, tol, f64::INFINITY)?;
         return Ok(Design {
             layers: vec![blob],
@@ -1645,6 +1809,59 @@ mod tests {
                 prop_assert_eq!(&band.flat, &want.flat);
                 prop_assert_eq!(band.last_successor, want.last_successor);
                 prop_assert_eq!(extra, extra_pages(keys, &want, page));
+                Ok(())
+            })
+            .unwrap();
+    }
+
+    /// The one-pass `rounded_band` rounds as `rounded_offsets` and measures
+    /// as `measured_band` of its entries: every unit, offsets moved (some to
+    /// exactly half a unit, where rounding down must win a tie), small
+    /// reaches and windows.
+    #[test]
+    fn rounded_band_matches_separate_passes() {
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+        let sets: Vec<Vec<u64>> = [("osm-like", 4u64), ("wiki-like", 6), ("fb-like", 8)]
+            .iter()
+            .map(|&(d, seed)| crate::data::generate(d.parse().unwrap(), 20_000, seed).unwrap())
+            .collect();
+        let strat = (
+            0usize..3,
+            prop_oneof![0u64..4, 4u64..80],
+            prop_oneof![Just(255u64), 1u64..300],
+            0usize..OFF_UNITS.len(),
+            prop_oneof![Just(0i32), 1i32..2_000],
+            0u64..2_000,
+        );
+        let mut runner = TestRunner::new(Config::with_cases(64));
+        runner
+            .run(&strat, |(set, eps, page, u, jitter, reach)| {
+                let keys = &sets[set];
+                let tol = Tolerance {
+                    eps,
+                    granule: 1,
+                    zero_page: page,
+                };
+                let unit = OFF_UNITS[u];
+                let segs = crate::model::optimal_pla_points(tol.points(keys, 0..keys.len()));
+                let first_key = |i: usize| keys.get(i).copied().unwrap_or(0);
+                let (mut entries, starts) =
+                    band_entries(keys.len(), &lines_of(&segs), &first_key, None, 1, page).unwrap();
+                for (j, e) in entries.iter_mut().enumerate() {
+                    match j % 4 {
+                        1 => e.off = e.off.saturating_add(jitter),
+                        2 => e.off = e.off.div_euclid(unit) * unit + unit / 2,
+                        _ => {}
+                    }
+                }
+                let (q, band, extra) = rounded_band(keys, &starts, &entries, unit, tol, reach);
+                let want_q = rounded_offsets(keys, &starts, &entries, unit, tol);
+                let (want, want_extra) = measured_band(keys, &starts, &want_q, page, page, reach);
+                prop_assert_eq!(&q, &want_q);
+                prop_assert_eq!(format!("{:?}", band.kind), format!("{:?}", want.kind));
+                prop_assert_eq!(&band.flat, &want.flat);
+                prop_assert_eq!(extra, want_extra);
                 Ok(())
             })
             .unwrap();
