@@ -33,8 +33,8 @@ mod rmi;
 pub use gapcode::{DeltaArray, GapArray};
 pub use leco::LecoArray;
 pub use pla::{
-    IntervalPoint, PlaPart, PlaStitcher, PlaStream, Segment, greedy_cone, optimal_pla, optimal_pla_points,
-    optimal_pla_zero_interval, segment_part,
+    ConeStream, IntervalPoint, PlaPart, PlaStitcher, PlaStream, Segment, greedy_cone, optimal_pla,
+    optimal_pla_points, optimal_pla_zero_interval, segment_part,
 };
 pub(crate) use pla::{intercept_range, min_slope_set, zero_interval};
 pub use radix_spline::RadixSpline;

@@ -724,60 +724,92 @@ pub(super) fn greedy_cone_points<I>(points: I) -> Vec<Segment>
 where
     I: IntoIterator<Item = IntervalPoint>,
 {
-    struct Cone {
-        x0: u64,
-        a: i128,
-        start: usize,
-        len: usize,
-        last_x: u64,
-        lo: Option<Slope>,
-        hi: Option<Slope>,
-    }
-    impl Cone {
-        fn new(idx: usize, x: u64, lo: i128, hi: i128) -> Self {
-            Cone {
-                x0: x,
-                a: (lo + hi).div_euclid(2),
-                start: idx,
-                len: 1,
-                last_x: x,
-                lo: None,
-                hi: None,
-            }
+    let mut s = ConeStream::new();
+    let mut out = Vec::new();
+    for (x, lo, hi) in points {
+        if let Some(seg) = s.push(x, lo, hi) {
+            out.push(seg);
         }
-        fn segment(&self) -> Segment {
-            let mut seg = Segment {
-                first_key: self.x0,
-                start: self.start,
-                len: self.len,
-                slope: 0.0,
-                intercept: self.a as f64,
-                slope_lo: f64::NEG_INFINITY,
-                slope_hi: f64::INFINITY,
-            };
-            if let (Some(l), Some(h)) = (self.lo, self.hi) {
-                let (m1, m2) = (l.to_f64(), h.to_f64());
-                let (s, _) = combine(m1, 0.0, m2, 0.0);
-                seg.slope = s;
-                seg.slope_lo = m1;
-                seg.slope_hi = m2;
-            }
-            seg
+    }
+    out.extend(s.finish());
+    out
+}
+
+/// The FITing-tree shrinking cone ([`greedy_cone`]) fed one point at a
+/// time (a build streaming its keys): `push` returns a segment when the
+/// point closes it, `finish` the last one.
+#[derive(Debug, Clone, Default)]
+pub struct ConeStream {
+    cur: Option<Cone>,
+    /// Input index of the next point.
+    next: usize,
+}
+
+/// The open segment of a [`ConeStream`].
+#[derive(Debug, Clone)]
+struct Cone {
+    x0: u64,
+    a: i128,
+    start: usize,
+    len: usize,
+    last_x: u64,
+    lo: Option<Slope>,
+    hi: Option<Slope>,
+}
+
+impl Cone {
+    fn new(idx: usize, x: u64, lo: i128, hi: i128) -> Self {
+        Cone {
+            x0: x,
+            a: (lo + hi).div_euclid(2),
+            start: idx,
+            len: 1,
+            last_x: x,
+            lo: None,
+            hi: None,
         }
     }
 
-    let mut out = Vec::new();
-    let mut cur: Option<Cone> = None;
-    for (idx, (x, lo, hi)) in points.into_iter().enumerate() {
+    fn segment(&self) -> Segment {
+        let mut seg = Segment {
+            first_key: self.x0,
+            start: self.start,
+            len: self.len,
+            slope: 0.0,
+            intercept: self.a as f64,
+            slope_lo: f64::NEG_INFINITY,
+            slope_hi: f64::INFINITY,
+        };
+        if let (Some(l), Some(h)) = (self.lo, self.hi) {
+            let (m1, m2) = (l.to_f64(), h.to_f64());
+            let (s, _) = combine(m1, 0.0, m2, 0.0);
+            seg.slope = s;
+            seg.slope_lo = m1;
+            seg.slope_hi = m2;
+        }
+        seg
+    }
+}
+
+impl ConeStream {
+    /// An empty stream.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds the next point; returns the segment it closes, if any.
+    pub fn push(&mut self, x: u64, lo: i128, hi: i128) -> Option<Segment> {
+        let idx = self.next;
+        self.next += 1;
         let (lo, hi) = normalize(lo, hi);
-        let Some(c) = cur.as_mut() else {
-            cur = Some(Cone::new(idx, x, lo, hi));
-            continue;
+        let Some(c) = self.cur.as_mut() else {
+            self.cur = Some(Cone::new(idx, x, lo, hi));
+            return None;
         };
         if x <= c.last_x {
-            out.push(c.segment());
+            let done = c.segment();
             *c = Cone::new(idx, x, lo, hi);
-            continue;
+            return Some(done);
         }
         let dx = x - c.x0;
         let s_lo = Slope {
@@ -791,9 +823,9 @@ where
         let fits_below = c.hi.is_none_or(|h| s_lo.cmp_exact(h) != Ordering::Greater);
         let fits_above = c.lo.is_none_or(|l| l.cmp_exact(s_hi) != Ordering::Greater);
         if !(fits_below && fits_above) {
-            out.push(c.segment());
+            let done = c.segment();
             *c = Cone::new(idx, x, lo, hi);
-            continue;
+            return Some(done);
         }
         if c.lo.is_none_or(|l| s_lo.cmp_exact(l) == Ordering::Greater) {
             c.lo = Some(s_lo);
@@ -803,11 +835,13 @@ where
         }
         c.len += 1;
         c.last_x = x;
+        None
     }
-    if let Some(c) = cur {
-        out.push(c.segment());
+
+    /// The open segment, if any.
+    pub fn finish(self) -> Option<Segment> {
+        self.cur.map(|c| c.segment())
     }
-    out
 }
 
 /// The FITing-tree shrinking-cone segmentation of sorted keys with error

@@ -95,7 +95,28 @@ impl RadixSpline {
     /// measures the errors. The same model as over the keys in memory.
     pub fn build_passes(keys: &dyn KeyPasses, eps: u64, radix_bits: u32) -> Result<Self> {
         let e = eps as i128;
-        let interval = |i: usize| (i as i128 - e, i as i128 + e);
+        Self::passes_with(keys, eps, radix_bits, |i: usize| (i as i128 - e, i as i128 + e))
+    }
+
+    /// [`RadixSpline::build_zero_interval`] over strictly increasing keys
+    /// read in passes (as [`RadixSpline::build_passes`]).
+    pub fn build_zero_interval_passes(
+        keys: &dyn KeyPasses,
+        eps: u64,
+        radix_bits: u32,
+        page_items: u64,
+    ) -> Result<Self> {
+        Self::passes_with(keys, eps, radix_bits, |i: usize| {
+            super::pla::zero_interval(i as u64, eps, page_items)
+        })
+    }
+
+    fn passes_with(
+        keys: &dyn KeyPasses,
+        eps: u64,
+        radix_bits: u32,
+        interval: impl Fn(usize) -> (i128, i128),
+    ) -> Result<Self> {
         let mut c = Corridor::default();
         let n = keys.pass_all(&mut |i, chunk| {
             for (j, &k) in chunk.iter().enumerate() {
@@ -809,6 +830,13 @@ mod tests {
             let got = RadixSpline::build_passes(&crate::model::Chunked(&keys), eps, bits).unwrap();
             prop_assert_eq!(want.to_bytes(), got.to_bytes());
             prop_assert_eq!(want.error_bounds(), got.error_bounds());
+            for page in [1u64, 7, 255] {
+                let want = RadixSpline::build_zero_interval(&keys, eps, bits, page).unwrap();
+                let got =
+                    RadixSpline::build_zero_interval_passes(&crate::model::Chunked(&keys), eps, bits, page).unwrap();
+                prop_assert_eq!(want.to_bytes(), got.to_bytes());
+                prop_assert_eq!(want.error_bounds(), got.error_bounds());
+            }
         }
     }
 }

@@ -66,8 +66,9 @@ enum Cmd {
     ///
     /// The keys stream from the file: the data run is written as they are
     /// read while the models are built from them, and the static kinds that
-    /// stream (btree, binary, the zone maps, btree-static, pgm, rs, rmi) hold a
-    /// few MiB whatever the number of keys; the others read every key into
+    /// stream (btree, binary, the zone maps, btree-static, pgm, pgm-disk,
+    /// pgm-disk-cpr, rs, rmi, fiting-static) hold a few MiB of keys whatever
+    /// their number, besides the model; the others read every key into
     /// memory first. A bad file (unsorted keys, a wrong size) stops the build
     /// and leaves nothing behind (a previous index at --out stays intact).
     Build(BuildArgs),

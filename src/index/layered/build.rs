@@ -281,37 +281,14 @@ pub(super) fn band_entries(
     Ok((entries, starts))
 }
 
-/// A band layer of given entries over `keys` (entry `j`'s keys start at
-/// `starts[j]`), its error bounds measured with the query-time arithmetic
-/// ([`BandEntry::predict`]), as [`band_layer`] measures them.
-pub(super) fn band_of_entries(
-    keys: &[u64],
-    starts: &[usize],
-    entries: &[BandEntry],
-    granule: u64,
-    zero_page: u64,
-) -> LayerBuild {
-    match band_of_entries_in(Keys::Slice(keys), starts, entries, granule, zero_page) {
-        Ok(l) => l,
-        // Keys in memory cannot fail to read.
-        Err(_) => LayerBuild {
-            kind: LayerKind::Band {
-                granule,
-                zero_page,
-                eps_lo: u64::MAX,
-                eps_hi: u64::MAX,
-            },
-            flat: Vec::new(),
-            last_successor: 0,
-        },
-    }
-}
-
 /// Keys a part of a parallel measuring pass covers at least.
 // Small in unit tests, so that every measuring pass there is cut into parts.
 const MEASURE_PART: usize = if cfg!(test) { 64 } else { 1 << 18 };
 
-/// [`band_of_entries`] over keys in memory or in a data run: the keys are cut
+/// A band layer of given entries over keys in memory or in a data run
+/// (entry `j`'s keys start at `starts[j]`), its error bounds measured with
+/// the query-time arithmetic ([`BandEntry::predict`]), as [`band_layer`]
+/// measures them. The keys are cut
 /// into parts measured in parallel, each walking the entries from the one
 /// that covers its first key; the maxima are the same whatever the threads.
 pub(crate) fn band_of_entries_in(

@@ -313,6 +313,107 @@ impl<'a> Keys<'a> {
     }
 }
 
+/// Keys a window of [`Keys::by_groups`] holds at most (more only when one
+/// entry alone covers more). Small in unit tests, so that every grouped step
+/// there is cut into several windows.
+pub(crate) const WINDOW_KEYS: usize = if cfg!(test) { 64 } else { 1 << 20 };
+
+/// Keys `base..base + len` of `n` sorted keys, in memory: what one step of a
+/// design reads ([`Keys::by_groups`]); all of them for keys in memory.
+/// Indices are those of all the keys.
+#[derive(Debug, Clone, Copy)]
+pub struct Win<'a> {
+    base: usize,
+    keys: &'a [u64],
+    n: usize,
+}
+
+impl<'a> Win<'a> {
+    /// All keys, in memory.
+    pub fn all(keys: &'a [u64]) -> Win<'a> {
+        Win {
+            base: 0,
+            keys,
+            n: keys.len(),
+        }
+    }
+
+    /// Number of keys in all (not in the window).
+    pub fn n(&self) -> usize {
+        self.n
+    }
+
+    /// Key `i`, if the window holds it.
+    pub fn get(&self, i: usize) -> Option<u64> {
+        self.keys.get(i.checked_sub(self.base)?).copied()
+    }
+
+    /// Keys `r`, clipped to the window (a step asks only for keys of its
+    /// own window).
+    pub fn range(&self, r: Range<usize>) -> &'a [u64] {
+        debug_assert!(
+            r.start >= self.base || r.start >= r.end,
+            "keys {r:?} before the window at {}",
+            self.base
+        );
+        let lo = r.start.saturating_sub(self.base).min(self.keys.len());
+        let hi = r.end.saturating_sub(self.base).min(self.keys.len()).max(lo);
+        self.keys.get(lo..hi).unwrap_or_default()
+    }
+}
+
+impl<'a> Keys<'a> {
+    /// `f(win, js)` for groups `js` of consecutive entries, entry `j`
+    /// covering the keys `starts[j]..starts[j + 1]` (the last one to the
+    /// end), with `win` holding the group's keys and the key before them: in
+    /// parallel, results in order. Groups hold at most `WINDOW_KEYS` keys
+    /// (or one entry that covers more); keys in memory are not copied, keys
+    /// of a run are read a window at a time, so a pass holds a window per
+    /// thread.
+    pub fn by_groups<T: Send>(
+        &self,
+        starts: &[usize],
+        f: impl Fn(Win<'_>, Range<usize>) -> T + Sync,
+    ) -> Result<Vec<T>> {
+        let keys = self.settled()?;
+        let n = keys.len();
+        let end_of = |j: usize| starts.get(j + 1).copied().unwrap_or(n);
+        let mut groups = Vec::new();
+        let mut j = 0;
+        while let Some(&first) = starts.get(j) {
+            let mut k = j + 1;
+            while k < starts.len() && end_of(k).saturating_sub(first) <= WINDOW_KEYS {
+                k += 1;
+            }
+            groups.push(j..k);
+            j = k;
+        }
+        groups
+            .into_par_iter()
+            .map(|js| match keys {
+                Keys::Slice(all) => Ok(f(Win::all(all), js)),
+                _ => {
+                    let lo = starts.get(js.start).copied().unwrap_or(n).saturating_sub(1);
+                    let hi = end_of(js.end.saturating_sub(1)).max(lo);
+                    let mut buf = Vec::with_capacity(hi - lo);
+                    keys.for_each_chunk(lo..hi, |_, c| {
+                        buf.extend_from_slice(c);
+                        Ok(())
+                    })?;
+                    Ok(f(
+                        Win {
+                            base: lo,
+                            keys: &buf,
+                            n,
+                        },
+                        js,
+                    ))
+                }
+            })
+            .collect()
+    }
+}
+
 impl crate::model::KeyPasses for Keys<'_> {
     fn count(&self) -> Result<usize> {
         Ok(self.settled()?.len())

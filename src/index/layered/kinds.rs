@@ -11,10 +11,12 @@ use serde_json::{Value, json};
 use super::build::write_layer;
 use super::design::{Design, LayeredKind};
 use super::keys::{Keys, Pipe};
-use super::pgm_design::{PGM_DISK_PARAMS, PGM_PARAMS, pgm, pgm_disk, pgm_disk_cpr, pgm_in};
-use super::radix_design::{RMI_PARAMS, RS_PARAMS, rmi, rmi_in, rs, rs_disk, rs_in};
+use super::pgm_design::{
+    PGM_DISK_PARAMS, PGM_PARAMS, pgm, pgm_disk, pgm_disk_cpr, pgm_disk_cpr_in, pgm_disk_in, pgm_in,
+};
+use super::radix_design::{RMI_PARAMS, RS_PARAMS, rmi, rmi_in, rs, rs_disk, rs_disk_in, rs_in};
 use super::tree_design::{
-    BTREE_STATIC_PARAMS, FITING_STATIC_PARAMS, btree_static, btree_static_in, fiting_static,
+    BTREE_STATIC_PARAMS, FITING_STATIC_PARAMS, btree_static, btree_static_in, fiting_static, fiting_static_in,
 };
 use super::zone_design::design_from_page_bounds;
 use super::zone_design::{GAP_ZONEMAP_PARAMS, gap_zonemap_d, leco_zonemap, leco_zonemap_d, zonemap};
@@ -278,14 +280,14 @@ pub(crate) static LAYERED_KINDS: &[LayeredKind] = &[
         name: "pgm-disk",
         summary: "PGM with disk-based zero intervals (Zhang G3): fewer models, same pages",
         design: pgm_disk,
-        stream: None,
+        stream: Some(pgm_disk_in),
         params: PGM_DISK_PARAMS,
     },
     LayeredKind {
         name: "pgm-disk-cpr",
         summary: "CprLeCo_PGM_D (Zhang G3+G4): zero intervals, gap-coded rough separators, rounded intercepts, shared slopes",
         design: pgm_disk_cpr,
-        stream: None,
+        stream: Some(pgm_disk_cpr_in),
         params: PGM_DISK_PARAMS,
     },
     LayeredKind {
@@ -299,7 +301,7 @@ pub(crate) static LAYERED_KINDS: &[LayeredKind] = &[
         name: "rs-disk",
         summary: "RadixSpline with disk-based zero intervals (Zhang G3): fewer spline points, same pages",
         design: rs_disk,
-        stream: None,
+        stream: Some(rs_disk_in),
         params: RS_PARAMS,
     },
     LayeredKind {
@@ -313,7 +315,7 @@ pub(crate) static LAYERED_KINDS: &[LayeredKind] = &[
         name: "fiting-static",
         summary: "FITing-tree (static): greedy shrinking-cone segments with epsilon, B+-tree over them",
         design: fiting_static,
-        stream: None,
+        stream: Some(fiting_static_in),
         params: FITING_STATIC_PARAMS,
     },
 ];

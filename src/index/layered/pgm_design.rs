@@ -7,12 +7,12 @@ use rayon::prelude::*;
 use serde_json::{Value, json};
 
 use super::build::{
-    LayerBuild, SegmentLine, band_entries, band_layer, band_layer_in, band_of_entries, blob_layer, lines_of,
-    separator_bounds,
+    LayerBuild, SegmentLine, band_entries, band_layer, band_layer_in, band_of_entries_in, blob_layer,
+    lines_of,
 };
 use super::compressed::CprBand;
 use super::design::Design;
-use super::keys::Keys;
+use super::keys::{Keys, Win};
 use super::layer::LayerKind;
 use crate::index::{ParamDoc, Params};
 use crate::{Error, Result};
@@ -63,7 +63,7 @@ impl Tolerance {
     /// two points per page are read, for the same result.
     fn intercepts(
         &self,
-        keys: &[u64],
+        keys: Win<'_>,
         range: std::ops::Range<usize>,
         first: u64,
         slope: f64,
@@ -72,7 +72,7 @@ impl Tolerance {
             return crate::model::intercept_range(self.points(keys, range), first, slope);
         }
         let page = usize::try_from(self.zero_page).unwrap_or(usize::MAX);
-        let end = range.end.min(keys.len());
+        let end = range.end.min(keys.n());
         let mut i = range.start;
         let ends = std::iter::from_fn(move || {
             if i >= end {
@@ -80,7 +80,7 @@ impl Tolerance {
             }
             let last = (i / page).saturating_add(1).saturating_mul(page).min(end) - 1;
             let (lo, hi) = self.interval(i);
-            let run = (keys.get(i).copied()?, keys.get(last).copied()?);
+            let run = (keys.get(i)?, keys.get(last)?);
             i = last + 1;
             Some([(run.0, lo, hi), (run.1, lo, hi)])
         });
@@ -89,12 +89,12 @@ impl Tolerance {
 
     fn points<'a>(
         &'a self,
-        keys: &'a [u64],
+        keys: Win<'a>,
         range: std::ops::Range<usize>,
     ) -> impl Iterator<Item = crate::model::IntervalPoint> + 'a {
         range.filter_map(move |i| {
             let (lo, hi) = self.interval(i);
-            keys.get(i).map(|&k| (k, lo, hi))
+            keys.get(i).map(|k| (k, lo, hi))
         })
     }
 }
@@ -107,14 +107,15 @@ const OFF_UNITS: [i32; 6] = [512, 256, 128, 64, 32, 16];
 /// whichever keeps the segment's keys within `tol.eps` plus half a unit of
 /// their pages with fewer page-crossing search windows.
 fn rounded_offsets(
-    keys: &[u64],
+    keys: Keys<'_>,
     starts: &[usize],
     entries: &[super::entries::BandEntry],
     unit: i32,
     tol: Tolerance,
-) -> Vec<super::entries::BandEntry> {
+) -> Result<Vec<super::entries::BandEntry>> {
     let page = tol.zero_page.max(1);
-    let max_unit = keys.len() as u64;
+    let n = keys.len();
+    let max_unit = n as u64;
     // Nearest rounding moves a prediction by at most half a unit (in
     // positions: unit / 32): allow that much, no more.
     let cap = tol.eps + (unit as u64).div_ceil(32);
@@ -123,7 +124,7 @@ fn rounded_offsets(
     // rank only grows along the keys, so counting stops (`None`) once it
     // reaches `beat`, a rank already found.
     type Rank = (bool, u64, i64);
-    let cost = |j: usize, off: i32, dist: i64, beat: Option<Rank>| -> Option<Rank> {
+    let cost = |win: Win<'_>, j: usize, off: i32, dist: i64, beat: Option<Rank>| -> Option<Rank> {
         let e = super::entries::BandEntry {
             off,
             ..*entries.get(j)?
@@ -131,11 +132,12 @@ fn rounded_offsets(
         let next = entries.get(j + 1).map_or(max_unit, |f| f.base);
         let (start, end) = (
             starts.get(j).copied().unwrap_or(0),
-            starts.get(j + 1).copied().unwrap_or(keys.len()),
+            starts.get(j + 1).copied().unwrap_or(n),
         );
         let (mut worst, mut extra) = (0u64, 0u64);
         let (mut own, mut up, mut down) = (PageDiv::new(page), PageDiv::new(page), PageDiv::new(page));
-        for (i, &k) in keys.iter().enumerate().take(end).skip(start) {
+        for (d, &k) in win.range(start..end).iter().enumerate() {
+            let i = start + d;
             let p = e.predict(k, next, max_unit);
             let first = own.div_u(i as u64) * page;
             worst = worst
@@ -150,26 +152,32 @@ fn rounded_offsets(
     };
     // Each entry's rounding is its own: chosen in parallel, in order. Of
     // equal ranks the rounding down is kept.
-    entries
-        .par_iter()
-        .enumerate()
-        .map(|(j, e)| {
+    let used = starts.len().min(entries.len());
+    let groups = keys.by_groups(starts.get(..used).unwrap_or_default(), |win, js| {
+        let mut out = Vec::with_capacity(js.len());
+        for j in js {
+            let Some(e) = entries.get(j) else { continue };
             let u = i64::from(unit.max(1));
             let down = i64::from(e.off).div_euclid(u) * u;
             let mut best: Option<(i32, Rank)> = None;
             for o in [down, down + u] {
                 let Ok(o) = i32::try_from(o) else { continue };
                 let dist = (i64::from(o) - i64::from(e.off)).abs();
-                if let Some(r) = cost(j, o, dist, best.map(|b| b.1)) {
+                if let Some(r) = cost(win, j, o, dist, best.map(|b| b.1)) {
                     best = Some((o, r));
                 }
             }
-            super::entries::BandEntry {
+            out.push(super::entries::BandEntry {
                 off: best.map_or(e.off, |b| b.0),
                 ..*e
-            }
-        })
-        .collect()
+            });
+        }
+        out
+    })?;
+    let mut out: Vec<super::entries::BandEntry> = groups.into_iter().flatten().collect();
+    // Entries past the starts (none in a design) keep their offsets.
+    out.extend(entries.iter().skip(used).copied());
+    Ok(out)
 }
 
 /// [`rounded_offsets`] with `unit` and [`measured_band`] of the rounded
@@ -180,27 +188,34 @@ fn rounded_offsets(
 /// count stops early more often); the same rounding wins as in
 /// [`rounded_offsets`].
 fn rounded_band(
-    keys: &[u64],
+    keys: Keys<'_>,
     starts: &[usize],
     entries: &[super::entries::BandEntry],
     unit: i32,
     tol: Tolerance,
     reach: u64,
-) -> (Vec<super::entries::BandEntry>, LayerBuild, f64) {
+) -> Result<(Vec<super::entries::BandEntry>, LayerBuild, f64)> {
     let page = tol.zero_page;
     if starts.len() != entries.len() || !one_pass(starts, entries, page, page) || page == 0 {
-        let q = rounded_offsets(keys, starts, entries, unit, tol);
-        let (b, extra) = measured_band(keys, starts, &q, page, page, reach);
-        return (q, b, extra);
+        let q = rounded_offsets(keys, starts, entries, unit, tol)?;
+        let (b, extra) = measured_band(keys, starts, &q, page, page, reach)?;
+        return Ok((q, b, extra));
     }
-    let n = keys.len() as u64;
+    let len = keys.len();
+    let n = len as u64;
     let max_unit = n;
     let cap = tol.eps + (unit as u64).div_ceil(32);
     let far_end = n.saturating_sub(1).saturating_sub(reach);
     type Rank = (bool, u64, i64);
     // `rounded_offsets`'s rank of entry `j` with offset `off`, its
     // predictions left in `preds` (all of them unless it stopped at `beat`).
-    let cost = |j: usize, off: i32, dist: i64, beat: Option<Rank>, preds: &mut Vec<u64>| -> Option<Rank> {
+    let cost = |win: Win<'_>,
+                j: usize,
+                off: i32,
+                dist: i64,
+                beat: Option<Rank>,
+                preds: &mut Vec<u64>|
+     -> Option<Rank> {
         preds.clear();
         let e = super::entries::BandEntry {
             off,
@@ -209,11 +224,12 @@ fn rounded_band(
         let next = entries.get(j + 1).map_or(max_unit, |f| f.base);
         let (start, end) = (
             starts.get(j).copied().unwrap_or(0),
-            starts.get(j + 1).copied().unwrap_or(keys.len()),
+            starts.get(j + 1).copied().unwrap_or(len),
         );
         let (mut worst, mut extra) = (0u64, 0u64);
         let (mut own, mut up, mut down) = (PageDiv::new(page), PageDiv::new(page), PageDiv::new(page));
-        for (i, &k) in keys.iter().enumerate().take(end).skip(start) {
+        for (d, &k) in win.range(start..end).iter().enumerate() {
+            let i = start + d;
             let p = e.predict(k, next, max_unit);
             preds.push(p);
             let first = own.div_u(i as u64) * page;
@@ -227,17 +243,14 @@ fn rounded_band(
         }
         Some((worst > cap, extra, dist))
     };
-    let chunk = 64usize;
-    let (parts, tallies): (Vec<Vec<super::entries::BandEntry>>, Vec<Tally>) = entries
-        .par_chunks(chunk)
-        .enumerate()
-        .map(|(c, part)| {
+    let (parts, tallies): (Vec<Vec<super::entries::BandEntry>>, Vec<Tally>) = keys
+        .by_groups(starts, |win, js| {
             let mut t = Tally::new(page);
             let (mut cur, mut won) = (Vec::new(), Vec::new());
             let (mut own, mut at) = (PageDiv::new(page), PageDiv::new(page));
-            let mut out = Vec::with_capacity(part.len());
-            for (d, e) in part.iter().enumerate() {
-                let j = c * chunk + d;
+            let mut out = Vec::with_capacity(js.len());
+            for j in js {
+                let Some(e) = entries.get(j) else { continue };
                 let u = i64::from(unit.max(1));
                 let off = i64::from(e.off);
                 let down = off.div_euclid(u) * u;
@@ -251,7 +264,7 @@ fn rounded_band(
                 for o in order {
                     let Ok(o) = i32::try_from(o) else { continue };
                     let dist = (i64::from(o) - off).abs();
-                    if let Some(r) = cost(j, o, dist, best.map(|b| b.1), &mut cur) {
+                    if let Some(r) = cost(win, j, o, dist, best.map(|b| b.1), &mut cur) {
                         // Of equal ranks the one counted first is kept (the
                         // later one stops at `beat`): down first on a tie.
                         best = Some((o, r));
@@ -266,17 +279,16 @@ fn rounded_band(
                 if best.is_none() {
                     // No rounding fits an offset: the entry as it is.
                     let next = entries.get(j + 1).map_or(max_unit, |f| f.base);
-                    let end = starts.get(j + 1).copied().unwrap_or(keys.len());
+                    let end = starts.get(j + 1).copied().unwrap_or(len);
                     won.clear();
                     won.extend(
-                        keys.get(start..end)
-                            .unwrap_or_default()
+                        win.range(start..end)
                             .iter()
                             .map(|&k| e.predict(k, next, max_unit)),
                     );
                 }
                 let next_key = entries.get(j + 1).map(|f| f.key);
-                for (i, (&p, &k)) in won.iter().zip(keys.get(start..).unwrap_or_default()).enumerate() {
+                for (i, (&p, &k)) in won.iter().zip(win.range(start..start + won.len())).enumerate() {
                     // `extra_pages` routes by entry keys: the same entry, or
                     // the count is made there.
                     if e.key > k && j > 0 || next_key.is_some_and(|nk| nk <= k) {
@@ -287,12 +299,13 @@ fn rounded_band(
                 out.push(e);
             }
             (out, t)
-        })
+        })?
+        .into_iter()
         .unzip();
     let q: Vec<super::entries::BandEntry> = parts.into_iter().flatten().collect();
     let tally = tallies.into_iter().fold(Tally::new(page), Tally::merge);
-    let (b, extra) = tally.finish(keys, &q, page, page, reach);
-    (q, b, extra)
+    let (b, extra) = tally.finish(keys, &q, page, page, reach)?;
+    Ok((q, b, extra))
 }
 
 /// A compressed band layer (CprLeCo_PGM_D): shared slopes, intercepts re-fitted
@@ -300,49 +313,67 @@ fn rounded_band(
 /// Returns that band, the blob layer and, with zero intervals and a finite
 /// budget, the band's extra pages per lookup.
 fn cpr_band(
-    keys: &[u64],
+    keys: Keys<'_>,
     segs: &[crate::model::Segment],
     tol: Tolerance,
     budget: f64,
 ) -> Result<(LayerBuild, LayerBuild, Option<f64>)> {
     let ranges: Vec<(f64, f64)> = segs.iter().map(|s| (s.slope_lo, s.slope_hi)).collect();
     let (table, assign) = crate::model::min_slope_set(&ranges);
-    // Each segment's line is its own: found in parallel, in order.
-    let lines: Vec<SegmentLine> = segs
-        .par_iter()
-        .zip(assign.par_iter())
-        .map(|(s, &a)| {
-            let slope = table.get(a as usize).copied().unwrap_or(s.slope);
-            match tol.intercepts(keys, s.start..s.end(), s.first_key, slope) {
-                // The shared slope through the middle of its feasible intercepts;
-                // with zero intervals, other intercepts if that crosses too many
-                // page boundaries.
-                Some((lo, hi)) => {
-                    let mid = crate::model::Segment {
+    let starts: Vec<usize> = segs.iter().map(|s| s.start).collect();
+    // Each segment's line is its own: found in parallel, in order, with the
+    // bounds of its rough separator: `[last key before it + 1, its first
+    // key]` (`[0, first]` for the first).
+    let line = |keys: Win<'_>, s: &crate::model::Segment, a: u32| {
+        let slope = table.get(a as usize).copied().unwrap_or(s.slope);
+        match tol.intercepts(keys, s.start..s.end(), s.first_key, slope) {
+            // The shared slope through the middle of its feasible intercepts;
+            // with zero intervals, other intercepts if that crosses too many
+            // page boundaries.
+            Some((lo, hi)) => {
+                let mid = crate::model::Segment {
+                    slope,
+                    intercept: 0.5 * lo + 0.5 * hi,
+                    ..*s
+                };
+                if tol.zero_page > 0 {
+                    page_aware_line(keys, &mid, tol, &[(slope, Some((lo, hi)))], budget)
+                } else {
+                    SegmentLine {
+                        start: s.start,
                         slope,
-                        intercept: 0.5 * lo + 0.5 * hi,
-                        ..*s
-                    };
-                    if tol.zero_page > 0 {
-                        page_aware_line(keys, &mid, tol, &[(slope, Some((lo, hi)))], budget)
-                    } else {
-                        SegmentLine {
-                            start: s.start,
-                            slope,
-                            intercept: mid.intercept,
-                        }
+                        intercept: mid.intercept,
                     }
                 }
-                None => SegmentLine {
-                    start: s.start,
-                    slope: s.slope,
-                    intercept: s.intercept,
-                },
             }
-        })
-        .collect();
-    let starts: Vec<usize> = segs.iter().map(|s| s.start).collect();
-    let (mut lo, hi) = separator_bounds(keys, &starts);
+            None => SegmentLine {
+                start: s.start,
+                slope: s.slope,
+                intercept: s.intercept,
+            },
+        }
+    };
+    let groups = keys.by_groups(&starts, |win, js| {
+        let mut out = Vec::with_capacity(js.len());
+        for j in js {
+            let (Some(s), Some(&a)) = (segs.get(j), assign.get(j)) else {
+                continue;
+            };
+            let lo = match s.start.checked_sub(1) {
+                None => 0,
+                Some(b) => win.get(b).map_or(0, |k| k + 1),
+            };
+            let hi = win.get(s.start).unwrap_or(u64::MAX);
+            out.push((line(win, s, a), lo, hi));
+        }
+        out
+    })?;
+    let (mut lines, mut lo, mut hi) = (Vec::new(), Vec::new(), Vec::new());
+    for (l, a, b) in groups.into_iter().flatten() {
+        lines.push(l);
+        lo.push(a);
+        hi.push(b);
+    }
     // A separator far before its segment's first key moves the line's anchor
     // and so its stored intercept by slope × distance: keep separators within
     // about one position's worth of keys of the first key, so intercepts stay
@@ -357,7 +388,7 @@ fn cpr_band(
     }
     let seps = crate::model::GapArray::encode_bounded(&lo, &hi)?;
     let entry_keys: Vec<u64> = seps.iter().collect();
-    let first_key = |i: usize| keys.get(i).copied().unwrap_or(0);
+    let first_key = |i: usize| first_key_of(segs, i);
     let (entries, starts) = band_entries(
         keys.len(),
         &lines,
@@ -375,7 +406,7 @@ fn cpr_band(
         let reach = window_reach(tol.eps, page);
         let mut chosen = None;
         for unit in OFF_UNITS {
-            let (q, b, extra) = rounded_band(keys, &starts, &entries, unit, tol, reach);
+            let (q, b, extra) = rounded_band(keys, &starts, &entries, unit, tol, reach)?;
             if extra <= budget + 1e-12 {
                 chosen = Some((unit, b, q, Some(extra)));
                 break;
@@ -384,12 +415,12 @@ fn cpr_band(
         match chosen {
             Some(c) => c,
             None => {
-                let (b, extra) = measured_band(keys, &starts, &entries, page, page, reach);
+                let (b, extra) = measured_band(keys, &starts, &entries, page, page, reach)?;
                 (1, b, entries, Some(extra))
             }
         }
     } else {
-        let b = band_of_entries(keys, &starts, &entries, tol.granule, tol.zero_page);
+        let b = band_of_entries_in(keys, &starts, &entries, tol.granule, tol.zero_page)?;
         (1, b, entries, None)
     };
     let LayerKind::Band {
@@ -412,6 +443,12 @@ fn cpr_band(
         cpr.to_bytes(),
     );
     Ok((band, blob, extra))
+}
+
+/// Key `i` for `i` a segment's start: its first key.
+fn first_key_of(segs: &[crate::model::Segment], i: usize) -> u64 {
+    segs.get(segs.partition_point(|s| s.start < i))
+        .map_or(0, |s| s.first_key)
 }
 
 /// Errors a zero-interval band is expected to stay within (window plus a
@@ -474,7 +511,7 @@ impl PageDiv {
 /// Counting stops once `limit` is reached (the count is then `>= limit`).
 #[allow(clippy::too_many_arguments)]
 fn crossings(
-    keys: &[u64],
+    keys: Win<'_>,
     range: std::ops::Range<usize>,
     first: u64,
     slope: f64,
@@ -490,7 +527,7 @@ fn crossings(
     let two = eps.saturating_mul(2);
     let (whole, part) = (two / page_i, two % page_i);
     let mut extra = 0u64;
-    for &k in keys.get(range).unwrap_or_default() {
+    for &k in keys.range(range) {
         let p = floor_i64(intercept + slope * k.saturating_sub(first) as f64);
         let a = p.saturating_sub(eps);
         let r = a - at.div(a) * page_i;
@@ -520,7 +557,7 @@ fn floor_i64(v: f64) -> i64 {
 /// (`slopes`, each with its feasible intercepts when already known) and
 /// intercepts and keeps the line with the fewest crossings.
 fn page_aware_line(
-    keys: &[u64],
+    keys: Win<'_>,
     seg: &crate::model::Segment,
     tol: Tolerance,
     slopes: &[(f64, Option<(f64, f64)>)],
@@ -615,8 +652,27 @@ pub(crate) fn page_aware_lines(
         zero_page: page,
     };
     segs.par_iter()
-        .map(|s| page_aware_line(keys, s, tol, &slope_grid(s), budget))
+        .map(|s| page_aware_line(Win::all(keys), s, tol, &slope_grid(s), budget))
         .collect()
+}
+
+/// [`page_aware_lines`] over keys in memory or in a data run, a window of
+/// segments at a time.
+fn page_aware_lines_in(
+    keys: Keys<'_>,
+    segs: &[crate::model::Segment],
+    tol: Tolerance,
+    budget: f64,
+) -> Result<Vec<SegmentLine>> {
+    let starts: Vec<usize> = segs.iter().map(|s| s.start).collect();
+    let groups = keys.by_groups(&starts, |win, js| {
+        segs.get(js)
+            .unwrap_or_default()
+            .iter()
+            .map(|s| page_aware_line(win, s, tol, &slope_grid(s), budget))
+            .collect::<Vec<_>>()
+    })?;
+    Ok(groups.into_iter().flatten().collect())
 }
 
 /// A compressed band layer (CprLeCo_PGM_D, Zhang G4) over `keys` from a
@@ -637,12 +693,12 @@ pub(crate) fn compressed_band(
         granule: 1,
         zero_page,
     };
-    cpr_band(keys, segs, tol, budget).map(|(_, blob, _)| blob)
+    cpr_band(Keys::Slice(keys), segs, tol, budget).map(|(_, blob, _)| blob)
 }
 
 /// Mean extra pages (beyond the first) a lookup of a present key reads with
 /// a band layer over `keys` — measured with the query path's own arithmetic.
-pub(super) fn extra_pages(keys: &[u64], band: &LayerBuild, page: u64) -> f64 {
+pub(super) fn extra_pages(keys: Keys<'_>, band: &LayerBuild, page: u64) -> Result<f64> {
     let LayerKind::Band {
         granule,
         zero_page,
@@ -650,7 +706,7 @@ pub(super) fn extra_pages(keys: &[u64], band: &LayerBuild, page: u64) -> f64 {
         eps_hi,
     } = band.kind
     else {
-        return f64::INFINITY;
+        return Ok(f64::INFINITY);
     };
     let n = keys.len() as u64;
     let entries: Vec<super::entries::BandEntry> = band.flat.chunks_exact(24).map(band_entry).collect();
@@ -658,44 +714,50 @@ pub(super) fn extra_pages(keys: &[u64], band: &LayerBuild, page: u64) -> f64 {
     // Chunks of keys in parallel, each starting at the entry that covers its
     // first key (the last one whose key is <= it, or the first); an integer
     // sum, so the same whatever the threads.
-    let extra: u64 = keys
-        .par_chunks(1 << 16)
-        .map(|chunk| {
-            let Some(&first) = chunk.first() else { return 0 };
-            let mut j = entries.partition_point(|e| e.key <= first).saturating_sub(1);
-            let mut extra = 0u64;
-            // `band_range` and the page arithmetic with the divisions by
-            // pages stepped (predictions mostly increase).
-            let (mut z_lo, mut z_hi) = (PageDiv::new(zero_page), PageDiv::new(zero_page));
-            let (mut p_lo, mut p_hi) = (PageDiv::new(page), PageDiv::new(page));
-            for &k in chunk {
-                while entries.get(j + 1).is_some_and(|e| e.key <= k) {
-                    j += 1;
-                }
-                let Some(e) = entries.get(j) else { break };
-                let next = entries.get(j + 1).map_or(max_unit, |f| f.base);
-                let p = e.predict(k, next, max_unit);
-                let mut lo = p.saturating_sub(eps_lo).saturating_mul(granule);
-                let mut hi = p.saturating_add(eps_hi).saturating_add(1).saturating_mul(granule);
-                if zero_page > 0 {
-                    let (first, last) = (z_lo.div_u(lo), z_hi.div_u(hi.saturating_sub(1)));
-                    lo = first * zero_page;
-                    hi = last.saturating_add(1).saturating_mul(zero_page);
-                }
-                let lo = lo.min(n);
-                let hi = hi.min(n).max(lo);
-                if hi > lo {
-                    extra += p_hi.div_u(hi - 1) - p_lo.div_u(lo);
-                }
+    let count = |chunk: &[u64]| {
+        let Some(&first) = chunk.first() else { return 0 };
+        let mut j = entries.partition_point(|e| e.key <= first).saturating_sub(1);
+        let mut extra = 0u64;
+        // `band_range` and the page arithmetic with the divisions by
+        // pages stepped (predictions mostly increase).
+        let (mut z_lo, mut z_hi) = (PageDiv::new(zero_page), PageDiv::new(zero_page));
+        let (mut p_lo, mut p_hi) = (PageDiv::new(page), PageDiv::new(page));
+        for &k in chunk {
+            while entries.get(j + 1).is_some_and(|e| e.key <= k) {
+                j += 1;
             }
-            extra
-        })
-        .sum();
-    extra as f64 / n.max(1) as f64
+            let Some(e) = entries.get(j) else { break };
+            let next = entries.get(j + 1).map_or(max_unit, |f| f.base);
+            let p = e.predict(k, next, max_unit);
+            let mut lo = p.saturating_sub(eps_lo).saturating_mul(granule);
+            let mut hi = p.saturating_add(eps_hi).saturating_add(1).saturating_mul(granule);
+            if zero_page > 0 {
+                let (first, last) = (z_lo.div_u(lo), z_hi.div_u(hi.saturating_sub(1)));
+                lo = first * zero_page;
+                hi = last.saturating_add(1).saturating_mul(zero_page);
+            }
+            let lo = lo.min(n);
+            let hi = hi.min(n).max(lo);
+            if hi > lo {
+                extra += p_hi.div_u(hi - 1) - p_lo.div_u(lo);
+            }
+        }
+        extra
+    };
+    let parts = keys.map_parts(1 << 16, |range| {
+        let mut extra = 0u64;
+        keys.for_each_chunk(range, |_, chunk| {
+            extra += count(chunk);
+            Ok(())
+        })?;
+        Ok(extra)
+    })?;
+    let extra: u64 = parts.into_iter().sum();
+    Ok(extra as f64 / n.max(1) as f64)
 }
 
 /// What one pass over a band's keys measures: its error bounds (as
-/// [`band_of_entries`] measures them) and what [`extra_pages`] needs to
+/// [`band_of_entries_in`] measures them) and what [`extra_pages`] needs to
 /// count the pages of every search window once those bounds are known.
 ///
 /// A window `[p - eps_lo, p + eps_hi]` (whole pages of `page` positions with
@@ -767,12 +829,12 @@ impl Tally {
     /// it holds every key and the bounds are within `reach`).
     fn finish(
         self,
-        keys: &[u64],
+        keys: Keys<'_>,
         entries: &[super::entries::BandEntry],
         zero_page: u64,
         page: u64,
         reach: u64,
-    ) -> (LayerBuild, f64) {
+    ) -> Result<(LayerBuild, f64)> {
         let n = keys.len() as u64;
         let mut flat = Vec::with_capacity(entries.len() * 24);
         for e in entries {
@@ -789,8 +851,8 @@ impl Tally {
             last_successor: n,
         };
         if !self.whole || self.lo > reach || self.hi > reach {
-            let extra = extra_pages(keys, &band, page);
-            return (band, extra);
+            let extra = extra_pages(keys, &band, page)?;
+            return Ok((band, extra));
         }
         let (el, eh) = (self.lo as i64, self.hi as i64);
         let p = page as i64;
@@ -809,7 +871,7 @@ impl Tally {
                 extra += (hi - 1) / page - lo / page;
             }
         }
-        (band, extra as f64 / n.max(1) as f64)
+        Ok((band, extra as f64 / n.max(1) as f64))
     }
 
     fn merge(mut self, other: Tally) -> Tally {
@@ -831,21 +893,21 @@ const MAX_ENDS: usize = 1 << 16;
 /// A band layer of `entries` over `keys` (entry `j`'s keys start at
 /// `starts[j]`) with its measured error bounds, and its mean extra pages per
 /// lookup of a present key with pages of `page` positions: exactly
-/// [`band_of_entries`] and [`extra_pages`] of it, in one pass over the keys
+/// [`band_of_entries_in`] and [`extra_pages`] of it, in one pass over the keys
 /// for item predictions with zero intervals of a page or none (in two for
 /// anything else, or if the bounds come out wider than `reach`).
 fn measured_band(
-    keys: &[u64],
+    keys: Keys<'_>,
     starts: &[usize],
     entries: &[super::entries::BandEntry],
     zero_page: u64,
     page: u64,
     reach: u64,
-) -> (LayerBuild, f64) {
-    let separate = || {
-        let band = band_of_entries(keys, starts, entries, 1, zero_page);
-        let extra = extra_pages(keys, &band, page);
-        (band, extra)
+) -> Result<(LayerBuild, f64)> {
+    let separate = || -> Result<(LayerBuild, f64)> {
+        let band = band_of_entries_in(keys, starts, entries, 1, zero_page)?;
+        let extra = extra_pages(keys, &band, page)?;
+        Ok((band, extra))
     };
     let n = keys.len() as u64;
     let used = starts.len().min(entries.len());
@@ -857,38 +919,42 @@ fn measured_band(
         return separate();
     }
     let max_unit = n;
-    let part = 1usize << 16;
+    let far_end = n.saturating_sub(1).saturating_sub(reach);
+    // A group of entries at a time (each entry's keys in order), in
+    // parallel; the tallies add up the same whatever the groups.
     let tally = keys
-        .par_chunks(part)
-        .enumerate()
-        .map(|(c, chunk)| {
+        .by_groups(starts, |win, js| {
             let mut t = Tally::new(page);
-            let base = c * part;
-            // Entries starting at or before the part's first key: the last of
-            // them covers it.
-            let mut j = starts.partition_point(|&s| s <= base);
             let (mut own, mut at) = (PageDiv::new(zero_page), PageDiv::new(page));
-            let far_end = n.saturating_sub(1).saturating_sub(reach);
-            for (d, &k) in chunk.iter().enumerate() {
-                let i = base + d;
-                while starts.get(j).is_some_and(|&s| s <= i) {
-                    j += 1;
-                }
-                let Some(e) = j.checked_sub(1).and_then(|c| entries.get(c)) else {
+            for j in js {
+                let (Some(e), Some(&start)) = (entries.get(j), starts.get(j)) else {
                     continue;
                 };
-                // `extra_pages` routes by entry keys: the same entry, or the
-                // count is made there.
-                if e.key > k && j > 1 || entries.get(j).is_some_and(|f| f.key <= k) {
-                    t.whole = false;
+                let next_entry = entries.get(j + 1);
+                let end = starts.get(j + 1).copied().unwrap_or(n as usize);
+                let next = next_entry.map_or(max_unit, |f| f.base);
+                for (d, &k) in win.range(start..end).iter().enumerate() {
+                    // `extra_pages` routes by entry keys: the same entry, or
+                    // the count is made there.
+                    if e.key > k && j > 0 || next_entry.is_some_and(|f| f.key <= k) {
+                        t.whole = false;
+                    }
+                    let p = e.predict(k, next, max_unit);
+                    t.add(
+                        (start + d) as u64,
+                        p,
+                        zero_page,
+                        &mut own,
+                        &mut at,
+                        reach,
+                        far_end,
+                    );
                 }
-                let next = entries.get(j).map_or(max_unit, |f| f.base);
-                let p = e.predict(k, next, max_unit);
-                t.add(i as u64, p, zero_page, &mut own, &mut at, reach, far_end);
             }
             t
-        })
-        .reduce(|| Tally::new(page), Tally::merge);
+        })?
+        .into_iter()
+        .fold(Tally::new(page), Tally::merge);
     tally.finish(keys, entries, zero_page, page, reach)
 }
 
@@ -970,26 +1036,31 @@ struct ZeroBand {
 /// the same expected I/O, checked on the actual keys. With `slack`, the
 /// budget is plain PGM's pages + `slack` and windows up to `2 eps` are
 /// tried. Returns the band, its segments and the window chosen.
+///
+/// `plain_segs` is plain PGM's segmentation at `eps`. Every step reads the
+/// keys in passes ([`Keys::by_groups`], [`Keys::map_parts`]): over a data
+/// run, a window of keys per thread at a time.
 fn zero_interval_band(
-    keys: &[u64],
+    keys: Keys<'_>,
+    plain_segs: &[crate::model::Segment],
     eps: u64,
     per_page: usize,
     compress: bool,
     slack: Option<f64>,
 ) -> Result<ZeroBand> {
     let page = per_page as u64;
+    let n = keys.len();
     // Plain PGM's measured expected extra pages at `eps` is the budget.
-    let plain = Tolerance {
-        eps,
-        granule: 1,
-        zero_page: 0,
-    };
-    // Segmented in parallel partitions, the same segments as in one.
-    let plain_segs = segment_stream(keys.into(), plain)?;
-    let first_key = |i: usize| keys.get(i).copied().unwrap_or(0);
     let reach = window_reach(eps.saturating_mul(2), page);
-    let (entries, starts) = band_entries(keys.len(), &lines_of(&plain_segs), &first_key, None, 1, 0)?;
-    let budget = measured_band(keys, &starts, &entries, 0, page, reach).1 + slack.unwrap_or(0.002);
+    let (entries, starts) = band_entries(
+        n,
+        &lines_of(plain_segs),
+        &|i| first_key_of(plain_segs, i),
+        None,
+        1,
+        0,
+    )?;
+    let budget = measured_band(keys, &starts, &entries, 0, page, reach)?.1 + slack.unwrap_or(0.002);
     let max_window = if slack.is_some() {
         eps.saturating_mul(2)
     } else {
@@ -1001,22 +1072,20 @@ fn zero_interval_band(
             granule: 1,
             zero_page: page,
         };
-        let segs = segment_stream(keys.into(), tol)?;
+        // Segmented in parallel partitions, the same segments as in one.
+        let segs = segment_stream(keys, tol)?;
         let (band, blob, extra) = if compress {
             let (b, blob, extra) = cpr_band(keys, &segs, tol, budget)?;
             (b, Some(blob), extra)
         } else {
-            let lines: Vec<SegmentLine> = segs
-                .par_iter()
-                .map(|s| page_aware_line(keys, s, tol, &slope_grid(s), budget))
-                .collect();
-            let (entries, starts) = band_entries(keys.len(), &lines, &first_key, None, 1, page)?;
-            let (band, extra) = measured_band(keys, &starts, &entries, page, page, reach);
+            let lines = page_aware_lines_in(keys, &segs, tol, budget)?;
+            let (entries, starts) = band_entries(n, &lines, &|i| first_key_of(&segs, i), None, 1, page)?;
+            let (band, extra) = measured_band(keys, &starts, &entries, page, page, reach)?;
             (band, None, Some(extra))
         };
         let extra = match extra {
             Some(e) => e,
-            None => extra_pages(keys, &band, page),
+            None => extra_pages(keys, &band, page)?,
         };
         Ok(((band, blob, segs.len()), extra))
     })?;
@@ -1111,7 +1180,7 @@ fn sampled_band(samples: &[u64], eps: u64, k: u64) -> Result<(LayerBuild, u64, V
         granule: 1,
         zero_page: 0,
     };
-    let segs = crate::model::optimal_pla_points(tol.points(samples, 0..samples.len()));
+    let segs = crate::model::optimal_pla_points(tol.points(Win::all(samples), 0..samples.len()));
     // Units are sample indexes: `base_j` = first sample of the segment, and
     // the last successor `m` = ceil(n / k) units, what the query computes
     // from granule `k` over the `n` records below.
@@ -1177,16 +1246,14 @@ fn pgm_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool, compress:
         ));
     }
     // The first pass over the keys (over a run being written: while it is
-    // written): every key for the kinds that do not stream yet, the samples,
-    // or the segmentation.
+    // written): the samples, or the segmentation (with zero intervals: plain
+    // PGM's at `epsilon`, which sets the page budget).
     let tol = Tolerance {
         eps,
         granule,
         zero_page: 0,
     };
-    let first = if zero || compress {
-        First::All(keys.to_vec()?)
-    } else if sample > 1 {
+    let first = if sample > 1 {
         // Training reads n / k keys: the point of sampling.
         First::Samples(keys.every(usize::try_from(sample).unwrap_or(usize::MAX))?)
     } else {
@@ -1200,7 +1267,7 @@ fn pgm_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool, compress:
         });
     }
     let mut notes_out = Value::Null;
-    let (bottom, mut models) = if let (true, First::All(all)) = (zero, &first) {
+    let (bottom, mut models) = if let (true, First::Segments(plain_segs)) = (zero, &first) {
         let ZeroBand {
             band,
             blob,
@@ -1209,7 +1276,7 @@ fn pgm_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool, compress:
             extra,
             budget,
             plain_segments,
-        } = zero_interval_band(all, eps, per_page, compress, slack)?;
+        } = zero_interval_band(keys, plain_segs, eps, per_page, compress, slack)?;
         let mut notes = json!({
             "zero_interval_window": window,
             "expected_pages": 1.0 + extra,
@@ -1239,23 +1306,11 @@ fn pgm_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool, compress:
         let (band, segs, notes) = sampled_band(samples, eps, sample)?;
         notes_out = notes;
         (band, segs)
-    } else if let First::All(all) = &first {
-        // Compressed bands without zero intervals.
-        let segs = segment_stream(all.as_ref().into(), tol)?;
-        let (_, blob, _) = cpr_band(all, &segs, tol, f64::INFINITY)?;
-        return Ok(Design {
-            layers: vec![blob],
-            models: Some(segs.len() as u64),
-            notes: Value::Null,
-        });
     } else {
         let First::Segments(segs) = first else {
             return Err(Error::invalid("pgm: no segmentation"));
         };
-        let first_key = |i: usize| {
-            segs.get(segs.partition_point(|s| s.start < i))
-                .map_or(0, |s| s.first_key)
-        };
+        let first_key = |i: usize| first_key_of(&segs, i);
         (
             band_layer_in(keys, &lines_of(&segs), &first_key, None, granule, 0)?,
             segs.len() as u64,
@@ -1280,19 +1335,16 @@ fn pgm_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool, compress:
 }
 
 /// What the PGM family's first pass over the keys produced.
-enum First<'a> {
-    /// Every key (zero intervals and compressed bands).
-    All(std::borrow::Cow<'a, [u64]>),
+enum First {
     /// Every `sample`-th key.
     Samples(Vec<u64>),
     /// The segmentation of every key.
     Segments(Vec<crate::model::Segment>),
 }
 
-impl First<'_> {
+impl First {
     fn is_empty(&self) -> bool {
         match self {
-            First::All(k) => k.is_empty(),
             First::Samples(k) => k.is_empty(),
             First::Segments(s) => s.is_empty(),
         }
@@ -1321,6 +1373,19 @@ pub(super) fn pgm_disk(p: &Params, keys: &[u64], per_page: usize, _ps: usize) ->
 
 pub(super) fn pgm_disk_cpr(p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Result<Design> {
     pgm_family(p, keys.into(), per_page, true, true)
+}
+
+/// [`pgm_disk`] over keys in memory or in a data run: plain PGM's
+/// segmentation in the first pass, every later step in passes over the run
+/// a window at a time.
+pub(super) fn pgm_disk_in(p: &Params, keys: Keys<'_>, per_page: usize, _ps: usize) -> Result<Design> {
+    pgm_family(p, keys, per_page, true, false)
+}
+
+/// [`pgm_disk_cpr`] over keys in memory or in a data run (as
+/// [`pgm_disk_in`]).
+pub(super) fn pgm_disk_cpr_in(p: &Params, keys: Keys<'_>, per_page: usize, _ps: usize) -> Result<Design> {
+    pgm_family(p, keys, per_page, true, true)
 }
 
 /// [`pgm`] over keys in memory or in a data run (see [`pgm_family`]).
@@ -1373,7 +1438,7 @@ mod tests {
                 granule: 1,
                 zero_page: per_page,
             };
-            let segs = crate::model::optimal_pla_points(tol.points(&keys, 0..keys.len()));
+            let segs = crate::model::optimal_pla_points(tol.points(Win::all(&keys), 0..keys.len()));
             let band = band_layer(&keys, &lines_of(&segs), 1, per_page).unwrap();
             let LayerKind::Band {
                 granule,
@@ -1409,7 +1474,11 @@ mod tests {
             }
             let want = extra as f64 / n as f64;
             assert!(want > 0.0, "{dist}: no page crossing to count");
-            assert_eq!(extra_pages(&keys, &band, per_page), want, "{dist}");
+            assert_eq!(
+                extra_pages(Keys::Slice(&keys), &band, per_page).unwrap(),
+                want,
+                "{dist}"
+            );
         }
     }
 
@@ -1638,10 +1707,10 @@ mod tests {
                     .sum();
                 let all = 0..keys.len();
                 prop_assert_eq!(
-                    crossings(&keys, all.clone(), first, slope, c, eps, page, u64::MAX),
+                    crossings(Win::all(&keys), all.clone(), first, slope, c, eps, page, u64::MAX),
                     want
                 );
-                let capped = crossings(&keys, all.clone(), first, slope, c, eps, page, 3);
+                let capped = crossings(Win::all(&keys), all.clone(), first, slope, c, eps, page, 3);
                 prop_assert!(capped == want || (capped >= 3 && want >= 3));
                 let tol = Tolerance {
                     eps,
@@ -1649,15 +1718,20 @@ mod tests {
                     zero_page: page,
                 };
                 let sub = keys.len() / 3..keys.len();
-                let plain = crate::model::intercept_range(tol.points(&keys, sub.clone()), first, slope);
-                prop_assert_eq!(tol.intercepts(&keys, sub, first, slope), plain);
+                let plain =
+                    crate::model::intercept_range(tol.points(Win::all(&keys), sub.clone()), first, slope);
+                prop_assert_eq!(tol.intercepts(Win::all(&keys), sub, first, slope), plain);
                 Ok(())
             })
             .unwrap();
         // Windows ending on a page's last position, starting on its first
         // and crossing one boundary: [0, 9], [10, 19] and [4, 10] of pages of 10.
         for (c, want) in [(3.0, 0), (13.0, 0), (7.0, 1), (-3.0, 1)] {
-            assert_eq!(crossings(&[5], 0..1, 5, 0.0, c, 3, 10, u64::MAX), want, "{c}");
+            assert_eq!(
+                crossings(Win::all(&[5]), 0..1, 5, 0.0, c, 3, 10, u64::MAX),
+                want,
+                "{c}"
+            );
         }
         for v in [-2.5, -1.0, -0.0, 0.3, 7.0, 1e30, -1e30, f64::NAN, f64::INFINITY] {
             assert_eq!(floor_i64(v), v.floor() as i64, "{v}");
@@ -1670,7 +1744,7 @@ mod tests {
                 granule: 1,
                 zero_page: zero,
             };
-            let segs = crate::model::optimal_pla_points(tol.points(&keys, 0..keys.len()));
+            let segs = crate::model::optimal_pla_points(tol.points(Win::all(&keys), 0..keys.len()));
             let band = band_layer(&keys, &lines_of(&segs), 1, zero).unwrap();
             let LayerKind::Band { eps_lo, eps_hi, .. } = band.kind else {
                 panic!("band expected")
@@ -1694,7 +1768,7 @@ mod tests {
                 }
             }
             assert_eq!(
-                extra_pages(&keys, &band, 255),
+                extra_pages(Keys::Slice(&keys), &band, 255).unwrap(),
                 want as f64 / n as f64,
                 "eps {eps} zero {zero}"
             );
@@ -1789,7 +1863,7 @@ mod tests {
                     granule: 1,
                     zero_page: zero,
                 };
-                let segs = crate::model::optimal_pla_points(tol.points(keys, 0..keys.len()));
+                let segs = crate::model::optimal_pla_points(tol.points(Win::all(keys), 0..keys.len()));
                 let first_key = |i: usize| keys.get(i).copied().unwrap_or(0);
                 let (mut entries, starts) =
                     band_entries(keys.len(), &lines_of(&segs), &first_key, None, 1, zero).unwrap();
@@ -1803,12 +1877,13 @@ mod tests {
                     }
                 }
                 let page = other_page.unwrap_or(zero.max(1));
-                let (band, extra) = measured_band(keys, &starts, &entries, zero, page, reach);
-                let want = band_of_entries(keys, &starts, &entries, 1, zero);
+                let (band, extra) =
+                    measured_band(Keys::Slice(keys), &starts, &entries, zero, page, reach).unwrap();
+                let want = band_of_entries_in(Keys::Slice(keys), &starts, &entries, 1, zero).unwrap();
                 prop_assert_eq!(format!("{:?}", band.kind), format!("{:?}", want.kind));
                 prop_assert_eq!(&band.flat, &want.flat);
                 prop_assert_eq!(band.last_successor, want.last_successor);
-                prop_assert_eq!(extra, extra_pages(keys, &want, page));
+                prop_assert_eq!(extra, extra_pages(Keys::Slice(keys), &want, page).unwrap());
                 Ok(())
             })
             .unwrap();
@@ -1844,7 +1919,7 @@ mod tests {
                     zero_page: page,
                 };
                 let unit = OFF_UNITS[u];
-                let segs = crate::model::optimal_pla_points(tol.points(keys, 0..keys.len()));
+                let segs = crate::model::optimal_pla_points(tol.points(Win::all(keys), 0..keys.len()));
                 let first_key = |i: usize| keys.get(i).copied().unwrap_or(0);
                 let (mut entries, starts) =
                     band_entries(keys.len(), &lines_of(&segs), &first_key, None, 1, page).unwrap();
@@ -1855,9 +1930,11 @@ mod tests {
                         _ => {}
                     }
                 }
-                let (q, band, extra) = rounded_band(keys, &starts, &entries, unit, tol, reach);
-                let want_q = rounded_offsets(keys, &starts, &entries, unit, tol);
-                let (want, want_extra) = measured_band(keys, &starts, &want_q, page, page, reach);
+                let (q, band, extra) =
+                    rounded_band(Keys::Slice(keys), &starts, &entries, unit, tol, reach).unwrap();
+                let want_q = rounded_offsets(Keys::Slice(keys), &starts, &entries, unit, tol).unwrap();
+                let (want, want_extra) =
+                    measured_band(Keys::Slice(keys), &starts, &want_q, page, page, reach).unwrap();
                 prop_assert_eq!(&q, &want_q);
                 prop_assert_eq!(format!("{:?}", band.kind), format!("{:?}", want.kind));
                 prop_assert_eq!(&band.flat, &want.flat);

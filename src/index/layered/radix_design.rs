@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::build::{SegmentLine, band_layer, band_layer_in, radix_layer, rmi_layers};
+use super::build::{LayerBuild, SegmentLine, band_layer_in, radix_layer, rmi_layers};
 use super::design::Design;
 use super::keys::Keys;
 use super::pgm_design::{extra_pages, widest_window};
@@ -38,29 +38,34 @@ pub(super) const RS_PARAMS: &[ParamDoc] = &[
 /// What [`rmi`] reads.
 pub(super) const RMI_PARAMS: &[ParamDoc] = &[ParamDoc::new("models", "leaf models of the second layer")];
 
-fn rs_family(p: &Params, keys: &[u64], per_page: usize, zero: bool) -> Result<Design> {
+/// RadixSpline over keys in memory or in a data run: the corridor in one
+/// pass (over a run being written: while it is written), the errors and the
+/// band's bounds in passes over the run; with `zero`, the zero-interval
+/// window chosen against plain RadixSpline's measured pages (Zhang G3), each
+/// window tried in passes too.
+fn rs_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool) -> Result<Design> {
     let eps = p.u64("epsilon", 64)?;
     let radix_bits = p.u64("radix_bits", 18)? as u32;
-    if keys.is_empty() {
+    let spline = crate::model::RadixSpline::build_passes(&keys, eps, radix_bits)?;
+    if spline.is_empty() {
         return Ok(Design {
             layers: vec![],
             models: Some(0),
             notes: Value::Null,
         });
     }
-    let spline = crate::model::RadixSpline::build(keys, eps, radix_bits)?;
-    let mut band = band_layer(keys, &spline_lines(&spline), 1, 0)?;
+    let mut band = spline_band(keys, &spline, 0)?;
     let mut models = spline.num_spline_points() as u64;
     let mut notes = Value::Null;
     if zero {
         // Zero intervals (Zhang G3 applied to RadixSpline): the widest window
         // whose measured pages stay within plain RadixSpline's at `eps`.
         let page = per_page as u64;
-        let budget = extra_pages(keys, &band, page) + 0.002;
+        let budget = extra_pages(keys, &band, page)? + 0.002;
         let ((zb, points), w, extra) = widest_window(eps, eps, budget, |w| {
-            let z = crate::model::RadixSpline::build_zero_interval(keys, w, radix_bits, page)?;
-            let zb = band_layer(keys, &spline_lines(&z), 1, page)?;
-            let extra = extra_pages(keys, &zb, page);
+            let z = crate::model::RadixSpline::build_zero_interval_passes(&keys, w, radix_bits, page)?;
+            let zb = spline_band(keys, &z, page)?;
+            let extra = extra_pages(keys, &zb, page)?;
             Ok(((zb, z.num_spline_points() as u64), extra))
         })?;
         notes = json!({
@@ -80,41 +85,36 @@ fn rs_family(p: &Params, keys: &[u64], per_page: usize, zero: bool) -> Result<De
     })
 }
 
-/// [`rs`] over keys in memory or in a data run: the corridor in one pass
-/// (over a run being written: while it is written), the errors and the
-/// band's bounds in passes over the run.
-pub(super) fn rs_in(p: &Params, keys: Keys<'_>, _per_page: usize, _ps: usize) -> Result<Design> {
-    let eps = p.u64("epsilon", 64)?;
-    let radix_bits = p.u64("radix_bits", 18)? as u32;
-    let spline = crate::model::RadixSpline::build_passes(&keys, eps, radix_bits)?;
-    if spline.is_empty() {
-        return Ok(Design {
-            layers: vec![],
-            models: Some(0),
-            notes: Value::Null,
-        });
-    }
+/// The band layer of a spline over its keys, measured in one pass (zero
+/// intervals of `zero_page` positions, or none).
+fn spline_band(keys: Keys<'_>, spline: &crate::model::RadixSpline, zero_page: u64) -> Result<LayerBuild> {
     let points: Vec<(u64, u64)> = spline.spline_points().collect();
     let first_key = |i: usize| {
         points
             .get(points.partition_point(|&(_, pos)| (pos as usize) < i))
             .map_or(0, |&(k, _)| k)
     };
-    let band = band_layer_in(keys, &spline_lines(&spline), &first_key, None, 1, 0)?;
-    let root = radix_layer(&band.keys(), spline.radix_bits_used());
-    Ok(Design {
-        layers: vec![band, root],
-        models: Some(spline.num_spline_points() as u64),
-        notes: Value::Null,
-    })
+    band_layer_in(keys, &spline_lines(spline), &first_key, None, 1, zero_page)
 }
 
-pub(super) fn rs(p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Result<Design> {
+/// [`rs`] over keys in memory or in a data run (see [`rs_family`]).
+pub(super) fn rs_in(p: &Params, keys: Keys<'_>, per_page: usize, _ps: usize) -> Result<Design> {
     rs_family(p, keys, per_page, false)
 }
 
-pub(super) fn rs_disk(p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Result<Design> {
+/// [`rs_disk`] over keys in memory or in a data run (see [`rs_family`]).
+pub(super) fn rs_disk_in(p: &Params, keys: Keys<'_>, per_page: usize, _ps: usize) -> Result<Design> {
     rs_family(p, keys, per_page, true)
+}
+
+pub(super) fn rs(p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Result<Design> {
+    crate::model::radix_spline::check_strictly_increasing(keys)?;
+    rs_family(p, keys.into(), per_page, false)
+}
+
+pub(super) fn rs_disk(p: &Params, keys: &[u64], per_page: usize, _ps: usize) -> Result<Design> {
+    crate::model::radix_spline::check_strictly_increasing(keys)?;
+    rs_family(p, keys.into(), per_page, true)
 }
 
 pub(super) fn rmi(p: &Params, keys: &[u64], per_page: usize, ps: usize) -> Result<Design> {

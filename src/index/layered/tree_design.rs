@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::build::{band_layer, lines_of, step_layer, step_layer_of_firsts, step_stack};
+use super::build::{band_layer_in, lines_of, step_layer, step_layer_of_firsts, step_stack};
 use super::design::Design;
 use super::keys::Keys;
 use crate::index::{ParamDoc, Params};
@@ -73,17 +73,45 @@ pub(super) fn btree_static_in(
     })
 }
 
-pub(super) fn fiting_static(p: &Params, keys: &[u64], _per_page: usize, page_size: usize) -> Result<Design> {
+pub(super) fn fiting_static(p: &Params, keys: &[u64], per_page: usize, page_size: usize) -> Result<Design> {
+    fiting_static_in(p, keys.into(), per_page, page_size)
+}
+
+/// [`fiting_static`] over keys in memory or in a data run: the shrinking
+/// cone fed key by key in the first pass (over a run being written: while it
+/// is written), the band's error bounds measured in a second.
+pub(super) fn fiting_static_in(
+    p: &Params,
+    keys: Keys<'_>,
+    _per_page: usize,
+    page_size: usize,
+) -> Result<Design> {
     let eps = p.u64("epsilon", 64)?;
-    if keys.is_empty() {
+    let e = i128::from(eps);
+    let mut cone = crate::model::ConeStream::new();
+    let mut segs = Vec::new();
+    let n = keys.for_each_all(|i, chunk| {
+        for (d, &k) in chunk.iter().enumerate() {
+            let y = (i + d) as i128;
+            if let Some(s) = cone.push(k, y - e, y + e) {
+                segs.push(s);
+            }
+        }
+        Ok(())
+    })?;
+    segs.extend(cone.finish());
+    if n == 0 {
         return Ok(Design {
             layers: vec![],
             models: Some(0),
             notes: Value::Null,
         });
     }
-    let segs = crate::model::greedy_cone(keys, eps);
-    let bottom = band_layer(keys, &lines_of(&segs), 1, 0)?;
+    let first_key = |i: usize| {
+        segs.get(segs.partition_point(|s| s.start < i))
+            .map_or(0, |s| s.first_key)
+    };
+    let bottom = band_layer_in(keys, &lines_of(&segs), &first_key, None, 1, 0)?;
     let above = step_stack(&bottom, page_size);
     let mut layers = vec![bottom];
     layers.extend(above);
