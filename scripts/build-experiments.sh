@@ -123,20 +123,23 @@ for ds in $DSS; do
     for b in $BINS; do
       echo "db merges $ds static=$static ${b%%=*}" >&2
       rm -rf "$DATA_DIR/db"
-      "${b#*=}" -q bench --data "$f" --index "db:memory=4M,insert=blind,static=$static" \
+      tf=$(mktemp)
+      /usr/bin/time -f '%M' -o "$tf" "${b#*=}" -q bench --data "$f" --index "db:memory=4M,insert=blind,static=$static" \
         --workload ycsb-write-only --ops "$MERGE_OPS" --work-dir "$DATA_DIR/db" --json "$OUT/merge.tmp" > /dev/null
-      python3 - "${b%%=*}" "$ds" "$static" "$OUT/merge.tmp" <<'EOF' >> "$RUNS"
+      python3 - "${b%%=*}" "$ds" "$static" "$OUT/merge.tmp" "$tf" <<'EOF' >> "$RUNS"
 import json, sys
-label, ds, static, path = sys.argv[1:]
+label, ds, static, path, tf = sys.argv[1:]
+# Peak RSS of the whole bench process (bulk load, inserts and merges).
+rss = int(open(tf).read().split()[-1]) * 1024
 for line in open(path):
     r = json.loads(line)
     s = r.get("store") or {}
     print(json.dumps({"section": "merge", "bin": label, "dataset": ds, "static": static,
                       "n": r.get("n"), "bulk_n": r.get("bulk_n"), "ops": r.get("ops"),
                       "merges": s.get("merges"), "merge_s": s.get("merge_s"),
-                      "throughput_ops_s": r.get("throughput_ops_s")}))
+                      "throughput_ops_s": r.get("throughput_ops_s"), "peak_rss_bytes": rss}))
 EOF
-      rm -f "$OUT/merge.tmp"
+      rm -f "$OUT/merge.tmp" "$tf"
     done
   done
 done

@@ -13,12 +13,83 @@ use std::sync::{Condvar, Mutex, OnceLock};
 use crossbeam_channel::{Receiver, Sender};
 
 use crate::format::DataRun;
+use crate::storage::{AlignedBuf, ReadStream, StreamRead};
 use crate::{Error, Result};
 
-/// Data pages read per call of a pass over a data run (1 MiB at 4 KiB pages).
-const PASS_PAGES: u64 = 256;
+/// Pages of one read of a pass over a run: 64 KiB at 4 KiB pages, small
+/// enough for the buffers to be reused from read to read
+/// ([`AlignedBuf`]'s pool; larger ones freed and allocated again by the
+/// thousand leave the allocator holding far more than is in use).
+const PASS_READ_PAGES: u64 = 16;
 
-/// Keys a pass hands over at once from memory (as many as [`PASS_PAGES`]
+/// Reads of [`PASS_READ_PAGES`] pages a pass over a run keeps in flight:
+/// the device reads ahead while the design works (storage read directly,
+/// as the hybrid store's, would otherwise wait for each read in turn).
+const PASS_QUEUE_DEPTH: usize = 8;
+
+/// A pass over the keys `range` of a run as a [`ReadStream`]: reads of
+/// [`PASS_READ_PAGES`] pages issued in order with [`PASS_QUEUE_DEPTH`] in
+/// flight, each checked as it arrives and handed to `f` in order (reads
+/// that arrive early wait for the ones before them, at most the queue
+/// depth's worth).
+struct Pass<'r, 'f, F> {
+    run: &'r DataRun,
+    range: Range<u64>,
+    /// First page of the next read, and the last page of the pass.
+    next_page: u64,
+    last: u64,
+    /// Pages `[a, b)` of each read issued.
+    planned: Vec<(u64, u64)>,
+    /// Reads arrived before an earlier one.
+    arrived: std::collections::BTreeMap<usize, crate::format::PageRun>,
+    /// Reads handed to `f`.
+    handed: usize,
+    buf: Vec<u64>,
+    f: &'f mut F,
+}
+
+impl<F: FnMut(usize, &[u64]) -> Result<()>> ReadStream for Pass<'_, '_, F> {
+    fn next(&mut self) -> Result<Option<StreamRead>> {
+        // Never more than the queue depth's worth read and not yet handed on.
+        if self.next_page > self.last || self.planned.len() - self.handed >= 2 * PASS_QUEUE_DEPTH {
+            return Ok(None);
+        }
+        let (b, read) = self.run.range_read(
+            self.next_page,
+            (self.next_page + PASS_READ_PAGES).min(self.last + 1),
+        )?;
+        self.planned.push((self.next_page, b));
+        self.next_page = b.max(self.next_page + 1);
+        Ok(Some(read))
+    }
+
+    fn done(&mut self, seq: usize, buf: AlignedBuf) -> Result<()> {
+        let &(a, b) = self
+            .planned
+            .get(seq)
+            .ok_or_else(|| Error::invalid("a read the pass did not ask for"))?;
+        self.arrived.insert(seq, self.run.run_from(a, b, buf)?);
+        while let Some(pages) = self.arrived.remove(&self.handed) {
+            self.handed += 1;
+            let (lo, hi) = pages.item_range();
+            let (lo, hi) = (lo.max(self.range.start), hi.min(self.range.end));
+            self.buf.clear();
+            for i in lo..hi {
+                self.buf.push(pages.key(i).ok_or_else(|| {
+                    Error::corruption(
+                        self.run.storage().name(),
+                        self.run.meta().page_of(i) + 1,
+                        "record missing from page",
+                    )
+                })?);
+            }
+            (self.f)(lo as usize, &self.buf)?;
+        }
+        Ok(())
+    }
+}
+
+/// Keys a pass hands over at once from memory (as many as 256
 /// pages of 4 KiB hold), so both sources call back at a similar rate.
 const SLICE_CHUNK: usize = 1 << 16;
 
@@ -219,26 +290,21 @@ impl<'a> Keys<'a> {
             }
             Keys::Run(run) => {
                 let meta = run.meta();
-                let mut buf: Vec<u64> = Vec::with_capacity((PASS_PAGES as usize) * meta.per_page.max(1));
                 let (first, last) = (meta.page_of(range.start as u64), meta.page_of(end as u64 - 1));
-                let mut p = first;
-                while p <= last {
-                    let q = (p + PASS_PAGES).min(last + 1);
-                    let pages = run.read_pages(p, q)?;
-                    let (lo, hi) = pages.item_range();
-                    let (lo, hi) = (lo.max(range.start as u64), hi.min(end as u64));
-                    buf.clear();
-                    for i in lo..hi {
-                        buf.push(pages.key(i).ok_or_else(|| {
-                            Error::corruption(
-                                run.storage().name(),
-                                meta.page_of(i) + 1,
-                                "record missing from page",
-                            )
-                        })?);
-                    }
-                    f(lo as usize, &buf)?;
-                    p = q;
+                let mut pass = Pass {
+                    run,
+                    range: range.start as u64..end as u64,
+                    next_page: first,
+                    last,
+                    planned: Vec::new(),
+                    arrived: std::collections::BTreeMap::new(),
+                    handed: 0,
+                    buf: Vec::with_capacity((PASS_READ_PAGES as usize) * meta.per_page.max(1)),
+                    f: &mut f,
+                };
+                run.storage().read_stream(&mut pass, PASS_QUEUE_DEPTH)?;
+                if pass.handed < pass.planned.len() {
+                    return Err(Error::invalid("a pass over the data run ended early"));
                 }
                 Ok(())
             }
@@ -316,7 +382,7 @@ impl<'a> Keys<'a> {
 /// Keys a window of [`Keys::by_groups`] holds at most (more only when one
 /// entry alone covers more). Small in unit tests, so that every grouped step
 /// there is cut into several windows.
-pub(crate) const WINDOW_KEYS: usize = if cfg!(test) { 64 } else { 1 << 20 };
+pub(crate) const WINDOW_KEYS: usize = if cfg!(test) { 64 } else { 1 << 19 };
 
 /// Keys `base..base + len` of `n` sorted keys, in memory: what one step of a
 /// design reads ([`Keys::by_groups`]); all of them for keys in memory.
@@ -388,14 +454,18 @@ impl<'a> Keys<'a> {
             groups.push(j..k);
             j = k;
         }
+        // A window buffer is reused from group to group (not allocated for
+        // each: freed and allocated again on other threads, the allocator
+        // would keep them all).
         groups
             .into_par_iter()
-            .map(|js| match keys {
+            .map_init(Vec::new, |buf: &mut Vec<u64>, js| match keys {
                 Keys::Slice(all) => Ok(f(Win::all(all), js)),
                 _ => {
                     let lo = starts.get(js.start).copied().unwrap_or(n).saturating_sub(1);
                     let hi = end_of(js.end.saturating_sub(1)).max(lo);
-                    let mut buf = Vec::with_capacity(hi - lo);
+                    buf.clear();
+                    buf.reserve(hi - lo);
                     keys.for_each_chunk(lo..hi, |_, c| {
                         buf.extend_from_slice(c);
                         Ok(())
@@ -403,7 +473,7 @@ impl<'a> Keys<'a> {
                     Ok(f(
                         Win {
                             base: lo,
-                            keys: &buf,
+                            keys: buf.as_slice(),
                             n,
                         },
                         js,
@@ -473,6 +543,78 @@ mod tests {
         assert_eq!(r.every(128).unwrap(), s.every(128).unwrap());
         assert_eq!(r.every(128).unwrap().len(), 20_000usize.div_ceil(128));
         assert_eq!(r.page_bounds(255).unwrap(), s.page_bounds(255).unwrap());
+    }
+
+    /// Storage whose batched reads complete in reverse order, a queue
+    /// depth's worth at a time.
+    #[derive(Debug)]
+    struct Reversed(Arc<dyn crate::storage::ReadStorage>);
+
+    impl crate::storage::ReadStorage for Reversed {
+        fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+            self.0.read_at(offset, buf)
+        }
+
+        fn read_stream(&self, stream: &mut dyn ReadStream, queue_depth: usize) -> Result<()> {
+            let mut seq = 0usize;
+            loop {
+                let mut batch = Vec::new();
+                while batch.len() < queue_depth.max(1) {
+                    let Some(r) = stream.next()? else { break };
+                    batch.push((seq, r));
+                    seq += 1;
+                }
+                if batch.is_empty() {
+                    return Ok(());
+                }
+                for (s, r) in batch.into_iter().rev() {
+                    let mut buf = AlignedBuf::for_overwrite(r.len);
+                    self.0.read_at(r.offset, &mut buf)?;
+                    stream.done(s, buf)?;
+                }
+            }
+        }
+
+        fn len(&self) -> Result<u64> {
+            self.0.len()
+        }
+
+        fn name(&self) -> &str {
+            self.0.name()
+        }
+    }
+
+    #[test]
+    fn a_pass_hands_reads_on_in_order_whatever_order_they_complete_in() {
+        let keys: Vec<u64> = (0..300_000u64).map(|i| i * 3 + (i % 2)).collect();
+        let dir = MemDirectory::new();
+        DataRun::write_ranked(&dir, "r", &keys, 4096).unwrap();
+        let run = DataRun::open(Arc::new(Reversed(dir.open_read("r").unwrap()))).unwrap();
+        let r = Keys::Run(&run);
+        assert_eq!(&*r.to_vec().unwrap(), &keys[..]);
+        let mut got = Vec::new();
+        r.for_each(1_000..250_001, |i, k| got.push((i, k))).unwrap();
+        let want: Vec<(usize, u64)> = keys
+            .iter()
+            .copied()
+            .enumerate()
+            .take(250_001)
+            .skip(1_000)
+            .collect();
+        assert!(got == want);
+        // An error from the caller stops the pass and is returned.
+        let mut calls = 0;
+        let e = r
+            .for_each_chunk(0..keys.len(), |_, _| {
+                calls += 1;
+                if calls == 3 {
+                    Err(Error::invalid("stop"))
+                } else {
+                    Ok(())
+                }
+            })
+            .unwrap_err();
+        assert!(e.to_string().contains("stop") && calls == 3, "{e}");
     }
 
     #[test]

@@ -8,8 +8,9 @@
 //! over; each full partition is segmented on a rayon worker while the pass
 //! goes on, and the partitions are stitched in order as their segmentations
 //! come back. Memory: at most [`PARTS_IN_FLIGHT`] partitions handed to
-//! workers and not yet stitched, the one being filled and one spare buffer,
-//! `(PARTS_IN_FLIGHT + 2) × PART_KEYS × 8` bytes = 48 MiB whatever the
+//! workers and not yet stitched, the one being filled and stitched ones kept
+//! for reuse (a buffer is allocated only when none is free), at most
+//! `(PARTS_IN_FLIGHT + 2) × PART_KEYS × 8` bytes = 24 MiB whatever the
 //! number of keys, plus the segments (the model). Keys in memory
 //! ([`Keys::Slice`]) are segmented in place, partitions in parallel. With
 //! one rayon thread it is the plain sequential pass, nothing added.
@@ -25,8 +26,8 @@ use super::keys::Keys;
 use crate::model::{IntervalPoint, PlaPart, PlaStitcher, PlaStream, Segment, segment_part};
 use crate::{Error, Result};
 
-/// Keys per partition segmented on a worker (8 MiB of keys).
-pub(super) const PART_KEYS: usize = 1 << 20;
+/// Keys per partition segmented on a worker (4 MiB of keys).
+pub(super) const PART_KEYS: usize = 1 << 19;
 
 /// Partitions handed to workers and not yet stitched, at most.
 pub(super) const PARTS_IN_FLIGHT: usize = 4;
@@ -78,7 +79,7 @@ where
         spawned: 0,
         stitched: 0,
         done: BTreeMap::new(),
-        spare: None,
+        spare: Vec::new(),
         tx,
         rx,
     };
@@ -133,8 +134,8 @@ struct Pipeline<'f, F> {
     stitched: usize,
     /// Segmented partitions waiting for the ones before them.
     done: BTreeMap<usize, (Vec<u64>, PlaPart)>,
-    /// A stitched partition's buffer, for the next one.
-    spare: Option<Vec<u64>>,
+    /// Stitched partitions' buffers, for the next ones.
+    spare: Vec<Vec<u64>>,
     tx: Sender<Done>,
     rx: Receiver<Done>,
 }
@@ -163,7 +164,7 @@ where
                 if buf.len() == self.part_keys {
                     let next = self
                         .spare
-                        .take()
+                        .pop()
                         .unwrap_or_else(|| Vec::with_capacity(self.part_keys));
                     let full = std::mem::replace(&mut buf, next);
                     self.spawn(s, buf_start, full);
@@ -230,10 +231,13 @@ where
             let start = part.start();
             self.stitcher.stitch(part, points(start, &keys, self.interval))?;
             self.stitched += 1;
-            if self.spare.is_none() {
+            // Buffers are kept for the partitions to come (allocated and
+            // freed by the hundred, the allocator would hold far more than
+            // the pipeline uses); never more than are in flight at once.
+            if self.spare.len() < self.in_flight {
                 let mut keys = keys;
                 keys.clear();
-                self.spare = Some(keys);
+                self.spare.push(keys);
             }
         }
         Ok(())
