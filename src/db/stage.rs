@@ -206,11 +206,22 @@ pub(super) fn page_bounds_suffice(kind: &StaticKind, decided: Option<(&str, u64)
         (StaticKind::Auto { .. }, _) => return true,
     };
     // The zone maps design from page bounds; a kind with a streaming recipe
-    // reads its keys back from the new run in passes (`LayeredKind::design_in`).
+    // reads its keys back from the new run in passes (`LayeredKind::design_in`),
+    // unless it needs many of them.
     spec.parse::<crate::index::IndexSpec>().is_ok_and(|s| {
-        PAGE_BOUND_KINDS.contains(&s.kind.as_str()) || layered(&s.kind).is_ok_and(|k| k.stream.is_some())
+        PAGE_BOUND_KINDS.contains(&s.kind.as_str())
+            || (!MANY_PASSES.contains(&s.kind.as_str()) && layered(&s.kind).is_ok_and(|k| k.stream.is_some()))
     })
 }
+
+/// Kinds whose streaming design reads the run many times over (the
+/// zero-interval designs: a segmentation, its lines and a measuring pass
+/// for every window and intercept rounding tried, 10-25 passes). A merge
+/// reads the store's files directly (`O_DIRECT`), so those passes go to the
+/// device: with 10M keys a merge's design took 2.5x as long as over the keys
+/// in memory (`docs/results/build.md`), so these keep every key (8 B each)
+/// while the run is built, as before.
+const MANY_PASSES: &[&str] = &["pgm-disk", "pgm-disk-cpr", "rs-disk"];
 
 /// Streams sorted records into a new generation's data run, keeping the keys
 /// the layer builders need: all of them (8 bytes per record while the
@@ -722,9 +733,20 @@ mod tests {
             assert_eq!(spec_a, spec_b);
             assert!(files_a == files_b, "{name}: the generations differ");
         }
-        // Learned kinds with a streaming recipe read their keys back from the
-        // run; the others, named or an automatic choice reused, need every key.
+        // Learned kinds with a streaming recipe of few passes read their keys
+        // back from the run; the others, named or an automatic choice reused,
+        // need every key.
         assert!(page_bounds_suffice(
+            &StaticKind::Spec("pgm:epsilon=8".into()),
+            None,
+            10
+        ));
+        assert!(page_bounds_suffice(
+            &StaticKind::Spec("fiting-static".into()),
+            None,
+            10
+        ));
+        assert!(!page_bounds_suffice(
             &StaticKind::Spec("pgm-disk-cpr:epsilon=8".into()),
             None,
             10
@@ -748,7 +770,11 @@ mod tests {
             Some(("gap-zonemap-d:block=32", 1_000)),
             2_000
         ));
-        assert!(!page_bounds_suffice(&auto, Some(("air", 1_000)), 10));
+        assert!(!page_bounds_suffice(
+            &auto,
+            Some(("pgm-disk-cpr:epsilon=8", 1_000)),
+            10
+        ));
         // A page-bounds builder refuses a kind that needs every key.
         let dir = MemDirectory::new();
         let mut b = RunBuilder::new(&dir, 4096, 1_000, true).unwrap();
