@@ -73,6 +73,35 @@ def main():
                 line += " | | | | |"
             print(line)
 
+    # Peak memory against the acceptance's bound: the model (`memory_bytes`)
+    # plus 64 MiB of buffers, whatever n.
+    print("\n### Peak RSS of `strata build` (MiB, before → after; bound: model + 64 MiB)\n")
+    head = "| kind |"
+    for ds, n in sets:
+        for t in threads:
+            head += f" {n // 1_000_000}M {t}t |"
+    head += " model MiB (largest n) | within the bound (after) |"
+    print(head)
+    print("|" + "---|" * (head.count("|") - 1))
+    for k in kinds:
+        line = f"| `{k}` |"
+        ok = True
+        model = None
+        for ds, n in sets:
+            for t in threads:
+                cell = []
+                for b in bins:
+                    g = groups.get((ds, n, k, t, b), [])
+                    cell.append(f"{max(r['peak_rss_bytes'] for r in g) / 2**20:.0f}" if g else "–")
+                    if b == "after" and g:
+                        m = (g[0].get("memory_bytes") or 0) / 2**20
+                        model = m
+                        if max(r["peak_rss_bytes"] for r in g) / 2**20 > m + 64:
+                            ok = False
+                line += " " + " → ".join(cell) + " |"
+        line += f" {model:.1f} | {'yes' if ok else 'no'} |" if model is not None else " | |"
+        print(line)
+
     an = [r for r in rows if r["section"] == "analyze"]
     if an:
         print("\n### Segment counts (`strata analyze`)\n")
@@ -92,12 +121,13 @@ def main():
     merges = [r for r in rows if r["section"] == "merge"]
     if merges:
         print("\n### Merges of the hybrid store (write-only, `db:memory=4M,insert=blind`)\n")
-        print("| data set | static | bin | n | inserts | merges | s merging | s per merge |")
-        print("|---|---|---|---|---|---|---|---|")
+        print("| data set | static | bin | n | inserts | merges | s merging | s per merge | peak RSS MiB |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for r in merges:
             per = r["merge_s"] / r["merges"] if r.get("merges") else float("nan")
+            rss = f"{r['peak_rss_bytes'] / 2**20:.0f}" if r.get("peak_rss_bytes") else ""
             print(f"| {r['dataset']} | {r['static']} | {r['bin']} | {r['n']:,} | {r['ops']:,} | "
-                  f"{r['merges']} | {r['merge_s']:.2f} | {per:.3f} |")
+                  f"{r['merges']} | {r['merge_s']:.2f} | {per:.3f} | {rss} |")
 
     try:
         import matplotlib
