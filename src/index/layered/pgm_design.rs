@@ -1037,12 +1037,13 @@ struct ZeroBand {
 /// budget is plain PGM's pages + `slack` and windows up to `2 eps` are
 /// tried. Returns the band, its segments and the window chosen.
 ///
-/// `plain_segs` is plain PGM's segmentation at `eps`. Every step reads the
+/// `plain_segs` is plain PGM's segmentation at `eps` (dropped once it has
+/// set the budget). Every step reads the
 /// keys in passes ([`Keys::by_groups`], [`Keys::map_parts`]): over a data
 /// run, a window of keys per thread at a time.
 fn zero_interval_band(
     keys: Keys<'_>,
-    plain_segs: &[crate::model::Segment],
+    plain_segs: Vec<crate::model::Segment>,
     eps: u64,
     per_page: usize,
     compress: bool,
@@ -1054,13 +1055,15 @@ fn zero_interval_band(
     let reach = window_reach(eps.saturating_mul(2), page);
     let (entries, starts) = band_entries(
         n,
-        &lines_of(plain_segs),
-        &|i| first_key_of(plain_segs, i),
+        &lines_of(&plain_segs),
+        &|i| first_key_of(&plain_segs, i),
         None,
         1,
         0,
     )?;
     let budget = measured_band(keys, &starts, &entries, 0, page, reach)?.1 + slack.unwrap_or(0.002);
+    let plain_segments = plain_segs.len();
+    drop((plain_segs, entries, starts));
     let max_window = if slack.is_some() {
         eps.saturating_mul(2)
     } else {
@@ -1096,7 +1099,7 @@ fn zero_interval_band(
         window,
         extra,
         budget,
-        plain_segments: plain_segs.len(),
+        plain_segments,
     })
 }
 
@@ -1267,54 +1270,55 @@ fn pgm_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool, compress:
         });
     }
     let mut notes_out = Value::Null;
-    let (bottom, mut models) = if let (true, First::Segments(plain_segs)) = (zero, &first) {
-        let ZeroBand {
-            band,
-            blob,
-            segments: segs,
-            window,
-            extra,
-            budget,
-            plain_segments,
-        } = zero_interval_band(keys, plain_segs, eps, per_page, compress, slack)?;
-        let mut notes = json!({
-            "zero_interval_window": window,
-            "expected_pages": 1.0 + extra,
-            "page_budget": 1.0 + budget,
-            "pgm_segments_at_epsilon": plain_segments,
-        });
-        if let Some(blob) = blob {
-            if let (Ok(c), Some(o)) = (CprBand::from_bytes(&blob.flat, "build"), notes.as_object_mut()) {
-                let parts: std::collections::BTreeMap<_, _> =
-                    c.part_bytes().iter().map(|(k, v)| (k.to_string(), *v)).collect();
-                o.insert("parts".into(), json!(parts));
-                o.insert("distinct_slopes".into(), json!(c.distinct_slopes()));
-                o.insert(
-                    "offset_unit_positions".into(),
-                    json!(f64::from(c.off_unit()) / 16.0),
-                );
-            }
-            return Ok(Design {
-                layers: vec![blob],
-                models: Some(segs as u64),
-                notes,
+    let (bottom, mut models) = match (zero, first) {
+        (true, First::Segments(plain_segs)) => {
+            let ZeroBand {
+                band,
+                blob,
+                segments: segs,
+                window,
+                extra,
+                budget,
+                plain_segments,
+            } = zero_interval_band(keys, plain_segs, eps, per_page, compress, slack)?;
+            let mut notes = json!({
+                "zero_interval_window": window,
+                "expected_pages": 1.0 + extra,
+                "page_budget": 1.0 + budget,
+                "pgm_segments_at_epsilon": plain_segments,
             });
+            if let Some(blob) = blob {
+                if let (Ok(c), Some(o)) = (CprBand::from_bytes(&blob.flat, "build"), notes.as_object_mut()) {
+                    let parts: std::collections::BTreeMap<_, _> =
+                        c.part_bytes().iter().map(|(k, v)| (k.to_string(), *v)).collect();
+                    o.insert("parts".into(), json!(parts));
+                    o.insert("distinct_slopes".into(), json!(c.distinct_slopes()));
+                    o.insert(
+                        "offset_unit_positions".into(),
+                        json!(f64::from(c.off_unit()) / 16.0),
+                    );
+                }
+                return Ok(Design {
+                    layers: vec![blob],
+                    models: Some(segs as u64),
+                    notes,
+                });
+            }
+            notes_out = notes;
+            (band, segs as u64)
         }
-        notes_out = notes;
-        (band, segs as u64)
-    } else if let First::Samples(samples) = &first {
-        let (band, segs, notes) = sampled_band(samples, eps, sample)?;
-        notes_out = notes;
-        (band, segs)
-    } else {
-        let First::Segments(segs) = first else {
-            return Err(Error::invalid("pgm: no segmentation"));
-        };
-        let first_key = |i: usize| first_key_of(&segs, i);
-        (
-            band_layer_in(keys, &lines_of(&segs), &first_key, None, granule, 0)?,
-            segs.len() as u64,
-        )
+        (_, First::Samples(samples)) => {
+            let (band, segs, notes) = sampled_band(&samples, eps, sample)?;
+            notes_out = notes;
+            (band, segs)
+        }
+        (_, First::Segments(segs)) => {
+            let first_key = |i: usize| first_key_of(&segs, i);
+            (
+                band_layer_in(keys, &lines_of(&segs), &first_key, None, granule, 0)?,
+                segs.len() as u64,
+            )
+        }
     };
     let mut layers = vec![bottom];
     // PGM's recursion: segment the segments' keys with epsilon_rec until one remains.
