@@ -103,6 +103,63 @@ impl Tolerance {
 /// first, in sixteenths of a position (32, 16, 8, 4, 2 and 1 positions).
 const OFF_UNITS: [i32; 6] = [512, 256, 128, 64, 32, 16];
 
+/// The rank of a rounding: (max error over the cap, extra pages, distance
+/// from the original offset), smaller is better.
+type Rank = (bool, u64, i64);
+
+/// The [`Rank`] of entry `j` of `entries` (its keys `starts[j]..starts[j +
+/// 1]`, in `win`) with offset `off`, `dist` from the original, against a
+/// cap of `cap` positions on the error. The rank only grows along the keys,
+/// so counting stops (`None`) once it reaches `beat`, a rank already found.
+/// With `preds`, the predictions made are left there.
+#[allow(clippy::too_many_arguments)]
+fn rounding_rank(
+    win: Win<'_>,
+    starts: &[usize],
+    entries: &[super::entries::BandEntry],
+    j: usize,
+    off: i32,
+    dist: i64,
+    beat: Option<Rank>,
+    tol: Tolerance,
+    cap: u64,
+    mut preds: Option<&mut Vec<u64>>,
+) -> Option<Rank> {
+    if let Some(p) = preds.as_mut() {
+        p.clear();
+    }
+    let page = tol.zero_page.max(1);
+    let n = win.n();
+    let max_unit = n as u64;
+    let e = super::entries::BandEntry {
+        off,
+        ..*entries.get(j)?
+    };
+    let next = entries.get(j + 1).map_or(max_unit, |f| f.base);
+    let (start, end) = (
+        starts.get(j).copied().unwrap_or(0),
+        starts.get(j + 1).copied().unwrap_or(n),
+    );
+    let (mut worst, mut extra) = (0u64, 0u64);
+    let (mut own, mut up, mut down) = (PageDiv::new(page), PageDiv::new(page), PageDiv::new(page));
+    for (d, &k) in win.range(start..end).iter().enumerate() {
+        let i = start + d;
+        let p = e.predict(k, next, max_unit);
+        if let Some(v) = preds.as_mut() {
+            v.push(p);
+        }
+        let first = own.div_u(i as u64) * page;
+        worst = worst
+            .max(first.saturating_sub(p))
+            .max(p.saturating_sub(first + page - 1));
+        extra += up.div_u(p + tol.eps) - down.div_u(p.saturating_sub(tol.eps));
+        if beat.is_some_and(|b| (worst > cap, extra, dist) >= b) {
+            return None;
+        }
+    }
+    Some((worst > cap, extra, dist))
+}
+
 /// Entries with every offset rounded down or up to a multiple of `unit`,
 /// whichever keeps the segment's keys within `tol.eps` plus half a unit of
 /// their pages with fewer page-crossing search windows.
@@ -113,42 +170,11 @@ fn rounded_offsets(
     unit: i32,
     tol: Tolerance,
 ) -> Result<Vec<super::entries::BandEntry>> {
-    let page = tol.zero_page.max(1);
-    let n = keys.len();
-    let max_unit = n as u64;
     // Nearest rounding moves a prediction by at most half a unit (in
     // positions: unit / 32): allow that much, no more.
     let cap = tol.eps + (unit as u64).div_ceil(32);
-    // The rank of entry `j` with offset `off` (`dist` from the original):
-    // (max error over the cap, extra pages, dist), smaller is better. The
-    // rank only grows along the keys, so counting stops (`None`) once it
-    // reaches `beat`, a rank already found.
-    type Rank = (bool, u64, i64);
-    let cost = |win: Win<'_>, j: usize, off: i32, dist: i64, beat: Option<Rank>| -> Option<Rank> {
-        let e = super::entries::BandEntry {
-            off,
-            ..*entries.get(j)?
-        };
-        let next = entries.get(j + 1).map_or(max_unit, |f| f.base);
-        let (start, end) = (
-            starts.get(j).copied().unwrap_or(0),
-            starts.get(j + 1).copied().unwrap_or(n),
-        );
-        let (mut worst, mut extra) = (0u64, 0u64);
-        let (mut own, mut up, mut down) = (PageDiv::new(page), PageDiv::new(page), PageDiv::new(page));
-        for (d, &k) in win.range(start..end).iter().enumerate() {
-            let i = start + d;
-            let p = e.predict(k, next, max_unit);
-            let first = own.div_u(i as u64) * page;
-            worst = worst
-                .max(first.saturating_sub(p))
-                .max(p.saturating_sub(first + page - 1));
-            extra += up.div_u(p + tol.eps) - down.div_u(p.saturating_sub(tol.eps));
-            if beat.is_some_and(|b| (worst > cap, extra, dist) >= b) {
-                return None;
-            }
-        }
-        Some((worst > cap, extra, dist))
+    let cost = |win: Win<'_>, j: usize, off: i32, dist: i64, beat: Option<Rank>| {
+        rounding_rank(win, starts, entries, j, off, dist, beat, tol, cap, None)
     };
     // Each entry's rounding is its own: chosen in parallel, in order. Of
     // equal ranks the rounding down is kept.
@@ -206,42 +232,10 @@ fn rounded_band(
     let max_unit = n;
     let cap = tol.eps + (unit as u64).div_ceil(32);
     let far_end = n.saturating_sub(1).saturating_sub(reach);
-    type Rank = (bool, u64, i64);
-    // `rounded_offsets`'s rank of entry `j` with offset `off`, its
-    // predictions left in `preds` (all of them unless it stopped at `beat`).
-    let cost = |win: Win<'_>,
-                j: usize,
-                off: i32,
-                dist: i64,
-                beat: Option<Rank>,
-                preds: &mut Vec<u64>|
-     -> Option<Rank> {
-        preds.clear();
-        let e = super::entries::BandEntry {
-            off,
-            ..*entries.get(j)?
-        };
-        let next = entries.get(j + 1).map_or(max_unit, |f| f.base);
-        let (start, end) = (
-            starts.get(j).copied().unwrap_or(0),
-            starts.get(j + 1).copied().unwrap_or(len),
-        );
-        let (mut worst, mut extra) = (0u64, 0u64);
-        let (mut own, mut up, mut down) = (PageDiv::new(page), PageDiv::new(page), PageDiv::new(page));
-        for (d, &k) in win.range(start..end).iter().enumerate() {
-            let i = start + d;
-            let p = e.predict(k, next, max_unit);
-            preds.push(p);
-            let first = own.div_u(i as u64) * page;
-            worst = worst
-                .max(first.saturating_sub(p))
-                .max(p.saturating_sub(first + page - 1));
-            extra += up.div_u(p + tol.eps) - down.div_u(p.saturating_sub(tol.eps));
-            if beat.is_some_and(|b| (worst > cap, extra, dist) >= b) {
-                return None;
-            }
-        }
-        Some((worst > cap, extra, dist))
+    // `rounding_rank`, the predictions left in `preds` (all of them unless
+    // it stopped at `beat`).
+    let cost = |win: Win<'_>, j: usize, off: i32, dist: i64, beat: Option<Rank>, preds: &mut Vec<u64>| {
+        rounding_rank(win, starts, entries, j, off, dist, beat, tol, cap, Some(preds))
     };
     let (parts, tallies): (Vec<Vec<super::entries::BandEntry>>, Vec<Tally>) = keys
         .by_groups(starts, |win, js| {
