@@ -5,6 +5,10 @@
 //! segmentation, the windows of the later passes, the read-ahead). Measured
 //! with a counting allocator (bytes live at once), not with timings or RSS.
 //!
+//! `STRATA_MEM_N=100000000 STRATA_MEM_KINDS=pgm,rs cargo test --release
+//! --test build_memory -- --nocapture` measures other sizes and kinds
+//! (docs/results/build.md).
+//!
 //! On `osm-like` keys, whose segments are short. A later pass of the
 //! zero-interval kinds reads a window of whole segments: one segment longer
 //! than the window (a linear stretch of m keys) is read whole, m × 8 bytes
@@ -67,7 +71,12 @@ const N: usize = 8_000_000;
 
 #[test]
 fn streamed_builds_hold_buffers_not_keys() {
-    let keys = strata::data::generate(strata::data::Dist::OsmLike, N, 7).unwrap();
+    let n: usize = std::env::var("STRATA_MEM_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(N);
+    let only = std::env::var("STRATA_MEM_KINDS").unwrap_or_default();
+    let keys = strata::data::generate(strata::data::Dist::OsmLike, n, 7).unwrap();
     let tmp = tempfile::tempdir().unwrap();
     let opts = BuildOptions::default();
     let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
@@ -86,6 +95,9 @@ fn streamed_builds_hold_buffers_not_keys() {
         "rmi",
         "fiting-static",
     ] {
+        if !only.is_empty() && !only.split(',').any(|k| k == kind) {
+            continue;
+        }
         let spec: IndexSpec = kind.parse().unwrap();
         let out = tmp.path().join(kind);
         let base = LIVE.load(Relaxed);
@@ -94,7 +106,7 @@ fn streamed_builds_hold_buffers_not_keys() {
             let s = RecordStream::new(keys.iter().enumerate().map(|(i, &k)| Ok((k, i as u64))));
             strata::registry::build_records(&spec, Records::stream(&s), &out, &opts).unwrap()
         });
-        assert_eq!(built.n, N as u64, "{kind}");
+        assert_eq!(built.n, n as u64, "{kind}");
         let peak = PEAK.load(Relaxed).saturating_sub(base);
         peaks.push((kind, (peak >> 20) as u64, built.memory_bytes >> 20));
         std::fs::remove_dir_all(&out).unwrap();

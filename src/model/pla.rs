@@ -433,6 +433,14 @@ impl PlaStitcher {
         &self.out
     }
 
+    /// Input index of the open segment's first point (the next point's if
+    /// none is open): every finished segment ends at or before it.
+    pub fn open_start(&self) -> usize {
+        self.state
+            .pending_start()
+            .unwrap_or_else(|| self.state.next_index())
+    }
+
     /// The segmentation of every point stitched.
     pub fn finish(mut self) -> Vec<Segment> {
         self.out.extend(self.state.finish());

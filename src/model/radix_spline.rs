@@ -305,6 +305,17 @@ impl RadixSpline {
         self.keys.iter().copied().zip(self.pos.iter().copied())
     }
 
+    /// The spline points' keys (strictly increasing).
+    pub fn spline_keys(&self) -> &[u64] {
+        &self.keys
+    }
+
+    /// The spline points' positions (strictly increasing), one per key of
+    /// [`RadixSpline::spline_keys`].
+    pub fn spline_positions(&self) -> &[u64] {
+        &self.pos
+    }
+
     /// Number of radix bits actually used.
     pub fn radix_bits_used(&self) -> u32 {
         self.table.len().saturating_sub(1).trailing_zeros()

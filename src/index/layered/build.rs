@@ -234,51 +234,137 @@ pub(super) fn band_entries(
             "segments must start at increasing positions inside the keys",
         ));
     }
-    // Entry key and the line's value there (re-anchored at a rough separator).
-    let anchor = |j: usize, s: &SegmentLine| -> (u64, f64) {
-        let first = first_key(s.start);
-        match entry_keys.and_then(|e| e.get(j)) {
-            Some(&e) if e <= first => (e, s.intercept - s.slope * (first - e) as f64),
-            _ => (first, s.intercept),
-        }
-    };
     let entries: Vec<BandEntry> = segments
         .iter()
         .enumerate()
         .map(|(j, s)| {
-            let (key, icpt) = anchor(j, s);
-            // The clamp floor: the segment's first unit, or with zero intervals
-            // the middle of its first key's page. Any value in that page is as
-            // good for the page-metric error (it lies between the pages of the
-            // segment's keys); the middle keeps clamped predictions' windows
-            // inside one page, and values `page * P + P / 2` compress well.
-            let base = match (s.start as u64).checked_div(zero_page) {
-                Some(page) => page * zero_page + zero_page / 2,
-                None => s.start as u64 / g,
-            }
-            .min(max_unit);
-            let scale = super::entries::OFF_SCALE as f64;
-            let off = if icpt.is_finite() {
-                ((icpt - base as f64) * scale).round()
-            } else {
-                0.0
-            };
-            let off = off.clamp(i32::MIN as f64, i32::MAX as f64) as i32;
-            let slope = if s.slope.is_finite() && s.slope > 0.0 {
-                s.slope as f32
-            } else {
-                0.0
-            };
-            BandEntry {
-                key,
-                slope: if slope.is_finite() { slope } else { f32::MAX },
-                off,
-                base,
-            }
+            band_entry_of(
+                s,
+                first_key(s.start),
+                entry_keys.and_then(|e| e.get(j)).copied(),
+                g,
+                zero_page,
+                max_unit,
+            )
         })
         .collect();
     let starts: Vec<usize> = segments.iter().map(|s| s.start).collect();
     Ok((entries, starts))
+}
+
+/// The band entry of segment line `s` whose first key is `first`, keyed at
+/// `entry_key` if given and not above `first` (a rough separator: the line
+/// re-anchored there), else at `first`; predictions in units of `g`
+/// records of `max_unit`, or with zero intervals of `zero_page` records.
+pub(super) fn band_entry_of(
+    s: &SegmentLine,
+    first: u64,
+    entry_key: Option<u64>,
+    g: u64,
+    zero_page: u64,
+    max_unit: u64,
+) -> BandEntry {
+    // Entry key and the line's value there (re-anchored at a rough separator).
+    let (key, icpt) = match entry_key {
+        Some(e) if e <= first => (e, s.intercept - s.slope * (first - e) as f64),
+        _ => (first, s.intercept),
+    };
+    let base = band_base(s.start, g, zero_page, max_unit);
+    let scale = super::entries::OFF_SCALE as f64;
+    let off = if icpt.is_finite() {
+        ((icpt - base as f64) * scale).round()
+    } else {
+        0.0
+    };
+    let off = off.clamp(i32::MIN as f64, i32::MAX as f64) as i32;
+    let slope = if s.slope.is_finite() && s.slope > 0.0 {
+        s.slope as f32
+    } else {
+        0.0
+    };
+    BandEntry {
+        key,
+        slope: if slope.is_finite() { slope } else { f32::MAX },
+        off,
+        base,
+    }
+}
+
+/// The clamp floor of an entry whose segment starts at record `start`: the
+/// segment's first unit, or with zero intervals the middle of its first
+/// key's page. Any value in that page is as good for the page-metric error
+/// (it lies between the pages of the segment's keys); the middle keeps
+/// clamped predictions' windows inside one page, and values
+/// `page * P + P / 2` compress well.
+pub(super) fn band_base(start: usize, g: u64, zero_page: u64, max_unit: u64) -> u64 {
+    match (start as u64).checked_div(zero_page) {
+        Some(page) => page * zero_page + zero_page / 2,
+        None => start as u64 / g.max(1),
+    }
+    .min(max_unit)
+}
+
+/// The error bounds of a band without zero intervals over a segmentation's
+/// keys ([`band_of_entries_in`]'s), measured segment by segment while the
+/// segmentation holds its keys ([`super::segment::optimal_segments_folded`]):
+/// each segment's entry ([`band_entry_of`], keyed at its first key) and the
+/// next one's clamp floor follow from the segment alone. The number of keys,
+/// unknown over a run being written, only clamps the last segment's
+/// predictions (every other clamp floor lies below it).
+pub(super) struct BoundsFold {
+    /// Records a prediction's unit holds.
+    pub granule: u64,
+}
+
+impl super::segment::SegmentFold for BoundsFold {
+    type Acc = (u64, u64);
+
+    fn empty(&self) -> (u64, u64) {
+        (0, 0)
+    }
+
+    fn add(&self, acc: &mut (u64, u64), seg: &crate::model::Segment, last: bool, first: usize, keys: &[u64]) {
+        let g = self.granule.max(1);
+        let (max_unit, next) = if last {
+            let m = (seg.end() as u64).div_ceil(g);
+            (m, m)
+        } else {
+            (u64::MAX, band_base(seg.end(), g, 0, u64::MAX))
+        };
+        let line = SegmentLine {
+            start: seg.start,
+            slope: seg.slope,
+            intercept: seg.intercept,
+        };
+        let e = band_entry_of(&line, seg.first_key, None, g, 0, max_unit);
+        let (mut lo, mut hi) = *acc;
+        for (d, &k) in keys.iter().enumerate() {
+            let p = e.predict(k, next, max_unit);
+            (lo, hi) = error_at(lo, hi, (first + d) as u64, p, g, 0);
+        }
+        *acc = (lo, hi);
+    }
+
+    fn merge(&self, a: (u64, u64), b: (u64, u64)) -> (u64, u64) {
+        (a.0.max(b.0), a.1.max(b.1))
+    }
+}
+
+/// The error bounds `(lo, hi)` widened by record `y` predicted at `p`
+/// (units of `g` records, or with zero intervals of `zero_page` records).
+#[inline]
+fn error_at(lo: u64, hi: u64, y: u64, p: u64, g: u64, zero_page: u64) -> (u64, u64) {
+    if let Some(page) = y.checked_div(zero_page) {
+        let page_start = page * zero_page;
+        let page_last = page_start + zero_page - 1;
+        (
+            lo.max(p.saturating_sub(page_last)),
+            hi.max(page_start.saturating_sub(p)),
+        )
+    } else {
+        let u = y / g;
+        (lo.max(p.saturating_sub(u)), hi.max(u.saturating_sub(p)))
+    }
 }
 
 /// Keys a part of a parallel measuring pass covers at least.
@@ -320,37 +406,39 @@ pub(crate) fn band_of_entries_in(
             };
             let next = entries.get(j).map_or(max_unit, |f| f.base);
             let p = e.predict(k, next, max_unit);
-            let y = i as u64;
-            if let Some(page) = y.checked_div(zero_page) {
-                let page_start = page * zero_page;
-                let page_last = page_start + zero_page - 1;
-                hi = hi.max(page_start.saturating_sub(p));
-                lo = lo.max(p.saturating_sub(page_last));
-            } else {
-                let u = y / g;
-                hi = hi.max(u.saturating_sub(p));
-                lo = lo.max(p.saturating_sub(u));
-            }
+            (lo, hi) = error_at(lo, hi, i as u64, p, g, zero_page);
         })?;
         Ok((lo, hi))
     })?;
     let (eps_lo, eps_hi) = parts
         .into_iter()
         .fold((0, 0), |a: (u64, u64), b| (a.0.max(b.0), a.1.max(b.1)));
-    let mut flat = Vec::with_capacity(used * 24);
+    Ok(band_of_bounds(entries, g, zero_page, (eps_lo, eps_hi), max_unit))
+}
+
+/// A band layer of `entries` with error bounds `(eps_lo, eps_hi)` measured
+/// already.
+pub(super) fn band_of_bounds(
+    entries: &[BandEntry],
+    granule: u64,
+    zero_page: u64,
+    (eps_lo, eps_hi): (u64, u64),
+    last_successor: u64,
+) -> LayerBuild {
+    let mut flat = Vec::with_capacity(entries.len() * 24);
     for e in entries {
         e.write(&mut flat);
     }
-    Ok(LayerBuild {
+    LayerBuild {
         kind: LayerKind::Band {
-            granule: g,
+            granule,
             zero_page,
             eps_lo,
             eps_hi,
         },
         flat,
-        last_successor: max_unit,
-    })
+        last_successor,
+    }
 }
 
 /// The lines of a segmentation.

@@ -7,13 +7,14 @@ use rayon::prelude::*;
 use serde_json::{Value, json};
 
 use super::build::{
-    LayerBuild, SegmentLine, band_entries, band_layer, band_layer_in, band_of_entries_in, blob_layer,
-    lines_of,
+    BoundsFold, LayerBuild, SegmentLine, band_entries, band_layer, band_layer_in, band_of_bounds,
+    band_of_entries_in, blob_layer, lines_of,
 };
 use super::compressed::CprBand;
 use super::design::Design;
 use super::keys::{Keys, Win};
 use super::layer::LayerKind;
+use super::segment::SegmentFold;
 use crate::index::{ParamDoc, Params};
 use crate::{Error, Result};
 
@@ -1253,8 +1254,14 @@ fn pgm_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool, compress:
     let first = if sample > 1 {
         // Training reads n / k keys: the point of sampling.
         First::Samples(keys.every(usize::try_from(sample).unwrap_or(usize::MAX))?)
+    } else if zero {
+        First::Segments(segment_stream(keys, tol)?, None)
     } else {
-        First::Segments(segment_stream(keys, tol)?)
+        // The band's error bounds measured in the same pass, segment by
+        // segment (no measuring pass of its own).
+        let fold = BoundsFold { granule };
+        let (segs, bounds) = segment_stream_folded(keys, tol, &fold)?;
+        First::Segments(segs, Some(bounds))
     };
     if first.is_empty() {
         return Ok(Design {
@@ -1265,7 +1272,7 @@ fn pgm_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool, compress:
     }
     let mut notes_out = Value::Null;
     let (bottom, mut models) = match (zero, first) {
-        (true, First::Segments(plain_segs)) => {
+        (true, First::Segments(plain_segs, _)) => {
             let ZeroBand {
                 band,
                 blob,
@@ -1306,12 +1313,18 @@ fn pgm_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool, compress:
             notes_out = notes;
             (band, segs)
         }
-        (_, First::Segments(segs)) => {
+        (_, First::Segments(segs, bounds)) => {
             let first_key = |i: usize| first_key_of(&segs, i);
-            (
-                band_layer_in(keys, &lines_of(&segs), &first_key, None, granule, 0)?,
-                segs.len() as u64,
-            )
+            let band = match bounds {
+                Some(bounds) => {
+                    let (entries, _) =
+                        band_entries(keys.len(), &lines_of(&segs), &first_key, None, granule, 0)?;
+                    let max_unit = (keys.len() as u64).div_ceil(granule.max(1));
+                    band_of_bounds(&entries, granule.max(1), 0, bounds, max_unit)
+                }
+                None => band_layer_in(keys, &lines_of(&segs), &first_key, None, granule, 0)?,
+            };
+            (band, segs.len() as u64)
         }
     };
     let mut layers = vec![bottom];
@@ -1336,16 +1349,32 @@ fn pgm_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool, compress:
 enum First {
     /// Every `sample`-th key.
     Samples(Vec<u64>),
-    /// The segmentation of every key.
-    Segments(Vec<crate::model::Segment>),
+    /// The segmentation of every key, and the error bounds of its band if
+    /// they were measured in the same pass.
+    Segments(Vec<crate::model::Segment>, Option<(u64, u64)>),
 }
 
 impl First {
     fn is_empty(&self) -> bool {
         match self {
             First::Samples(k) => k.is_empty(),
-            First::Segments(s) => s.is_empty(),
+            First::Segments(s, _) => s.is_empty(),
         }
+    }
+}
+
+/// [`segment_stream`] folding `fold` over the segments' keys in the same
+/// pass ([`super::segment::optimal_segments_folded`]).
+fn segment_stream_folded<M: SegmentFold>(
+    keys: Keys<'_>,
+    tol: Tolerance,
+    fold: &M,
+) -> Result<(Vec<crate::model::Segment>, M::Acc)> {
+    if tol.zero_page == 0 && tol.granule == 1 {
+        let e = i128::from(tol.eps);
+        super::segment::optimal_segments_folded(keys, move |i| (i as i128 - e, i as i128 + e), fold)
+    } else {
+        super::segment::optimal_segments_folded(keys, move |i| tol.interval(i), fold)
     }
 }
 

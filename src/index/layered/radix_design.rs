@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::build::{LayerBuild, SegmentLine, band_layer_in, radix_layer, rmi_layers};
+use super::build::{LayerBuild, SegmentLine, band_entries, band_of_entries_in, radix_layer, rmi_layers};
 use super::design::Design;
 use super::keys::Keys;
 use super::pgm_design::{extra_pages, widest_window};
@@ -14,17 +14,17 @@ use crate::index::{ParamDoc, Params};
 /// The spline of a RadixSpline as band lines: segment `j` interpolates
 /// between spline points `j` and `j + 1`.
 fn spline_lines(spline: &crate::model::RadixSpline) -> Vec<SegmentLine> {
-    let points: Vec<(u64, u64)> = spline.spline_points().collect();
-    points
-        .iter()
+    let (keys, pos) = (spline.spline_keys(), spline.spline_positions());
+    keys.iter()
+        .zip(pos)
         .enumerate()
-        .map(|(j, &(k, pos))| SegmentLine {
-            start: pos as usize,
-            slope: match points.get(j + 1) {
-                Some(&(k2, p2)) if k2 > k => (p2 - pos) as f64 / (k2 - k) as f64,
+        .map(|(j, (&k, &p))| SegmentLine {
+            start: p as usize,
+            slope: match (keys.get(j + 1), pos.get(j + 1)) {
+                (Some(&k2), Some(&p2)) if k2 > k => (p2 - p) as f64 / (k2 - k) as f64,
                 _ => 0.0,
             },
-            intercept: pos as f64,
+            intercept: p as f64,
         })
         .collect()
 }
@@ -54,14 +54,20 @@ fn rs_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool) -> Result<
             notes: Value::Null,
         });
     }
-    let mut band = spline_band(keys, &spline, 0)?;
+    let band = spline_band(keys, &spline, 0)?;
     let mut models = spline.num_spline_points() as u64;
+    let radix_bits_used = spline.radix_bits_used();
+    // What is built is held, not what it was built from: the spline's
+    // points go once the band holds them (at 200M keys, 13 MB of a 21 MB
+    // model).
+    drop(spline);
     let mut notes = Value::Null;
-    if zero {
+    let band = if zero {
         // Zero intervals (Zhang G3 applied to RadixSpline): the widest window
         // whose measured pages stay within plain RadixSpline's at `eps`.
         let page = per_page as u64;
         let budget = extra_pages(keys, &band, page)? + 0.002;
+        drop(band);
         let ((zb, points), w, extra) = widest_window(eps, eps, budget, |w| {
             let z = crate::model::RadixSpline::build_zero_interval_passes(&keys, w, radix_bits, page)?;
             let zb = spline_band(keys, &z, page)?;
@@ -75,9 +81,11 @@ fn rs_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool) -> Result<
             "rs_points_at_epsilon": models,
         });
         models = points;
-        band = zb;
-    }
-    let root = radix_layer(&band.keys(), spline.radix_bits_used());
+        zb
+    } else {
+        band
+    };
+    let root = radix_layer(&band.keys(), radix_bits_used);
     Ok(Design {
         layers: vec![band, root],
         models: Some(models),
@@ -88,13 +96,16 @@ fn rs_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool) -> Result<
 /// The band layer of a spline over its keys, measured in one pass (zero
 /// intervals of `zero_page` positions, or none).
 fn spline_band(keys: Keys<'_>, spline: &crate::model::RadixSpline, zero_page: u64) -> Result<LayerBuild> {
-    let points: Vec<(u64, u64)> = spline.spline_points().collect();
+    let (points, pos) = (spline.spline_keys(), spline.spline_positions());
     let first_key = |i: usize| {
         points
-            .get(points.partition_point(|&(_, pos)| (pos as usize) < i))
-            .map_or(0, |&(k, _)| k)
+            .get(pos.partition_point(|&p| (p as usize) < i))
+            .map_or(0, |&k| k)
     };
-    band_layer_in(keys, &spline_lines(spline), &first_key, None, 1, zero_page)
+    // The lines go before the measuring pass: entries and lines of every
+    // spline point at once would double what the band holds.
+    let (entries, starts) = band_entries(keys.len(), &spline_lines(spline), &first_key, None, 1, zero_page)?;
+    band_of_entries_in(keys, &starts, &entries, 1, zero_page)
 }
 
 /// [`rs`] over keys in memory or in a data run (see [`rs_family`]).

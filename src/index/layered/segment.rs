@@ -8,12 +8,14 @@
 //! over; each full partition is segmented on a rayon worker while the pass
 //! goes on, and the partitions are stitched in order as their segmentations
 //! come back. Memory: at most [`PARTS_IN_FLIGHT`] partitions handed to
-//! workers and not yet stitched, the one being filled and stitched ones kept
-//! for reuse (a buffer is allocated only when none is free), at most
-//! `(PARTS_IN_FLIGHT + 2) × PART_KEYS × 8` bytes = 24 MiB whatever the
-//! number of keys, plus the segments (the model). Keys in memory
-//! ([`Keys::Slice`]) are segmented in place, partitions in parallel. With
-//! one rayon thread it is the plain sequential pass, nothing added.
+//! workers and not yet stitched, the one being filled, up to [`HELD_PARTS`]
+//! stitched ones a fold still reads ([`optimal_segments_folded`]) and
+//! stitched ones kept for reuse (a buffer is allocated only when none is
+//! free): at most `(PARTS_IN_FLIGHT + 1 + HELD_PARTS) × PART_KEYS × 8`
+//! bytes = 28 MiB whatever the number of keys, plus the segments (the
+//! model). Keys in memory ([`Keys::Slice`]) are segmented in place,
+//! partitions in parallel. With one rayon thread it is the plain sequential
+//! pass, holding at most the open segment's keys for a fold.
 
 use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -32,6 +34,44 @@ pub(super) const PART_KEYS: usize = 1 << 19;
 /// Partitions handed to workers and not yet stitched, at most.
 pub(super) const PARTS_IN_FLIGHT: usize = 4;
 
+/// Stitched partitions kept for the segment still open across them, at
+/// most: a segment of up to `PART_KEYS + 1` keys is folded from them; a
+/// longer one, and one longer than `2 × PART_KEYS` on one thread, is read
+/// again after the pass (see [`optimal_segments_folded`]).
+const HELD_PARTS: usize = 2;
+
+/// Work done over each finished segment's keys while a segmentation pass
+/// holds them ([`optimal_segments_folded`]), so that measuring the model
+/// (a band's error bounds, its pages per lookup) needs no pass of its own.
+/// The accumulators must add up to the same value whatever the grouping and
+/// order of the segments (maxima, sums).
+pub(super) trait SegmentFold: Sync {
+    /// What the work adds up to.
+    type Acc: Send;
+    /// Whether [`SegmentFold::add`] reads the keys at all (else none are held).
+    const KEYS: bool = true;
+    /// An accumulator of nothing.
+    fn empty(&self) -> Self::Acc;
+    /// Keys `first..first + keys.len()` of `seg`: each segment's keys come
+    /// in one or more calls, in order, every key once. `last`: `seg` is the
+    /// input's last segment (the number of keys is `seg.end()`; over a run
+    /// being written it is unknown before).
+    fn add(&self, acc: &mut Self::Acc, seg: &Segment, last: bool, first: usize, keys: &[u64]);
+    /// Two accumulators as one.
+    fn merge(&self, a: Self::Acc, b: Self::Acc) -> Self::Acc;
+}
+
+/// The fold that does nothing (a segmentation alone).
+struct NoFold;
+
+impl SegmentFold for NoFold {
+    type Acc = ();
+    const KEYS: bool = false;
+    fn empty(&self) {}
+    fn add(&self, _: &mut (), _: &Segment, _: bool, _: usize, _: &[u64]) {}
+    fn merge(&self, _: (), _: ()) {}
+}
+
 /// The optimal PLA of `keys`, key `i` with the interval `interval(i)`, in
 /// one pass over them (over a run being written: as it is written). The
 /// same segments as [`crate::model::optimal_pla_points`] over all points,
@@ -40,25 +80,45 @@ pub(super) fn optimal_segments<F>(keys: Keys<'_>, interval: F) -> Result<Vec<Seg
 where
     F: Fn(usize) -> (i128, i128) + Sync,
 {
-    optimal_segments_with(keys, &interval, PART_KEYS, PARTS_IN_FLIGHT)
+    Ok(optimal_segments_with(keys, &interval, &NoFold, PART_KEYS, PARTS_IN_FLIGHT)?.0)
 }
 
-/// [`optimal_segments`] with partitions of `part_keys` keys and at most
-/// `in_flight` of them unstitched (both at least 1).
-fn optimal_segments_with<F>(
+/// [`optimal_segments`], and `fold` over every segment's keys in the same
+/// pass: a finished segment is folded from the keys the pass still holds
+/// (on one thread the open segment's, up to `2 × PART_KEYS`; else the
+/// partitions stitched, up to [`HELD_PARTS`] of them for a segment open
+/// across them). The rare segment longer than that is folded after the
+/// pass, from its own keys read again. The same accumulator whatever the
+/// threads and sources.
+pub(super) fn optimal_segments_folded<F, M>(
     keys: Keys<'_>,
-    interval: &F,
-    part_keys: usize,
-    in_flight: usize,
-) -> Result<Vec<Segment>>
+    interval: F,
+    fold: &M,
+) -> Result<(Vec<Segment>, M::Acc)>
 where
     F: Fn(usize) -> (i128, i128) + Sync,
+    M: SegmentFold,
+{
+    optimal_segments_with(keys, &interval, fold, PART_KEYS, PARTS_IN_FLIGHT)
+}
+
+/// [`optimal_segments_folded`] with partitions of `part_keys` keys and at
+/// most `in_flight` of them unstitched (both at least 1).
+fn optimal_segments_with<F, M>(
+    keys: Keys<'_>,
+    interval: &F,
+    fold: &M,
+    part_keys: usize,
+    in_flight: usize,
+) -> Result<(Vec<Segment>, M::Acc)>
+where
+    F: Fn(usize) -> (i128, i128) + Sync,
+    M: SegmentFold,
 {
     let part_keys = part_keys.max(1);
-    if rayon::current_num_threads() <= 1 {
-        return sequential(keys, interval);
-    }
-    if let Keys::Slice(all) = keys {
+    let (segs, acc, later) = if rayon::current_num_threads() <= 1 {
+        sequential(keys, interval, fold, 2 * part_keys)?
+    } else if let Keys::Slice(all) = keys {
         let parts: Vec<PlaPart> = all
             .par_chunks(part_keys)
             .enumerate()
@@ -68,43 +128,201 @@ where
         for (p, (part, c)) in parts.into_iter().zip(all.chunks(part_keys)).enumerate() {
             st.stitch(part, points(p * part_keys, c, interval))?;
         }
-        return Ok(st.finish());
-    }
-    let (tx, rx) = crossbeam_channel::unbounded();
-    let mut pipeline = Pipeline {
-        interval,
-        part_keys,
-        in_flight: in_flight.max(1),
-        stitcher: PlaStitcher::new(),
-        spawned: 0,
-        stitched: 0,
-        done: BTreeMap::new(),
-        spare: Vec::new(),
-        tx,
-        rx,
+        let segs = st.finish();
+        // Every key is at hand: the segments in parallel groups.
+        let acc = if M::KEYS {
+            segs.par_chunks(256)
+                .map(|group| {
+                    let mut acc = fold.empty();
+                    for s in group {
+                        let own = all.get(s.start..s.end()).ok_or_else(outside)?;
+                        fold.add(&mut acc, s, s.end() == all.len(), s.start, own);
+                    }
+                    Ok(acc)
+                })
+                .try_reduce(|| fold.empty(), |a, b| Ok(fold.merge(a, b)))?
+        } else {
+            fold.empty()
+        };
+        (segs, acc, Vec::new())
+    } else {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut pipeline = Pipeline {
+            interval,
+            fold,
+            part_keys,
+            in_flight: in_flight.max(1),
+            stitcher: PlaStitcher::new(),
+            spawned: 0,
+            stitched: 0,
+            done: BTreeMap::new(),
+            spare: Vec::new(),
+            held: Held::default(),
+            tx,
+            rx,
+        };
+        rayon::scope(|s| pipeline.run(s, keys))?;
+        let Pipeline {
+            stitcher, mut held, ..
+        } = pipeline;
+        let segs = stitcher.finish();
+        // The last segment, open until the end.
+        held.fold_from(&segs, fold, true);
+        (segs, held.acc.unwrap_or_else(|| fold.empty()), held.later)
     };
-    rayon::scope(|s| pipeline.run(s, keys))?;
-    Ok(pipeline.stitcher.finish())
+    // Segments longer than the keys held: their keys read again.
+    let mut acc = acc;
+    let n = segs.last().map_or(0, Segment::end);
+    for s in &later {
+        keys.for_each_chunk(s.start..s.end(), |i, chunk| {
+            fold.add(&mut acc, s, s.end() == n, i, chunk);
+            Ok(())
+        })?;
+    }
+    Ok((segs, acc))
 }
 
-/// The plain sequential pass (one thread).
-fn sequential<F>(keys: Keys<'_>, interval: &F) -> Result<Vec<Segment>>
+fn outside() -> Error {
+    Error::invalid("a segment reaches past the keys")
+}
+
+/// The plain sequential pass (one thread), folding each segment from the
+/// keys held since it began (up to `hold`); returns the segments, the fold
+/// and the segments too long to hold.
+fn sequential<F, M>(
+    keys: Keys<'_>,
+    interval: &F,
+    fold: &M,
+    hold: usize,
+) -> Result<(Vec<Segment>, M::Acc, Vec<Segment>)>
 where
     F: Fn(usize) -> (i128, i128) + Sync,
+    M: SegmentFold,
 {
     let mut pla = PlaStream::new();
     let mut segs = Vec::new();
+    let mut acc = fold.empty();
+    let mut later = Vec::new();
+    // The open segment's keys from earlier chunks (`own_start` the first),
+    // unless it outgrew `hold`; its keys in the chunk at hand are folded
+    // from the chunk itself.
+    let mut own: Vec<u64> = Vec::new();
+    let (mut own_start, mut outgrown) = (0usize, false);
+    let mut finished =
+        |s: Segment, last: bool, own: &[u64], own_start: usize, outgrown: bool, here: &[u64]| {
+            if M::KEYS {
+                if !outgrown && own_start == s.start && own.len() + here.len() == s.len {
+                    if !own.is_empty() {
+                        fold.add(&mut acc, &s, last, s.start, own);
+                    }
+                    if !here.is_empty() {
+                        fold.add(&mut acc, &s, last, s.start + own.len(), here);
+                    }
+                } else {
+                    later.push(s);
+                }
+            }
+            segs.push(s);
+        };
     keys.for_each_all(|i, c| {
+        // The open segment's first key in this chunk.
+        let mut from = 0usize;
         for (j, &k) in c.iter().enumerate() {
             let (lo, hi) = interval(i + j);
             if let Some(s) = pla.push(k, lo, hi) {
-                segs.push(s);
+                finished(
+                    s,
+                    false,
+                    &own,
+                    own_start,
+                    outgrown,
+                    c.get(from..j).unwrap_or_default(),
+                );
+                own.clear();
+                (own_start, outgrown, from) = (i + j, false, j);
+            }
+        }
+        if M::KEYS && !outgrown {
+            let rest = c.get(from..).unwrap_or_default();
+            if own.len() + rest.len() <= hold {
+                own.extend_from_slice(rest);
+            } else {
+                outgrown = true;
+                own = Vec::new();
             }
         }
         Ok(())
     })?;
-    segs.extend(pla.finish());
-    Ok(segs)
+    if let Some(s) = pla.finish() {
+        finished(s, true, &own, own_start, outgrown, &[]);
+    }
+    Ok((segs, acc, later))
+}
+
+/// The keys a pipeline still holds after stitching, for the segments that
+/// finish in them, and what it folded.
+struct Held<A> {
+    /// Stitched partitions, in order and adjacent: (first key's index, keys).
+    parts: std::collections::VecDeque<(usize, Vec<u64>)>,
+    /// Segments folded (a prefix of the segmentation).
+    folded: usize,
+    acc: Option<A>,
+    /// Segments whose keys were let go before they finished.
+    later: Vec<Segment>,
+}
+
+impl<A> Default for Held<A> {
+    fn default() -> Self {
+        Held {
+            parts: Default::default(),
+            folded: 0,
+            acc: None,
+            later: Vec::new(),
+        }
+    }
+}
+
+impl<A> Held<A> {
+    /// Folds the segments of `segs` not folded yet, from the keys held (or
+    /// marks them for later); `ended`: `segs` is the whole segmentation.
+    fn fold_from<M: SegmentFold<Acc = A>>(&mut self, segs: &[Segment], fold: &M, ended: bool) {
+        let acc = self.acc.get_or_insert_with(|| fold.empty());
+        let n = segs.len();
+        for (j, s) in segs.iter().enumerate().skip(self.folded) {
+            let last = ended && j + 1 == n;
+            let covered = matches!(
+                (self.parts.front(), self.parts.back()),
+                (Some((a, _)), Some((b, last))) if *a <= s.start && s.end() <= b + last.len()
+            );
+            if !covered {
+                self.later.push(*s);
+                continue;
+            }
+            for (p0, keys) in &self.parts {
+                let (a, b) = (s.start.max(*p0), s.end().min(p0 + keys.len()));
+                if let Some(piece) = keys.get(a.saturating_sub(*p0)..b.saturating_sub(*p0))
+                    && a < b
+                {
+                    fold.add(acc, s, last, a, piece);
+                }
+            }
+        }
+        self.folded = segs.len();
+    }
+
+    /// The held partitions no segment needs any more (all before `open`,
+    /// the open segment's start), and the oldest beyond [`HELD_PARTS`].
+    fn release(&mut self, open: usize) -> Vec<Vec<u64>> {
+        let mut out = Vec::new();
+        while let Some((p0, keys)) = self.parts.front() {
+            if p0 + keys.len() <= open || self.parts.len() > HELD_PARTS {
+                out.extend(self.parts.pop_front().map(|(_, k)| k));
+            } else {
+                break;
+            }
+        }
+        out
+    }
 }
 
 /// The points of `keys`, the first of which is key `start` of the input.
@@ -122,9 +340,11 @@ where
 /// worker failed).
 type Done = (usize, Vec<u64>, Option<PlaPart>);
 
-/// Partitions gathered from a pass, segmented on workers, stitched in order.
-struct Pipeline<'f, F> {
+/// Partitions gathered from a pass, segmented on workers, stitched in order
+/// (and folded from, see [`Held`]).
+struct Pipeline<'f, F, M: SegmentFold> {
     interval: &'f F,
+    fold: &'f M,
     part_keys: usize,
     in_flight: usize,
     stitcher: PlaStitcher,
@@ -136,13 +356,16 @@ struct Pipeline<'f, F> {
     done: BTreeMap<usize, (Vec<u64>, PlaPart)>,
     /// Stitched partitions' buffers, for the next ones.
     spare: Vec<Vec<u64>>,
+    /// Stitched partitions still folded from.
+    held: Held<M::Acc>,
     tx: Sender<Done>,
     rx: Receiver<Done>,
 }
 
-impl<'f, F> Pipeline<'f, F>
+impl<'f, F, M> Pipeline<'f, F, M>
 where
     F: Fn(usize) -> (i128, i128) + Sync,
+    M: SegmentFold,
 {
     fn run<'s>(&mut self, s: &rayon::Scope<'s>, keys: Keys<'_>) -> Result<()>
     where
@@ -231,13 +454,21 @@ where
             let start = part.start();
             self.stitcher.stitch(part, points(start, &keys, self.interval))?;
             self.stitched += 1;
+            let free = if M::KEYS {
+                self.held.parts.push_back((start, keys));
+                self.held.fold_from(self.stitcher.segments(), self.fold, false);
+                self.held.release(self.stitcher.open_start())
+            } else {
+                vec![keys]
+            };
             // Buffers are kept for the partitions to come (allocated and
             // freed by the hundred, the allocator would hold far more than
             // the pipeline uses); never more than are in flight at once.
-            if self.spare.len() < self.in_flight {
-                let mut keys = keys;
-                keys.clear();
-                self.spare.push(keys);
+            for mut keys in free {
+                if self.spare.len() < self.in_flight {
+                    keys.clear();
+                    self.spare.push(keys);
+                }
             }
         }
         Ok(())
@@ -290,8 +521,34 @@ mod tests {
         let dir = MemDirectory::new();
         DataRun::write_ranked(&dir, "r", keys, 4096).unwrap();
         let run = DataRun::open(dir.open_read("r").unwrap()).unwrap();
+        let fold = Digest;
+        let want_digest: u64 = want
+            .iter()
+            .map(|s| Digest::of(s, s.end() == keys.len(), s.start, &keys[s.start..s.end()]))
+            .fold(0, u64::wrapping_add);
         pool(threads).install(|| {
-            let seg = |k: Keys<'_>| optimal_segments_with(k, &interval, part_keys, in_flight).unwrap();
+            let seg = |k: Keys<'_>| {
+                let (segs, digest) =
+                    optimal_segments_with(k, &interval, &fold, part_keys, in_flight).unwrap();
+                let source = match k {
+                    Keys::Slice(_) => "slice",
+                    Keys::Run(_) => "run",
+                    Keys::Piped(_) => "piped",
+                };
+                assert_eq!(
+                    digest,
+                    want_digest,
+                    "the fold over the {source}: {} keys, {threads} threads, partitions of {part_keys}",
+                    keys.len()
+                );
+                assert_eq!(
+                    optimal_segments_with(k, &interval, &NoFold, part_keys, in_flight)
+                        .unwrap()
+                        .0,
+                    segs
+                );
+                segs
+            };
             assert_eq!(seg(Keys::Slice(keys)), want, "slice");
             assert_eq!(seg(Keys::Run(&run)), want, "run");
             let (pipe, tx) = Pipe::new();
@@ -313,6 +570,38 @@ mod tests {
             });
             assert_eq!(piped, want, "piped");
         });
+    }
+
+    /// A fold whose sum depends on every key's segment, index and value,
+    /// once each (a key folded twice, missed or under another segment
+    /// changes it).
+    struct Digest;
+
+    impl Digest {
+        fn of(s: &Segment, last: bool, first: usize, keys: &[u64]) -> u64 {
+            keys.iter().enumerate().fold(0u64, |a, (d, &k)| {
+                let i = (first + d) as u64;
+                let x = k
+                    ^ i.rotate_left(29)
+                    ^ (s.start as u64).rotate_left(43)
+                    ^ s.slope.to_bits()
+                    ^ u64::from(last);
+                a.wrapping_add(x.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (x >> 31))
+            })
+        }
+    }
+
+    impl SegmentFold for Digest {
+        type Acc = u64;
+        fn empty(&self) -> u64 {
+            0
+        }
+        fn add(&self, acc: &mut u64, seg: &Segment, last: bool, first: usize, keys: &[u64]) {
+            *acc = acc.wrapping_add(Self::of(seg, last, first, keys));
+        }
+        fn merge(&self, a: u64, b: u64) -> u64 {
+            a.wrapping_add(b)
+        }
     }
 
     fn keys_of(n: usize, seed: u64, shift: u32) -> Vec<u64> {
@@ -359,7 +648,15 @@ mod tests {
         pipe.finish(Err(Error::invalid("no run here")));
         drop(tx);
         let e = pool(2)
-            .install(|| optimal_segments_with(Keys::Piped(&pipe), &|i: usize| (i as i128, i as i128), 4, 2))
+            .install(|| {
+                optimal_segments_with(
+                    Keys::Piped(&pipe),
+                    &|i: usize| (i as i128, i as i128),
+                    &NoFold,
+                    4,
+                    2,
+                )
+            })
             .unwrap_err();
         assert!(e.to_string().contains("no run here"), "{e}");
     }
