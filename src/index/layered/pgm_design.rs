@@ -885,6 +885,121 @@ impl Tally {
 /// gives up on the histogram (a band predicting far off its keys).
 const MAX_ENDS: usize = 1 << 16;
 
+/// [`measured_band`]'s tally of a band without zero intervals whose entries
+/// are its segments' (keyed at their first keys, item predictions), folded
+/// segment by segment in the segmentation pass
+/// ([`super::segment::optimal_segments_folded`]): plain PGM's measured
+/// pages, the zero-interval kinds' budget, without a pass of their own.
+///
+/// The far end of the keys (predictions past `n - 1 - reach` are counted
+/// exactly, not by the histogram) is unknown while a run is being written:
+/// every prediction from `reach` on goes to the histogram, the last
+/// [`TAIL`] of them are kept, and once `n` is known those past the far end
+/// move from the histogram to the ends ([`TallyAcc::into_tally`]). If an
+/// earlier one lies past it too (a band off by more than the tail), the
+/// tally is not whole and the pages are counted in a pass of their own.
+struct TallyFold {
+    page: u64,
+    reach: u64,
+}
+
+/// Predictions a [`TallyFold`] keeps from the end of the keys (a few in
+/// unit tests, so that bands off by more than the tail are met there).
+const TAIL: usize = if cfg!(test) { 512 } else { 1 << 12 };
+
+/// What a [`TallyFold`] adds up.
+struct TallyAcc {
+    t: Tally,
+    /// The last predictions that went to the histogram, in key order.
+    tail: std::collections::VecDeque<u64>,
+    /// The largest of the others.
+    gone: Option<u64>,
+}
+
+impl TallyAcc {
+    /// The tally of `n` keys.
+    fn into_tally(self, n: u64, reach: u64) -> Tally {
+        let TallyAcc { mut t, tail, gone } = self;
+        let far_end = n.saturating_sub(1).saturating_sub(reach);
+        if gone.is_some_and(|g| g > far_end) {
+            t.whole = false;
+        }
+        let page = t.hist.len() as u64;
+        for p in tail.into_iter().filter(|&p| p > far_end) {
+            if let Some(h) = p.checked_rem(page).and_then(|r| t.hist.get_mut(r as usize)) {
+                *h = h.saturating_sub(1);
+            }
+            if t.ends.len() < MAX_ENDS {
+                t.ends.push(p);
+            } else {
+                t.whole = false;
+            }
+        }
+        t
+    }
+}
+
+impl super::segment::SegmentFold for TallyFold {
+    type Acc = TallyAcc;
+
+    fn empty(&self) -> TallyAcc {
+        TallyAcc {
+            t: Tally::new(self.page),
+            tail: std::collections::VecDeque::new(),
+            gone: None,
+        }
+    }
+
+    fn add(&self, acc: &mut TallyAcc, seg: &crate::model::Segment, last: bool, first: usize, keys: &[u64]) {
+        // As `band_entries` makes the entry, and `measured_band` predicts.
+        let (max_unit, next) = if last {
+            (seg.end() as u64, seg.end() as u64)
+        } else {
+            (u64::MAX, seg.end() as u64)
+        };
+        let line = SegmentLine {
+            start: seg.start,
+            slope: seg.slope,
+            intercept: seg.intercept,
+        };
+        let e = super::build::band_entry_of(&line, seg.first_key, None, 1, 0, max_unit);
+        let mut at = PageDiv::new(self.page);
+        let mut own = PageDiv::new(0);
+        for (d, &k) in keys.iter().enumerate() {
+            let p = e.predict(k, next, max_unit);
+            // Every prediction from `reach` on to the histogram (the far end
+            // is settled in `into_tally`).
+            acc.t
+                .add((first + d) as u64, p, 0, &mut own, &mut at, self.reach, u64::MAX);
+            if p >= self.reach {
+                if acc.tail.len() == TAIL {
+                    acc.gone = acc.gone.max(acc.tail.pop_front());
+                }
+                acc.tail.push_back(p);
+            }
+        }
+    }
+
+    fn merge(&self, a: TallyAcc, b: TallyAcc) -> TallyAcc {
+        // `a` covers the keys before `b`'s: `b`'s tail stays the tail.
+        let TallyAcc { t, mut tail, gone } = a;
+        let mut gone = gone.max(b.gone);
+        let mut merged = b.tail;
+        while merged.len() < TAIL {
+            match tail.pop_back() {
+                Some(p) => merged.push_front(p),
+                None => break,
+            }
+        }
+        gone = gone.max(tail.into_iter().max());
+        TallyAcc {
+            t: t.merge(b.t),
+            tail: merged,
+            gone,
+        }
+    }
+}
+
 /// A band layer of `entries` over `keys` (entry `j`'s keys start at
 /// `starts[j]`) with its measured error bounds, and its mean extra pages per
 /// lookup of a present key with pages of `page` positions: exactly
@@ -1033,12 +1148,15 @@ struct ZeroBand {
 /// tried. Returns the band, its segments and the window chosen.
 ///
 /// `plain_segs` is plain PGM's segmentation at `eps` (dropped once it has
-/// set the budget). Every step reads the
+/// set the budget), `plain_tally` its pages tallied in the segmentation
+/// pass ([`TallyFold`]; else they are measured in a pass of their own). Every step reads the
 /// keys in passes ([`Keys::by_groups`], [`Keys::map_parts`]): over a data
 /// run, a window of keys per thread at a time.
+#[allow(clippy::too_many_arguments)]
 fn zero_interval_band(
     keys: Keys<'_>,
     plain_segs: Vec<crate::model::Segment>,
+    plain_tally: Option<TallyAcc>,
     eps: u64,
     per_page: usize,
     compress: bool,
@@ -1056,7 +1174,13 @@ fn zero_interval_band(
         1,
         0,
     )?;
-    let budget = measured_band(keys, &starts, &entries, 0, page, reach)?.1 + slack.unwrap_or(0.002);
+    let measured = match plain_tally {
+        Some(t) => t
+            .into_tally(n as u64, reach)
+            .finish(keys, &entries, 0, page, reach)?,
+        None => measured_band(keys, &starts, &entries, 0, page, reach)?,
+    };
+    let budget = measured.1 + slack.unwrap_or(0.002);
     let plain_segments = plain_segs.len();
     drop((plain_segs, entries, starts));
     let max_window = if slack.is_some() {
@@ -1255,13 +1379,25 @@ fn pgm_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool, compress:
         // Training reads n / k keys: the point of sampling.
         First::Samples(keys.every(usize::try_from(sample).unwrap_or(usize::MAX))?)
     } else if zero {
-        First::Segments(segment_stream(keys, tol)?, None)
+        // Plain PGM's measured pages (the zero intervals' budget) in the
+        // same pass.
+        let page = per_page as u64;
+        if page == 0 || page > 1 << 16 {
+            First::Segments(segment_stream(keys, tol)?, None, None)
+        } else {
+            let fold = TallyFold {
+                page,
+                reach: window_reach(eps.saturating_mul(2), page),
+            };
+            let (segs, tally) = segment_stream_folded(keys, tol, &fold)?;
+            First::Segments(segs, None, Some(tally))
+        }
     } else {
         // The band's error bounds measured in the same pass, segment by
         // segment (no measuring pass of its own).
         let fold = BoundsFold { granule };
         let (segs, bounds) = segment_stream_folded(keys, tol, &fold)?;
-        First::Segments(segs, Some(bounds))
+        First::Segments(segs, Some(bounds), None)
     };
     if first.is_empty() {
         return Ok(Design {
@@ -1272,7 +1408,7 @@ fn pgm_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool, compress:
     }
     let mut notes_out = Value::Null;
     let (bottom, mut models) = match (zero, first) {
-        (true, First::Segments(plain_segs, _)) => {
+        (true, First::Segments(plain_segs, _, tally)) => {
             let ZeroBand {
                 band,
                 blob,
@@ -1281,7 +1417,7 @@ fn pgm_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool, compress:
                 extra,
                 budget,
                 plain_segments,
-            } = zero_interval_band(keys, plain_segs, eps, per_page, compress, slack)?;
+            } = zero_interval_band(keys, plain_segs, tally, eps, per_page, compress, slack)?;
             let mut notes = json!({
                 "zero_interval_window": window,
                 "expected_pages": 1.0 + extra,
@@ -1313,7 +1449,7 @@ fn pgm_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool, compress:
             notes_out = notes;
             (band, segs)
         }
-        (_, First::Segments(segs, bounds)) => {
+        (_, First::Segments(segs, bounds, _)) => {
             let first_key = |i: usize| first_key_of(&segs, i);
             let band = match bounds {
                 Some(bounds) => {
@@ -1349,16 +1485,16 @@ fn pgm_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool, compress:
 enum First {
     /// Every `sample`-th key.
     Samples(Vec<u64>),
-    /// The segmentation of every key, and the error bounds of its band if
-    /// they were measured in the same pass.
-    Segments(Vec<crate::model::Segment>, Option<(u64, u64)>),
+    /// The segmentation of every key, and the error bounds of its band or
+    /// the tally of its pages if they were measured in the same pass.
+    Segments(Vec<crate::model::Segment>, Option<(u64, u64)>, Option<TallyAcc>),
 }
 
 impl First {
     fn is_empty(&self) -> bool {
         match self {
             First::Samples(k) => k.is_empty(),
-            First::Segments(s, _) => s.is_empty(),
+            First::Segments(s, ..) => s.is_empty(),
         }
     }
 }
@@ -1920,6 +2056,96 @@ mod tests {
     /// as `measured_band` of its entries: every unit, offsets moved (some to
     /// exactly half a unit, where rounding down must win a tie), small
     /// reaches and windows.
+    #[test]
+    fn folded_measures_match_separate_passes() {
+        use crate::format::DataRun;
+        use crate::storage::{Directory, MemDirectory};
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+        let mut sets: Vec<Vec<u64>> = [("osm-like", 4u64), ("wiki-like", 6), ("fb-like", 8)]
+            .iter()
+            .map(|&(d, seed)| crate::data::generate(d.parse().unwrap(), 20_000, seed).unwrap())
+            .collect();
+        // A long line (one segment) ending in a jump: predictions past the
+        // far end far from the last keys.
+        let mut line: Vec<u64> = (0..6_000u64).map(|i| i * 10).collect();
+        line.extend((0..40u64).map(|i| 1 << 40 | i));
+        sets.push(line);
+        let dir = MemDirectory::new();
+        let runs: Vec<DataRun> = sets
+            .iter()
+            .enumerate()
+            .map(|(i, k)| {
+                DataRun::write_ranked(&dir, &format!("r{i}"), k, 4096).unwrap();
+                DataRun::open(dir.open_read(&format!("r{i}")).unwrap()).unwrap()
+            })
+            .collect();
+        // Pages that divide the numbers of keys too: windows past the last
+        // key then reach a page of their own unless cut at the end.
+        let strat = (
+            0usize..sets.len(),
+            prop_oneof![0u64..4, 4u64..80],
+            prop_oneof![1u64..300, Just(100), Just(125), Just(151), Just(250)],
+            1usize..4,
+            0u64..3,
+        );
+        let mut runner = TestRunner::new(Config::with_cases(48));
+        runner
+            .run(&strat, |(set, eps, page, threads, granule)| {
+                let keys = &sets[set];
+                let n = keys.len();
+                let reach = window_reach(eps.saturating_mul(2), page);
+                let g = granule.max(1);
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .unwrap();
+                for source in [Keys::Slice(keys), Keys::Run(&runs[set])] {
+                    let tol = Tolerance {
+                        eps,
+                        granule: 1,
+                        zero_page: 0,
+                    };
+                    let segs = crate::model::optimal_pla_points(tol.points(Win::all(keys), 0..n));
+                    let first_key = |i: usize| first_key_of(&segs, i);
+                    let (entries, starts) =
+                        band_entries(n, &lines_of(&segs), &first_key, None, 1, 0).unwrap();
+                    let want = measured_band(source, &starts, &entries, 0, page, reach).unwrap();
+                    let fold = TallyFold { page, reach };
+                    let (got_segs, acc) = pool
+                        .install(|| segment_stream_folded(source, tol, &fold))
+                        .unwrap();
+                    prop_assert_eq!(&got_segs, &segs);
+                    let got = acc
+                        .into_tally(n as u64, reach)
+                        .finish(source, &entries, 0, page, reach)
+                        .unwrap();
+                    prop_assert_eq!(&got.0.flat, &want.0.flat);
+                    prop_assert_eq!(got.0.kind, want.0.kind);
+                    prop_assert_eq!(got.1, want.1, "extra pages, page {}, reach {}", page, reach);
+                    // The bounds of a band in units of `g` records.
+                    let tol = Tolerance {
+                        eps,
+                        granule: g,
+                        zero_page: 0,
+                    };
+                    let segs = crate::model::optimal_pla_points(tol.points(Win::all(keys), 0..n));
+                    let first_key = |i: usize| first_key_of(&segs, i);
+                    let want = band_layer_in(source, &lines_of(&segs), &first_key, None, g, 0).unwrap();
+                    let (got_segs, bounds) = pool
+                        .install(|| segment_stream_folded(source, tol, &BoundsFold { granule: g }))
+                        .unwrap();
+                    prop_assert_eq!(&got_segs, &segs);
+                    let LayerKind::Band { eps_lo, eps_hi, .. } = want.kind else {
+                        panic!("a band")
+                    };
+                    prop_assert_eq!(bounds, (eps_lo, eps_hi), "granule {}", g);
+                }
+                Ok(())
+            })
+            .unwrap();
+    }
+
     #[test]
     fn rounded_band_matches_separate_passes() {
         use proptest::prelude::*;
