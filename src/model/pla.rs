@@ -433,6 +433,13 @@ impl PlaStitcher {
         &self.out
     }
 
+    /// Takes the finished segments so far (a caller that measures them as
+    /// they finish and keeps none): [`PlaStitcher::finish`] then returns
+    /// only the later ones.
+    pub fn take_segments(&mut self) -> Vec<Segment> {
+        std::mem::take(&mut self.out)
+    }
+
     /// Input index of the open segment's first point (the next point's if
     /// none is open): every finished segment ends at or before it.
     pub fn open_start(&self) -> usize {

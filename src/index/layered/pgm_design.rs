@@ -845,9 +845,21 @@ impl Tally {
             flat,
             last_successor: n,
         };
+        match self.counted(n, zero_page, page, reach) {
+            Some(extra) => Ok((band, extra)),
+            None => {
+                let extra = extra_pages(keys, &band, page)?;
+                Ok((band, extra))
+            }
+        }
+    }
+
+    /// The extra pages per lookup of `n` keys from the tally, if it holds
+    /// every key and the bounds are within `reach` (else `None`: count them
+    /// with [`extra_pages`]).
+    fn counted(&self, n: u64, zero_page: u64, page: u64, reach: u64) -> Option<f64> {
         if !self.whole || self.lo > reach || self.hi > reach {
-            let extra = extra_pages(keys, &band, page)?;
-            return Ok((band, extra));
+            return None;
         }
         let (el, eh) = (self.lo as i64, self.hi as i64);
         let p = page as i64;
@@ -866,7 +878,7 @@ impl Tally {
                 extra += (hi - 1) / page - lo / page;
             }
         }
-        Ok((band, extra as f64 / n.max(1) as f64))
+        Some(extra as f64 / n.max(1) as f64)
     }
 
     fn merge(mut self, other: Tally) -> Tally {
@@ -1152,11 +1164,9 @@ struct ZeroBand {
 /// pass ([`TallyFold`]; else they are measured in a pass of their own). Every step reads the
 /// keys in passes ([`Keys::by_groups`], [`Keys::map_parts`]): over a data
 /// run, a window of keys per thread at a time.
-#[allow(clippy::too_many_arguments)]
 fn zero_interval_band(
     keys: Keys<'_>,
-    plain_segs: Vec<crate::model::Segment>,
-    plain_tally: Option<TallyAcc>,
+    plain: Plain,
     eps: u64,
     per_page: usize,
     compress: bool,
@@ -1166,23 +1176,26 @@ fn zero_interval_band(
     let n = keys.len();
     // Plain PGM's measured expected extra pages at `eps` is the budget.
     let reach = window_reach(eps.saturating_mul(2), page);
-    let (entries, starts) = band_entries(
-        n,
-        &lines_of(&plain_segs),
-        &|i| first_key_of(&plain_segs, i),
-        None,
-        1,
-        0,
-    )?;
-    let measured = match plain_tally {
-        Some(t) => t
-            .into_tally(n as u64, reach)
-            .finish(keys, &entries, 0, page, reach)?,
-        None => measured_band(keys, &starts, &entries, 0, page, reach)?,
+    let tol = Tolerance {
+        eps,
+        granule: 1,
+        zero_page: 0,
     };
-    let budget = measured.1 + slack.unwrap_or(0.002);
-    let plain_segments = plain_segs.len();
-    drop((plain_segs, entries, starts));
+    let measure = |segs: &[crate::model::Segment]| -> Result<f64> {
+        let first_key = |i: usize| first_key_of(segs, i);
+        let (entries, starts) = band_entries(n, &lines_of(segs), &first_key, None, 1, 0)?;
+        Ok(measured_band(keys, &starts, &entries, 0, page, reach)?.1)
+    };
+    // The tally counts the pages unless a band is off by more than it
+    // holds: then plain PGM is segmented again and measured in a pass.
+    let (plain_segments, extra) = match plain {
+        Plain::Tallied(count, t) => match t.into_tally(n as u64, reach).counted(n as u64, 0, page, reach) {
+            Some(extra) => (count, extra),
+            None => (count, measure(&segment_stream(keys, tol)?)?),
+        },
+        Plain::Segments(segs) => (segs.len(), measure(&segs)?),
+    };
+    let budget = extra + slack.unwrap_or(0.002);
     let max_window = if slack.is_some() {
         eps.saturating_mul(2)
     } else {
@@ -1381,23 +1394,26 @@ fn pgm_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool, compress:
     } else if zero {
         // Plain PGM's measured pages (the zero intervals' budget) in the
         // same pass.
+        // same pass; its segments are not kept (plain PGM is not built).
         let page = per_page as u64;
         if page == 0 || page > 1 << 16 {
-            First::Segments(segment_stream(keys, tol)?, None, None)
+            First::Segments(segment_stream(keys, tol)?, None)
         } else {
             let fold = TallyFold {
                 page,
                 reach: window_reach(eps.saturating_mul(2), page),
             };
-            let (segs, tally) = segment_stream_folded(keys, tol, &fold)?;
-            First::Segments(segs, None, Some(tally))
+            let e = i128::from(eps);
+            let (count, tally) =
+                super::segment::fold_segments(keys, move |i| (i as i128 - e, i as i128 + e), &fold)?;
+            First::Tallied(count, tally)
         }
     } else {
         // The band's error bounds measured in the same pass, segment by
         // segment (no measuring pass of its own).
         let fold = BoundsFold { granule };
         let (segs, bounds) = segment_stream_folded(keys, tol, &fold)?;
-        First::Segments(segs, Some(bounds), None)
+        First::Segments(segs, Some(bounds))
     };
     if first.is_empty() {
         return Ok(Design {
@@ -1408,7 +1424,12 @@ fn pgm_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool, compress:
     }
     let mut notes_out = Value::Null;
     let (bottom, mut models) = match (zero, first) {
-        (true, First::Segments(plain_segs, _, tally)) => {
+        (true, first @ (First::Segments(..) | First::Tallied(..))) => {
+            let plain = match first {
+                First::Tallied(count, tally) => Plain::Tallied(count, tally),
+                First::Segments(segs, _) => Plain::Segments(segs),
+                First::Samples(_) => return Err(Error::invalid("zero intervals take no samples")),
+            };
             let ZeroBand {
                 band,
                 blob,
@@ -1417,7 +1438,7 @@ fn pgm_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool, compress:
                 extra,
                 budget,
                 plain_segments,
-            } = zero_interval_band(keys, plain_segs, tally, eps, per_page, compress, slack)?;
+            } = zero_interval_band(keys, plain, eps, per_page, compress, slack)?;
             let mut notes = json!({
                 "zero_interval_window": window,
                 "expected_pages": 1.0 + extra,
@@ -1449,7 +1470,8 @@ fn pgm_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool, compress:
             notes_out = notes;
             (band, segs)
         }
-        (_, First::Segments(segs, bounds, _)) => {
+        (_, First::Tallied(..)) => return Err(Error::invalid("a tally without zero intervals")),
+        (_, First::Segments(segs, bounds)) => {
             let first_key = |i: usize| first_key_of(&segs, i);
             let band = match bounds {
                 Some(bounds) => {
@@ -1485,16 +1507,27 @@ fn pgm_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool, compress:
 enum First {
     /// Every `sample`-th key.
     Samples(Vec<u64>),
-    /// The segmentation of every key, and the error bounds of its band or
-    /// the tally of its pages if they were measured in the same pass.
-    Segments(Vec<crate::model::Segment>, Option<(u64, u64)>, Option<TallyAcc>),
+    /// The segmentation of every key, and the error bounds of its band if
+    /// they were measured in the same pass.
+    Segments(Vec<crate::model::Segment>, Option<(u64, u64)>),
+    /// How many segments plain PGM has, and the tally of its pages
+    /// ([`TallyFold`]; the segments are not kept).
+    Tallied(usize, TallyAcc),
+}
+
+/// What sets the page budget of the zero intervals: plain PGM's
+/// segmentation, or its segment count and page tally.
+enum Plain {
+    Segments(Vec<crate::model::Segment>),
+    Tallied(usize, TallyAcc),
 }
 
 impl First {
     fn is_empty(&self) -> bool {
         match self {
             First::Samples(k) => k.is_empty(),
-            First::Segments(s, ..) => s.is_empty(),
+            First::Segments(s, _) => s.is_empty(),
+            First::Tallied(count, _) => *count == 0,
         }
     }
 }
@@ -2123,6 +2156,16 @@ mod tests {
                     prop_assert_eq!(&got.0.flat, &want.0.flat);
                     prop_assert_eq!(got.0.kind, want.0.kind);
                     prop_assert_eq!(got.1, want.1, "extra pages, page {}, reach {}", page, reach);
+                    // The segments not kept: their number, and the same tally.
+                    let e = i128::from(eps);
+                    let interval = move |i: usize| (i as i128 - e, i as i128 + e);
+                    let (count, acc) = pool
+                        .install(|| crate::index::layered::segment::fold_segments(source, interval, &fold))
+                        .unwrap();
+                    prop_assert_eq!(count, segs.len());
+                    if let Some(extra) = acc.into_tally(n as u64, reach).counted(n as u64, 0, page, reach) {
+                        prop_assert_eq!(extra, want.1);
+                    }
                     // The bounds of a band in units of `g` records.
                     let tol = Tolerance {
                         eps,

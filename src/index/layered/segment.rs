@@ -80,7 +80,7 @@ pub(super) fn optimal_segments<F>(keys: Keys<'_>, interval: F) -> Result<Vec<Seg
 where
     F: Fn(usize) -> (i128, i128) + Sync,
 {
-    Ok(optimal_segments_with(keys, &interval, &NoFold, PART_KEYS, PARTS_IN_FLIGHT)?.0)
+    Ok(optimal_segments_with(keys, &interval, &NoFold, true, PART_KEYS, PARTS_IN_FLIGHT)?.0)
 }
 
 /// [`optimal_segments`], and `fold` over every segment's keys in the same
@@ -99,25 +99,42 @@ where
     F: Fn(usize) -> (i128, i128) + Sync,
     M: SegmentFold,
 {
-    optimal_segments_with(keys, &interval, fold, PART_KEYS, PARTS_IN_FLIGHT)
+    let (segs, _, acc) = optimal_segments_with(keys, &interval, fold, true, PART_KEYS, PARTS_IN_FLIGHT)?;
+    Ok((segs, acc))
 }
 
-/// [`optimal_segments_folded`] with partitions of `part_keys` keys and at
-/// most `in_flight` of them unstitched (both at least 1).
+/// [`optimal_segments_folded`] without the segments: how many there are,
+/// and the fold (a measure of a segmentation that is not kept: held only
+/// while its keys are, not until the pass ends).
+pub(super) fn fold_segments<F, M>(keys: Keys<'_>, interval: F, fold: &M) -> Result<(usize, M::Acc)>
+where
+    F: Fn(usize) -> (i128, i128) + Sync,
+    M: SegmentFold,
+{
+    let (_, count, acc) = optimal_segments_with(keys, &interval, fold, false, PART_KEYS, PARTS_IN_FLIGHT)?;
+    Ok((count, acc))
+}
+
+/// [`optimal_segments_folded`] (with `keep`; else [`fold_segments`]: no
+/// segments, their number) with partitions of `part_keys` keys and at most
+/// `in_flight` of them unstitched (both at least 1).
 fn optimal_segments_with<F, M>(
     keys: Keys<'_>,
     interval: &F,
     fold: &M,
+    keep: bool,
     part_keys: usize,
     in_flight: usize,
-) -> Result<(Vec<Segment>, M::Acc)>
+) -> Result<(Vec<Segment>, usize, M::Acc)>
 where
     F: Fn(usize) -> (i128, i128) + Sync,
     M: SegmentFold,
 {
     let part_keys = part_keys.max(1);
-    let (segs, acc, later) = if rayon::current_num_threads() <= 1 {
-        sequential(keys, interval, fold, 2 * part_keys)?
+    // The segments (if kept), how many, the keys, the fold, and the
+    // segments whose keys were let go before they finished.
+    let (segs, count, n, acc, later) = if rayon::current_num_threads() <= 1 {
+        sequential(keys, interval, fold, keep, 2 * part_keys)?
     } else if let Keys::Slice(all) = keys {
         let parts: Vec<PlaPart> = all
             .par_chunks(part_keys)
@@ -144,7 +161,14 @@ where
         } else {
             fold.empty()
         };
-        (segs, acc, Vec::new())
+        let count = segs.len();
+        (
+            if keep { segs } else { Vec::new() },
+            count,
+            all.len(),
+            acc,
+            Vec::new(),
+        )
     } else {
         let (tx, rx) = crossbeam_channel::unbounded();
         let mut pipeline = Pipeline {
@@ -158,28 +182,40 @@ where
             done: BTreeMap::new(),
             spare: Vec::new(),
             held: Held::default(),
+            keep,
+            forgot: 0,
             tx,
             rx,
         };
         rayon::scope(|s| pipeline.run(s, keys))?;
         let Pipeline {
-            stitcher, mut held, ..
+            stitcher,
+            mut held,
+            forgot,
+            ..
         } = pipeline;
+        let n = stitcher.next_index();
         let segs = stitcher.finish();
         // The last segment, open until the end.
         held.fold_from(&segs, fold, true);
-        (segs, held.acc.unwrap_or_else(|| fold.empty()), held.later)
+        let count = forgot + segs.len();
+        (
+            if keep { segs } else { Vec::new() },
+            count,
+            n,
+            held.acc.unwrap_or_else(|| fold.empty()),
+            held.later,
+        )
     };
     // Segments longer than the keys held: their keys read again.
     let mut acc = acc;
-    let n = segs.last().map_or(0, Segment::end);
     for s in &later {
         keys.for_each_chunk(s.start..s.end(), |i, chunk| {
             fold.add(&mut acc, s, s.end() == n, i, chunk);
             Ok(())
         })?;
     }
-    Ok((segs, acc))
+    Ok((segs, count, acc))
 }
 
 fn outside() -> Error {
@@ -189,18 +225,20 @@ fn outside() -> Error {
 /// The plain sequential pass (one thread), folding each segment from the
 /// keys held since it began (up to `hold`); returns the segments, the fold
 /// and the segments too long to hold.
+#[allow(clippy::type_complexity)]
 fn sequential<F, M>(
     keys: Keys<'_>,
     interval: &F,
     fold: &M,
+    keep: bool,
     hold: usize,
-) -> Result<(Vec<Segment>, M::Acc, Vec<Segment>)>
+) -> Result<(Vec<Segment>, usize, usize, M::Acc, Vec<Segment>)>
 where
     F: Fn(usize) -> (i128, i128) + Sync,
     M: SegmentFold,
 {
     let mut pla = PlaStream::new();
-    let mut segs = Vec::new();
+    let (mut segs, mut count) = (Vec::new(), 0usize);
     let mut acc = fold.empty();
     let mut later = Vec::new();
     // The open segment's keys from earlier chunks (`own_start` the first),
@@ -222,7 +260,10 @@ where
                     later.push(s);
                 }
             }
-            segs.push(s);
+            count += 1;
+            if keep {
+                segs.push(s);
+            }
         };
     keys.for_each_all(|i, c| {
         // The open segment's first key in this chunk.
@@ -253,10 +294,11 @@ where
         }
         Ok(())
     })?;
+    let n = pla.next_index();
     if let Some(s) = pla.finish() {
         finished(s, true, &own, own_start, outgrown, &[]);
     }
-    Ok((segs, acc, later))
+    Ok((segs, count, n, acc, later))
 }
 
 /// The keys a pipeline still holds after stitching, for the segments that
@@ -358,6 +400,9 @@ struct Pipeline<'f, F, M: SegmentFold> {
     spare: Vec<Vec<u64>>,
     /// Stitched partitions still folded from.
     held: Held<M::Acc>,
+    /// Whether the segments are kept (else counted once folded).
+    keep: bool,
+    forgot: usize,
     tx: Sender<Done>,
     rx: Receiver<Done>,
 }
@@ -457,6 +502,10 @@ where
             let free = if M::KEYS {
                 self.held.parts.push_back((start, keys));
                 self.held.fold_from(self.stitcher.segments(), self.fold, false);
+                if !self.keep {
+                    self.forgot += self.stitcher.take_segments().len();
+                    self.held.folded = 0;
+                }
                 self.held.release(self.stitcher.open_start())
             } else {
                 vec![keys]
@@ -528,8 +577,8 @@ mod tests {
             .fold(0, u64::wrapping_add);
         pool(threads).install(|| {
             let seg = |k: Keys<'_>| {
-                let (segs, digest) =
-                    optimal_segments_with(k, &interval, &fold, part_keys, in_flight).unwrap();
+                let (segs, _, digest) =
+                    optimal_segments_with(k, &interval, &fold, true, part_keys, in_flight).unwrap();
                 let source = match k {
                     Keys::Slice(_) => "slice",
                     Keys::Run(_) => "run",
@@ -542,10 +591,18 @@ mod tests {
                     keys.len()
                 );
                 assert_eq!(
-                    optimal_segments_with(k, &interval, &NoFold, part_keys, in_flight)
+                    optimal_segments_with(k, &interval, &NoFold, true, part_keys, in_flight)
                         .unwrap()
                         .0,
                     segs
+                );
+                let (none, count, forgetful) =
+                    optimal_segments_with(k, &interval, &fold, false, part_keys, in_flight).unwrap();
+                assert!(none.is_empty());
+                assert_eq!(
+                    (count, forgetful),
+                    (segs.len(), digest),
+                    "not kept, over the {source}"
                 );
                 segs
             };
@@ -653,6 +710,7 @@ mod tests {
                     Keys::Piped(&pipe),
                     &|i: usize| (i as i128, i as i128),
                     &NoFold,
+                    true,
                     4,
                     2,
                 )
