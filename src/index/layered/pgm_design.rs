@@ -313,9 +313,12 @@ fn cpr_band(
     tol: Tolerance,
     budget: f64,
 ) -> Result<(LayerBuild, LayerBuild, Option<f64>)> {
+    // What the design holds per segment goes as soon as it is used: at 200M
+    // keys (180k segments) these are tens of MB next to a 1 MB model.
     let ranges: Vec<(f64, f64)> = segs.iter().map(|s| (s.slope_lo, s.slope_hi)).collect();
     let (table, assign) = crate::model::min_slope_set(&ranges);
-    let starts: Vec<usize> = segs.iter().map(|s| s.start).collect();
+    drop(ranges);
+    let seg_starts: Vec<usize> = segs.iter().map(|s| s.start).collect();
     // Each segment's line is its own: found in parallel, in order, with the
     // bounds of its rough separator: `[last key before it + 1, its first
     // key]` (`[0, first]` for the first).
@@ -348,7 +351,7 @@ fn cpr_band(
             },
         }
     };
-    let groups = keys.by_groups(&starts, |win, js| {
+    let groups = keys.by_groups(&seg_starts, |win, js| {
         let mut out = Vec::with_capacity(js.len());
         for j in js {
             let (Some(s), Some(&a)) = (segs.get(j), assign.get(j)) else {
@@ -363,6 +366,7 @@ fn cpr_band(
         }
         out
     })?;
+    drop((assign, seg_starts));
     let (mut lines, mut lo, mut hi) = (Vec::new(), Vec::new(), Vec::new());
     for (l, a, b) in groups.into_iter().flatten() {
         lines.push(l);
@@ -382,6 +386,7 @@ fn cpr_band(
         *l = (*l).max(h.saturating_sub(reach));
     }
     let seps = crate::model::GapArray::encode_bounded(&lo, &hi)?;
+    drop((lo, hi));
     let entry_keys: Vec<u64> = seps.iter().collect();
     let first_key = |i: usize| first_key_of(segs, i);
     let (entries, starts) = band_entries(
@@ -392,6 +397,7 @@ fn cpr_band(
         tol.granule,
         tol.zero_page,
     )?;
+    drop((lines, entry_keys));
     // With zero intervals the page budget usually leaves room: intercepts
     // rounded to whole units (a few positions) cost a few bits less each and
     // move predictions by at most half a unit. Keep the coarsest rounding

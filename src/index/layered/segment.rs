@@ -223,8 +223,9 @@ fn outside() -> Error {
 }
 
 /// The plain sequential pass (one thread), folding each segment from the
-/// keys held since it began (up to `hold`); returns the segments, the fold
-/// and the segments too long to hold.
+/// keys held since it began (up to `hold`); returns the segments (if
+/// `keep`), their number, the number of keys, the fold and the segments too
+/// long to hold.
 #[allow(clippy::type_complexity)]
 fn sequential<F, M>(
     keys: Keys<'_>,
