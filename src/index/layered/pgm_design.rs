@@ -214,6 +214,7 @@ fn rounded_offsets(
 /// are counted nearest rounding first (the likelier winner, so the other's
 /// count stops early more often); the same rounding wins as in
 /// [`rounded_offsets`].
+#[cfg(test)]
 fn rounded_band(
     keys: Keys<'_>,
     starts: &[usize],
@@ -222,14 +223,30 @@ fn rounded_band(
     tol: Tolerance,
     reach: u64,
 ) -> Result<(Vec<super::entries::BandEntry>, LayerBuild, f64)> {
+    rounded_band_within(keys, starts, entries, unit, tol, reach, f64::INFINITY)?
+        .ok_or_else(|| Error::invalid("a band measured without a limit stopped"))
+}
+
+/// [`rounded_band`], or `None` as soon as the keys counted prove the
+/// rounded band reads more than `limit` extra pages per lookup ([`Stop`]).
+fn rounded_band_within(
+    keys: Keys<'_>,
+    starts: &[usize],
+    entries: &[super::entries::BandEntry],
+    unit: i32,
+    tol: Tolerance,
+    reach: u64,
+    limit: f64,
+) -> Result<Option<(Vec<super::entries::BandEntry>, LayerBuild, f64)>> {
     let page = tol.zero_page;
     if starts.len() != entries.len() || !one_pass(starts, entries, page, page) || page == 0 {
         let q = rounded_offsets(keys, starts, entries, unit, tol)?;
-        let (b, extra) = measured_band(keys, starts, &q, page, page, reach)?;
-        return Ok((q, b, extra));
+        let measured = measured_band_within(keys, starts, &q, page, page, reach, limit)?;
+        return Ok(measured.map(|(b, extra)| (q, b, extra)));
     }
     let len = keys.len();
     let n = len as u64;
+    let stop = Stop::new(n, limit);
     let max_unit = n;
     let cap = tol.eps + (unit as u64).div_ceil(32);
     let far_end = n.saturating_sub(1).saturating_sub(reach);
@@ -244,8 +261,16 @@ fn rounded_band(
             let (mut cur, mut won) = (Vec::new(), Vec::new());
             let (mut own, mut at) = (PageDiv::new(page), PageDiv::new(page));
             let mut out = Vec::with_capacity(js.len());
+            let (mut told, mut since) = (0u64, 0usize);
+            let js = if stop.over() { 0..0 } else { js };
             for j in js {
                 let Some(e) = entries.get(j) else { continue };
+                if since >= STOP_EVERY {
+                    since = 0;
+                    if stop.report(&t, page, reach, &mut told) {
+                        break;
+                    }
+                }
                 let u = i64::from(unit.max(1));
                 let off = i64::from(e.off);
                 let down = off.div_euclid(u) * u;
@@ -283,6 +308,7 @@ fn rounded_band(
                     );
                 }
                 let next_key = entries.get(j + 1).map(|f| f.key);
+                since += won.len();
                 for (i, (&p, &k)) in won.iter().zip(win.range(start..start + won.len())).enumerate() {
                     // `extra_pages` routes by entry keys: the same entry, or
                     // the count is made there.
@@ -293,26 +319,32 @@ fn rounded_band(
                 }
                 out.push(e);
             }
+            stop.report(&t, page, reach, &mut told);
             (out, t)
         })?
         .into_iter()
         .unzip();
+    if stop.over() {
+        return Ok(None);
+    }
     let q: Vec<super::entries::BandEntry> = parts.into_iter().flatten().collect();
     let tally = tallies.into_iter().fold(Tally::new(page), Tally::merge);
     let (b, extra) = tally.finish(keys, &q, page, page, reach)?;
-    Ok((q, b, extra))
+    Ok(Some((q, b, extra)))
 }
 
 /// A compressed band layer (CprLeCo_PGM_D): shared slopes, intercepts re-fitted
 /// for them, rough separators as entry keys, all measured as a plain band.
 /// Returns that band, the blob layer and, with zero intervals and a finite
-/// budget, the band's extra pages per lookup.
+/// budget, the band's extra pages per lookup; `None` once it is proven to
+/// read more than `limit` extra pages per lookup.
 fn cpr_band(
     keys: Keys<'_>,
     segs: &[crate::model::Segment],
     tol: Tolerance,
     budget: f64,
-) -> Result<(LayerBuild, LayerBuild, Option<f64>)> {
+    limit: f64,
+) -> Result<Option<(LayerBuild, LayerBuild, Option<f64>)>> {
     // What the design holds per segment goes as soon as it is used: at 200M
     // keys (180k segments) these are tens of MB next to a 1 MB model.
     let ranges: Vec<(f64, f64)> = segs.iter().map(|s| (s.slope_lo, s.slope_hi)).collect();
@@ -407,18 +439,21 @@ fn cpr_band(
         let reach = window_reach(tol.eps, page);
         let mut chosen = None;
         for unit in OFF_UNITS {
-            let (q, b, extra) = rounded_band(keys, &starts, &entries, unit, tol, reach)?;
-            if extra <= budget + 1e-12 {
+            // A rounding over the budget is not kept: its count stops there.
+            let rounded = rounded_band_within(keys, &starts, &entries, unit, tol, reach, budget)?;
+            if let Some((q, b, extra)) = rounded
+                && extra <= budget + 1e-12
+            {
                 chosen = Some((unit, b, q, Some(extra)));
                 break;
             }
         }
         match chosen {
             Some(c) => c,
-            None => {
-                let (b, extra) = measured_band(keys, &starts, &entries, page, page, reach)?;
-                (1, b, entries, Some(extra))
-            }
+            None => match measured_band_within(keys, &starts, &entries, page, page, reach, limit)? {
+                Some((b, extra)) => (1, b, entries, Some(extra)),
+                None => return Ok(None),
+            },
         }
     } else {
         let b = band_of_entries_in(keys, &starts, &entries, tol.granule, tol.zero_page)?;
@@ -443,7 +478,7 @@ fn cpr_band(
         },
         cpr.to_bytes(),
     );
-    Ok((band, blob, extra))
+    Ok(Some((band, blob, extra)))
 }
 
 /// Key `i` for `i` a segment's start: its first key.
@@ -694,7 +729,9 @@ pub(crate) fn compressed_band(
         granule: 1,
         zero_page,
     };
-    cpr_band(Keys::Slice(keys), segs, tol, budget).map(|(_, blob, _)| blob)
+    cpr_band(Keys::Slice(keys), segs, tol, budget, f64::INFINITY)?
+        .map(|(_, blob, _)| blob)
+        .ok_or_else(|| Error::invalid("a band built without a limit stopped"))
 }
 
 /// Mean extra pages (beyond the first) a lookup of a present key reads with
@@ -867,17 +904,7 @@ impl Tally {
         if !self.whole || self.lo > reach || self.hi > reach {
             return None;
         }
-        let (el, eh) = (self.lo as i64, self.hi as i64);
-        let p = page as i64;
-        let mut extra: u64 = self
-            .hist
-            .iter()
-            .enumerate()
-            .map(|(r, &c)| {
-                let r = r as i64;
-                c * ((r + eh).div_euclid(p) - (r - el).div_euclid(p)) as u64
-            })
-            .sum();
+        let mut extra = self.hist_pages(page);
         for &q in &self.ends {
             let (lo, hi) = super::layer::band_range(q, self.lo, self.hi, 1, zero_page, n);
             if hi > lo {
@@ -885,6 +912,33 @@ impl Tally {
             }
         }
         Some(extra as f64 / n.max(1) as f64)
+    }
+
+    /// The extra pages of the predictions in the histogram, with the
+    /// bounds as they stand.
+    fn hist_pages(&self, page: u64) -> u64 {
+        let (el, eh) = (self.lo as i64, self.hi as i64);
+        let p = page as i64;
+        self.hist
+            .iter()
+            .enumerate()
+            .map(|(r, &c)| {
+                let r = r as i64;
+                c * ((r + eh).div_euclid(p) - (r - el).div_euclid(p)) as u64
+            })
+            .sum()
+    }
+
+    /// A lower bound on the extra pages ([`extra_pages`]'s count, not per
+    /// key) of the finished band, from the keys tallied so far, while the
+    /// tally is whole and its bounds within `reach`: each histogram entry
+    /// is a key routed to the entry that predicted it, at least `reach` from
+    /// both ends; its window `[p - lo, p + hi]` lies inside the keys and
+    /// can only widen as the bounds grow (the finished band's window holds
+    /// it, clipped to the keys or not), and the ends add pages, never
+    /// remove any.
+    fn lower_bound(&self, page: u64, reach: u64) -> Option<u64> {
+        (self.whole && self.lo <= reach && self.hi <= reach).then(|| self.hist_pages(page))
     }
 
     fn merge(mut self, other: Tally) -> Tally {
@@ -902,6 +956,51 @@ impl Tally {
 /// Predictions a part of a measuring pass keeps near the ends before it
 /// gives up on the histogram (a band predicting far off its keys).
 const MAX_ENDS: usize = 1 << 16;
+
+/// Stops the parts of a measuring pass once the extra pages they have
+/// counted ([`Tally::lower_bound`], added up) prove the band reads more than
+/// `limit` extra pages per lookup: a band that does not fit its budget
+/// need not be measured whole. The proof is exact, so the pass reaches the
+/// same verdict it would have reached at its end.
+struct Stop {
+    n: u64,
+    limit: f64,
+    spent: std::sync::atomic::AtomicU64,
+}
+
+/// Keys a part of a measuring pass tallies between two reports to its
+/// [`Stop`].
+const STOP_EVERY: usize = if cfg!(test) { 64 } else { 1 << 14 };
+
+impl Stop {
+    fn new(n: u64, limit: f64) -> Stop {
+        Stop {
+            n,
+            limit,
+            spent: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Whether what has been counted already exceeds the limit (never with
+    /// an infinite limit).
+    fn over(&self) -> bool {
+        let spent = self.spent.load(std::sync::atomic::Ordering::Relaxed);
+        spent as f64 / self.n.max(1) as f64 > self.limit + 1e-12
+    }
+
+    /// Reports a part's tally (`told`: its lower bound reported before),
+    /// and whether the pass is over the limit.
+    fn report(&self, t: &Tally, page: u64, reach: u64, told: &mut u64) -> bool {
+        if self.limit.is_finite()
+            && let Some(lb) = t.lower_bound(page, reach)
+        {
+            let more = lb.saturating_sub(*told);
+            self.spent.fetch_add(more, std::sync::atomic::Ordering::Relaxed);
+            *told = (*told).max(lb);
+        }
+        self.over()
+    }
+}
 
 /// [`measured_band`]'s tally of a band without zero intervals whose entries
 /// are its segments' (keyed at their first keys, item predictions), folded
@@ -1032,10 +1131,25 @@ fn measured_band(
     page: u64,
     reach: u64,
 ) -> Result<(LayerBuild, f64)> {
-    let separate = || -> Result<(LayerBuild, f64)> {
+    measured_band_within(keys, starts, entries, zero_page, page, reach, f64::INFINITY)?
+        .ok_or_else(|| Error::invalid("a band measured without a limit stopped"))
+}
+
+/// [`measured_band`], or `None` as soon as the keys counted prove the band
+/// reads more than `limit` extra pages per lookup ([`Stop`]).
+fn measured_band_within(
+    keys: Keys<'_>,
+    starts: &[usize],
+    entries: &[super::entries::BandEntry],
+    zero_page: u64,
+    page: u64,
+    reach: u64,
+    limit: f64,
+) -> Result<Option<(LayerBuild, f64)>> {
+    let separate = || -> Result<Option<(LayerBuild, f64)>> {
         let band = band_of_entries_in(keys, starts, entries, 1, zero_page)?;
         let extra = extra_pages(keys, &band, page)?;
-        Ok((band, extra))
+        Ok(Some((band, extra)))
     };
     let n = keys.len() as u64;
     let used = starts.len().min(entries.len());
@@ -1048,18 +1162,29 @@ fn measured_band(
     }
     let max_unit = n;
     let far_end = n.saturating_sub(1).saturating_sub(reach);
+    let stop = Stop::new(n, limit);
     // A group of entries at a time (each entry's keys in order), in
     // parallel; the tallies add up the same whatever the groups.
     let tally = keys
         .by_groups(starts, |win, js| {
             let mut t = Tally::new(page);
             let (mut own, mut at) = (PageDiv::new(zero_page), PageDiv::new(page));
+            let (mut told, mut since) = (0u64, 0usize);
+            // Parts after the limit is passed count nothing.
+            let js = if stop.over() { 0..0 } else { js };
             for j in js {
                 let (Some(e), Some(&start)) = (entries.get(j), starts.get(j)) else {
                     continue;
                 };
+                if since >= STOP_EVERY {
+                    since = 0;
+                    if stop.report(&t, page, reach, &mut told) {
+                        break;
+                    }
+                }
                 let next_entry = entries.get(j + 1);
                 let end = starts.get(j + 1).copied().unwrap_or(n as usize);
+                since += end.saturating_sub(start);
                 let next = next_entry.map_or(max_unit, |f| f.base);
                 for (d, &k) in win.range(start..end).iter().enumerate() {
                     // `extra_pages` routes by entry keys: the same entry, or
@@ -1079,11 +1204,15 @@ fn measured_band(
                     );
                 }
             }
+            stop.report(&t, page, reach, &mut told);
             t
         })?
         .into_iter()
         .fold(Tally::new(page), Tally::merge);
-    tally.finish(keys, entries, zero_page, page, reach)
+    if stop.over() {
+        return Ok(None);
+    }
+    tally.finish(keys, entries, zero_page, page, reach).map(Some)
 }
 
 /// Whether [`measured_band`] can measure `entries` in one pass.
@@ -1113,38 +1242,50 @@ fn band_entry(e: &[u8]) -> super::entries::BandEntry {
 /// otherwise a binary search (extra pages grow with the window) to within
 /// `eps / 32` — over `[0, eps)` when `eps` does not fit, over
 /// `(eps, max_window]` when it fits and wider windows are allowed.
-/// `build(w)` returns the built value and its measured extra pages per
-/// lookup. Window 0 (predict the page) always fits a budget of 0 extra pages.
+/// `build(w, limit)` returns the built value and its measured extra pages
+/// per lookup, or `None` once it has counted more than `limit` extra pages
+/// per lookup (a window that does not fit need not be built whole). Window
+/// 0 (predict the page) always fits a budget of 0 extra pages: it is built
+/// last, with no limit, and only if no wider window fits.
 pub(super) fn widest_window<T>(
     eps: u64,
     max_window: u64,
     budget: f64,
-    mut build: impl FnMut(u64) -> Result<(T, f64)>,
+    mut build: impl FnMut(u64, f64) -> Result<Option<(T, f64)>>,
 ) -> Result<(T, u64, f64)> {
     let fits = |e: f64| e <= budget + 1e-12;
-    let (first, extra) = build(eps)?;
-    if eps == 0 || (fits(extra) && max_window <= eps) {
-        return Ok((first, eps, extra));
+    // `build(w, limit)` may stop (`None`) once it has proven that window
+    // `w` reads more than `limit` extra pages per lookup; given no limit it
+    // builds.
+    let full =
+        |r: Option<(T, f64)>| r.ok_or_else(|| Error::invalid("a window built without a limit stopped"));
+    if eps == 0 {
+        let (t, e) = full(build(0, f64::INFINITY)?)?;
+        return Ok((t, 0, e));
     }
-    // Invariant: `best_w` fits (or is 0), `bad` does not (or lies past the
-    // largest window allowed).
-    let (mut best, mut best_w, mut best_extra, mut bad) = if fits(extra) {
-        (first, eps, extra, max_window.saturating_add(1))
-    } else {
-        let (t, e) = build(0)?;
-        (t, 0, e, eps)
+    // Invariant: `best_w` fits (window 0 always does: it is built only if
+    // no wider window fits), `bad` does not (or lies past the largest
+    // window allowed).
+    let (mut best, mut best_w, mut best_extra, mut bad) = match build(eps, budget)?.filter(|r| fits(r.1)) {
+        Some((t, e)) if max_window <= eps => return Ok((t, eps, e)),
+        Some((t, e)) => (Some(t), eps, e, max_window.saturating_add(1)),
+        None => (None, 0, 0.0, eps),
     };
     let tolerance = (eps / 32).max(1);
     while bad - best_w > tolerance {
         let mid = best_w + (bad - best_w) / 2;
-        let (t, e) = build(mid)?;
-        if fits(e) {
-            (best, best_w, best_extra) = (t, mid, e);
-        } else {
-            bad = mid;
+        match build(mid, budget)?.filter(|r| fits(r.1)) {
+            Some((t, e)) => (best, best_w, best_extra) = (Some(t), mid, e),
+            None => bad = mid,
         }
     }
-    Ok((best, best_w, best_extra))
+    match best {
+        Some(t) => Ok((t, best_w, best_extra)),
+        None => {
+            let (t, e) = full(build(0, f64::INFINITY)?)?;
+            Ok((t, 0, e))
+        }
+    }
 }
 
 /// What [`zero_interval_band`] built and measured.
@@ -1207,7 +1348,7 @@ fn zero_interval_band(
     } else {
         eps
     };
-    let ((band, blob, segments), window, extra) = widest_window(eps, max_window, budget, |w| {
+    let ((band, blob, segments), window, extra) = widest_window(eps, max_window, budget, |w, limit| {
         let tol = Tolerance {
             eps: w,
             granule: 1,
@@ -1215,20 +1356,22 @@ fn zero_interval_band(
         };
         // Segmented in parallel partitions, the same segments as in one.
         let segs = segment_stream(keys, tol)?;
-        let (band, blob, extra) = if compress {
-            let (b, blob, extra) = cpr_band(keys, &segs, tol, budget)?;
-            (b, Some(blob), extra)
+        let built = if compress {
+            cpr_band(keys, &segs, tol, budget, limit)?.map(|(b, blob, extra)| (b, Some(blob), extra))
         } else {
             let lines = page_aware_lines_in(keys, &segs, tol, budget)?;
             let (entries, starts) = band_entries(n, &lines, &|i| first_key_of(&segs, i), None, 1, page)?;
-            let (band, extra) = measured_band(keys, &starts, &entries, page, page, reach)?;
-            (band, None, Some(extra))
+            measured_band_within(keys, &starts, &entries, page, page, reach, limit)?
+                .map(|(band, extra)| (band, None, Some(extra)))
+        };
+        let Some((band, blob, extra)) = built else {
+            return Ok(None);
         };
         let extra = match extra {
             Some(e) => e,
             None => extra_pages(keys, &band, page)?,
         };
-        Ok(((band, blob, segs.len()), extra))
+        Ok(Some(((band, blob, segs.len()), extra)))
     })?;
     Ok(ZeroBand {
         band,
@@ -2057,6 +2200,7 @@ mod tests {
             any::<bool>(),
         );
         let mut runner = TestRunner::new(Config::with_cases(96));
+        let stopped = std::cell::Cell::new(0usize);
         runner
             .run(&strat, |(set, eps, zero, other_page, jitter, reach, flat)| {
                 let keys = &sets[set];
@@ -2086,9 +2230,28 @@ mod tests {
                 prop_assert_eq!(&band.flat, &want.flat);
                 prop_assert_eq!(band.last_successor, want.last_successor);
                 prop_assert_eq!(extra, extra_pages(Keys::Slice(keys), &want, page).unwrap());
+                // With a limit: stopped only over it, else the same band.
+                for f in [0.0, 0.3, 0.9, 0.999, 1.0, 1.5] {
+                    let limit = extra * f;
+                    match measured_band_within(Keys::Slice(keys), &starts, &entries, zero, page, reach, limit)
+                        .unwrap()
+                    {
+                        None => {
+                            prop_assert!(extra > limit + 1e-12, "stopped at {limit}, extra {extra}");
+                            stopped.set(stopped.get() + 1);
+                        }
+                        Some((b, e)) => {
+                            prop_assert_eq!(&b.flat, &band.flat);
+                            prop_assert_eq!(format!("{:?}", b.kind), format!("{:?}", band.kind));
+                            prop_assert_eq!(e, extra);
+                        }
+                    }
+                }
                 Ok(())
             })
             .unwrap();
+        // The limits below the count stopped some passes early.
+        assert!(stopped.get() > 0);
     }
 
     /// The one-pass `rounded_band` rounds as `rounded_offsets` and measures
@@ -2212,6 +2375,7 @@ mod tests {
             0u64..2_000,
         );
         let mut runner = TestRunner::new(Config::with_cases(64));
+        let stopped = std::cell::Cell::new(0usize);
         runner
             .run(&strat, |(set, eps, page, u, jitter, reach)| {
                 let keys = &sets[set];
@@ -2241,6 +2405,97 @@ mod tests {
                 prop_assert_eq!(format!("{:?}", band.kind), format!("{:?}", want.kind));
                 prop_assert_eq!(&band.flat, &want.flat);
                 prop_assert_eq!(extra, want_extra);
+                for f in [0.0, 0.3, 0.9, 0.999, 1.0, 1.5] {
+                    let limit = extra * f;
+                    match rounded_band_within(Keys::Slice(keys), &starts, &entries, unit, tol, reach, limit)
+                        .unwrap()
+                    {
+                        None => {
+                            prop_assert!(extra > limit + 1e-12, "stopped at {limit}, extra {extra}");
+                            stopped.set(stopped.get() + 1);
+                        }
+                        Some((q2, b, e)) => {
+                            prop_assert_eq!(&q2, &q);
+                            prop_assert_eq!(&b.flat, &band.flat);
+                            prop_assert_eq!(e, extra);
+                        }
+                    }
+                }
+                Ok(())
+            })
+            .unwrap();
+        assert!(stopped.get() > 0);
+    }
+
+    /// The window search with window 0 built last, and builds that stop
+    /// over their limit, finds the same window, value and extra pages as
+    /// the search that builds window 0 up front and every window whole; it
+    /// builds window 0 only when no wider window fits, never with a limit.
+    #[test]
+    fn lazy_window_search_matches_the_eager_one() {
+        use proptest::prelude::*;
+        // The search as it was: window 0 built as soon as `eps` fails.
+        fn eager(eps: u64, max_window: u64, budget: f64, extra: &dyn Fn(u64) -> f64) -> (u64, u64, f64) {
+            let fits = |e: f64| e <= budget + 1e-12;
+            let first = extra(eps);
+            if eps == 0 || (fits(first) && max_window <= eps) {
+                return (eps, eps, first);
+            }
+            let (mut best_w, mut best_extra, mut bad) = if fits(first) {
+                (eps, first, max_window.saturating_add(1))
+            } else {
+                (0, extra(0), eps)
+            };
+            let tolerance = (eps / 32).max(1);
+            while bad - best_w > tolerance {
+                let mid = best_w + (bad - best_w) / 2;
+                let e = extra(mid);
+                if fits(e) {
+                    (best_w, best_extra) = (mid, e);
+                } else {
+                    bad = mid;
+                }
+            }
+            (best_w, best_w, best_extra)
+        }
+        let strat = (
+            0u64..200,
+            0u64..200,
+            proptest::collection::vec(0.0f64..1.0, 1..8),
+            0.0f64..1.0,
+            any::<bool>(),
+        );
+        proptest::test_runner::TestRunner::new(proptest::test_runner::Config::with_cases(256))
+            .run(&strat, |(eps, more, steps, budget, stop)| {
+                let max_window = eps + more % 3 * more;
+                // Extra pages growing with the window, in steps (0 at 0).
+                let extra = |w: u64| -> f64 {
+                    if w == 0 {
+                        return 0.0;
+                    }
+                    let at = (w as usize * steps.len()) / (max_window as usize + 1);
+                    steps.iter().take(at + 1).sum::<f64>() / steps.len() as f64
+                };
+                let built = std::cell::RefCell::new(Vec::new());
+                let got = widest_window(eps, max_window, budget, |w, limit| {
+                    built.borrow_mut().push((w, limit));
+                    let e = extra(w);
+                    // A build over its limit may stop.
+                    Ok(if stop && e > limit + 1e-12 {
+                        None
+                    } else {
+                        Some((w, e))
+                    })
+                })
+                .unwrap();
+                prop_assert_eq!(got, eager(eps, max_window, budget, &extra));
+                let built = built.into_inner();
+                for &(w, limit) in &built {
+                    if w == 0 {
+                        prop_assert!(limit.is_infinite());
+                        prop_assert_eq!(got.1, 0, "window 0 built though {} fits", got.1);
+                    }
+                }
                 Ok(())
             })
             .unwrap();

@@ -68,11 +68,11 @@ fn rs_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool) -> Result<
         let page = per_page as u64;
         let budget = extra_pages(keys, &band, page)? + 0.002;
         drop(band);
-        let ((zb, points), w, extra) = widest_window(eps, eps, budget, |w| {
+        let ((zb, points), w, extra) = widest_window(eps, eps, budget, |w, _| {
             let z = crate::model::RadixSpline::build_zero_interval_passes(&keys, w, radix_bits, page)?;
             let zb = spline_band(keys, &z, page)?;
             let extra = extra_pages(keys, &zb, page)?;
-            Ok(((zb, z.num_spline_points() as u64), extra))
+            Ok(Some(((zb, z.num_spline_points() as u64), extra)))
         })?;
         notes = json!({
             "zero_interval_window": w,
