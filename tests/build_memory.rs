@@ -9,6 +9,10 @@
 //! --test build_memory -- --nocapture` measures other sizes and kinds
 //! (docs/results/build.md).
 //!
+//! A `db` merge, whose static stage is designed from the new run read back
+//! in passes, holds its pages' bounds and buffers, not its keys
+//! (`db_merges_hold_page_bounds_not_keys`).
+//!
 //! On `osm-like` keys, whose segments are short. A later pass of the
 //! zero-interval kinds reads a window of whole segments: one segment longer
 //! than the window (a linear stretch of m keys) is read whole, m × 8 bytes
@@ -69,8 +73,12 @@ static GLOBAL: Counting = Counting;
 
 const N: usize = 8_000_000;
 
+/// The tests of this binary share the counter: one at a time.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn streamed_builds_hold_buffers_not_keys() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let n: usize = std::env::var("STRATA_MEM_N")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -118,6 +126,76 @@ fn streamed_builds_hold_buffers_not_keys() {
         assert!(
             peak < model + 40,
             "{kind} held {peak} MiB (model {model} MiB): {peaks:?}"
+        );
+    }
+}
+
+/// A merge of the hybrid store with a zero-interval static kind (the
+/// designs that pass over the keys most often) over 8M keys: the heap it
+/// adds stays far below the 64 MB its keys would take (it kept every key
+/// until session 26: 8 bytes each).
+#[test]
+fn db_merges_hold_page_bounds_not_keys() {
+    use strata::db::{Options, StaticKind, SyncPolicy};
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let n: usize = std::env::var("STRATA_MEM_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(N);
+    let keys = strata::data::generate(strata::data::Dist::OsmLike, n, 11).unwrap();
+    let mut peaks = Vec::new();
+    for kind in ["pgm-disk-cpr", "pgm-disk", "rs-disk"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let opts = Options {
+            sync: SyncPolicy::Never,
+            memory_budget: 64 << 20,
+            static_kind: StaticKind::Spec(kind.to_string()),
+            background_merge: false,
+            ..Options::default()
+        };
+        let dir = strata::storage::FsDirectory::create_all(tmp.path()).unwrap();
+        // All but every 8000th key loaded; those written and merged in.
+        let later = |i: usize| i % 8000 == 7;
+        let loaded = strata::Db::bulk_load(
+            &dir,
+            &opts,
+            keys.iter()
+                .enumerate()
+                .filter(|&(i, _)| !later(i))
+                .map(|(_, &k)| (k, k)),
+        )
+        .unwrap();
+        let db = strata::Db::open(std::sync::Arc::new(dir), opts).unwrap();
+        let written: Vec<u64> = keys
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| later(i))
+            .map(|(_, &k)| k)
+            .collect();
+        for &k in &written {
+            db.put(k, k).unwrap();
+        }
+        let base = LIVE.load(Relaxed);
+        PEAK.store(base, Relaxed);
+        db.flush().unwrap();
+        db.wait_for_merge().unwrap();
+        let peak = PEAK.load(Relaxed).saturating_sub(base);
+        let stats = db.stats().unwrap();
+        assert_eq!(stats.merges, 1, "{kind}");
+        assert_eq!(db.count().unwrap(), loaded + written.len() as u64, "{kind}");
+        for &k in written.iter().step_by(97) {
+            assert_eq!(db.get(k).unwrap(), Some(k), "{kind}");
+        }
+        db.close().unwrap();
+        peaks.push((kind, (peak >> 20) as u64, stats.static_index_bytes >> 20));
+    }
+    eprintln!("merge peak heap MiB, static model MiB: {peaks:?}");
+    let keys_mib = ((n * 8) >> 20) as u64;
+    for &(kind, peak, model) in &peaks {
+        // What a streamed build holds (see above), far below the keys.
+        assert!(
+            peak < model + 40 && peak < keys_mib,
+            "{kind}: the merge held {peak} MiB (model {model} MiB, keys {keys_mib} MiB): {peaks:?}"
         );
     }
 }

@@ -143,7 +143,8 @@ impl Inner {
         let old_n = old_run.as_ref().map_or(0, |r| r.len());
         let max_n = old_n + frozen.len();
         let decided = Some((manifest.static_kind.as_str(), manifest.auto_decided_n));
-        // A zone map needs only its pages' bounds, not 8 bytes per record.
+        // A zone map needs only its pages' bounds, a kind with a streaming
+        // recipe reads the new run back: not 8 bytes per record.
         let bounds = page_bounds_suffice(&self.opts.static_kind, decided, max_n);
         let mut b = RunBuilder::new(&counted, self.page_size, max_n as usize, bounds)?;
         let mut frozen_max = 0u64;

@@ -207,21 +207,14 @@ pub(super) fn page_bounds_suffice(kind: &StaticKind, decided: Option<(&str, u64)
     };
     // The zone maps design from page bounds; a kind with a streaming recipe
     // reads its keys back from the new run in passes (`LayeredKind::design_in`),
-    // unless it needs many of them.
+    // through the page cache even in a store that reads with `O_DIRECT`
+    // (`Directory::open_cached`): the zero-interval designs make tens of
+    // passes, which from the device took a 10M-key merge 5x as long as over
+    // keys in memory, from the cache 1.2x (`docs/results/build.md`).
     spec.parse::<crate::index::IndexSpec>().is_ok_and(|s| {
-        PAGE_BOUND_KINDS.contains(&s.kind.as_str())
-            || (!MANY_PASSES.contains(&s.kind.as_str()) && layered(&s.kind).is_ok_and(|k| k.stream.is_some()))
+        PAGE_BOUND_KINDS.contains(&s.kind.as_str()) || layered(&s.kind).is_ok_and(|k| k.stream.is_some())
     })
 }
-
-/// Kinds whose streaming design reads the run many times over (the
-/// zero-interval designs: a segmentation, its lines and a measuring pass
-/// for every window and intercept rounding tried, 10-25 passes). A merge
-/// reads the store's files directly (`O_DIRECT`), so those passes go to the
-/// device: with 10M keys a merge's design took 2.5x as long as over the keys
-/// in memory (`docs/results/build.md`), so these keep every key (8 B each)
-/// while the run is built, as before.
-const MANY_PASSES: &[&str] = &["pgm-disk", "pgm-disk-cpr", "rs-disk"];
 
 /// Streams sorted records into a new generation's data run, keeping the keys
 /// the layer builders need: all of them (8 bytes per record while the
@@ -355,7 +348,8 @@ impl RunBuilder {
                     )));
                 }
                 // Passes over the run just written, in bounded memory.
-                let run = DataRun::open(dir.open_read(DATA_FILE)?)?;
+                // Read through the page cache: the run was just written.
+                let run = DataRun::open(dir.open_cached(DATA_FILE)?)?;
                 k.design_in(
                     params,
                     crate::index::layered::Keys::Run(&run),
@@ -720,7 +714,16 @@ mod tests {
             (spec, kept, files)
         };
         let pages = keys.len().div_ceil(records_per_page(4096));
-        for name in ["gap-zonemap-d", "leco-zonemap-d", "zonemap"] {
+        // The zone maps from page bounds, the learned kinds (the
+        // zero-interval ones too) from passes over the run.
+        for name in [
+            "gap-zonemap-d",
+            "leco-zonemap-d",
+            "zonemap",
+            "pgm-disk-cpr:epsilon=8",
+            "pgm-disk",
+            "rs-disk",
+        ] {
             let kind = StaticKind::Spec(name.into());
             assert!(page_bounds_suffice(&kind, None, u64::MAX));
             let (spec_a, kept_a, files_a) = build(false, &kind);
@@ -733,9 +736,9 @@ mod tests {
             assert_eq!(spec_a, spec_b);
             assert!(files_a == files_b, "{name}: the generations differ");
         }
-        // Learned kinds with a streaming recipe of few passes read their keys
-        // back from the run; the others, named or an automatic choice reused,
-        // need every key.
+        // Learned kinds with a streaming recipe read their keys back from the
+        // run; the others, named or an automatic choice reused, need every
+        // key.
         assert!(page_bounds_suffice(
             &StaticKind::Spec("pgm:epsilon=8".into()),
             None,
@@ -746,7 +749,7 @@ mod tests {
             None,
             10
         ));
-        assert!(!page_bounds_suffice(
+        assert!(page_bounds_suffice(
             &StaticKind::Spec("pgm-disk-cpr:epsilon=8".into()),
             None,
             10
@@ -770,7 +773,7 @@ mod tests {
             Some(("gap-zonemap-d:block=32", 1_000)),
             2_000
         ));
-        assert!(!page_bounds_suffice(
+        assert!(page_bounds_suffice(
             &auto,
             Some(("pgm-disk-cpr:epsilon=8", 1_000)),
             10

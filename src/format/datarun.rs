@@ -418,6 +418,27 @@ impl PageRun {
         self.run.per_page()
     }
 
+    /// Appends the keys of items `[lo, hi)` to `out`, a page's records at a
+    /// time (no page located per key); `false` (with some appended) if the
+    /// run does not hold them all.
+    pub fn keys_into(&self, lo: u64, hi: u64, out: &mut Vec<u64>) -> bool {
+        let per = self.per_page().max(1);
+        let mut i = lo;
+        while i < hi {
+            let end = (i / per).saturating_add(1).saturating_mul(per).min(hi);
+            let Some(bytes) = self.run.entries_in_page(i, end - i) else {
+                return false;
+            };
+            out.extend(
+                bytes
+                    .chunks_exact(RECORD_LEN)
+                    .map(|r| get_u64(r, 0).unwrap_or_default()),
+            );
+            i = end;
+        }
+        true
+    }
+
     /// Record of item `i`.
     #[inline]
     pub fn record(&self, i: u64) -> Option<(u64, u64)> {

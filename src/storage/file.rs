@@ -314,6 +314,16 @@ impl Directory for FsDirectory {
         ))
     }
 
+    fn open_cached(&self, name: &str) -> Result<Arc<dyn Storage>> {
+        let path = self.checked(name)?;
+        if !path.exists() {
+            return Err(Error::NotFound(format!("file {}", path.display())));
+        }
+        Ok(Arc::new(
+            FileStorage::open(&path, false, false, false)?.with_engine(self.engine)?,
+        ))
+    }
+
     fn open_read(&self, name: &str) -> Result<Arc<dyn ReadStorage>> {
         let path = self.checked(name)?;
         if !path.exists() {
@@ -623,6 +633,51 @@ mod tests {
         if !super::super::uring_available() {
             assert!(IoEngine::Uring.resolve().is_err());
         }
+    }
+
+    /// Whether each open descriptor of `path` reads with `O_DIRECT`
+    /// (`/proc/self/fdinfo`'s flags).
+    fn direct_flags_of(path: &Path) -> Vec<bool> {
+        let mut out = Vec::new();
+        for fd in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
+            if std::fs::read_link(fd.path()).is_ok_and(|t| t == path) {
+                let info = std::fs::read_to_string(format!(
+                    "/proc/self/fdinfo/{}",
+                    fd.file_name().to_string_lossy()
+                ))
+                .unwrap_or_default();
+                let flags = info
+                    .lines()
+                    .find_map(|l| l.strip_prefix("flags:"))
+                    .and_then(|f| u32::from_str_radix(f.trim(), 8).ok())
+                    .unwrap_or(0);
+                out.push(flags & libc::O_DIRECT as u32 != 0);
+            }
+        }
+        out
+    }
+
+    /// A directory that reads with `O_DIRECT` opens files for passes over
+    /// what was just written through the page cache, with the same bytes.
+    #[test]
+    fn open_cached_reads_through_the_page_cache() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = FsDirectory::create_all(tmp.path()).unwrap().with_direct(true);
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i * 7 % 253) as u8).collect();
+        dir.create("f").unwrap().write_at(0, &data).unwrap();
+        let path = tmp.path().join("f").canonicalize().unwrap();
+        let direct = dir.open("f").unwrap();
+        if !direct_flags_of(&path).contains(&true) {
+            // The filesystem refuses O_DIRECT: nothing to tell apart.
+            return;
+        }
+        drop(direct);
+        let cached = dir.open_cached("f").unwrap();
+        assert_eq!(direct_flags_of(&path), vec![false]);
+        let mut buf = vec![0u8; 777];
+        cached.read_at(12_345, &mut buf).unwrap();
+        assert_eq!(&buf[..], &data[12_345..12_345 + 777]);
+        assert!(matches!(dir.open_cached("missing"), Err(Error::NotFound(_))));
     }
 
     #[test]

@@ -232,6 +232,14 @@ pub trait Directory: Send + Sync + Debug {
         Ok(self.open(name)?)
     }
 
+    /// Opens an existing file as [`open`](Directory::open) does, but reading
+    /// through the OS page cache where this directory reads around it
+    /// (`O_DIRECT`): for passes over a file just written, whose pages are
+    /// still cached. The default is [`open`](Directory::open).
+    fn open_cached(&self, name: &str) -> Result<Arc<dyn Storage>> {
+        self.open(name)
+    }
+
     /// Starts building the file `name` (replacing an existing one) through a
     /// [`Sink`] with `header_len` bytes reserved at its start. The default
     /// writes in place: a [`StorageSink`] on [`create`](Directory::create).

@@ -62,6 +62,10 @@ impl<W: PassThrough> Directory for W {
         Ok(self.wrap_storage(self.inner().open(&self.map_name(name))?))
     }
 
+    fn open_cached(&self, name: &str) -> Result<Arc<dyn Storage>> {
+        Ok(self.wrap_storage(self.inner().open_cached(&self.map_name(name))?))
+    }
+
     fn exists(&self, name: &str) -> bool {
         self.inner().exists(&self.map_name(name))
     }
@@ -140,6 +144,7 @@ mod tests {
         d.rename("a", "b").unwrap();
         assert_eq!(d.list().unwrap(), mem.list().unwrap());
         assert_eq!(d.open("b").unwrap().len().unwrap(), 3);
+        assert_eq!(d.open_cached("b").unwrap().len().unwrap(), 3);
         assert_eq!(d.total_bytes().unwrap(), 3);
         d.sync_dir().unwrap();
         assert_eq!(d.describe(), mem.describe());
@@ -158,6 +163,8 @@ mod tests {
         assert_eq!(d.list().unwrap(), vec!["b".to_string()]);
         assert_eq!(d.total_bytes().unwrap(), 2);
         assert!(d.describe().ends_with("/_*"));
+        assert_eq!(d.open_cached("b").unwrap().len().unwrap(), 2);
+        assert!(d.open_cached("plain").is_err());
         d.remove("b").unwrap();
         assert_eq!(mem.list().unwrap(), vec!["plain".to_string()]);
     }

@@ -336,10 +336,10 @@ impl super::segment::SegmentFold for BoundsFold {
             slope: seg.slope,
             intercept: seg.intercept,
         };
-        let e = band_entry_of(&line, seg.first_key, None, g, 0, max_unit);
+        let e = band_entry_of(&line, seg.first_key, None, g, 0, max_unit).predictor(next, max_unit);
         let (mut lo, mut hi) = *acc;
         for (d, &k) in keys.iter().enumerate() {
-            let p = e.predict(k, next, max_unit);
+            let p = e.predict(k);
             (lo, hi) = error_at(lo, hi, (first + d) as u64, p, g, 0);
         }
         *acc = (lo, hi);
@@ -397,15 +397,25 @@ pub(crate) fn band_of_entries_in(
         // Entries starting at or before the key: the last of them covers it
         // (keys before the first entry's start belong to none and are skipped).
         let mut j = starts.partition_point(|&s| s <= range.start);
+        // Entry `j - 1`'s predictor, made again when `j` moves.
+        let predictor = |j: usize| {
+            let next = entries.get(j).map_or(max_unit, |f| f.base);
+            j.checked_sub(1)
+                .and_then(|c| entries.get(c))
+                .map(|e| e.predictor(next, max_unit))
+        };
+        let mut e = predictor(j);
         keys.for_each(range, |i, k| {
-            while starts.get(j).is_some_and(|&s| s <= i) {
-                j += 1;
+            if starts.get(j).is_some_and(|&s| s <= i) {
+                while starts.get(j).is_some_and(|&s| s <= i) {
+                    j += 1;
+                }
+                e = predictor(j);
             }
-            let Some(e) = j.checked_sub(1).and_then(|c| entries.get(c)) else {
+            let Some(e) = e else {
                 return;
             };
-            let next = entries.get(j).map_or(max_unit, |f| f.base);
-            let p = e.predict(k, next, max_unit);
+            let p = e.predict(k);
             (lo, hi) = error_at(lo, hi, i as u64, p, g, zero_page);
         })?;
         Ok((lo, hi))

@@ -143,4 +143,172 @@ impl BandEntry {
         let raw = (q + OFF_SCALE / 2).div_euclid(OFF_SCALE);
         raw.clamp(lo as i128, hi as i128) as u64
     }
+
+    /// [`predict`](Self::predict) of many keys with the same `next_base`
+    /// and `max_unit` (a segment's keys, in a build's passes).
+    pub fn predictor(&self, next_base: u64, max_unit: u64) -> Predictor {
+        let lo = self.base.min(max_unit);
+        Predictor {
+            e: *self,
+            next_base,
+            max_unit,
+            lo,
+            hi: next_base.min(max_unit).max(lo),
+            slope16: self.slope as f64 * OFF_SCALE as f64,
+            base: i64::try_from(self.base)
+                .ok()
+                .and_then(|b| b.checked_mul(OFF_SCALE as i64))
+                .and_then(|b| b.checked_add(i64::from(self.off)))
+                .and_then(|b| b.checked_add(OFF_SCALE as i64 / 2)),
+        }
+    }
+}
+
+/// [`BandEntry::predict`] for one entry, its next base and units, with what
+/// does not depend on the key worked out once; it predicts exactly as
+/// `predict` does (tested on edge values), in fewer instructions per key:
+///
+/// - `slope · 16 · d` equals `slope · d · 16` bit for bit (scaling by a
+///   power of two is exact in binary floating point, and `slope` is an
+///   `f32`, far from `f64`'s overflow and subnormal ranges);
+/// - `d` and the product convert through `i64` when they fit (one
+///   instruction each on x86-64, against a branchy `u64` conversion), to
+///   the same values;
+/// - the base, offset and half unit are summed once; the sum with the step
+///   is the same integer, and `div_euclid(16)` of an `i64` is `>> 4`.
+///
+/// Anything that does not fit goes to `predict` itself.
+#[derive(Debug, Clone, Copy)]
+pub struct Predictor {
+    e: BandEntry,
+    next_base: u64,
+    max_unit: u64,
+    lo: u64,
+    hi: u64,
+    slope16: f64,
+    /// `base · 16 + off + 8`, when it fits an `i64`.
+    base: Option<i64>,
+}
+
+impl Predictor {
+    /// `e.predict(x, next_base, max_unit)`.
+    #[inline(always)]
+    pub fn predict(&self, x: u64) -> u64 {
+        const TWO_63: f64 = 9_223_372_036_854_775_808.0;
+        let (Some(base), Ok(d)) = (self.base, i64::try_from(x.saturating_sub(self.e.key))) else {
+            return self.exact(x);
+        };
+        let t = self.slope16 * d as f64;
+        let step = if t > 0.0 {
+            if t < TWO_63 {
+                t as i64
+            } else {
+                return self.exact(x);
+            }
+        } else {
+            0
+        };
+        match base.checked_add(step) {
+            Some(q) => u64::try_from(q >> 4).unwrap_or(0).clamp(self.lo, self.hi),
+            None => self.exact(x),
+        }
+    }
+
+    /// What does not fit the `i64` arithmetic.
+    #[cold]
+    #[inline(never)]
+    fn exact(&self, x: u64) -> u64 {
+        self.e.predict(x, self.next_base, self.max_unit)
+    }
+}
+
+// `Predictor::predict` divides by the scale with a shift.
+const _: () = assert!(OFF_SCALE == 16);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn wide_u64() -> impl Strategy<Value = u64> {
+        prop_oneof![
+            0u64..1_000,
+            any::<u64>(),
+            (0u32..64).prop_map(|b| 1u64 << b),
+            (1u64..1_000).prop_map(|d| u64::MAX - d),
+            Just(i64::MAX as u64),
+            Just(i64::MAX as u64 + 1),
+            (0u64..1 << 58),
+        ]
+    }
+
+    fn slope() -> impl Strategy<Value = f32> {
+        prop_oneof![
+            any::<u32>().prop_map(f32::from_bits),
+            0.0f32..4.0,
+            1e-12f32..1e-3,
+            Just(f32::INFINITY),
+            Just(f32::NEG_INFINITY),
+            Just(f32::NAN),
+            Just(f32::MIN_POSITIVE / 4.0),
+            Just(f32::MAX),
+            Just(-0.0f32),
+        ]
+    }
+
+    /// Products at and around 2^63 and 2^64 (where the signed conversion
+    /// stops), sums at the edge of `i64`, clamps at both ends.
+    #[test]
+    fn predictor_edges() {
+        let mut cases = 0;
+        for slope in [1.0f32, 0.5, 2.0, 1.0 - f32::EPSILON, 1.0 + f32::EPSILON] {
+            for shift in [58u32, 59, 60, 63] {
+                for dd in [-2i64, -1, 0, 1, 2] {
+                    let x = (1u64 << shift).saturating_add_signed(dd);
+                    for (base, off) in [(0u64, -8i32), (0, 0), (0, i32::MIN), (1, -24), (1 << 58, 0)] {
+                        for max_unit in [u64::MAX, 1 << 60, 1 << 59, 10] {
+                            let e = BandEntry {
+                                key: 0,
+                                slope,
+                                off,
+                                base,
+                            };
+                            let p = e.predictor(u64::MAX, max_unit);
+                            assert_eq!(
+                                p.predict(x),
+                                e.predict(x, u64::MAX, max_unit),
+                                "{e:?} x {x} max {max_unit}"
+                            );
+                            cases += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(cases, 5 * 4 * 5 * 5 * 4);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+
+        /// The per-entry predictor predicts exactly as `predict`, on edge
+        /// values of every field and key.
+        #[test]
+        fn predictor_predicts_as_predict(
+            key in wide_u64(),
+            slope in slope(),
+            off in prop_oneof![any::<i32>(), -64i32..64],
+            base in wide_u64(),
+            next_base in wide_u64(),
+            max_unit in wide_u64(),
+            xs in proptest::collection::vec(prop_oneof![wide_u64(), any::<u64>()], 1..16),
+            near in proptest::collection::vec(0u64..1 << 20, 0..16),
+        ) {
+            let e = BandEntry { key, slope, off, base };
+            let p = e.predictor(next_base, max_unit);
+            for x in xs.into_iter().chain(near.into_iter().map(|d| key.saturating_add(d))) {
+                prop_assert_eq!(p.predict(x), e.predict(x, next_base, max_unit), "x = {}", x);
+            }
+        }
+    }
 }

@@ -74,14 +74,13 @@ impl<F: FnMut(usize, &[u64]) -> Result<()>> ReadStream for Pass<'_, '_, F> {
             let (lo, hi) = pages.item_range();
             let (lo, hi) = (lo.max(self.range.start), hi.min(self.range.end));
             self.buf.clear();
-            for i in lo..hi {
-                self.buf.push(pages.key(i).ok_or_else(|| {
-                    Error::corruption(
-                        self.run.storage().name(),
-                        self.run.meta().page_of(i) + 1,
-                        "record missing from page",
-                    )
-                })?);
+            if !pages.keys_into(lo, hi, &mut self.buf) {
+                let i = lo + self.buf.len() as u64;
+                return Err(Error::corruption(
+                    self.run.storage().name(),
+                    self.run.meta().page_of(i) + 1,
+                    "record missing from page",
+                ));
             }
             (self.f)(lo as usize, &self.buf)?;
         }

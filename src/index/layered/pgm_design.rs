@@ -143,9 +143,10 @@ fn rounding_rank(
     );
     let (mut worst, mut extra) = (0u64, 0u64);
     let (mut own, mut up, mut down) = (PageDiv::new(page), PageDiv::new(page), PageDiv::new(page));
+    let e = e.predictor(next, max_unit);
     for (d, &k) in win.range(start..end).iter().enumerate() {
         let i = start + d;
-        let p = e.predict(k, next, max_unit);
+        let p = e.predict(k);
         if let Some(v) = preds.as_mut() {
             v.push(p);
         }
@@ -301,11 +302,8 @@ fn rounded_band_within(
                     let next = entries.get(j + 1).map_or(max_unit, |f| f.base);
                     let end = starts.get(j + 1).copied().unwrap_or(len);
                     won.clear();
-                    won.extend(
-                        win.range(start..end)
-                            .iter()
-                            .map(|&k| e.predict(k, next, max_unit)),
-                    );
+                    let e = e.predictor(next, max_unit);
+                    won.extend(win.range(start..end).iter().map(|&k| e.predict(k)));
                 }
                 let next_key = entries.get(j + 1).map(|f| f.key);
                 since += won.len();
@@ -760,13 +758,20 @@ pub(super) fn extra_pages(keys: Keys<'_>, band: &LayerBuild, page: u64) -> Resul
         // pages stepped (predictions mostly increase).
         let (mut z_lo, mut z_hi) = (PageDiv::new(zero_page), PageDiv::new(zero_page));
         let (mut p_lo, mut p_hi) = (PageDiv::new(page), PageDiv::new(page));
-        for &k in chunk {
-            while entries.get(j + 1).is_some_and(|e| e.key <= k) {
-                j += 1;
-            }
-            let Some(e) = entries.get(j) else { break };
+        let predictor = |j: usize| {
             let next = entries.get(j + 1).map_or(max_unit, |f| f.base);
-            let p = e.predict(k, next, max_unit);
+            entries.get(j).map(|e| e.predictor(next, max_unit))
+        };
+        let mut e = predictor(j);
+        for &k in chunk {
+            if entries.get(j + 1).is_some_and(|e| e.key <= k) {
+                while entries.get(j + 1).is_some_and(|e| e.key <= k) {
+                    j += 1;
+                }
+                e = predictor(j);
+            }
+            let Some(e) = e else { break };
+            let p = e.predict(k);
             let mut lo = p.saturating_sub(eps_lo).saturating_mul(granule);
             let mut hi = p.saturating_add(eps_hi).saturating_add(1).saturating_mul(granule);
             if zero_page > 0 {
@@ -832,6 +837,7 @@ impl Tally {
     /// steps `p` through pages; predictions below `reach` or above
     /// `far_end` are kept.
     #[allow(clippy::too_many_arguments)]
+    #[inline]
     fn add(
         &mut self,
         y: u64,
@@ -1079,11 +1085,12 @@ impl super::segment::SegmentFold for TallyFold {
             slope: seg.slope,
             intercept: seg.intercept,
         };
-        let e = super::build::band_entry_of(&line, seg.first_key, None, 1, 0, max_unit);
+        let e =
+            super::build::band_entry_of(&line, seg.first_key, None, 1, 0, max_unit).predictor(next, max_unit);
         let mut at = PageDiv::new(self.page);
         let mut own = PageDiv::new(0);
         for (d, &k) in keys.iter().enumerate() {
-            let p = e.predict(k, next, max_unit);
+            let p = e.predict(k);
             // Every prediction from `reach` on to the histogram (the far end
             // is settled in `into_tally`).
             acc.t
@@ -1186,13 +1193,14 @@ fn measured_band_within(
                 let end = starts.get(j + 1).copied().unwrap_or(n as usize);
                 since += end.saturating_sub(start);
                 let next = next_entry.map_or(max_unit, |f| f.base);
+                let predictor = e.predictor(next, max_unit);
                 for (d, &k) in win.range(start..end).iter().enumerate() {
                     // `extra_pages` routes by entry keys: the same entry, or
                     // the count is made there.
                     if e.key > k && j > 0 || next_entry.is_some_and(|f| f.key <= k) {
                         t.whole = false;
                     }
-                    let p = e.predict(k, next, max_unit);
+                    let p = predictor.predict(k);
                     t.add(
                         (start + d) as u64,
                         p,
