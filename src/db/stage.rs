@@ -209,8 +209,10 @@ pub(super) fn page_bounds_suffice(kind: &StaticKind, decided: Option<(&str, u64)
     // reads its keys back from the new run in passes (`LayeredKind::design_in`),
     // through the page cache even in a store that reads with `O_DIRECT`
     // (`Directory::open_cached`): the zero-interval designs make tens of
-    // passes, which from the device took a 10M-key merge 5x as long as over
-    // keys in memory, from the cache 1.2x (`docs/results/build.md`).
+    // passes, which from the device made 8 merges of a 10M-key store take
+    // 71 s against 15 s over keys in memory, from the cache 22 s (18 s with
+    // a page's keys taken at once and the per-entry predictor; see
+    // `docs/results/build.md`).
     spec.parse::<crate::index::IndexSpec>().is_ok_and(|s| {
         PAGE_BOUND_KINDS.contains(&s.kind.as_str()) || layered(&s.kind).is_ok_and(|k| k.stream.is_some())
     })
