@@ -95,6 +95,12 @@ pub enum Error {
     #[error("not found: {0}")]
     NotFound(String),
 
+    /// Another writer changed the file first: a conditional put on an
+    /// object store lost (two builders published one index; the other
+    /// one's index is in place), or an object changed while it was read.
+    #[error("conflict: {0}")]
+    Conflict(String),
+
     /// An injected fault (fault-injecting storage, for tests).
     #[error("injected fault: {0}")]
     Injected(String),

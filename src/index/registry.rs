@@ -260,14 +260,7 @@ impl PassThrough for Staging<'_> {
 impl Staging<'_> {
     /// Removes every staged file (what a failed or crashed build left).
     fn clear(&self) -> Result<()> {
-        let names = self.list()?;
-        for name in &names {
-            self.remove(name)?;
-        }
-        if !names.is_empty() {
-            self.dir.sync_dir()?;
-        }
-        Ok(())
+        remove_all(self)
     }
 
     /// Moves every staged file to its own name, replacing the files of the
@@ -300,6 +293,33 @@ impl Staging<'_> {
         }
         self.dir.sync_dir()
     }
+}
+
+/// Removes every file `dir` lists, then syncs it if there were any.
+fn remove_all(dir: &dyn Directory) -> Result<()> {
+    let names = dir.list()?;
+    for name in &names {
+        dir.remove(name)?;
+    }
+    if !names.is_empty() {
+        dir.sync_dir()?;
+    }
+    Ok(())
+}
+
+/// The name of the build directory ([`Directory::build_dir`]) of the build
+/// `build_id`, on directories that have them (object stores).
+fn build_dir_name(build_id: u64) -> String {
+    format!("build-{build_id:016x}")
+}
+
+/// Where the files of the index whose manifest is `m` live: the build
+/// directory of its build on a directory that has them (an object store),
+/// else `dir` itself.
+fn files_dir(dir: Arc<dyn Directory>, m: &Manifest) -> Arc<dyn Directory> {
+    m.build_id
+        .and_then(|id| dir.build_dir(&build_dir_name(id)))
+        .unwrap_or(dir)
 }
 
 /// An opened index and the directory lock it holds until dropped.
@@ -479,6 +499,10 @@ impl Registry {
         if records.in_memory() {
             check_keys(records.keys())?;
         }
+        if let Some(url) = crate::storage::remote_url(path) {
+            let dir = crate::storage::open_remote(url)?;
+            return self.build_locked(spec, records, &dir, opts);
+        }
         let (fs, created) = FsDirectory::create_all_tracked(path)?;
         let dir: Arc<dyn Directory> = Arc::new(fs);
         let built = self.build_locked(spec, records, &dir, opts);
@@ -587,7 +611,11 @@ impl Registry {
         // The kind's files, then the manifest (last, so a half-built
         // directory has none), into `into`.
         let build_id = super::new_build_id();
-        let write = |into: &dyn Directory, shared: Option<&Arc<dyn Directory>>| -> Result<(Manifest, f64)> {
+        // The kind's files into `into` (or `shared`), the manifest into `top`.
+        let write = |into: &dyn Directory,
+                     top: &dyn Directory,
+                     shared: Option<&Arc<dyn Directory>>|
+         -> Result<(Manifest, f64)> {
             let (files, description) = match shared {
                 Some(d) => kind.build_shared(&params, records, d.clone(), opts, build_id)?,
                 None => kind.build(&params, records, into, opts, build_id)?,
@@ -605,14 +633,50 @@ impl Registry {
             m.build_s = build_s;
             m.description = description;
             m.build_id = Some(build_id);
-            m.store(into)?;
+            m.store(top)?;
             Ok((m, build_s))
         };
-        let (m, build_s) = if kind.dir_lock().is_some() {
+        let (m, build_s) = if let Some(files) = dir.build_dir(&build_dir_name(build_id)) {
+            // A directory without atomic renames (an object store): the files
+            // go to a directory of this build's own, and the manifest is
+            // published over the one found now by a conditional put, so of
+            // two builders only one wins (the other gets `Error::Conflict`).
+            if kind.dir_lock() != Some(LockMode::Shared) {
+                return Err(Error::Unsupported(format!(
+                    "{}: a {} index is updated in place and needs a local directory",
+                    dir.describe(),
+                    kind.name()
+                )));
+            }
+            let old = match dir.exists(super::MANIFEST_FILE) {
+                // An unreadable old manifest leaves its files where they are.
+                true => Manifest::load(dir.as_ref()).ok(),
+                false => None,
+            };
+            match write(files.as_ref(), dir.as_ref(), None) {
+                Ok(r) => {
+                    if let Some(old) = old {
+                        let old_files = files_dir(dir.clone(), &old);
+                        // Readers that still have the old index open get
+                        // "not found" errors from now on, never its answers
+                        // mixed with the new one's.
+                        if !Arc::ptr_eq(&old_files, &dir) {
+                            remove_all(old_files.as_ref())?;
+                        }
+                    }
+                    r
+                }
+                Err(e) => {
+                    // The error of the build is the one to report.
+                    let _ = remove_all(files.as_ref());
+                    return Err(e);
+                }
+            }
+        } else if kind.dir_lock().is_some() {
             let staging = Staging { dir: dir.as_ref() };
             // Leftovers of a build that crashed.
             staging.clear()?;
-            match write(&staging, None) {
+            match write(&staging, &staging, None) {
                 Ok(r) => {
                     staging.publish()?;
                     r
@@ -629,7 +693,7 @@ impl Registry {
                 dir.remove(super::MANIFEST_FILE)?;
                 dir.sync_dir()?;
             }
-            write(dir.as_ref(), Some(&dir))?
+            write(dir.as_ref(), dir.as_ref(), Some(&dir))?
         };
         let idx = self.open_in(dir, &OpenOptions::default())?;
         let st = idx.stats()?;
@@ -657,11 +721,14 @@ impl Registry {
     /// updatable `btree`) until the index is dropped; a conflicting lock,
     /// e.g. a build or an open `btree`, is [`Error::Locked`].
     pub fn open(&self, path: &Path, opts: &OpenOptions) -> Result<Box<dyn Index>> {
-        let dir: Arc<dyn Directory> = Arc::new(
-            FsDirectory::open(path)?
-                .with_direct(opts.direct)
-                .with_io_engine(opts.io_engine),
-        );
+        let dir: Arc<dyn Directory> = match crate::storage::remote_url(path) {
+            Some(url) => crate::storage::open_remote(url)?,
+            None => Arc::new(
+                FsDirectory::open(path)?
+                    .with_direct(opts.direct)
+                    .with_io_engine(opts.io_engine),
+            ),
+        };
         let m = Manifest::load(dir.as_ref())?;
         let Some(mode) = self.find(&m.kind)?.dir_lock() else {
             return self.open_in(dir, opts);
@@ -703,6 +770,7 @@ impl Registry {
         opts: &OpenOptions,
     ) -> Result<Box<dyn Index>> {
         io.page_size = m.page_size;
+        let dir = files_dir(dir, &m);
         self.find(&m.kind)?.open(&m, dir, io, opts)
     }
 }

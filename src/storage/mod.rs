@@ -38,6 +38,10 @@
 //!   a read side ([`IoContext::wrap`]) or a read-write storage
 //!   ([`IoContext::wrap_rw`], for the B+-tree and the WAL).
 //! - [`profile_device`]: measures latency and bandwidth of a real device.
+//! - `ObjectDirectory` (cargo feature `s3`): the objects under an
+//!   `s3://bucket/prefix`, read by ranged GETs, built by multipart uploads,
+//!   published by conditional puts ([`remote_url`] tells such a location
+//!   from a local path, [`open_remote`] opens it).
 //!
 //! Byte order everywhere is little-endian; this module never interprets bytes.
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
@@ -49,6 +53,8 @@ mod fault;
 mod file;
 mod lock;
 mod memory;
+#[cfg(feature = "s3")]
+mod object;
 mod profile;
 mod profiler;
 mod simulated;
@@ -68,6 +74,8 @@ pub use fault::{FaultKind, FaultOp, FaultPlan, FaultyDirectory, FaultyStorage};
 pub use file::{FileStorage, FsDirectory, remove_created_dirs};
 pub use lock::{DirLock, LOCK_FILE, LockMode};
 pub use memory::{MemDirectory, MemStorage};
+#[cfg(feature = "s3")]
+pub use object::{ObjectDirectory, ObjectOptions, ObjectStats};
 pub use profile::{PRESETS, StorageProfile};
 pub use profiler::{ProfileOptions, ProfileReport, profile_device};
 pub use simulated::SimulatedStorage;
@@ -263,6 +271,17 @@ pub trait Directory: Send + Sync + Debug {
         self.sync_dir()
     }
 
+    /// Where the build named `build` writes its files when this directory
+    /// cannot replace files atomically (an object store has no rename): a
+    /// directory of that build's own, which no other build writes into
+    /// (on an object store, the sub-prefix `build`). `None` (the default,
+    /// local directories): builds write under temporary names and rename
+    /// them into place.
+    fn build_dir(&self, build: &str) -> Option<Arc<dyn Directory>> {
+        let _ = build;
+        None
+    }
+
     /// Total size in bytes of all files in the directory.
     fn total_bytes(&self) -> Result<u64> {
         let mut total = 0;
@@ -337,6 +356,31 @@ impl IoContext {
 
     fn counted<S: ReadStorage + ?Sized>(&self, raw: Arc<S>) -> SimulatedStorage<S> {
         SimulatedStorage::new(raw, self.stats.clone(), self.profile.clone(), self.page_size)
+    }
+}
+
+/// The URL scheme of object-store locations.
+pub const S3_SCHEME: &str = "s3://";
+
+/// The `s3://bucket/prefix` URL `path` is, if it is one: wherever strata
+/// takes a directory path it also takes such a URL ([`open_remote`]).
+pub fn remote_url(path: &std::path::Path) -> Option<&str> {
+    path.to_str().filter(|s| s.starts_with(S3_SCHEME))
+}
+
+/// The object-store directory at `url` (`s3://bucket/prefix`), configured
+/// from the environment (`ObjectDirectory::open`, `ObjectOptions::from_env`).
+/// In a build without the cargo feature `s3`, [`Error::Unsupported`](crate::Error::Unsupported).
+pub fn open_remote(url: &str) -> Result<Arc<dyn Directory>> {
+    #[cfg(feature = "s3")]
+    {
+        Ok(Arc::new(ObjectDirectory::open(url, ObjectOptions::from_env()?)?))
+    }
+    #[cfg(not(feature = "s3"))]
+    {
+        Err(crate::Error::Unsupported(format!(
+            "{url}: this strata was built without object storage (cargo feature `s3`)"
+        )))
     }
 }
 

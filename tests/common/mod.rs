@@ -3,6 +3,9 @@
 //! modes and a page cache.
 #![allow(dead_code, reason = "each test binary uses a part of the shared helpers")]
 
+#[cfg(feature = "s3")]
+pub mod s3;
+
 use rand::{Rng, SeedableRng};
 use strata::index::{BuildOptions, Index, IndexSpec, OpenOptions, Residency};
 

@@ -159,7 +159,8 @@ struct BuildArgs {
     index: String,
     #[command(flatten)]
     keys: KeyFileArgs,
-    /// Output directory.
+    /// Output directory, or `s3://bucket/prefix` in a build with object
+    /// storage (cargo feature `s3`; credentials and endpoint from `AWS_*`).
     #[arg(long)]
     out: PathBuf,
     /// Page size in bytes (4096, 8192, 16384).
@@ -173,7 +174,7 @@ struct BuildArgs {
 
 #[derive(Args, Debug)]
 struct GetArgs {
-    /// Index directory.
+    /// Index directory (or `s3://bucket/prefix`, with the feature `s3`).
     dir: PathBuf,
     /// Keys to look up.
     #[arg(required = true)]
@@ -196,7 +197,7 @@ struct IndexStressArgs {
 
 #[derive(Args, Debug)]
 struct ScanArgs {
-    /// Index directory.
+    /// Index directory (or `s3://bucket/prefix`, with the feature `s3`).
     dir: PathBuf,
     /// First key (the scan starts at its lower bound).
     #[arg(long, default_value_t = 0)]
@@ -586,6 +587,10 @@ fn generate_text(a: &GenArgs, dist: strata::data::TextDist, quiet: bool) -> Resu
 /// Checks that the index directory `out` can be made: it is a directory or
 /// does not exist, and its nearest existing ancestor is a directory.
 fn check_out_dir(out: &Path) -> Result<()> {
+    if strata::storage::remote_url(out).is_some() {
+        // An object-store prefix: nothing to create, nothing in the way.
+        return Ok(());
+    }
     let mut at = out;
     loop {
         match std::fs::metadata(at) {
