@@ -382,3 +382,24 @@ fn credentials_are_never_printed() {
     }
     assert!(shown.iter().any(|t| t.contains(&url)), "{shown:?}");
 }
+
+/// `profile_device` at an `s3://` location measures the object store: a
+/// scratch object written, read at every size, and removed.
+#[test]
+fn the_profiler_measures_an_object_store() {
+    let server = s3::shared();
+    let url = s3::fresh("profile");
+    let opts = strata::storage::ProfileOptions {
+        file_size: 2 << 20,
+        sizes: vec![4096, 65536, 262_144],
+        reads_per_size: 6,
+        seed: 3,
+    };
+    let r = strata::storage::profile_device(Path::new(&url), &opts).unwrap();
+    assert_eq!(r.points.len(), 3);
+    assert!(r.points.iter().all(|p| p.mean_us > 0.0));
+    assert!(r.file.starts_with(&url), "{}", r.file);
+    assert!(!r.direct);
+    let prefix = url.trim_start_matches(&format!("s3://{BUCKET}/")).to_string();
+    assert!(server.files_under(&prefix).is_empty(), "scratch object left");
+}

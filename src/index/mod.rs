@@ -34,7 +34,7 @@ pub use cursor::{Cursor, LowerBoundCursor};
 pub use manifest::{MANIFEST_FILE, Manifest, new_build_id};
 pub use params::{IndexSpec, KindParam, ParamDoc, Params, parse_size};
 pub use registry::{
-    BuildOptions, BuildReport, IndexKind, OpenOptions, PAGE_PARAM, Registry, Residency, registry,
+    BuildOptions, BuildReport, IndexKind, OpenOptions, PAGE_PARAM, Registry, Residency, files_dir, registry,
 };
 pub(crate) use scan::{DataRunCursor, DataRunReader, Fetch, Located};
 

@@ -316,7 +316,7 @@ fn build_dir_name(build_id: u64) -> String {
 /// Where the files of the index whose manifest is `m` live: the build
 /// directory of its build on a directory that has them (an object store),
 /// else `dir` itself.
-fn files_dir(dir: Arc<dyn Directory>, m: &Manifest) -> Arc<dyn Directory> {
+pub fn files_dir(dir: Arc<dyn Directory>, m: &Manifest) -> Arc<dyn Directory> {
     m.build_id
         .and_then(|id| dir.build_dir(&build_dir_name(id)))
         .unwrap_or(dir)

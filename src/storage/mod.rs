@@ -77,7 +77,7 @@ pub use memory::{MemDirectory, MemStorage};
 #[cfg(feature = "s3")]
 pub use object::{ObjectDirectory, ObjectOptions, ObjectStats};
 pub use profile::{PRESETS, StorageProfile};
-pub use profiler::{ProfileOptions, ProfileReport, profile_device};
+pub use profiler::{ProfileOptions, ProfileReport, profile_device, profile_directory};
 pub use simulated::SimulatedStorage;
 pub use sink::StorageSink;
 pub use stats::{IoSnapshot, IoStats};

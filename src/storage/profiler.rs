@@ -6,7 +6,7 @@ use std::time::Instant;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
-use super::{ALIGN, AlignedBuf, FileStorage, ReadStorage, Storage, StorageProfile};
+use super::{ALIGN, AlignedBuf, Directory, FileStorage, ReadStorage, Storage, StorageProfile};
 use crate::{Error, Result};
 
 /// What to measure.
@@ -107,7 +107,24 @@ pub(super) fn fit_line(points: &[(f64, f64)]) -> (f64, f64, f64) {
 /// syncs it, times random `O_DIRECT` reads of each size, fits
 /// `T(bytes) = latency + bytes / bandwidth` by least squares and removes the
 /// scratch file.
+///
+/// An `s3://bucket/prefix` ([`super::remote_url`]) is measured on the object
+/// store instead ([`profile_directory`]).
 pub fn profile_device(dir: &Path, opts: &ProfileOptions) -> Result<ProfileReport> {
+    if let Some(url) = super::remote_url(dir) {
+        return profile_directory(super::open_remote(url)?.as_ref(), opts);
+    }
+    let max_size = check_options(opts)?;
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let path = dir.join(format!(".strata-profile-{}.tmp", std::process::id()));
+    let result = run(&path, opts, max_size);
+    let _ = std::fs::remove_file(&path);
+    result
+}
+
+/// The largest read size of `opts`, once the sizes and the scratch file
+/// size are checked.
+fn check_options(opts: &ProfileOptions) -> Result<usize> {
     let max_size = opts.sizes.iter().copied().max().unwrap_or(ALIGN);
     if opts.sizes.iter().any(|s| *s == 0 || s % ALIGN != 0) {
         return Err(Error::invalid(
@@ -119,16 +136,15 @@ pub fn profile_device(dir: &Path, opts: &ProfileOptions) -> Result<ProfileReport
             "profile scratch file must be at least twice the largest read",
         ));
     }
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    let path = dir.join(format!(".strata-profile-{}.tmp", std::process::id()));
-    let result = run(&path, opts, max_size);
-    let _ = std::fs::remove_file(&path);
-    result
+    Ok(max_size)
 }
 
-fn run(path: &Path, opts: &ProfileOptions, max_size: usize) -> Result<ProfileReport> {
-    let file = FileStorage::open(path, true, true, true)?;
-    let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(opts.seed);
+/// Writes the scratch file's random bytes, 4 MiB at a time, through `write`.
+fn fill_scratch(
+    opts: &ProfileOptions,
+    rng: &mut rand_pcg::Pcg64Mcg,
+    mut write: impl FnMut(u64, &[u8]) -> Result<()>,
+) -> Result<()> {
     let chunk = 4 << 20;
     let mut buf = vec![0u8; chunk];
     let mut off = 0u64;
@@ -136,10 +152,65 @@ fn run(path: &Path, opts: &ProfileOptions, max_size: usize) -> Result<ProfileRep
         rng.fill(&mut buf[..]);
         let n = chunk.min((opts.file_size - off) as usize);
         let part = buf.get(..n).ok_or_else(|| Error::invalid("chunk"))?;
-        file.write_at(off, part)?;
+        write(off, part)?;
         off += n as u64;
     }
+    Ok(())
+}
+
+/// Measures the storage of `dir` (any [`Directory`], e.g. an object store):
+/// builds a scratch file of random bytes through a sink, times random
+/// reads of each size through [`Directory::open_read`], fits the line as
+/// [`profile_device`] does, and removes the file. `direct` in the report
+/// is false: there is no page cache to bypass, or it is the directory's.
+pub fn profile_directory(dir: &dyn Directory, opts: &ProfileOptions) -> Result<ProfileReport> {
+    let max_size = check_options(opts)?;
+    let name = format!(".strata-profile-{}.tmp", std::process::id());
+    let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(opts.seed);
+    let mut sink = dir.create_sink(&name, 0)?;
+    fill_scratch(opts, &mut rng, |_, part| sink.append(part))?;
+    sink.finish(&[])?;
+    let result = dir.open_read(&name).and_then(|file| {
+        let (points, a, bandwidth_mb_s, r2) = measure(file.as_ref(), opts, max_size, &mut rng)?;
+        Ok(ProfileReport {
+            latency_us: a,
+            bandwidth_mb_s,
+            r2,
+            direct: false,
+            file: format!("{}/{name}", dir.describe()),
+            reads_per_size: opts.reads_per_size,
+            points,
+        })
+    });
+    let _ = dir.remove(&name);
+    result
+}
+
+fn run(path: &Path, opts: &ProfileOptions, max_size: usize) -> Result<ProfileReport> {
+    let file = FileStorage::open(path, true, true, true)?;
+    let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(opts.seed);
+    fill_scratch(opts, &mut rng, |off, part| file.write_at(off, part))?;
     file.sync()?;
+    let (points, a, bandwidth_mb_s, r2) = measure(&file, opts, max_size, &mut rng)?;
+    Ok(ProfileReport {
+        latency_us: a,
+        bandwidth_mb_s,
+        r2,
+        direct: file.is_direct(),
+        file: path.display().to_string(),
+        reads_per_size: opts.reads_per_size,
+        points,
+    })
+}
+
+/// Times random reads of each size of `opts` from `file` (after 16 untimed
+/// ones) and fits the line: the points, latency (µs), bandwidth (MB/s), r².
+fn measure(
+    file: &dyn ReadStorage,
+    opts: &ProfileOptions,
+    max_size: usize,
+    rng: &mut rand_pcg::Pcg64Mcg,
+) -> Result<(Vec<ProfilePoint>, f64, f64, f64)> {
     let slots = (opts.file_size - max_size as u64) / ALIGN as u64;
     let mut points = Vec::new();
     let mut fit_input = Vec::new();
@@ -170,15 +241,7 @@ fn run(path: &Path, opts: &ProfileOptions, max_size: usize) -> Result<ProfileRep
     }
     let (a, b, r2) = fit_line(&fit_input);
     let bandwidth_mb_s = if b > 0.0 { 1.0 / b } else { f64::INFINITY }; // bytes/µs = MB/s
-    Ok(ProfileReport {
-        latency_us: a,
-        bandwidth_mb_s,
-        r2,
-        direct: file.is_direct(),
-        file: path.display().to_string(),
-        reads_per_size: opts.reads_per_size,
-        points,
-    })
+    Ok((points, a, bandwidth_mb_s, r2))
 }
 
 #[cfg(test)]
@@ -194,6 +257,29 @@ mod tests {
         assert!((a - 15.0).abs() < 1e-9);
         assert!((1.0 / b - 4000.0).abs() < 1e-6);
         assert!((r2 - 1.0).abs() < 1e-9);
+    }
+
+    /// Any directory can be measured: the scratch file goes through a sink
+    /// and is removed.
+    #[test]
+    fn profiles_a_directory_through_a_sink() {
+        let dir = crate::storage::MemDirectory::new();
+        let opts = ProfileOptions {
+            file_size: 1 << 20,
+            sizes: vec![4096, 65536],
+            reads_per_size: 4,
+            seed: 1,
+        };
+        let r = profile_directory(&dir, &opts).unwrap();
+        assert_eq!(r.points.len(), 2);
+        assert!(!r.direct);
+        assert!(dir.list().unwrap().is_empty(), "scratch file removed");
+        let bad = ProfileOptions {
+            file_size: 65536,
+            ..opts
+        };
+        assert!(profile_directory(&dir, &bad).is_err());
+        assert!(dir.list().unwrap().is_empty());
     }
 
     #[test]

@@ -237,6 +237,28 @@ fn split_runner_params(spec: &IndexSpec, page_size: usize) -> Result<RunnerParam
     })
 }
 
+/// Removes the index at `dir`: a local directory and everything in it, or
+/// on an object store (`s3://`) the manifest and the files of its build. An
+/// absent one is no error.
+fn remove_dir(dir: &Path) -> Result<()> {
+    let Some(url) = strata::storage::remote_url(dir) else {
+        if dir.exists() {
+            std::fs::remove_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        }
+        return Ok(());
+    };
+    let d = strata::storage::open_remote(url)?;
+    if !d.exists(strata::index::MANIFEST_FILE) {
+        return Ok(());
+    }
+    let m = strata::index::Manifest::load(d.as_ref())?;
+    let files = strata::index::files_dir(d.clone(), &m);
+    for name in files.list()? {
+        files.remove(&name)?;
+    }
+    d.remove(strata::index::MANIFEST_FILE)
+}
+
 /// Copies the files of directory `from` into a new directory `to` (recursively).
 fn copy_dir(from: &Path, to: &Path) -> Result<()> {
     std::fs::create_dir_all(to).map_err(|e| Error::io(to, e))?;
@@ -273,7 +295,10 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
             "bench needs at least one --index and one --workload",
         ));
     }
-    std::fs::create_dir_all(&opts.work_dir).map_err(|e| Error::io(&opts.work_dir, e))?;
+    let remote = strata::storage::remote_url(&opts.work_dir).is_some();
+    if !remote {
+        std::fs::create_dir_all(&opts.work_dir).map_err(|e| Error::io(&opts.work_dir, e))?;
+    }
     let repeat = opts.repeat.max(1);
     let mut records = Vec::new();
     // Read-only builds are shared by every read-only workload and repeat.
@@ -431,7 +456,7 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
                 }
                 let sample = run_one(own_opts, spec, durable, &env, &dir, &plan, on_event);
                 if temporary {
-                    let _ = std::fs::remove_dir_all(&dir);
+                    let _ = remove_dir(&dir);
                 }
                 samples[i].push(sample?);
                 reports[i] = Some(report);
@@ -447,7 +472,15 @@ pub fn run(opts: &BenchOptions, keys: &[u64], on_event: &mut dyn FnMut(Event)) -
             records.push(rec);
         }
         for (base, _) in pristine.into_iter().flatten() {
-            let _ = std::fs::remove_dir_all(base);
+            let _ = remove_dir(&base);
+        }
+    }
+    if remote {
+        // Local work directories are the caller's to remove (a scratch
+        // directory or a kept --work-dir); on an object store the builds are
+        // removed here.
+        for (dir, _) in static_builds.into_iter().flatten() {
+            remove_dir(&dir)?;
         }
     }
     let wrong: u64 = records.iter().map(|r| r.wrong).sum();
@@ -508,9 +541,7 @@ fn build(
     page_size: usize,
     env: &PeerEnv,
 ) -> Result<BuildReport> {
-    if dir.exists() {
-        std::fs::remove_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    }
+    remove_dir(dir)?;
     match peers::find(&spec.kind) {
         Some(p) => p.build(spec, records, dir, env),
         None => strata::registry::build_records(spec, records, dir, &BuildOptions { page_size }),

@@ -724,9 +724,41 @@ fn scan(a: ScanArgs) -> Result<()> {
     Ok(())
 }
 
+/// The directory at `path`: an `s3://bucket/prefix` (with the feature `s3`)
+/// or a local directory that exists.
+pub(crate) fn open_dir(path: &Path) -> Result<std::sync::Arc<dyn strata::storage::Directory>> {
+    match strata::storage::remote_url(path) {
+        Some(url) => strata::storage::open_remote(url),
+        None => Ok(std::sync::Arc::new(strata::storage::FsDirectory::open(path)?)),
+    }
+}
+
+/// The storage profile `name`; `local` is measured where `near` is: the
+/// local device, or the object store of an `s3://` location (a 32 MiB
+/// scratch object, 40 reads per size).
 pub(crate) fn resolve_profile(name: &str, near: &Path, quiet: bool) -> Result<StorageProfile> {
     if name != "local" {
         return StorageProfile::named(name);
+    }
+    if strata::storage::remote_url(near).is_some() {
+        let pb = progress(quiet, None, &format!("profiling {}", near.display()));
+        let opts = ProfileOptions {
+            file_size: 32 << 20,
+            reads_per_size: 40,
+            ..Default::default()
+        };
+        let r = strata::storage::profile_device(near, &opts);
+        pb.finish_and_clear();
+        let r = r?;
+        if !quiet {
+            eprintln!(
+                "{}: latency {:.1} µs, bandwidth {:.0} MB/s",
+                near.display(),
+                r.latency_us,
+                r.bandwidth_mb_s
+            );
+        }
+        return r.to_profile();
     }
     let pb = progress(quiet, None, "profiling the local device");
     let dir = if near.is_dir() {
@@ -915,13 +947,22 @@ fn profile(a: ProfileArgs, quiet: bool) -> Result<()> {
 }
 
 fn inspect(a: DirArgs) -> Result<()> {
-    let dir = strata::storage::FsDirectory::open(&a.dir)?;
-    let manifest = index::Manifest::load(&dir)?;
+    let dir = open_dir(&a.dir)?;
+    let manifest = index::Manifest::load(dir.as_ref())?;
     let idx = strata::registry::open(&a.dir, &OpenOptions::default())?;
     let stats = idx.stats()?;
     let mut files = serde_json::Map::new();
-    for name in strata::storage::Directory::list(&dir)? {
-        let len = std::fs::metadata(a.dir.join(&name)).map(|m| m.len()).unwrap_or(0);
+    // The files of the index (under its build directory on an object store).
+    let files_dir = strata::index::files_dir(dir.clone(), &manifest);
+    let mut names = files_dir.list()?;
+    if !std::sync::Arc::ptr_eq(&files_dir, &dir) {
+        names.extend(dir.list()?);
+    }
+    for name in names {
+        let len = match files_dir.open_read(&name) {
+            Ok(f) => f.len().unwrap_or(0),
+            Err(_) => dir.open_read(&name).and_then(|f| f.len()).unwrap_or(0),
+        };
         files.insert(name, len.into());
     }
     let out = serde_json::json!({ "manifest": manifest, "stats": stats, "files": files });

@@ -8,7 +8,7 @@ use std::time::Instant;
 use clap::Args;
 use serde_json::{Value, json};
 use strata::index::{self, BuildOptions, IndexSpec, Params};
-use strata::storage::{FsDirectory, StorageProfile};
+use strata::storage::StorageProfile;
 use strata::tune::{DEFAULT_SAMPLES, Tuned, Tuner, model_spec, options_from_params};
 use strata::{Error, Result};
 
@@ -135,7 +135,7 @@ pub(crate) fn run(a: TuneArgs, quiet: bool) -> Result<()> {
         let built = built?;
         report["build"] = serde_json::to_value(&built).map_err(|e| Error::invalid(e.to_string()))?;
         report["out"] = json!(out.display().to_string());
-        let m = index::Manifest::load(&FsDirectory::open(out)?)?;
+        let m = index::Manifest::load(crate::open_dir(out)?.as_ref())?;
         m.description.get("notes").cloned().unwrap_or(Value::Null)
     };
     report["design"] = notes.clone();
