@@ -60,6 +60,9 @@ class NotFoundError(StrataError):
 class InjectedError(StrataError):
     """An injected fault (Error::Injected)."""
 
+class ConflictError(StrataError):
+    """Another writer changed the file first: a conditional put on an object store lost (Error::Conflict)."""
+
 class LockedError(StrataError):
     """The directory is locked by another user (Error::Locked)."""
 

@@ -18,6 +18,7 @@ def test_exception_tree():
         strata.NotFoundError,
         strata.InjectedError,
         strata.LockedError,
+        strata.ConflictError,
     ):
         assert issubclass(cls, strata.StrataError)
     assert issubclass(strata.BadMagicError, strata.CorruptionError)
@@ -107,3 +108,12 @@ def test_bad_spec_leaves_no_directory(tmp_path):
     with pytest.raises(strata.InvalidInputError, match="eps"):
         strata.build(np.arange(5000, dtype=np.uint64), kind="pgm:eps=64", path=out)
     assert not out.exists()
+
+
+def test_object_store_location_without_the_feature():
+    # The default wheel is built without object storage (cargo feature `s3`):
+    # an s3:// location is refused with a message saying so, before any I/O.
+    with pytest.raises(strata.UnsupportedError, match="feature `s3`"):
+        strata.open("s3://bucket/prefix")
+    with pytest.raises(strata.UnsupportedError, match="feature `s3`"):
+        strata.build(np.arange(10, dtype=np.uint64), kind="pgm", path="s3://bucket/prefix")

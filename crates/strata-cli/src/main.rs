@@ -113,6 +113,47 @@ enum Cmd {
     Lsm(lsm::LsmArgs),
     /// List the index kinds with their parameters, distributions, workloads and storage profiles.
     List(ListArgs),
+    /// Run SQL over indexes registered as tables `(key UInt64, value UInt64)`.
+    ///
+    /// `strata sql --table t=fb.pgm "SELECT * FROM t WHERE key BETWEEN 10 AND 99"`:
+    /// DataFusion plans the query; filters on the key become batched lookups
+    /// and range cursors inside strata, limits and projections are pushed
+    /// down. Prints the rows, then (on stderr) the pages each table read.
+    /// Only in a build with the feature `sql`.
+    #[cfg(feature = "sql")]
+    Sql(SqlArgs),
+}
+
+#[cfg(feature = "sql")]
+#[derive(Args, Debug)]
+struct SqlArgs {
+    /// The query.
+    query: String,
+    /// A table: NAME=PATH (an index directory or s3://bucket/prefix); repeat for more.
+    #[arg(long = "table", value_name = "NAME=PATH", required = true)]
+    tables: Vec<String>,
+    /// DataFusion's target partitions (range scans are split into this many key ranges).
+    #[arg(long, default_value_t = 2)]
+    partitions: usize,
+}
+
+#[cfg(feature = "sql")]
+fn sql(a: SqlArgs, quiet: bool) -> Result<()> {
+    let mut tables = Vec::new();
+    for t in &a.tables {
+        let (name, path) = t
+            .split_once('=')
+            .ok_or_else(|| Error::invalid(format!("--table {t:?}: expected NAME=PATH")))?;
+        tables.push((name.to_string(), PathBuf::from(path)));
+    }
+    let out = strata_datafusion::run_sql(&tables, &a.query, a.partitions)?;
+    println!("{}", out.text);
+    if !quiet {
+        for (name, pages, reads) in out.io {
+            eprintln!("{name}: {pages} pages in {reads} read calls");
+        }
+    }
+    Ok(())
 }
 
 #[derive(Args, Debug)]
@@ -394,6 +435,8 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Bench(a) => bench(a, quiet),
         Cmd::Kvbench(a) => kvbench::run(a, quiet),
         Cmd::Profile(a) => profile(a, quiet),
+        #[cfg(feature = "sql")]
+        Cmd::Sql(a) => sql(a, quiet),
         Cmd::Db(a) => db::run(a, quiet),
         Cmd::Lsm(a) => lsm::run(a, quiet),
         Cmd::List(a) => list(a),

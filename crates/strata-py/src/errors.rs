@@ -13,7 +13,8 @@
 //! ├── UnsupportedError             Error::Unsupported
 //! ├── NotFoundError                Error::NotFound
 //! ├── InjectedError                Error::Injected
-//! └── LockedError                  Error::Locked        (.dir, .exclusive)
+//! ├── LockedError                  Error::Locked        (.dir, .exclusive)
+//! └── ConflictError                Error::Conflict      (another writer published first)
 //! ```
 //!
 //! `CorruptionError` groups the variants for which `Error::is_corruption`
@@ -98,6 +99,13 @@ create_exception!(
     "The store or index directory is locked by another user, in this process or another (Error::Locked)."
 );
 
+create_exception!(
+    _strata,
+    ConflictError,
+    StrataError,
+    "Another writer changed the file first: a conditional put on an object store lost (Error::Conflict)."
+);
+
 /// Converts a strata error into the matching Python exception, with the
 /// variant's fields as attributes.
 pub fn to_py(e: strata::Error) -> PyErr {
@@ -179,6 +187,7 @@ pub fn to_py(e: strata::Error) -> PyErr {
             strata::Error::Unsupported(_) => (UnsupportedError::new_err(msg), vec![]),
             strata::Error::NotFound(_) => (NotFoundError::new_err(msg), vec![]),
             strata::Error::Injected(_) => (InjectedError::new_err(msg), vec![]),
+            strata::Error::Conflict(_) => (ConflictError::new_err(msg), vec![]),
             strata::Error::Locked { dir, exclusive } => (
                 LockedError::new_err(msg),
                 vec![("dir", to_obj(py, dir)), ("exclusive", to_obj(py, exclusive))],
@@ -274,5 +283,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("NotFoundError", py.get_type::<NotFoundError>())?;
     m.add("InjectedError", py.get_type::<InjectedError>())?;
     m.add("LockedError", py.get_type::<LockedError>())?;
+    m.add("ConflictError", py.get_type::<ConflictError>())?;
     Ok(())
 }
