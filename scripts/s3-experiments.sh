@@ -8,8 +8,9 @@
 #      profile (`air:profile=custom:LAT:BW`), on s3 and on the local disk
 #      (O_DIRECT);
 #   3. on s3 again: batched lookups (--batch 64 --queue-depth 16: each
-#      batch's reads as coalesced get_ranges), and a page cache of 4096
-#      pages in front.
+#      batch's reads as coalesced get_ranges, ranges closer than the
+#      measured latency × bandwidth merged: STRATA_S3_COALESCE), and a page
+#      cache of 4096 pages in front.
 # Every bench run checks every answer (a wrong one fails it).
 # Environment: DATA (key file; default: osm-like N keys generated into WORK),
 # N (10000000), OPS (2000), REPEAT (3), STRATA_BIN (a strata built with
@@ -50,7 +51,10 @@ done
 "$S" profile "$WORK/local" --file-mib 256 --reads 200 --quiet > "$OUT/profile-local.json"
 read -r lat bw < <(python3 -c "import json; p=json.load(open('$OUT/profile-s3.json')); print(round(p['latency_us'], 1), round(p['bandwidth_mb_s'], 1))")
 s3_profile="custom:$lat:$bw"
-echo "s3 profile: $s3_profile"
+# Batched reads merge ranges closer than latency × bandwidth (reading the
+# gap costs less than another request).
+export STRATA_S3_COALESCE=${STRATA_S3_COALESCE:-$(python3 -c "print(int($lat * $bw))")}
+echo "s3 profile: $s3_profile, coalescing ranges closer than $STRATA_S3_COALESCE bytes"
 
 idx=()
 for k in $KINDS; do idx+=(--index "$k"); done
