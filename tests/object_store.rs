@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use common::s3::{self, ACCESS_KEY, BUCKET, SECRET_KEY};
 use strata::Error;
 use strata::index::{BuildOptions, IndexSpec, OpenOptions};
-use strata::storage::{Directory, ObjectDirectory, ObjectOptions, ReadReq};
+use strata::storage::{Directory, ObjectDirectory, ObjectOptions, ReadReq, ReadStorage};
 
 fn dir(url: &str) -> ObjectDirectory {
     s3::shared();
@@ -256,6 +256,107 @@ fn indexes_on_s3_answer_as_on_local_disk_with_the_same_reads() {
     }
 }
 
+/// Which step of a race [`Gated`] directories have reached.
+#[derive(Default)]
+struct Race {
+    /// The second builder has looked for the manifest.
+    checked: bool,
+    /// The first builder has published.
+    published: bool,
+}
+
+/// An object-store directory whose manifest calls wait for each other, so
+/// that two builds race the same way every time: the second builder looks
+/// for the manifest (finds none), the first publishes, then the second
+/// publishes. (The test server's conditional put is check-then-write, so
+/// two puts that truly overlap could both pass there; S3's is atomic.)
+#[derive(Debug)]
+struct Gated {
+    inner: ObjectDirectory,
+    first: bool,
+    race: Arc<(std::sync::Mutex<Race>, std::sync::Condvar)>,
+}
+
+impl std::fmt::Debug for Race {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Race({}, {})", self.checked, self.published)
+    }
+}
+
+impl Gated {
+    fn wait(&self, until: impl Fn(&Race) -> bool) {
+        let (m, cv) = &*self.race;
+        let r = m.lock().unwrap();
+        let (r, timeout) = cv
+            .wait_timeout_while(r, std::time::Duration::from_secs(120), |r| !until(r))
+            .unwrap();
+        assert!(!timeout.timed_out(), "the other builder never got there: {r:?}");
+    }
+
+    fn mark(&self, set: impl FnOnce(&mut Race)) {
+        let (m, cv) = &*self.race;
+        set(&mut m.lock().unwrap());
+        cv.notify_all();
+    }
+}
+
+impl Directory for Gated {
+    fn create(&self, name: &str) -> strata::Result<Arc<dyn strata::storage::Storage>> {
+        self.inner.create(name)
+    }
+    fn open(&self, name: &str) -> strata::Result<Arc<dyn strata::storage::Storage>> {
+        self.inner.open(name)
+    }
+    fn exists(&self, name: &str) -> bool {
+        let there = self.inner.exists(name);
+        if !self.first && name == strata::index::MANIFEST_FILE {
+            self.mark(|r| r.checked = true);
+        }
+        there
+    }
+    fn remove(&self, name: &str) -> strata::Result<()> {
+        self.inner.remove(name)
+    }
+    fn rename(&self, from: &str, to: &str) -> strata::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn list(&self) -> strata::Result<Vec<String>> {
+        self.inner.list()
+    }
+    fn sync_dir(&self) -> strata::Result<()> {
+        self.inner.sync_dir()
+    }
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn lock(&self, mode: strata::storage::LockMode) -> strata::Result<strata::storage::DirLock> {
+        self.inner.lock(mode)
+    }
+    fn open_read(&self, name: &str) -> strata::Result<Arc<dyn ReadStorage>> {
+        self.inner.open_read(name)
+    }
+    fn create_sink(&self, name: &str, header_len: usize) -> strata::Result<Box<dyn strata::storage::Sink>> {
+        self.inner.create_sink(name, header_len)
+    }
+    fn publish(&self, name: &str, bytes: &[u8]) -> strata::Result<()> {
+        if name != strata::index::MANIFEST_FILE {
+            return self.inner.publish(name, bytes);
+        }
+        if self.first {
+            self.wait(|r| r.checked);
+            let done = self.inner.publish(name, bytes);
+            self.mark(|r| r.published = true);
+            done
+        } else {
+            self.wait(|r| r.published);
+            self.inner.publish(name, bytes)
+        }
+    }
+    fn build_dir(&self, build: &str) -> Option<Arc<dyn Directory>> {
+        self.inner.build_dir(build)
+    }
+}
+
 /// Two builders publishing one index: exactly one wins, the other gets
 /// `Error::Conflict` and leaves no file behind; the index answers as the
 /// winner built it. A later rebuild replaces it and removes the old
@@ -269,18 +370,19 @@ fn concurrent_builders_one_wins_and_rebuilds_replace() {
         (0..40_000u64).map(|i| i * 3).collect(),
         (0..30_000u64).map(|i| i * 5 + 1).collect(),
     ];
-    // Both builders find the prefix empty before either publishes.
-    let barrier = Arc::new(std::sync::Barrier::new(2));
+    let race = Arc::new((std::sync::Mutex::new(Race::default()), std::sync::Condvar::new()));
     let results: Vec<strata::Result<u64>> = std::thread::scope(|s| {
         let hs: Vec<_> = sets
             .iter()
-            .map(|keys| {
-                let (url, barrier) = (url.clone(), barrier.clone());
+            .enumerate()
+            .map(|(i, keys)| {
+                let (url, race) = (url.clone(), race.clone());
                 s.spawn(move || {
-                    let d: Arc<dyn Directory> =
-                        Arc::new(ObjectDirectory::open(&url, ObjectOptions::default()).unwrap());
-                    assert!(!d.exists(strata::index::MANIFEST_FILE));
-                    barrier.wait();
+                    let d: Arc<dyn Directory> = Arc::new(Gated {
+                        inner: ObjectDirectory::open(&url, ObjectOptions::default()).unwrap(),
+                        first: i == 0,
+                        race,
+                    });
                     strata::registry::build_in(
                         &"pgm".parse().unwrap(),
                         strata::index::Records::ranked(keys),
@@ -294,7 +396,7 @@ fn concurrent_builders_one_wins_and_rebuilds_replace() {
         hs.into_iter().map(|h| h.join().unwrap()).collect()
     });
     let won: Vec<usize> = (0..2).filter(|&i| results[i].is_ok()).collect();
-    assert_eq!(won.len(), 1, "{results:?}");
+    assert_eq!(won, vec![0], "{results:?}");
     let lost = 1 - won[0];
     let e = results[lost].as_ref().unwrap_err();
     assert!(matches!(e, Error::Conflict(_)), "{e}");
