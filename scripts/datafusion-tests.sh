@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
-# strata tables in DataFusion (issue 22; crates/strata-datafusion), out of
-# the default build and test: lints the crate (clippy -D warnings) and runs
-# its tests. Prints the time of each step (CI records them: .ci/run step 3b).
+# strata tables in DataFusion and on Ballista (issue 22;
+# crates/strata-datafusion, crates/strata-ballista), out of the default
+# build and test: lints both crates (clippy -D warnings) and runs their
+# tests (the Ballista test starts a scheduler and two executors on
+# 127.0.0.1 over the S3 test server, which this script installs). Both
+# crates are built in one cargo run, so DataFusion is compiled once with
+# the features both need. Prints the time of each step (CI records them:
+# .ci/run step 3b).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t0=$(date +%s)
-cargo clippy -p strata-datafusion --all-targets -- -D warnings
+./scripts/install-s3-server.sh
+cargo clippy -p strata-datafusion -p strata-ballista --all-targets -- -D warnings
 t1=$(date +%s)
 echo "datafusion: clippy took $((t1 - t0)) s"
-cargo test --release -p strata-datafusion
+cargo test --release -p strata-datafusion -p strata-ballista
 t2=$(date +%s)
 echo "datafusion: tests (build and run) took $((t2 - t1)) s"

@@ -7,8 +7,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/check-toolchain.sh
 # strata-py is a cdylib without Rust tests: pytest covers it below.
-# strata-datafusion (DataFusion, Ballista) is heavy and out of the default
-# build: scripts/datafusion-tests.sh, CI step 3b.
-cargo test --workspace --exclude strata-py --exclude strata-datafusion --all-targets
-cargo test --workspace --exclude strata-py --exclude strata-datafusion --doc
+# strata-datafusion and strata-ballista (DataFusion, Ballista) are heavy and
+# out of the default build: scripts/datafusion-tests.sh, CI step 3b.
+cargo test --workspace --exclude strata-py --exclude strata-datafusion --exclude strata-ballista --all-targets
+cargo test --workspace --exclude strata-py --exclude strata-datafusion --exclude strata-ballista --doc
 ./scripts/test-python.sh

@@ -118,6 +118,49 @@ fn conditional_puts_let_exactly_one_writer_win() {
     assert_eq!(contents(&a, "m"), b"fourth");
 }
 
+/// Conditional puts that truly overlap: many writers that all saw the name
+/// absent publish at once; exactly one wins, every other gets
+/// `Error::Conflict`, and the object holds the winner's bytes. (S3's
+/// conditional writes are atomic; the test server makes s3s-fs's, a check
+/// then a write, atomic too: `tools/s3-server`, `Store`.)
+#[test]
+fn overlapping_conditional_puts_let_exactly_one_writer_win() {
+    const WRITERS: usize = 8;
+    for round in 0..10 {
+        let url = s3::fresh("overlap");
+        let dirs: Vec<ObjectDirectory> = (0..WRITERS).map(|_| dir(&url)).collect();
+        for d in &dirs {
+            assert!(!d.exists("m"));
+        }
+        let barrier = std::sync::Barrier::new(WRITERS);
+        let results: Vec<strata::Result<()>> = std::thread::scope(|s| {
+            let handles: Vec<_> = dirs
+                .iter()
+                .enumerate()
+                .map(|(i, d)| {
+                    let barrier = &barrier;
+                    s.spawn(move || {
+                        barrier.wait();
+                        d.publish("m", format!("writer {i}").as_bytes())
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let winners: Vec<usize> = (0..WRITERS).filter(|&i| results[i].is_ok()).collect();
+        assert_eq!(winners.len(), 1, "round {round}: {results:?}");
+        for r in &results {
+            if let Err(e) = r {
+                assert!(matches!(e, Error::Conflict(_)), "round {round}: {e}");
+            }
+        }
+        assert_eq!(
+            contents(&dir(&url), "m"),
+            format!("writer {}", winners[0]).as_bytes()
+        );
+    }
+}
+
 /// An object replaced after it was opened is an error at the next read,
 /// never the new version's bytes under the old length.
 #[test]
@@ -268,8 +311,7 @@ struct Race {
 /// An object-store directory whose manifest calls wait for each other, so
 /// that two builds race the same way every time: the second builder looks
 /// for the manifest (finds none), the first publishes, then the second
-/// publishes. (The test server's conditional put is check-then-write, so
-/// two puts that truly overlap could both pass there; S3's is atomic.)
+/// publishes. (Puts that truly overlap: the test above.)
 #[derive(Debug)]
 struct Gated {
     inner: ObjectDirectory,

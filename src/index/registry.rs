@@ -590,6 +590,16 @@ impl Registry {
     /// succeeded: a failed build removes what it wrote and leaves a previous
     /// index in `dir` complete. A kind that manages its directory itself
     /// (a store) builds in place and cleans up after itself.
+    ///
+    /// On a directory of files built once (an object store:
+    /// [`Directory::build_dir`] is `Some`), a static kind writes its files
+    /// under a directory of their own (`build-<id>/`), then publishes the
+    /// manifest conditionally over the one it found (a concurrent builder
+    /// that published first makes this one fail with
+    /// [`Error::Conflict`](crate::Error::Conflict), and its files are
+    /// removed), then removes the replaced build's files. Other kinds are
+    /// [`Error::Unsupported`](crate::Error::Unsupported) there, before any
+    /// write. See `docs/format/index-dir.md`, "On an object store".
     pub fn build_in(
         &self,
         spec: &IndexSpec,

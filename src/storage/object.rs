@@ -118,7 +118,8 @@ impl ObjectStats {
 /// the runtime its calls run on, the counters.
 struct Remote {
     store: AmazonS3,
-    runtime: tokio::runtime::Runtime,
+    /// Always `Some` until dropped (see `Drop`).
+    runtime: Option<tokio::runtime::Runtime>,
     bucket: String,
     options: ObjectOptions,
     stats: Arc<ObjectStats>,
@@ -132,7 +133,26 @@ impl Debug for Remote {
     }
 }
 
+impl Drop for Remote {
+    fn drop(&mut self) {
+        // Dropping a runtime from a task of another runtime panics (a
+        // directory opened by a DataFusion or Ballista plan is dropped
+        // there); shutting it down in the background is allowed anywhere.
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
 impl Remote {
+    fn runtime(&self) -> &tokio::runtime::Runtime {
+        match &self.runtime {
+            Some(rt) => rt,
+            // Only `drop` takes it.
+            None => unreachable!("a Remote's runtime is taken only when it is dropped"),
+        }
+    }
+
     /// Runs `fut` to completion on this remote's runtime, blocking the
     /// calling thread (from a runtime's task, on a scoped thread).
     fn run<F>(&self, fut: F) -> F::Output
@@ -142,14 +162,14 @@ impl Remote {
     {
         if tokio::runtime::Handle::try_current().is_ok() {
             std::thread::scope(|s| {
-                let h = s.spawn(|| self.runtime.block_on(fut));
+                let h = s.spawn(|| self.runtime().block_on(fut));
                 match h.join() {
                     Ok(out) => out,
                     Err(panic) => std::panic::resume_unwind(panic),
                 }
             })
         } else {
-            self.runtime.block_on(fut)
+            self.runtime().block_on(fut)
         }
     }
 
@@ -281,7 +301,7 @@ impl ObjectDirectory {
         Ok(ObjectDirectory {
             remote: Arc::new(Remote {
                 store,
-                runtime,
+                runtime: Some(runtime),
                 bucket: bucket.to_string(),
                 options,
                 stats: Arc::new(ObjectStats::default()),
@@ -737,7 +757,7 @@ impl ObjectSink {
         ObjectStats::add(&remote.stats.puts, 1);
         ObjectStats::add(&remote.stats.put_bytes, data.len() as u64);
         let (path, id, task_remote) = (self.path.clone(), upload.id.clone(), remote.clone());
-        upload.in_flight.push_back(remote.runtime.spawn(async move {
+        upload.in_flight.push_back(remote.runtime().spawn(async move {
             task_remote
                 .store
                 .put_part(&path, &id, index, PutPayload::from(data))

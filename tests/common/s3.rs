@@ -18,12 +18,18 @@ pub const ACCESS_KEY: &str = "STRATAACCESSKEY7Q3Z";
 pub const SECRET_KEY: &str = "strata-secret-9f4e1c77b2d04a6e";
 
 /// The server binary: `STRATA_S3_SERVER`, else
-/// `target/tools/bin/strata-s3-server`.
+/// `target/tools/bin/strata-s3-server` of the workspace (this file also
+/// serves the tests of `crates/strata-ballista`).
 pub fn binary() -> PathBuf {
     if let Some(p) = std::env::var_os("STRATA_S3_SERVER") {
         return PathBuf::from(p);
     }
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/tools/bin/strata-s3-server");
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tool = "target/tools/bin/strata-s3-server";
+    let p = [manifest.join(tool), manifest.join("../..").join(tool)]
+        .into_iter()
+        .find(|p| p.exists())
+        .unwrap_or_else(|| manifest.join(tool));
     assert!(
         p.exists(),
         "no S3 test server at {}: run scripts/s3-tests.sh (it installs it there) or set STRATA_S3_SERVER",

@@ -118,7 +118,9 @@ enum Cmd {
     /// `strata sql --table t=fb.pgm "SELECT * FROM t WHERE key BETWEEN 10 AND 99"`:
     /// DataFusion plans the query; filters on the key become batched lookups
     /// and range cursors inside strata, limits and projections are pushed
-    /// down. Prints the rows, then (on stderr) the pages each table read.
+    /// down. Prints the rows, then (on stderr) the pages each table read
+    /// and the query's time. A table may also be an LSM store's directory
+    /// (`key Binary, value Binary`).
     /// Only in a build with the feature `sql`.
     #[cfg(feature = "sql")]
     Sql(SqlArgs),
@@ -129,7 +131,7 @@ enum Cmd {
 struct SqlArgs {
     /// The query.
     query: String,
-    /// A table: NAME=PATH (an index directory or s3://bucket/prefix); repeat for more.
+    /// A table: NAME=PATH (an index directory, s3://bucket/prefix, or an LSM store directory); repeat for more.
     #[arg(long = "table", value_name = "NAME=PATH", required = true)]
     tables: Vec<String>,
     /// DataFusion's target partitions (range scans are split into this many key ranges).
@@ -152,6 +154,7 @@ fn sql(a: SqlArgs, quiet: bool) -> Result<()> {
         for (name, pages, reads) in out.io {
             eprintln!("{name}: {pages} pages in {reads} read calls");
         }
+        eprintln!("{} rows in {:.1} ms", out.rows, out.elapsed.as_secs_f64() * 1e3);
     }
     Ok(())
 }

@@ -99,61 +99,124 @@ impl KeySet {
     /// The set a filter selects, or `None` if the filter is not one of the
     /// shapes answered exactly (see the module documentation).
     pub fn of_filter(e: &Expr, key: &str) -> Option<KeySet> {
-        match e {
-            Expr::BinaryExpr(BinaryExpr {
-                left,
-                op: Operator::And,
-                right,
-            }) => Some(Self::of_filter(left, key)?.intersect(&Self::of_filter(right, key)?)),
-            // DataFusion writes a short `IN` list as `key = a OR key = b …`.
-            Expr::BinaryExpr(BinaryExpr {
-                left,
-                op: Operator::Or,
-                right,
-            }) => Self::of_filter(left, key)?.union(&Self::of_filter(right, key)?),
-            Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
-                let (op, lit) = if is_key(left, key) {
-                    (*op, literal(right)?)
-                } else if is_key(right, key) {
-                    (op.swap()?, literal(left)?)
-                } else {
-                    return None;
-                };
-                // A comparison with NULL is never true.
-                let Some(v) = lit else { return Some(KeySet::NONE) };
-                compare(op, v)
-            }
-            Expr::Between(Between {
-                expr,
-                negated: false,
-                low,
-                high,
-            }) if is_key(expr, key) => {
-                let (Some(lo), Some(hi)) = (literal(low)?, literal(high)?) else {
-                    return Some(KeySet::NONE);
-                };
-                Some(compare(Operator::GtEq, lo)?.intersect(&compare(Operator::LtEq, hi)?))
-            }
-            Expr::InList(InList {
-                expr,
-                list,
-                negated: false,
-            }) if is_key(expr, key) => {
-                let mut points = Vec::with_capacity(list.len());
-                for item in list {
-                    // NULLs in the list match nothing; values out of u64 neither.
-                    if let Some(v) = literal(item)?
-                        && let Ok(k) = u64::try_from(v)
-                    {
-                        points.push(k);
-                    }
-                }
-                points.sort_unstable();
-                points.dedup();
-                Some(KeySet::Points(points))
-            }
-            _ => None,
+        of_filter(e, key)
+    }
+}
+
+impl FilterSet for KeySet {
+    type Lit = i128;
+    type Key = u64;
+
+    fn none() -> Self {
+        KeySet::NONE
+    }
+
+    fn literal(e: &Expr) -> Option<Option<i128>> {
+        literal(e)
+    }
+
+    fn compare(op: Operator, v: i128) -> Option<Self> {
+        compare(op, v)
+    }
+
+    fn key_of(v: i128) -> Option<u64> {
+        // Values out of u64 match no key.
+        u64::try_from(v).ok()
+    }
+
+    fn points(mut p: Vec<u64>) -> Self {
+        p.sort_unstable();
+        p.dedup();
+        KeySet::Points(p)
+    }
+
+    fn and(&self, other: &Self) -> Self {
+        self.intersect(other)
+    }
+
+    fn or(&self, other: &Self) -> Option<Self> {
+        self.union(other)
+    }
+}
+
+/// A set of keys a conjunction of filters can select: what
+/// [`of_filter`] needs of it. [`KeySet`] (u64 keys) and
+/// [`crate::lsm::ByteKeySet`] (byte strings) are two.
+pub(crate) trait FilterSet: Sized {
+    /// A literal's value as a comparison sees it.
+    type Lit;
+    /// A key.
+    type Key;
+    /// No key.
+    fn none() -> Self;
+    /// The value of a literal of the key's type (possibly cast):
+    /// `Some(None)` for a NULL, `None` if `e` is not one.
+    fn literal(e: &Expr) -> Option<Option<Self::Lit>>;
+    /// The keys `key op v` selects (`None`: an operator not answered).
+    fn compare(op: Operator, v: Self::Lit) -> Option<Self>;
+    /// The key equal to `v`, if any key is.
+    fn key_of(v: Self::Lit) -> Option<Self::Key>;
+    /// These keys (in any order, duplicates allowed).
+    fn points(p: Vec<Self::Key>) -> Self;
+    /// The keys in both.
+    fn and(&self, other: &Self) -> Self;
+    /// The keys in either, if the set can hold them.
+    fn or(&self, other: &Self) -> Option<Self>;
+}
+
+/// The set a filter on the column `key` selects, or `None` if the filter is
+/// not one of the shapes answered exactly (see the module documentation).
+pub(crate) fn of_filter<S: FilterSet>(e: &Expr, key: &str) -> Option<S> {
+    match e {
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: Operator::And,
+            right,
+        }) => Some(of_filter::<S>(left, key)?.and(&of_filter(right, key)?)),
+        // DataFusion writes a short `IN` list as `key = a OR key = b …`.
+        Expr::BinaryExpr(BinaryExpr {
+            left,
+            op: Operator::Or,
+            right,
+        }) => of_filter::<S>(left, key)?.or(&of_filter(right, key)?),
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
+            let (op, lit) = if is_key(left, key) {
+                (*op, S::literal(right)?)
+            } else if is_key(right, key) {
+                (op.swap()?, S::literal(left)?)
+            } else {
+                return None;
+            };
+            // A comparison with NULL is never true.
+            let Some(v) = lit else { return Some(S::none()) };
+            S::compare(op, v)
         }
+        Expr::Between(Between {
+            expr,
+            negated: false,
+            low,
+            high,
+        }) if is_key(expr, key) => {
+            let (Some(lo), Some(hi)) = (S::literal(low)?, S::literal(high)?) else {
+                return Some(S::none());
+            };
+            Some(S::compare(Operator::GtEq, lo)?.and(&S::compare(Operator::LtEq, hi)?))
+        }
+        Expr::InList(InList {
+            expr,
+            list,
+            negated: false,
+        }) if is_key(expr, key) => {
+            let mut points = Vec::with_capacity(list.len());
+            for item in list {
+                // NULLs in the list match nothing.
+                if let Some(k) = S::literal(item)?.and_then(S::key_of) {
+                    points.push(k);
+                }
+            }
+            Some(S::points(points))
+        }
+        _ => None,
     }
 }
 
@@ -182,8 +245,8 @@ fn compare(op: Operator, v: i128) -> Option<KeySet> {
     })
 }
 
-/// Whether `e` is the key column itself (no cast: a cast of a u64 changes
-/// which rows compare true).
+/// Whether `e` is the key column itself (no cast: a cast of the key
+/// changes which rows compare true).
 fn is_key(e: &Expr, key: &str) -> bool {
     matches!(e, Expr::Column(c) if c.name == key)
 }

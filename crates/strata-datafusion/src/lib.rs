@@ -15,13 +15,20 @@
 //!   partition, read in key order until the limit);
 //! - every partition's rows are in key order, and the plan says so.
 //!
-//! The scan ([`StrataScanExec`]) runs strata's blocking reads on tokio's
-//! blocking threads, sending record batches of up to [`BATCH_ROWS`] rows
-//! through a channel of two.
+//! [`StrataLsmTable`] does the same over strata's LSM store, with the
+//! columns `key Binary` and `value Binary` ([`ByteKeySet`]).
+//!
+//! The scans ([`StrataScanExec`], [`StrataLsmScanExec`]) run strata's
+//! blocking reads on tokio's blocking threads, sending record batches of up
+//! to [`BATCH_ROWS`] rows through a channel of two. [`wire`] carries tables
+//! and scans to other processes (`strata-ballista` runs them on a
+//! Ballista cluster).
 
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
 mod keys;
+mod lsm;
+pub mod wire;
 
 use std::any::Any;
 use std::fmt;
@@ -29,13 +36,14 @@ use std::path::Path;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use datafusion::arrow::array::{ArrayRef, UInt64Array};
+use datafusion::arrow::array::{ArrayRef, BooleanArray, UInt64Array};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::catalog::{Session, TableProvider};
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{DataFusionError, Result as DfResult};
 use datafusion::datasource::TableType;
+use datafusion::datasource::memory::MemorySourceConfig;
 use datafusion::execution::TaskContext;
 use datafusion::logical_expr::{Expr, TableProviderFilterPushDown};
 use datafusion::physical_expr::{EquivalenceProperties, LexOrdering, PhysicalSortExpr};
@@ -49,6 +57,7 @@ use datafusion::physical_plan::{
 use strata::index::{Index, OpenOptions, Record};
 
 pub use keys::KeySet;
+pub use lsm::{ByteKeySet, BytePart, StrataLsmScanExec, StrataLsmTable, Upper};
 
 /// Rows per record batch a scan sends.
 pub const BATCH_ROWS: usize = 8192;
@@ -60,6 +69,14 @@ pub const VALUE: &str = "value";
 
 fn df_err(e: strata::Error) -> DataFusionError {
     DataFusionError::External(Box::new(e))
+}
+
+/// The schema of a [`StrataTable`]: `key UInt64, value UInt64`.
+fn table_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new(KEY, DataType::UInt64, false),
+        Field::new(VALUE, DataType::UInt64, false),
+    ]))
 }
 
 /// A static strata index as a table `(key UInt64, value UInt64)`.
@@ -88,10 +105,7 @@ impl StrataTable {
 
     /// A table over an open index; `location` names it in plans.
     pub fn new(index: Arc<dyn Index>, location: String) -> Self {
-        let schema = Arc::new(Schema::new(vec![
-            Field::new(KEY, DataType::UInt64, false),
-            Field::new(VALUE, DataType::UInt64, false),
-        ]));
+        let schema = table_schema();
         StrataTable {
             index,
             location,
@@ -102,6 +116,11 @@ impl StrataTable {
     /// The index (its I/O counters: [`Index::io`]).
     pub fn index(&self) -> &Arc<dyn Index> {
         &self.index
+    }
+
+    /// Where the index is: the path or URL it was opened from.
+    pub fn location(&self) -> &str {
+        &self.location
     }
 }
 
@@ -147,7 +166,6 @@ impl TableProvider for StrataTable {
         Ok(Arc::new(StrataScanExec::new(
             self.index.clone(),
             self.location.clone(),
-            self.schema.clone(),
             columns,
             keys,
             limit,
@@ -156,28 +174,113 @@ impl TableProvider for StrataTable {
     }
 }
 
-/// What one partition of a scan reads.
+/// What one partition of a scan reads (or a piece of it).
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Part {
+pub enum Part {
     /// These keys, by batched lookups.
     Points(Vec<u64>),
     /// Keys `lo..=hi`, by a cursor.
     Range(u64, u64),
 }
 
-/// The scan of a [`StrataTable`]: partitions of points or key ranges.
+/// The schema of an index scan's part descriptors: a row per key range
+/// (`point` false) or per key to look up (`point` true, `lo == hi`).
+fn part_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("lo", DataType::UInt64, false),
+        Field::new("hi", DataType::UInt64, false),
+        Field::new("point", DataType::Boolean, false),
+    ]))
+}
+
+/// The descriptor batch of one partition's parts.
+fn part_batch(parts: &[Part]) -> DfResult<RecordBatch> {
+    let (mut lo, mut hi, mut point) = (Vec::new(), Vec::new(), Vec::new());
+    for p in parts {
+        match p {
+            Part::Points(keys) => {
+                lo.extend_from_slice(keys);
+                hi.extend_from_slice(keys);
+                point.extend(std::iter::repeat_n(true, keys.len()));
+            }
+            &Part::Range(a, b) => {
+                lo.push(a);
+                hi.push(b);
+                point.push(false);
+            }
+        }
+    }
+    Ok(RecordBatch::try_new(
+        part_schema(),
+        vec![
+            Arc::new(UInt64Array::from(lo)),
+            Arc::new(UInt64Array::from(hi)),
+            Arc::new(BooleanArray::from(point)),
+        ],
+    )?)
+}
+
+/// The parts of descriptor batches (runs of points become one part).
+fn parts_of(batches: &[RecordBatch]) -> DfResult<Vec<Part>> {
+    let mut parts = Vec::new();
+    let mut points = Vec::new();
+    for b in batches {
+        let col = |i: usize| b.columns().get(i).map(|c| c.as_any());
+        let (Some(lo), Some(hi), Some(point)) = (
+            col(0).and_then(|c| c.downcast_ref::<UInt64Array>()),
+            col(1).and_then(|c| c.downcast_ref::<UInt64Array>()),
+            col(2).and_then(|c| c.downcast_ref::<BooleanArray>()),
+        ) else {
+            return Err(DataFusionError::Internal(format!(
+                "StrataScanExec: its input is not part descriptors: {}",
+                b.schema()
+            )));
+        };
+        for r in 0..b.num_rows() {
+            if point.value(r) {
+                points.push(lo.value(r));
+            } else {
+                if !points.is_empty() {
+                    parts.push(Part::Points(std::mem::take(&mut points)));
+                }
+                parts.push(Part::Range(lo.value(r), hi.value(r)));
+            }
+        }
+    }
+    if !points.is_empty() {
+        parts.push(Part::Points(points));
+    }
+    Ok(parts)
+}
+
+/// The input of a scan: one partition per entry of `batches` (each a
+/// partition's descriptors), held in memory. Keeping what each partition
+/// reads as *data* of an ordinary source, rather than inside the scan,
+/// lets a distributed engine hand each task its partitions: Ballista
+/// restricts in-memory sources to a task's partitions, and a custom leaf
+/// it would leave whole, so every task would read every partition.
+fn parts_input(schema: SchemaRef, batches: Vec<RecordBatch>) -> DfResult<Arc<dyn ExecutionPlan>> {
+    let partitions: Vec<Vec<RecordBatch>> = if batches.is_empty() {
+        // One partition that reads nothing.
+        vec![vec![RecordBatch::new_empty(schema.clone())]]
+    } else {
+        batches.into_iter().map(|b| vec![b]).collect()
+    };
+    Ok(MemorySourceConfig::try_new_exec(&partitions, schema, None)?)
+}
+
+/// The scan of a [`StrataTable`]: its input says what each partition reads
+/// (points or key ranges; see `parts_input`), the scan reads them.
 pub struct StrataScanExec {
     index: Arc<dyn Index>,
     location: String,
-    /// The table's schema.
-    table_schema: SchemaRef,
     /// The projected schema.
     schema: SchemaRef,
     /// Columns of the table's schema, in output order.
     columns: Vec<usize>,
     keys: KeySet,
     limit: Option<usize>,
-    parts: Vec<Part>,
+    input: Arc<dyn ExecutionPlan>,
     properties: Arc<PlanProperties>,
 }
 
@@ -188,7 +291,6 @@ impl fmt::Debug for StrataScanExec {
             .field("keys", &self.keys)
             .field("columns", &self.columns)
             .field("limit", &self.limit)
-            .field("parts", &self.parts.len())
             .finish()
     }
 }
@@ -197,41 +299,138 @@ impl StrataScanExec {
     fn new(
         index: Arc<dyn Index>,
         location: String,
-        table_schema: SchemaRef,
         columns: Vec<usize>,
         keys: KeySet,
         limit: Option<usize>,
         target_partitions: usize,
     ) -> DfResult<Self> {
-        let schema = Arc::new(table_schema.project(&columns)?);
-        let parts = split(&keys, limit, target_partitions);
-        let mut eq = EquivalenceProperties::new(schema.clone());
-        // Rows come in key order within every partition.
-        if let Some(pos) = columns.iter().position(|&c| c == 0) {
-            let sort =
-                PhysicalSortExpr::new_default(Arc::new(Column::new(KEY, pos)) as Arc<dyn PhysicalExpr>);
-            if let Some(ordering) = LexOrdering::new(vec![sort]) {
-                eq.add_orderings(vec![ordering]);
-            }
+        let batches = split(&keys, limit, target_partitions)
+            .iter()
+            .map(|p| part_batch(std::slice::from_ref(p)))
+            .collect::<DfResult<Vec<_>>>()?;
+        let input = parts_input(part_schema(), batches)?;
+        Self::with_input(index, location, columns, keys, limit, input)
+    }
+
+    /// The scan of `keys` in `index` whose partitions read what `input`'s
+    /// say (as a decoded plan has it: [`wire`]).
+    fn with_input(
+        index: Arc<dyn Index>,
+        location: String,
+        columns: Vec<usize>,
+        keys: KeySet,
+        limit: Option<usize>,
+        input: Arc<dyn ExecutionPlan>,
+    ) -> DfResult<Self> {
+        let table = table_schema();
+        if let Some(&c) = columns.iter().find(|&&c| c >= table.fields().len()) {
+            return Err(DataFusionError::Plan(format!("StrataScanExec: no column {c}")));
         }
-        let properties = PlanProperties::new(
-            eq,
-            Partitioning::UnknownPartitioning(parts.len().max(1)),
-            EmissionType::Incremental,
-            Boundedness::Bounded,
-        );
+        if input.schema() != part_schema() {
+            return Err(DataFusionError::Plan(format!(
+                "StrataScanExec: its input is not part descriptors: {}",
+                input.schema()
+            )));
+        }
+        let schema = Arc::new(table.project(&columns)?);
+        let parts = input.properties().output_partitioning().partition_count();
+        let properties = scan_properties(&schema, &columns, parts);
         Ok(StrataScanExec {
             index,
             location,
-            table_schema,
             schema,
             columns,
             keys,
             limit,
-            parts,
-            properties: Arc::new(properties),
+            input,
+            properties,
         })
     }
+
+    /// Where the index is: the path or URL it was opened from.
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    /// The keys the scan returns.
+    pub fn keys(&self) -> &KeySet {
+        &self.keys
+    }
+
+    /// The pushed-down limit (of every partition).
+    pub fn limit(&self) -> Option<usize> {
+        self.limit
+    }
+
+    /// The table's columns the scan returns (0: key, 1: value), in order.
+    pub fn columns(&self) -> &[usize] {
+        &self.columns
+    }
+}
+
+/// The properties of a scan returning `columns` (0: the key) of a table
+/// in `parts` partitions, each in key order.
+fn scan_properties(schema: &SchemaRef, columns: &[usize], parts: usize) -> Arc<PlanProperties> {
+    let mut eq = EquivalenceProperties::new(schema.clone());
+    if let Some(pos) = columns.iter().position(|&c| c == 0) {
+        let sort = PhysicalSortExpr::new_default(Arc::new(Column::new(KEY, pos)) as Arc<dyn PhysicalExpr>);
+        if let Some(ordering) = LexOrdering::new(vec![sort]) {
+            eq.add_orderings(vec![ordering]);
+        }
+    }
+    Arc::new(PlanProperties::new(
+        eq,
+        Partitioning::UnknownPartitioning(parts),
+        EmissionType::Incremental,
+        Boundedness::Bounded,
+    ))
+}
+
+/// A stream of the batches `work` makes on one of tokio's blocking threads:
+/// `work` hands each to `send`, which says whether the query still reads
+/// (a channel of two batches between them).
+fn blocking_stream<W>(schema: SchemaRef, work: W) -> SendableRecordBatchStream
+where
+    W: FnOnce(&mut dyn FnMut(DfResult<RecordBatch>) -> bool) + Send + 'static,
+{
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<DfResult<RecordBatch>>(2);
+    tokio::task::spawn_blocking(move || work(&mut |b| tx.blocking_send(b).is_ok()));
+    let stream = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
+    Box::pin(RecordBatchStreamAdapter::new(schema, stream))
+}
+
+/// The stream of partition `partition` of a scan over `input`: the
+/// partition's descriptors collected from `input`, turned into parts by
+/// `decode`, then read by `read` on a blocking thread.
+fn scan_stream<P, D, R>(
+    schema: SchemaRef,
+    input: &Arc<dyn ExecutionPlan>,
+    partition: usize,
+    context: Arc<TaskContext>,
+    decode: D,
+    read: R,
+) -> DfResult<SendableRecordBatchStream>
+where
+    P: Send + 'static,
+    D: FnOnce(&[RecordBatch]) -> DfResult<P> + Send + 'static,
+    R: FnOnce(P, &mut dyn FnMut(DfResult<RecordBatch>) -> bool) + Send + 'static,
+{
+    use futures::{StreamExt, TryStreamExt};
+    let descriptors = input.execute(partition, context)?;
+    let out = schema.clone();
+    let stream = futures::stream::once(async move {
+        let batches: Vec<RecordBatch> = descriptors.try_collect().await?;
+        let parts = decode(&batches)?;
+        Ok::<_, DataFusionError>(blocking_stream(out, move |send| read(parts, send)))
+    })
+    .try_flatten()
+    .boxed();
+    Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+}
+
+/// The error a reader returns when the query stopped reading its batches.
+fn stopped() -> strata::Error {
+    strata::Error::invalid("the query stopped reading")
 }
 
 /// The partitions of a scan of `keys`: points in up to `n` runs of
@@ -281,7 +480,7 @@ impl DisplayAs for StrataScanExec {
                     self.location,
                     self.index.kind(),
                     columns.join(", "),
-                    self.parts.len()
+                    self.properties.output_partitioning().partition_count()
                 )?;
                 if let Some(l) = self.limit {
                     write!(f, ", limit={l}")?;
@@ -306,7 +505,12 @@ impl ExecutionPlan for StrataScanExec {
     }
 
     fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        Vec::new()
+        vec![&self.input]
+    }
+
+    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
+        // Its input's partitions are the scan's: never repartition them.
+        vec![false]
     }
 
     fn apply_expressions(
@@ -320,11 +524,17 @@ impl ExecutionPlan for StrataScanExec {
         self: Arc<Self>,
         children: Vec<Arc<dyn ExecutionPlan>>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        if children.is_empty() {
-            Ok(self)
-        } else {
-            Err(DataFusionError::Internal("StrataScanExec has no children".into()))
-        }
+        let [input] = children.as_slice() else {
+            return Err(DataFusionError::Internal("StrataScanExec has one child".into()));
+        };
+        Ok(Arc::new(StrataScanExec::with_input(
+            self.index.clone(),
+            self.location.clone(),
+            self.columns.clone(),
+            self.keys.clone(),
+            self.limit,
+            input.clone(),
+        )?))
     }
 
     fn fetch(&self) -> Option<usize> {
@@ -339,59 +549,55 @@ impl ExecutionPlan for StrataScanExec {
         StrataScanExec::new(
             self.index.clone(),
             self.location.clone(),
-            self.table_schema.clone(),
             self.columns.clone(),
             self.keys.clone(),
             limit,
-            self.parts.len().max(1),
+            self.properties.output_partitioning().partition_count(),
         )
         .ok()
         .map(|e| Arc::new(e) as Arc<dyn ExecutionPlan>)
     }
 
-    fn execute(&self, partition: usize, _context: Arc<TaskContext>) -> DfResult<SendableRecordBatchStream> {
-        let schema = self.schema.clone();
-        let Some(part) = self.parts.get(partition).cloned() else {
-            if self.parts.is_empty() && partition == 0 {
-                return Ok(Box::pin(RecordBatchStreamAdapter::new(
-                    schema,
-                    futures::stream::empty(),
-                )));
-            }
-            return Err(DataFusionError::Internal(format!(
-                "StrataScanExec: no partition {partition} of {}",
-                self.parts.len()
-            )));
-        };
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<DfResult<RecordBatch>>(2);
+    fn execute(&self, partition: usize, context: Arc<TaskContext>) -> DfResult<SendableRecordBatchStream> {
         let (index, columns, limit) = (self.index.clone(), self.columns.clone(), self.limit);
-        let out_schema = schema.clone();
-        tokio::task::spawn_blocking(move || {
-            let send = |b: DfResult<RecordBatch>| tx.blocking_send(b).is_ok();
-            if let Err(e) = read_part(index.as_ref(), &part, limit, &mut |recs: &[Record]| {
-                if send(batch(&out_schema, &columns, recs)) {
-                    Ok(())
-                } else {
-                    Err(strata::Error::invalid("the query stopped reading"))
+        let out_schema = self.schema.clone();
+        scan_stream(
+            self.schema.clone(),
+            &self.input,
+            partition,
+            context,
+            parts_of,
+            move |parts: Vec<Part>, send| {
+                let mut left = limit.unwrap_or(usize::MAX);
+                for part in &parts {
+                    let r = read_part(index.as_ref(), part, &mut left, &mut |recs: &[Record]| {
+                        if send(batch(&out_schema, &columns, recs)) {
+                            Ok(())
+                        } else {
+                            Err(stopped())
+                        }
+                    });
+                    if let Err(e) = r {
+                        send(Err(df_err(e)));
+                        return;
+                    }
                 }
-            }) {
-                let _ = send(Err(df_err(e)));
-            }
-        });
-        let stream = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
-        Ok(Box::pin(RecordBatchStreamAdapter::new(schema, stream)))
+            },
+        )
     }
 }
 
 /// Reads `part`, handing `emit` the records in key order, batch by batch,
-/// `limit` of them at most.
+/// `left` of them at most (counting `left` down).
 fn read_part(
     index: &dyn Index,
     part: &Part,
-    limit: Option<usize>,
+    left: &mut usize,
     emit: &mut dyn FnMut(&[Record]) -> strata::Result<()>,
 ) -> strata::Result<()> {
-    let mut left = limit.unwrap_or(usize::MAX);
+    if *left == 0 {
+        return Ok(());
+    }
     match part {
         Part::Points(keys) => {
             let mut values = Vec::with_capacity(BATCH_ROWS);
@@ -405,13 +611,13 @@ fn read_part(
                         .iter()
                         .zip(&values)
                         .filter_map(|(&k, v)| v.map(|v| (k, v)))
-                        .take(left),
+                        .take(*left),
                 );
-                left -= recs.len();
+                *left -= recs.len();
                 if !recs.is_empty() {
                     emit(&recs)?;
                 }
-                if left == 0 {
+                if *left == 0 {
                     break;
                 }
             }
@@ -422,12 +628,12 @@ fn read_part(
             // one holding the first key past it.
             let mut cursor = index.cursor()?;
             cursor.seek(lo)?;
-            let mut recs = Vec::with_capacity(BATCH_ROWS.min(left));
-            while left > 0 {
+            let mut recs = Vec::with_capacity(BATCH_ROWS.min(*left));
+            while *left > 0 {
                 match cursor.next()? {
                     Some(r) if r.0 <= hi => {
                         recs.push(r);
-                        left -= 1;
+                        *left -= 1;
                         if recs.len() == BATCH_ROWS {
                             emit(&recs)?;
                             recs.clear();
@@ -461,9 +667,20 @@ fn batch(schema: &SchemaRef, columns: &[usize], recs: &[Record]) -> DfResult<Rec
     Ok(RecordBatch::try_new_with_options(schema.clone(), arrays, &opts)?)
 }
 
-/// `Any` for downcasts of the plan (DataFusion's `ExecutionPlan` is `Any`).
+/// The plan as a [`StrataScanExec`], if it is one.
 pub fn as_scan(plan: &dyn ExecutionPlan) -> Option<&StrataScanExec> {
     (plan as &dyn Any).downcast_ref::<StrataScanExec>()
+}
+
+/// The plan as a [`StrataLsmScanExec`], if it is one.
+pub fn as_lsm_scan(plan: &dyn ExecutionPlan) -> Option<&StrataLsmScanExec> {
+    (plan as &dyn Any).downcast_ref::<StrataLsmScanExec>()
+}
+
+/// Whether `path` is an LSM store's directory (it holds the store's
+/// manifest).
+pub fn is_lsm(path: &Path) -> bool {
+    path.join(strata::lsm::LSM_MANIFEST_FILE).is_file()
 }
 
 /// What [`run_sql`] returns: the rows as a text table, and per table its
@@ -472,13 +689,19 @@ pub fn as_scan(plan: &dyn ExecutionPlan) -> Option<&StrataScanExec> {
 pub struct SqlOutput {
     /// The result, formatted as a table.
     pub text: String,
-    /// `(table, pages read, read calls)` of each table.
+    /// `(table, pages read, read calls)` of each table (from its opening
+    /// on).
     pub io: Vec<(String, u64, u64)>,
+    /// The rows of the result.
+    pub rows: usize,
+    /// The query's time, from planning to the last row (the tables were
+    /// opened before).
+    pub elapsed: std::time::Duration,
 }
 
-/// Runs `sql` over the strata indexes `tables` (name, location: a directory
-/// or `s3://bucket/prefix`) with `partitions` target partitions, on a
-/// runtime of its own.
+/// Runs `sql` over the strata indexes and LSM stores `tables` (name,
+/// location: an index directory or `s3://bucket/prefix`, or an LSM store's
+/// directory) with `partitions` target partitions, on a runtime of its own.
 pub fn run_sql(
     tables: &[(String, std::path::PathBuf)],
     sql: &str,
@@ -487,16 +710,25 @@ pub fn run_sql(
     use datafusion::prelude::{SessionConfig, SessionContext};
     let err = |e: DataFusionError| strata::Error::invalid(format!("SQL: {e}"));
     let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(partitions.max(1)));
-    let mut indexes = Vec::new();
+    let mut io: Vec<(String, Box<dyn Fn() -> strata::storage::IoSnapshot>)> = Vec::new();
     for (name, path) in tables {
-        let t = StrataTable::open(path, &OpenOptions::default())?;
-        indexes.push((name.clone(), t.index().clone()));
-        ctx.register_table(name.as_str(), Arc::new(t)).map_err(err)?;
+        if is_lsm(path) {
+            let t = StrataLsmTable::open(path)?;
+            let store = t.store().clone();
+            io.push((name.clone(), Box::new(move || store.stats().io)));
+            ctx.register_table(name.as_str(), Arc::new(t)).map_err(err)?;
+        } else {
+            let t = StrataTable::open(path, &OpenOptions::default())?;
+            let index = t.index().clone();
+            io.push((name.clone(), Box::new(move || index.io().snapshot())));
+            ctx.register_table(name.as_str(), Arc::new(t)).map_err(err)?;
+        }
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| strata::Error::io("tokio runtime", e))?;
+    let t0 = std::time::Instant::now();
     let batches = runtime.block_on(async {
         let df = ctx.sql(sql).await?;
         df.collect().await
@@ -508,15 +740,22 @@ pub fn run_sql(
         },
         e => err(e),
     })?;
+    let elapsed = t0.elapsed();
+    let rows = batches.iter().map(RecordBatch::num_rows).sum();
     let text = datafusion::arrow::util::pretty::pretty_format_batches(&batches)
         .map_err(|e| strata::Error::invalid(format!("SQL result: {e}")))?
         .to_string();
-    let io = indexes
+    let io = io
         .iter()
-        .map(|(n, i)| {
-            let s = i.io().snapshot();
+        .map(|(n, snap)| {
+            let s = snap();
             (n.clone(), s.pages_read, s.read_calls)
         })
         .collect();
-    Ok(SqlOutput { text, io })
+    Ok(SqlOutput {
+        text,
+        io,
+        rows,
+        elapsed,
+    })
 }

@@ -273,3 +273,368 @@ async fn queries_read_only_the_pages_of_their_keys() {
         "BETWEEN read {sql_pages} pages, a full scan {full}"
     );
 }
+
+/// An LSM store of byte-string keys (empty, zero bytes, 0xff runs, shared
+/// prefixes, deletes, some in tables and some only in the log) and the
+/// oracle of what it holds.
+fn lsm_store() -> (tempfile::TempDir, BTreeMap<Vec<u8>, Vec<u8>>) {
+    use strata::lsm::{Options, Store};
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Store::open(tmp.path(), Options::default()).unwrap();
+    let mut oracle = BTreeMap::new();
+    let put = |oracle: &mut BTreeMap<Vec<u8>, Vec<u8>>, k: Vec<u8>, v: Vec<u8>| {
+        store.put(&k, &v).unwrap();
+        oracle.insert(k, v);
+    };
+    put(&mut oracle, Vec::new(), b"empty".to_vec());
+    put(&mut oracle, vec![0], b"zero".to_vec());
+    put(&mut oracle, vec![0, 0], b"zero zero".to_vec());
+    put(&mut oracle, vec![0xff; 3], b"ff".to_vec());
+    put(&mut oracle, vec![0xff; 12], b"ff12".to_vec());
+    for i in 0..3000u32 {
+        put(
+            &mut oracle,
+            format!("user{:06}", i * 7 % 3000).into_bytes(),
+            format!("v{i}").into_bytes(),
+        );
+    }
+    store.flush().unwrap();
+    for i in (0..3000u32).step_by(5) {
+        let k = format!("user{i:06}").into_bytes();
+        store.delete(&k).unwrap();
+        oracle.remove(&k);
+    }
+    for i in 0..50u32 {
+        put(
+            &mut oracle,
+            format!("user{:06}x", i * 13).into_bytes(),
+            b"late".to_vec(),
+        );
+    }
+    store.close().unwrap();
+    (tmp, oracle)
+}
+
+async fn binary_rows(ctx: &SessionContext, sql: &str) -> Vec<Vec<Vec<u8>>> {
+    use datafusion::arrow::array::BinaryArray;
+    let batches = ctx
+        .sql(sql)
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .collect()
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    let mut out = Vec::new();
+    for b in &batches {
+        for r in 0..b.num_rows() {
+            out.push(
+                b.columns()
+                    .iter()
+                    .map(|c| {
+                        c.as_any()
+                            .downcast_ref::<BinaryArray>()
+                            .unwrap_or_else(|| panic!("{sql}: not binary: {:?}", c.data_type()))
+                            .value(r)
+                            .to_vec()
+                    })
+                    .collect(),
+            );
+        }
+    }
+    out
+}
+
+fn hex(k: &[u8]) -> String {
+    let h: String = k.iter().map(|b| format!("{b:02x}")).collect();
+    format!("X'{h}'")
+}
+
+/// SQL over an LSM store (`key Binary, value Binary`) answers as the
+/// oracle, at 1 and 3 partitions; key filters leave no filter in the plan.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lsm_queries_answer_as_the_oracle() {
+    use strata_datafusion::StrataLsmTable;
+    let (dir, oracle) = lsm_store();
+    let kv = |r: std::collections::btree_map::Range<'_, Vec<u8>, Vec<u8>>| -> Vec<Vec<Vec<u8>>> {
+        r.map(|(k, v)| vec![k.clone(), v.clone()]).collect()
+    };
+    let a = b"user001000".to_vec();
+    let b = b"user002000".to_vec();
+    let in_keys: Vec<Vec<u8>> = (0..300u32)
+        .map(|i| format!("user{:06}", i * 11).into_bytes())
+        .chain([Vec::new(), vec![0xff; 3], b"absent".to_vec()])
+        .collect();
+    let in_sql = in_keys.iter().map(|k| hex(k)).collect::<Vec<_>>().join(", ");
+    let cases: Vec<(String, Vec<Vec<Vec<u8>>>)> = vec![
+        (
+            format!("SELECT key, value FROM kv WHERE key = {}", hex(b"user000007")),
+            kv(oracle.range(b"user000007".to_vec()..=b"user000007".to_vec())),
+        ),
+        (
+            format!("SELECT key, value FROM kv WHERE key = {}", hex(b"user000005")),
+            Vec::new(),
+        ),
+        (
+            "SELECT key, value FROM kv WHERE key = X''".into(),
+            kv(oracle.range(Vec::new()..=Vec::new())),
+        ),
+        (
+            format!(
+                "SELECT key, value FROM kv WHERE key BETWEEN {} AND {} ORDER BY key",
+                hex(&a),
+                hex(&b)
+            ),
+            kv(oracle.range(a.clone()..=b.clone())),
+        ),
+        (
+            format!(
+                "SELECT key, value FROM kv WHERE key > {} AND key < {} ORDER BY key",
+                hex(&a),
+                hex(&b)
+            ),
+            kv(oracle.range(a.clone()..b.clone()))
+                .into_iter()
+                .filter(|r| r[0] != a)
+                .collect(),
+        ),
+        (
+            format!("SELECT key, value FROM kv WHERE key IN ({in_sql}) ORDER BY key"),
+            {
+                let mut k = in_keys.clone();
+                k.sort();
+                k.dedup();
+                k.iter()
+                    .filter_map(|k| oracle.get(k).map(|v| vec![k.clone(), v.clone()]))
+                    .collect()
+            },
+        ),
+        (
+            "SELECT key, value FROM kv WHERE key < X'0001' ORDER BY key".into(),
+            kv(oracle.range(..vec![0, 1])),
+        ),
+        (
+            "SELECT key, value FROM kv WHERE key >= X'ffffff' ORDER BY key".into(),
+            kv(oracle.range(vec![0xff; 3]..)),
+        ),
+        (
+            format!(
+                "SELECT key, value FROM kv WHERE key > {} ORDER BY key LIMIT 5",
+                hex(&a)
+            ),
+            kv(oracle.range(a.clone()..))
+                .into_iter()
+                .filter(|r| r[0] != a)
+                .take(5)
+                .collect(),
+        ),
+        (
+            "SELECT key, value FROM kv ORDER BY key".into(),
+            kv(oracle.range::<Vec<u8>, _>(..)),
+        ),
+        (
+            // A filter on the value: DataFusion's.
+            "SELECT key, value FROM kv WHERE value = X'6c617465' ORDER BY key".into(),
+            oracle
+                .iter()
+                .filter(|(_, v)| v.as_slice() == b"late")
+                .map(|(k, v)| vec![k.clone(), v.clone()])
+                .collect(),
+        ),
+    ];
+    for parts in [1, 3] {
+        let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(parts));
+        ctx.register_table("kv", Arc::new(StrataLsmTable::open(dir.path()).unwrap()))
+            .unwrap();
+        for (sql, want) in &cases {
+            let mut got = binary_rows(&ctx, sql).await;
+            if !sql.contains("ORDER BY") {
+                got.sort();
+            }
+            assert_eq!(&got, want, "{parts} partitions: {sql}");
+        }
+        assert!(cases[3].1.len() > 100 && cases[5].1.len() > 100);
+        let p = plan(
+            &ctx,
+            &format!("SELECT key FROM kv WHERE key BETWEEN {} AND {}", hex(&a), hex(&b)),
+        )
+        .await;
+        assert!(
+            p.contains("StrataLsmScanExec") && !p.contains("FilterExec"),
+            "{p}"
+        );
+        let p = plan(
+            &ctx,
+            &format!("SELECT key FROM kv WHERE key > {} LIMIT 3", hex(&a)),
+        )
+        .await;
+        assert!(p.contains("limit=3") && !p.contains("FilterExec"), "{p}");
+        let p = plan(&ctx, "SELECT key FROM kv WHERE value = X'00'").await;
+        assert!(p.contains("FilterExec"), "{p}");
+    }
+    // `run_sql` (what `strata sql` runs) registers a store's directory as an
+    // LSM table.
+    // (On a thread of its own: it runs its own runtime.)
+    let path = dir.path().to_path_buf();
+    let out = std::thread::spawn(move || {
+        strata_datafusion::run_sql(&[("kv".to_string(), path)], "SELECT COUNT(*) FROM kv", 2)
+    })
+    .join()
+    .unwrap()
+    .unwrap();
+    assert!(out.text.contains(&oracle.len().to_string()), "{}", out.text);
+}
+
+/// The first node of `plan` (depth first) that `f` accepts.
+fn find_node(
+    plan: &Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+    f: &dyn Fn(&Arc<dyn datafusion::physical_plan::ExecutionPlan>) -> bool,
+) -> Option<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+    if f(plan) {
+        return Some(plan.clone());
+    }
+    plan.children().into_iter().find_map(|c| find_node(c, f))
+}
+
+/// Every partition's batches (each partition's order is deterministic).
+async fn collect_plan(
+    plan: Arc<dyn datafusion::physical_plan::ExecutionPlan>,
+    ctx: &SessionContext,
+) -> Vec<RecordBatch> {
+    datafusion::physical_plan::collect_partitioned(plan, ctx.task_ctx())
+        .await
+        .unwrap()
+        .concat()
+}
+
+/// A scan sent through `wire` (as to another process) with its input (the
+/// part descriptors) is the same plan and reads the same rows, for indexes
+/// and LSM stores; a message from another version or cut short is an
+/// error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scans_cross_the_wire_unchanged() {
+    use strata_datafusion::{StrataLsmTable, as_lsm_scan, as_scan, wire};
+    let keys = keys();
+    let dir = build("pgm", &keys);
+    let (lsm, _) = lsm_store();
+    let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(3));
+    ctx.register_table(
+        "t",
+        Arc::new(StrataTable::open(dir.path(), &OpenOptions::default()).unwrap()),
+    )
+    .unwrap();
+    ctx.register_table("kv", Arc::new(StrataLsmTable::open(lsm.path()).unwrap()))
+        .unwrap();
+    let queries = [
+        "SELECT key, value FROM t WHERE key BETWEEN 100 AND 90000000000",
+        "SELECT value FROM t WHERE key IN (0, 1, 5000001, 18446744073709551615)",
+        "SELECT key FROM t WHERE key > 5000000 LIMIT 9",
+        "SELECT key, value FROM kv WHERE key BETWEEN X'7573657230' AND X'75736572303031'",
+        "SELECT value FROM kv WHERE key IN (X'', X'00', X'ffffff', X'7573657230303030303031')",
+        "SELECT key FROM kv WHERE key > X'75' LIMIT 4",
+        "SELECT key FROM kv",
+    ];
+    for q in queries {
+        let plan = ctx.sql(q).await.unwrap().create_physical_plan().await.unwrap();
+        let node = find_node(&plan, &|p| {
+            as_scan(p.as_ref()).is_some() || as_lsm_scan(p.as_ref()).is_some()
+        })
+        .unwrap_or_else(|| panic!("{q}: no scan"));
+        let input = node.children()[0].clone();
+        let mut buf = Vec::new();
+        let back: Arc<dyn datafusion::physical_plan::ExecutionPlan> =
+            if let Some(scan) = as_scan(node.as_ref()) {
+                wire::encode_scan(scan, &mut buf);
+                let back = wire::decode_scan(&buf, input.clone()).unwrap();
+                assert_eq!(
+                    (back.keys(), back.limit(), back.columns(), back.location()),
+                    (scan.keys(), scan.limit(), scan.columns(), scan.location()),
+                    "{q}"
+                );
+                Arc::new(back)
+            } else {
+                let scan = as_lsm_scan(node.as_ref()).unwrap();
+                wire::encode_lsm_scan(scan, &mut buf);
+                let back = wire::decode_lsm_scan(&buf, input.clone()).unwrap();
+                assert_eq!(
+                    (back.keys(), back.limit(), back.columns(), back.location()),
+                    (scan.keys(), scan.limit(), scan.columns(), scan.location()),
+                    "{q}"
+                );
+                Arc::new(back)
+            };
+        let want = collect_plan(node.clone(), &ctx).await;
+        let got = collect_plan(back, &ctx).await;
+        assert_eq!(got, want, "{q}");
+        assert!(want.iter().map(|b| b.num_rows()).sum::<usize>() > 0, "{q}");
+        // Cut short, or of another version: errors.
+        assert!(wire::decode(&buf[..buf.len() - 1], std::slice::from_ref(&input)).is_err());
+        let mut other = buf.clone();
+        other[8] += 1;
+        assert!(wire::decode(&other, std::slice::from_ref(&input)).is_err());
+    }
+}
+
+/// A scan restricted to some of its partitions (as Ballista hands each task
+/// its own: it rebuilds the scan over its input's partitions) reads those
+/// partitions' rows only; all of them together are the query's rows, each
+/// once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitions_of_a_scan_read_disjoint_rows() {
+    use datafusion::datasource::memory::MemorySourceConfig;
+    use datafusion::datasource::source::DataSourceExec;
+    use strata_datafusion::{StrataLsmTable, as_lsm_scan, as_scan};
+    let keys = keys();
+    let dir = build("pgm", &keys);
+    let (lsm, oracle) = lsm_store();
+    let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(4));
+    ctx.register_table(
+        "t",
+        Arc::new(StrataTable::open(dir.path(), &OpenOptions::default()).unwrap()),
+    )
+    .unwrap();
+    ctx.register_table("kv", Arc::new(StrataLsmTable::open(lsm.path()).unwrap()))
+        .unwrap();
+    let in_list: Vec<String> = keys.iter().step_by(37).map(u64::to_string).collect();
+    for (q, total) in [
+        ("SELECT key FROM t".to_string(), keys.len()),
+        (
+            format!("SELECT key FROM t WHERE key IN ({})", in_list.join(", ")),
+            in_list.len(),
+        ),
+        ("SELECT key FROM kv".to_string(), oracle.len()),
+    ] {
+        let plan = ctx.sql(&q).await.unwrap().create_physical_plan().await.unwrap();
+        let node = find_node(&plan, &|p| {
+            as_scan(p.as_ref()).is_some() || as_lsm_scan(p.as_ref()).is_some()
+        })
+        .unwrap();
+        let n = node.properties().output_partitioning().partition_count();
+        assert!(n > 1, "{q}: {n} partitions");
+        let input = node.children()[0].clone();
+        let source = (input.as_ref() as &dyn std::any::Any)
+            .downcast_ref::<DataSourceExec>()
+            .unwrap_or_else(|| panic!("{q}: input {}", input.name()));
+        let config = (source.data_source().as_ref() as &dyn std::any::Any)
+            .downcast_ref::<MemorySourceConfig>()
+            .unwrap();
+        let mut seen = 0;
+        for p in 0..n {
+            let one = MemorySourceConfig::try_new_exec(
+                &[config.partitions()[p].clone()],
+                config.original_schema(),
+                None,
+            )
+            .unwrap();
+            let restricted =
+                datafusion::physical_plan::replace_children_if_necessary(node.clone(), vec![one]).unwrap();
+            assert_eq!(restricted.properties().output_partitioning().partition_count(), 1);
+            let rows: usize = collect_plan(restricted, &ctx)
+                .await
+                .iter()
+                .map(|b| b.num_rows())
+                .sum();
+            seen += rows;
+        }
+        assert_eq!(seen, total, "{q}");
+    }
+}
