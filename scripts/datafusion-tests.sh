@@ -6,7 +6,7 @@
 # 127.0.0.1 over the S3 test server, which this script installs). Both
 # crates are built in one cargo run, so DataFusion is compiled once with
 # the features both need. Prints the time of each step (CI records them:
-# .ci/run step 3b).
+# .ci/run step 4).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t0=$(date +%s)

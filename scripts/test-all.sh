@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 ./scripts/check-toolchain.sh
 # strata-py is a cdylib without Rust tests: pytest covers it below.
 # strata-datafusion and strata-ballista (DataFusion, Ballista) are heavy and
-# out of the default build: scripts/datafusion-tests.sh, CI step 3b.
+# out of the default build: scripts/datafusion-tests.sh, CI step 4.
 cargo test --workspace --exclude strata-py --exclude strata-datafusion --exclude strata-ballista --all-targets
 cargo test --workspace --exclude strata-py --exclude strata-datafusion --exclude strata-ballista --doc
 ./scripts/test-python.sh
