@@ -8,27 +8,19 @@
 //! each over a slice of the key range (cut at keys interpolated on the
 //! range's first eight bytes).
 
-use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use datafusion::arrow::array::{Array, ArrayRef, BinaryArray, BooleanArray};
 use datafusion::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::arrow::record_batch::{RecordBatch, RecordBatchOptions};
-use datafusion::catalog::{Session, TableProvider};
-use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::common::{DataFusionError, Result as DfResult, ScalarValue};
-use datafusion::datasource::TableType;
-use datafusion::execution::TaskContext;
-use datafusion::logical_expr::{Expr, Operator, TableProviderFilterPushDown};
-use datafusion::physical_plan::{
-    DisplayAs, DisplayFormatType, ExecutionPlan, PhysicalExpr, PlanProperties, SendableRecordBatchStream,
-};
+use datafusion::logical_expr::{Expr, Operator};
 use strata::lsm::{Options, Store};
 
 use crate::keys::{FilterSet, of_filter};
-use crate::{BATCH_ROWS, KEY, VALUE, df_err, parts_input, scan_properties, scan_stream, stopped};
+use crate::scan::{ScanExec, ScanSource, ScanTable};
+use crate::{BATCH_ROWS, KEY, VALUE};
 
 /// The upper end of a byte-key range: the key, and whether it is included.
 pub type Upper = Option<(Vec<u8>, bool)>;
@@ -231,19 +223,7 @@ pub(crate) fn lsm_schema() -> SchemaRef {
 }
 
 /// An LSM store as a table `(key Binary, value Binary)`.
-pub struct StrataLsmTable {
-    store: Arc<Store>,
-    location: String,
-    schema: SchemaRef,
-}
-
-impl fmt::Debug for StrataLsmTable {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("StrataLsmTable")
-            .field("location", &self.location)
-            .finish()
-    }
-}
+pub type StrataLsmTable = ScanTable<LsmSource>;
 
 /// Opens the LSM store at `path` read-only (a shared lock: writers wait
 /// until it is closed; other readers, in this process or others, do not).
@@ -257,7 +237,7 @@ pub(crate) fn open_store(path: &Path) -> strata::Result<Store> {
     )
 }
 
-impl StrataLsmTable {
+impl ScanTable<LsmSource> {
     /// The LSM store at `path` (a local directory), opened read-only.
     pub fn open(path: &Path) -> strata::Result<Self> {
         Ok(Self::new(Arc::new(open_store(path)?), path.display().to_string()))
@@ -266,69 +246,12 @@ impl StrataLsmTable {
     /// A table over an open store; `location` names it in plans (and, for
     /// a plan sent to another process, says where to open it).
     pub fn new(store: Arc<Store>, location: String) -> Self {
-        StrataLsmTable {
-            store,
-            location,
-            schema: lsm_schema(),
-        }
+        Self::with_source(LsmSource { store }, location)
     }
 
     /// The store (its I/O counters: `store.stats().io`).
     pub fn store(&self) -> &Arc<Store> {
-        &self.store
-    }
-
-    /// Where the store is.
-    pub fn location(&self) -> &str {
-        &self.location
-    }
-}
-
-#[async_trait]
-impl TableProvider for StrataLsmTable {
-    fn schema(&self) -> SchemaRef {
-        self.schema.clone()
-    }
-
-    fn table_type(&self) -> TableType {
-        TableType::Base
-    }
-
-    fn supports_filters_pushdown(&self, filters: &[&Expr]) -> DfResult<Vec<TableProviderFilterPushDown>> {
-        Ok(filters
-            .iter()
-            .map(|f| match ByteKeySet::of_filter(f, KEY) {
-                Some(_) => TableProviderFilterPushDown::Exact,
-                None => TableProviderFilterPushDown::Unsupported,
-            })
-            .collect())
-    }
-
-    async fn scan(
-        &self,
-        state: &dyn Session,
-        projection: Option<&Vec<usize>>,
-        filters: &[Expr],
-        limit: Option<usize>,
-    ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        let mut keys = ByteKeySet::all();
-        for f in filters {
-            let set = ByteKeySet::of_filter(f, KEY)
-                .ok_or_else(|| DataFusionError::Internal(format!("filter not pushed down exactly: {f}")))?;
-            keys = keys.intersect(&set);
-        }
-        let columns: Vec<usize> = match projection {
-            Some(p) => p.clone(),
-            None => (0..self.schema.fields().len()).collect(),
-        };
-        Ok(Arc::new(StrataLsmScanExec::new(
-            self.store.clone(),
-            self.location.clone(),
-            columns,
-            keys,
-            limit,
-            state.config().target_partitions().max(1),
-        )?))
+        &self.source.store
     }
 }
 
@@ -339,87 +262,6 @@ pub enum BytePart {
     Points(Vec<Vec<u8>>),
     /// Keys `>= lo` below `hi`, by an iterator.
     Range(Vec<u8>, Upper),
-}
-
-/// The schema of an LSM scan's part descriptors: a row per key range
-/// (`point` false; `hi` null: no upper end) or per key to look up (`point`
-/// true, `lo == hi`).
-fn part_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("lo", DataType::Binary, false),
-        Field::new("hi", DataType::Binary, true),
-        Field::new("hi_inclusive", DataType::Boolean, false),
-        Field::new("point", DataType::Boolean, false),
-    ]))
-}
-
-/// The descriptor batch of one partition's parts.
-fn part_batch(parts: &[BytePart]) -> DfResult<RecordBatch> {
-    let mut lo: Vec<&[u8]> = Vec::new();
-    let mut hi: Vec<Option<&[u8]>> = Vec::new();
-    let (mut inclusive, mut point) = (Vec::new(), Vec::new());
-    for p in parts {
-        match p {
-            BytePart::Points(keys) => {
-                for k in keys {
-                    lo.push(k);
-                    hi.push(Some(k));
-                    inclusive.push(true);
-                    point.push(true);
-                }
-            }
-            BytePart::Range(a, b) => {
-                lo.push(a);
-                hi.push(b.as_ref().map(|(h, _)| h.as_slice()));
-                inclusive.push(b.as_ref().is_some_and(|(_, i)| *i));
-                point.push(false);
-            }
-        }
-    }
-    Ok(RecordBatch::try_new(
-        part_schema(),
-        vec![
-            Arc::new(BinaryArray::from_vec(lo)),
-            Arc::new(BinaryArray::from_opt_vec(hi)),
-            Arc::new(BooleanArray::from(inclusive)),
-            Arc::new(BooleanArray::from(point)),
-        ],
-    )?)
-}
-
-/// The parts of descriptor batches (runs of points become one part).
-fn parts_of(batches: &[RecordBatch]) -> DfResult<Vec<BytePart>> {
-    let mut parts = Vec::new();
-    let mut points = Vec::new();
-    for b in batches {
-        let col = |i: usize| b.columns().get(i).map(|c| c.as_any());
-        let (Some(lo), Some(hi), Some(inclusive), Some(point)) = (
-            col(0).and_then(|c| c.downcast_ref::<BinaryArray>()),
-            col(1).and_then(|c| c.downcast_ref::<BinaryArray>()),
-            col(2).and_then(|c| c.downcast_ref::<BooleanArray>()),
-            col(3).and_then(|c| c.downcast_ref::<BooleanArray>()),
-        ) else {
-            return Err(DataFusionError::Internal(format!(
-                "StrataLsmScanExec: its input is not part descriptors: {}",
-                b.schema()
-            )));
-        };
-        for r in 0..b.num_rows() {
-            if point.value(r) {
-                points.push(lo.value(r).to_vec());
-            } else {
-                if !points.is_empty() {
-                    parts.push(BytePart::Points(std::mem::take(&mut points)));
-                }
-                let upper = (!hi.is_null(r)).then(|| (hi.value(r).to_vec(), inclusive.value(r)));
-                parts.push(BytePart::Range(lo.value(r).to_vec(), upper));
-            }
-        }
-    }
-    if !points.is_empty() {
-        parts.push(BytePart::Points(points));
-    }
-    Ok(parts)
 }
 
 /// The first eight bytes of `k` as a big-endian number (zeros after its
@@ -483,102 +325,19 @@ pub(crate) fn split(keys: &ByteKeySet, limit: Option<usize>, n: usize) -> Vec<By
     }
 }
 
-/// The scan of a [`StrataLsmTable`]: its input says what each partition
-/// reads (points or key ranges, as for [`crate::StrataScanExec`]), the scan
-/// reads them.
-pub struct StrataLsmScanExec {
-    store: Arc<Store>,
-    location: String,
-    schema: SchemaRef,
-    columns: Vec<usize>,
-    keys: ByteKeySet,
-    limit: Option<usize>,
-    input: Arc<dyn ExecutionPlan>,
-    properties: Arc<PlanProperties>,
+/// The scan of a [`StrataLsmTable`] (see [`crate::ScanExec`]).
+pub type StrataLsmScanExec = ScanExec<LsmSource>;
+
+/// What a [`StrataLsmScanExec`] reads: an LSM store.
+#[derive(Clone)]
+pub struct LsmSource {
+    pub(crate) store: Arc<Store>,
 }
 
-impl fmt::Debug for StrataLsmScanExec {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("StrataLsmScanExec")
-            .field("location", &self.location)
-            .field("columns", &self.columns)
-            .field("limit", &self.limit)
-            .finish()
-    }
-}
-
-impl StrataLsmScanExec {
-    /// The scan of `keys` in `store` in up to `target_partitions`
-    /// partitions.
-    pub(crate) fn new(
-        store: Arc<Store>,
-        location: String,
-        columns: Vec<usize>,
-        keys: ByteKeySet,
-        limit: Option<usize>,
-        target_partitions: usize,
-    ) -> DfResult<Self> {
-        let batches = split(&keys, limit, target_partitions)
-            .iter()
-            .map(|p| part_batch(std::slice::from_ref(p)))
-            .collect::<DfResult<Vec<_>>>()?;
-        let input = parts_input(part_schema(), batches)?;
-        Self::with_input(store, location, columns, keys, limit, input)
-    }
-
-    /// The scan of `keys` in `store` whose partitions read what `input`'s
-    /// say (as a decoded plan has it: [`crate::wire`]).
-    pub(crate) fn with_input(
-        store: Arc<Store>,
-        location: String,
-        columns: Vec<usize>,
-        keys: ByteKeySet,
-        limit: Option<usize>,
-        input: Arc<dyn ExecutionPlan>,
-    ) -> DfResult<Self> {
-        let table = lsm_schema();
-        if let Some(&c) = columns.iter().find(|&&c| c >= table.fields().len()) {
-            return Err(DataFusionError::Plan(format!("StrataLsmScanExec: no column {c}")));
-        }
-        if input.schema() != part_schema() {
-            return Err(DataFusionError::Plan(format!(
-                "StrataLsmScanExec: its input is not part descriptors: {}",
-                input.schema()
-            )));
-        }
-        let schema = Arc::new(table.project(&columns)?);
-        let parts = input.properties().output_partitioning().partition_count();
-        let properties = scan_properties(&schema, &columns, parts);
-        Ok(StrataLsmScanExec {
-            store,
-            location,
-            schema,
-            columns,
-            keys,
-            limit,
-            input,
-            properties,
-        })
-    }
-
-    /// Where the store is.
-    pub fn location(&self) -> &str {
-        &self.location
-    }
-
-    /// The keys the scan returns.
-    pub fn keys(&self) -> &ByteKeySet {
-        &self.keys
-    }
-
-    /// The pushed-down limit.
-    pub fn limit(&self) -> Option<usize> {
-        self.limit
-    }
-
-    /// The table's columns the scan returns (0: key, 1: value), in order.
-    pub fn columns(&self) -> &[usize] {
-        &self.columns
+impl LsmSource {
+    /// The store.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
     }
 }
 
@@ -592,9 +351,117 @@ fn show(k: &[u8]) -> String {
     }
 }
 
-impl DisplayAs for StrataLsmScanExec {
-    fn fmt_as(&self, t: DisplayFormatType, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let keys = match &self.keys {
+impl ScanSource for LsmSource {
+    type Keys = ByteKeySet;
+    type Part = BytePart;
+    const NAME: &'static str = "StrataLsmScanExec";
+
+    fn table_schema() -> SchemaRef {
+        lsm_schema()
+    }
+
+    /// A row per key range (`point` false; `hi` null: no upper end) or per
+    /// key to look up (`point` true, `lo == hi`).
+    fn part_schema() -> SchemaRef {
+        Arc::new(Schema::new(vec![
+            Field::new("lo", DataType::Binary, false),
+            Field::new("hi", DataType::Binary, true),
+            Field::new("hi_inclusive", DataType::Boolean, false),
+            Field::new("point", DataType::Boolean, false),
+        ]))
+    }
+
+    fn split(keys: &ByteKeySet, limit: Option<usize>, n: usize) -> Vec<BytePart> {
+        split(keys, limit, n)
+    }
+
+    fn part_batch(parts: &[BytePart]) -> DfResult<RecordBatch> {
+        let mut lo: Vec<&[u8]> = Vec::new();
+        let mut hi: Vec<Option<&[u8]>> = Vec::new();
+        let (mut inclusive, mut point) = (Vec::new(), Vec::new());
+        for p in parts {
+            match p {
+                BytePart::Points(keys) => {
+                    for k in keys {
+                        lo.push(k);
+                        hi.push(Some(k));
+                        inclusive.push(true);
+                        point.push(true);
+                    }
+                }
+                BytePart::Range(a, b) => {
+                    lo.push(a);
+                    hi.push(b.as_ref().map(|(h, _)| h.as_slice()));
+                    inclusive.push(b.as_ref().is_some_and(|(_, i)| *i));
+                    point.push(false);
+                }
+            }
+        }
+        Ok(RecordBatch::try_new(
+            Self::part_schema(),
+            vec![
+                Arc::new(BinaryArray::from_vec(lo)),
+                Arc::new(BinaryArray::from_opt_vec(hi)),
+                Arc::new(BooleanArray::from(inclusive)),
+                Arc::new(BooleanArray::from(point)),
+            ],
+        )?)
+    }
+
+    /// Runs of points become one part.
+    fn parts_of(batches: &[RecordBatch]) -> DfResult<Vec<BytePart>> {
+        let mut parts = Vec::new();
+        let mut points = Vec::new();
+        for b in batches {
+            let col = |i: usize| b.columns().get(i).map(|c| c.as_any());
+            let (Some(lo), Some(hi), Some(inclusive), Some(point)) = (
+                col(0).and_then(|c| c.downcast_ref::<BinaryArray>()),
+                col(1).and_then(|c| c.downcast_ref::<BinaryArray>()),
+                col(2).and_then(|c| c.downcast_ref::<BooleanArray>()),
+                col(3).and_then(|c| c.downcast_ref::<BooleanArray>()),
+            ) else {
+                return Err(DataFusionError::Internal(format!(
+                    "StrataLsmScanExec: its input is not part descriptors: {}",
+                    b.schema()
+                )));
+            };
+            for r in 0..b.num_rows() {
+                if point.value(r) {
+                    points.push(lo.value(r).to_vec());
+                } else {
+                    if !points.is_empty() {
+                        parts.push(BytePart::Points(std::mem::take(&mut points)));
+                    }
+                    let upper = (!hi.is_null(r)).then(|| (hi.value(r).to_vec(), inclusive.value(r)));
+                    parts.push(BytePart::Range(lo.value(r).to_vec(), upper));
+                }
+            }
+        }
+        if !points.is_empty() {
+            parts.push(BytePart::Points(points));
+        }
+        Ok(parts)
+    }
+
+    fn read(
+        &self,
+        part: &BytePart,
+        left: &mut usize,
+        schema: &SchemaRef,
+        columns: &[usize],
+        emit: &mut dyn FnMut(DfResult<RecordBatch>) -> strata::Result<()>,
+    ) -> strata::Result<()> {
+        read_part(&self.store, part, left, &mut |recs: &[Entry]| {
+            emit(batch(schema, columns, recs))
+        })
+    }
+
+    fn describe(&self, location: &str) -> String {
+        format!("store={location}")
+    }
+
+    fn show_keys(keys: &ByteKeySet) -> String {
+        match keys {
             ByteKeySet::Range { lo, hi } => {
                 let hi = match hi {
                     None => String::new(),
@@ -604,121 +471,19 @@ impl DisplayAs for StrataLsmScanExec {
                 format!("{}..{hi}", show(lo))
             }
             ByteKeySet::Points(p) => format!("{} points", p.len()),
-        };
-        let columns: Vec<&str> = self.schema.fields().iter().map(|f| f.name().as_str()).collect();
-        match t {
-            DisplayFormatType::Default | DisplayFormatType::Verbose => {
-                write!(
-                    f,
-                    "StrataLsmScanExec: store={}, keys={keys}, projection=[{}], partitions={}",
-                    self.location,
-                    columns.join(", "),
-                    self.properties.output_partitioning().partition_count()
-                )?;
-                if let Some(l) = self.limit {
-                    write!(f, ", limit={l}")?;
-                }
-                Ok(())
-            }
-            DisplayFormatType::TreeRender => {
-                writeln!(f, "store={}", self.location)?;
-                write!(f, "keys={keys}")
-            }
         }
     }
-}
 
-impl ExecutionPlan for StrataLsmScanExec {
-    fn name(&self) -> &'static str {
-        "StrataLsmScanExec"
+    fn all_keys() -> ByteKeySet {
+        ByteKeySet::all()
     }
 
-    fn properties(&self) -> &Arc<PlanProperties> {
-        &self.properties
+    fn keys_of_filter(e: &Expr) -> Option<ByteKeySet> {
+        ByteKeySet::of_filter(e, KEY)
     }
 
-    fn children(&self) -> Vec<&Arc<dyn ExecutionPlan>> {
-        vec![&self.input]
-    }
-
-    fn benefits_from_input_partitioning(&self) -> Vec<bool> {
-        // Its input's partitions are the scan's: never repartition them.
-        vec![false]
-    }
-
-    fn apply_expressions(
-        &self,
-        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
-    ) -> DfResult<TreeNodeRecursion> {
-        Ok(TreeNodeRecursion::Continue)
-    }
-
-    fn with_new_children(
-        self: Arc<Self>,
-        children: Vec<Arc<dyn ExecutionPlan>>,
-    ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        let [input] = children.as_slice() else {
-            return Err(DataFusionError::Internal(
-                "StrataLsmScanExec has one child".into(),
-            ));
-        };
-        Ok(Arc::new(StrataLsmScanExec::with_input(
-            self.store.clone(),
-            self.location.clone(),
-            self.columns.clone(),
-            self.keys.clone(),
-            self.limit,
-            input.clone(),
-        )?))
-    }
-
-    fn fetch(&self) -> Option<usize> {
-        self.limit
-    }
-
-    fn with_fetch(&self, limit: Option<usize>) -> Option<Arc<dyn ExecutionPlan>> {
-        let limit = match (self.limit, limit) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        StrataLsmScanExec::new(
-            self.store.clone(),
-            self.location.clone(),
-            self.columns.clone(),
-            self.keys.clone(),
-            limit,
-            self.properties.output_partitioning().partition_count(),
-        )
-        .ok()
-        .map(|e| Arc::new(e) as Arc<dyn ExecutionPlan>)
-    }
-
-    fn execute(&self, partition: usize, context: Arc<TaskContext>) -> DfResult<SendableRecordBatchStream> {
-        let (store, columns, limit) = (self.store.clone(), self.columns.clone(), self.limit);
-        let out_schema = self.schema.clone();
-        scan_stream(
-            self.schema.clone(),
-            &self.input,
-            partition,
-            context,
-            parts_of,
-            move |parts: Vec<BytePart>, send| {
-                let mut left = limit.unwrap_or(usize::MAX);
-                for part in &parts {
-                    let r = read_part(&store, part, &mut left, &mut |recs: &[Entry]| {
-                        if send(batch(&out_schema, &columns, recs)) {
-                            Ok(())
-                        } else {
-                            Err(stopped())
-                        }
-                    });
-                    if let Err(e) = r {
-                        send(Err(df_err(e)));
-                        return;
-                    }
-                }
-            },
-        )
+    fn intersect(a: &ByteKeySet, b: &ByteKeySet) -> ByteKeySet {
+        a.intersect(b)
     }
 }
 

@@ -39,7 +39,8 @@ use strata::index::OpenOptions;
 
 use crate::lsm::open_store;
 use crate::{
-    ByteKeySet, KeySet, StrataLsmScanExec, StrataLsmTable, StrataScanExec, StrataTable, Upper, df_err,
+    ByteKeySet, IndexSource, KeySet, LsmSource, StrataLsmScanExec, StrataLsmTable, StrataScanExec,
+    StrataTable, Upper, df_err,
 };
 
 /// The first bytes of every message.
@@ -139,7 +140,10 @@ pub fn decode_lsm_scan(buf: &[u8], input: Arc<dyn ExecutionPlan>) -> DfResult<St
     let limit = r.limit()?;
     r.end()?;
     let store = open_store(Path::new(&location)).map_err(df_err)?;
-    StrataLsmScanExec::with_input(Arc::new(store), location, columns, keys, limit, input)
+    let source = LsmSource {
+        store: Arc::new(store),
+    };
+    StrataLsmScanExec::with_input(source, location, columns, keys, limit, input)
 }
 
 /// What a message is, if it is one of this module's: the table or scan it
@@ -199,7 +203,10 @@ pub fn decode_scan(buf: &[u8], input: Arc<dyn ExecutionPlan>) -> DfResult<Strata
     let limit = r.limit()?;
     r.end()?;
     let index = strata::registry::open(Path::new(&location), &OpenOptions::default()).map_err(df_err)?;
-    StrataScanExec::with_input(Arc::from(index), location, columns, keys, limit, input)
+    let source = IndexSource {
+        index: Arc::from(index),
+    };
+    StrataScanExec::with_input(source, location, columns, keys, limit, input)
 }
 
 fn header(buf: &mut Vec<u8>, what: u8) {
@@ -381,7 +388,8 @@ mod tests {
         header(&mut buf, SCAN);
         put_str(&mut buf, "/nonexistent");
         put_u32(&mut buf, 1_000_000);
-        let input = crate::parts_input(crate::part_schema(), Vec::new()).unwrap();
+        let input =
+            crate::scan::parts_input(<IndexSource as crate::ScanSource>::part_schema(), Vec::new()).unwrap();
         // Every prefix, and the count of a million columns in 0 bytes.
         for n in 0..buf.len() + 1 {
             assert!(decode_scan(&buf[..n], input.clone()).is_err(), "prefix {n}");
