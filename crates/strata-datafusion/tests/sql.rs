@@ -506,24 +506,44 @@ async fn collect_plan(
         .concat()
 }
 
+/// An index over `keys()` as table `t` and an LSM store as table `kv`, in
+/// one context of `partitions` target partitions.
+struct Both {
+    ctx: SessionContext,
+    keys: Vec<u64>,
+    oracle: BTreeMap<Vec<u8>, Vec<u8>>,
+    _dirs: (tempfile::TempDir, tempfile::TempDir),
+}
+
+impl Both {
+    fn new(partitions: usize) -> Both {
+        use strata_datafusion::StrataLsmTable;
+        let keys = keys();
+        let dir = build("pgm", &keys);
+        let (lsm, oracle) = lsm_store();
+        let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(partitions));
+        let t = StrataTable::open(dir.path(), &OpenOptions::default()).unwrap();
+        ctx.register_table("t", Arc::new(t)).unwrap();
+        ctx.register_table("kv", Arc::new(StrataLsmTable::open(lsm.path()).unwrap()))
+            .unwrap();
+        Both {
+            ctx,
+            keys,
+            oracle,
+            _dirs: (dir, lsm),
+        }
+    }
+}
+
 /// A scan sent through `wire` (as to another process) with its input (the
 /// part descriptors) is the same plan and reads the same rows, for indexes
 /// and LSM stores; a message from another version or cut short is an
 /// error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scans_cross_the_wire_unchanged() {
-    use strata_datafusion::{StrataLsmTable, as_lsm_scan, as_scan, wire};
-    let keys = keys();
-    let dir = build("pgm", &keys);
-    let (lsm, _) = lsm_store();
-    let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(3));
-    ctx.register_table(
-        "t",
-        Arc::new(StrataTable::open(dir.path(), &OpenOptions::default()).unwrap()),
-    )
-    .unwrap();
-    ctx.register_table("kv", Arc::new(StrataLsmTable::open(lsm.path()).unwrap()))
-        .unwrap();
+    use strata_datafusion::{as_lsm_scan, as_scan, wire};
+    let both = Both::new(3);
+    let ctx = &both.ctx;
     let queries = [
         "SELECT key, value FROM t WHERE key BETWEEN 100 AND 90000000000",
         "SELECT value FROM t WHERE key IN (0, 1, 5000001, 18446744073709551615)",
@@ -582,18 +602,9 @@ async fn scans_cross_the_wire_unchanged() {
 async fn partitions_of_a_scan_read_disjoint_rows() {
     use datafusion::datasource::memory::MemorySourceConfig;
     use datafusion::datasource::source::DataSourceExec;
-    use strata_datafusion::{StrataLsmTable, as_lsm_scan, as_scan};
-    let keys = keys();
-    let dir = build("pgm", &keys);
-    let (lsm, oracle) = lsm_store();
-    let ctx = SessionContext::new_with_config(SessionConfig::new().with_target_partitions(4));
-    ctx.register_table(
-        "t",
-        Arc::new(StrataTable::open(dir.path(), &OpenOptions::default()).unwrap()),
-    )
-    .unwrap();
-    ctx.register_table("kv", Arc::new(StrataLsmTable::open(lsm.path()).unwrap()))
-        .unwrap();
+    use strata_datafusion::{as_lsm_scan, as_scan};
+    let both = Both::new(4);
+    let (ctx, keys, oracle) = (&both.ctx, &both.keys, &both.oracle);
     let in_list: Vec<String> = keys.iter().step_by(37).map(u64::to_string).collect();
     for (q, total) in [
         ("SELECT key FROM t".to_string(), keys.len()),
