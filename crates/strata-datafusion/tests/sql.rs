@@ -582,8 +582,8 @@ async fn scans_cross_the_wire_unchanged() {
                 );
                 Arc::new(back)
             };
-        let want = collect_plan(node.clone(), &ctx).await;
-        let got = collect_plan(back, &ctx).await;
+        let want = collect_plan(node.clone(), ctx).await;
+        let got = collect_plan(back, ctx).await;
         assert_eq!(got, want, "{q}");
         assert!(want.iter().map(|b| b.num_rows()).sum::<usize>() > 0, "{q}");
         // Cut short, or of another version: errors.
@@ -639,7 +639,7 @@ async fn partitions_of_a_scan_read_disjoint_rows() {
             let restricted =
                 datafusion::physical_plan::replace_children_if_necessary(node.clone(), vec![one]).unwrap();
             assert_eq!(restricted.properties().output_partitioning().partition_count(), 1);
-            let rows: usize = collect_plan(restricted, &ctx)
+            let rows: usize = collect_plan(restricted, ctx)
                 .await
                 .iter()
                 .map(|b| b.num_rows())
