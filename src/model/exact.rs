@@ -103,6 +103,72 @@ fn mul_wide(a: u64, m: u128) -> (u128, u128) {
     ((mid >> 64) + carry as u128, low)
 }
 
+/// An unsigned 256-bit integer: exact sums of squares and products of
+/// `u64` keys (the RMI root's least squares). Ordered as numbers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct U256 {
+    hi: u128,
+    lo: u128,
+}
+
+impl U256 {
+    /// The value `x`.
+    pub(crate) fn from_u128(x: u128) -> Self {
+        U256 { hi: 0, lo: x }
+    }
+
+    /// `a * b`, exactly.
+    pub(crate) fn mul(a: u128, b: u128) -> Self {
+        let (a0, a1) = (a as u64 as u128, a >> 64);
+        let (b0, b1) = (b as u64 as u128, b >> 64);
+        let (p01, p10) = (a0 * b1, a1 * b0);
+        U256 {
+            hi: a1 * b1,
+            lo: a0 * b0,
+        }
+        .add(U256 {
+            hi: p01 >> 64,
+            lo: p01 << 64,
+        })
+        .add(U256 {
+            hi: p10 >> 64,
+            lo: p10 << 64,
+        })
+    }
+
+    /// `self * c` (wrapping past 2^256).
+    pub(crate) fn mul_u64(self, c: u64) -> Self {
+        let low = Self::mul(self.lo, c as u128);
+        U256 {
+            hi: low.hi.wrapping_add(self.hi.wrapping_mul(c as u128)),
+            lo: low.lo,
+        }
+    }
+
+    /// `self + o` (wrapping past 2^256).
+    pub(crate) fn add(self, o: Self) -> Self {
+        let (lo, carry) = self.lo.overflowing_add(o.lo);
+        U256 {
+            hi: self.hi.wrapping_add(o.hi).wrapping_add(carry as u128),
+            lo,
+        }
+    }
+
+    /// `self - o` (wrapping below 0).
+    pub(crate) fn sub(self, o: Self) -> Self {
+        let (lo, borrow) = self.lo.overflowing_sub(o.lo);
+        U256 {
+            hi: self.hi.wrapping_sub(o.hi).wrapping_sub(borrow as u128),
+            lo,
+        }
+    }
+
+    /// The nearest `f64` (within two roundings).
+    pub(crate) fn to_f64(self) -> f64 {
+        self.hi as f64 * 2f64.powi(128) + self.lo as f64
+    }
+}
+
 #[cold]
 fn wide_mul_cmp(a: u64, b: i128, c: u64, d: i128) -> Ordering {
     let sign = |x: u64, y: i128| -> i8 {
@@ -264,6 +330,49 @@ mod tests {
         for x in xs {
             let want = if x.is_nan() { 0 } else { x.floor() as i64 };
             assert_eq!(floor_i64(x), want, "{x}");
+        }
+    }
+
+    #[test]
+    fn u256_products_at_the_edges() {
+        let max = u128::MAX;
+        // (2^128 - 1)^2 = 2^256 - 2^129 + 1.
+        assert_eq!(U256::mul(max, max), U256 { hi: max - 1, lo: 1 });
+        assert_eq!(U256::mul(1 << 64, 1 << 64), U256 { hi: 1, lo: 0 });
+        assert_eq!(U256::mul(0, max), U256::default());
+        assert_eq!(
+            U256::from_u128(max).mul_u64(u64::MAX),
+            U256::mul(max, u64::MAX as u128)
+        );
+        assert_eq!(
+            U256::from_u128(max).add(U256::from_u128(1)),
+            U256 { hi: 1, lo: 0 }
+        );
+        assert_eq!(
+            U256 { hi: 1, lo: 0 }.sub(U256::from_u128(1)),
+            U256::from_u128(max)
+        );
+        assert_eq!(U256 { hi: 1, lo: 0 }.to_f64(), 2f64.powi(128));
+        assert_eq!(U256::mul(3 << 100, 5 << 100).to_f64(), 15.0 * 2f64.powi(200));
+    }
+
+    proptest! {
+        #[test]
+        fn prop_u256_matches_exact_comparisons_and_inverts(
+            a in any::<u64>(), b in any::<u128>(), c in any::<u64>(), d in any::<u128>(), e in any::<u128>(),
+        ) {
+            let (b, d) = (b >> 1, d >> 1);
+            let (x, y) = (U256::mul(a as u128, b), U256::mul(c as u128, d));
+            prop_assert_eq!(x.cmp(&y), mul_cmp(a, b as i128, c, d as i128));
+            prop_assert_eq!(x, U256::from_u128(b).mul_u64(a));
+            prop_assert_eq!(x.add(y).sub(y), x);
+            prop_assert_eq!(U256::mul(e, b), U256::mul(b, e));
+            if let Some(p) = e.checked_mul(b) {
+                prop_assert_eq!(U256::mul(e, b), U256::from_u128(p));
+            }
+            let f = x.to_f64();
+            let want = a as f64 * b as f64;
+            prop_assert!((f - want).abs() <= want * 1e-15, "{} {}", f, want);
         }
     }
 

@@ -15,7 +15,7 @@ use std::mem::size_of;
 
 use super::KeyPasses;
 use super::codec::{self, Writer};
-use super::exact::floor_i64;
+use super::exact::{U256, floor_i64};
 use super::radix_spline::check_strictly_increasing;
 use crate::Result;
 
@@ -240,6 +240,71 @@ impl LeastSquares {
 /// a build over keys on storage holds at most this many.
 const LEAF_BUFFER: usize = if cfg!(test) { 40 } else { 1 << 20 };
 
+/// Keys between two prefix sums of the root's fit ([`Rmi::build_from`]).
+const ROOT_BLOCK: usize = if cfg!(test) { 16 } else { 1 << 16 };
+
+/// Exact sums over keys at positions `i`, `x` = key − smallest key: what
+/// the root's least-squares line over `(x, i · scale)` needs. Integers, so
+/// sums over ranges are differences of prefix sums and do not depend on the
+/// order they were added in.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+struct RootSums {
+    /// `Σ x` (< 2^128 for fewer than 2^64 keys).
+    sx: u128,
+    /// `Σ x²`.
+    sxx: U256,
+    /// `Σ x · i`.
+    sxi: U256,
+}
+
+impl RootSums {
+    #[inline]
+    fn add(&mut self, i: usize, x: u64) {
+        let x = x as u128;
+        self.sx = self.sx.wrapping_add(x);
+        self.sxx = self.sxx.add(U256::from_u128(x * x));
+        self.sxi = self.sxi.add(U256::from_u128(x * i as u128));
+    }
+
+    /// The sums over a range: `self` over `0..b` minus `o` over `0..a`.
+    fn minus(self, o: Self) -> Self {
+        RootSums {
+            sx: self.sx.wrapping_sub(o.sx),
+            sxx: self.sxx.sub(o.sxx),
+            sxi: self.sxi.sub(o.sxi),
+        }
+    }
+
+    /// The least-squares line `y = intercept + slope · x` over the points
+    /// `(x, i · scale)` of positions `a..b` (these sums), slope `>= 0`:
+    /// `slope = scale · (c·Σxi − Σx·Σi) / (c·Σx² − (Σx)²)` with `c = b − a`,
+    /// both differences exact (256-bit), then one division in `f64`.
+    /// Returns `(slope, intercept)`.
+    fn line(&self, a: usize, b: usize, scale: f64) -> (f64, f64) {
+        let c = b.saturating_sub(a) as u64;
+        if c == 0 {
+            return (0.0, 0.0);
+        }
+        // Σ i over a..b: c · (a + b − 1) / 2, an integer.
+        let si = (a as u128 + b as u128 - 1) * c as u128 / 2;
+        let (mx, my) = (self.sx as f64 / c as f64, si as f64 / c as f64 * scale);
+        let d = self.sxx.mul_u64(c).sub(U256::mul(self.sx, self.sx));
+        let (xi, x_i) = (self.sxi.mul_u64(c), U256::mul(self.sx, si));
+        let slope = if d > U256::default() && xi > x_i {
+            scale * (xi.sub(x_i).to_f64() / d.to_f64())
+        } else {
+            0.0
+        };
+        let slope = if slope.is_finite() { slope } else { 0.0 };
+        let intercept = my - slope * mx;
+        if intercept.is_finite() {
+            (slope, intercept)
+        } else {
+            (0.0, my)
+        }
+    }
+}
+
 impl Rmi {
     /// Builds an RMI with `models` leaf models (clamped to `1..=max(1, n)` and
     /// to `MAX_MODELS`). Keys must be strictly increasing
@@ -250,22 +315,51 @@ impl Rmi {
     }
 
     /// [`build`](Self::build) over strictly increasing keys read in passes
-    /// (from storage: the keys are not checked again): two passes fit the
-    /// root, one routes the keys and fits the leaves from a copy of each
+    /// (from storage: the keys are not checked again). One pass over all
+    /// keys sums what the root's least squares needs, exactly (`RootSums`;
+    /// over a data run being written it reads the keys as they are written);
+    /// one more routes the keys and fits the leaves from a copy of each
     /// leaf's keys (up to `LEAF_BUFFER`; larger leaves take three passes
-    /// over their range). The same model as over the keys in memory.
-    pub fn build_from(keys: &dyn KeyPasses, models: usize) -> Result<Self> {
-        let n = keys.count()?;
+    /// over their range), in parallel parts with more than one thread. The
+    /// same model as over the keys in memory, whatever the threads.
+    pub fn build_from(keys: &(dyn KeyPasses + Sync), models: usize) -> Result<Self> {
+        // Prefix sums every `ROOT_BLOCK` keys: the root's sums over any range
+        // then take at most two partial blocks read again.
+        let mut prefix: Vec<RootSums> = Vec::new();
+        let mut acc = RootSums::default();
+        let (mut min_key, mut max_key) = (None::<u64>, 0u64);
+        let n = keys.pass_all(&mut |i, c| {
+            let Some(&first) = c.first() else { return };
+            let min = *min_key.get_or_insert(first);
+            for (j, &k) in c.iter().enumerate() {
+                let p = i + j;
+                if p % ROOT_BLOCK == 0 {
+                    prefix.push(acc);
+                }
+                acc.add(p, k.saturating_sub(min));
+            }
+            max_key = c.last().copied().unwrap_or(max_key);
+        })?;
+        let min_key = min_key.unwrap_or(0);
         let m = models.clamp(1, n.max(1)).min(MAX_MODELS);
         let key_at = |i: usize| -> Result<u64> {
             let mut out = 0;
             keys.pass(i..i + 1, &mut |_, c| out = c.first().copied().unwrap_or(0))?;
             Ok(out)
         };
-        let (min_key, max_key) = if n == 0 {
-            (0, 0)
-        } else {
-            (key_at(0)?, key_at(n - 1)?)
+        // The sums over positions `0..pos`.
+        let sums_to = |pos: usize| -> Result<RootSums> {
+            let b = pos / ROOT_BLOCK;
+            let Some(&at) = prefix.get(b).filter(|_| pos < n) else {
+                return Ok(acc);
+            };
+            let mut s = at;
+            keys.pass(b * ROOT_BLOCK..pos, &mut |i, c| {
+                for (j, &k) in c.iter().enumerate() {
+                    s.add(i + j, k.saturating_sub(min_key));
+                }
+            })?;
+            Ok(s)
         };
         let scale = m as f64 / n.max(1) as f64;
         // The root is fitted to the keys without the 0.1 % at each end: a few
@@ -273,10 +367,8 @@ impl Rmi {
         // key into the first leaf. Routing stays monotone; outliers land in
         // the first or last leaf, whose bounds cover them.
         let trim = n / 1000;
-        let (root_slope, root_intercept) =
-            LeastSquares::over(keys, trim..trim + n.saturating_sub(2 * trim), |i, k| {
-                ((k - min_key) as f64, i as f64 * scale)
-            })?;
+        let (a, b) = (trim, n - trim);
+        let (root_slope, root_intercept) = sums_to(b)?.minus(sums_to(a)?).line(a, b, scale);
         let mut rmi = Rmi {
             n: n as u64,
             min_key,
@@ -286,46 +378,19 @@ impl Rmi {
             leaves: Vec::with_capacity(m),
             bounds: Vec::with_capacity(m + 1),
         };
-        // Monotone routing: leaves own contiguous position ranges, closed as
-        // the first key of a later leaf arrives.
+        // Monotone routing: leaves own contiguous position ranges. With more
+        // than one thread the leaves are cut into parts routed in parallel
+        // (`route_parts`); every leaf is fitted from the same keys as in one
+        // pass, so the model is the same.
         let root = RmiRoot {
             models: m,
             ..rmi.root()
         };
-        let mut buf: Vec<u64> = Vec::new();
         let mut large: Vec<(usize, usize, usize)> = Vec::new();
-        let (mut leaf, mut start, mut spilled) = (0usize, 0usize, false);
-        let mut close =
-            |rmi: &mut Rmi, buf: &mut Vec<u64>, leaf: usize, start: usize, end: usize, spilled: bool| {
-                rmi.bounds.push(start as u64);
-                if spilled {
-                    large.push((leaf, start, end));
-                    rmi.leaves.push(fit_leaf(&[], start));
-                } else {
-                    rmi.leaves.push(fit_leaf(buf, start));
-                }
-                buf.clear();
-            };
-        keys.pass(0..n, &mut |i, c| {
-            for (j, &k) in c.iter().enumerate() {
-                let pos = i + j;
-                let r = root.route(k);
-                while leaf < r {
-                    close(&mut rmi, &mut buf, leaf, start, pos, spilled);
-                    (leaf, start, spilled) = (leaf + 1, pos, false);
-                }
-                if !spilled {
-                    buf.push(k);
-                    if buf.len() > LEAF_BUFFER {
-                        spilled = true;
-                        buf.clear();
-                    }
-                }
-            }
-        })?;
-        while leaf < m {
-            close(&mut rmi, &mut buf, leaf, start, n, spilled);
-            (leaf, start, spilled) = (leaf + 1, n, false);
+        for part in route_parts(keys, &root, n)? {
+            rmi.bounds.extend(part.bounds);
+            rmi.leaves.extend(part.leaves);
+            large.extend(part.large);
         }
         rmi.bounds.push(n as u64);
         for (i, a, b) in large {
@@ -537,6 +602,121 @@ impl Rmi {
             bounds,
         })
     }
+}
+
+/// Keys at least this many are routed in parallel parts.
+const PARALLEL_ROUTING: usize = if cfg!(test) { 64 } else { 1 << 22 };
+
+/// The leaves of one part of the routing pass, in order: `bounds[j]` is the
+/// first position of leaf `leaves.start + j`; `large` the leaves too large
+/// to fit from a copy (leaf, first, end), fitted afterwards by passes.
+struct Routed {
+    bounds: Vec<u64>,
+    leaves: Vec<Leaf>,
+    large: Vec<(usize, usize, usize)>,
+}
+
+/// Routes the `n` keys with `root` and fits every leaf: one part on one
+/// thread, or with more threads (and at least `PARALLEL_ROUTING` keys) one
+/// part per thread, cut at leaves. Leaf `l` starts at the first position
+/// routed to `l` or later (monotone routing), found by a binary search; a
+/// part routes its positions exactly as the single pass would, so the
+/// leaves are the same.
+fn route_parts(keys: &(dyn KeyPasses + Sync), root: &RmiRoot, n: usize) -> Result<Vec<Routed>> {
+    let m = root.models;
+    let parts = rayon::current_num_threads().min(m);
+    if parts <= 1 || n < PARALLEL_ROUTING {
+        return Ok(vec![route_part(keys, root, 0..m, 0..n)?]);
+    }
+    let key_at = |i: usize| -> Result<u64> {
+        let mut out = 0;
+        keys.pass(i..i + 1, &mut |_, c| out = c.first().copied().unwrap_or(0))?;
+        Ok(out)
+    };
+    // The first position routed to leaf `l` or later (`n` if none).
+    let start_of = |l: usize| -> Result<usize> {
+        let (mut lo, mut hi) = (0usize, n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if root.route(key_at(mid)?) >= l {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        Ok(lo)
+    };
+    let cuts: Vec<(usize, usize)> = (0..=parts)
+        .map(|j| {
+            let l = m * j / parts;
+            let start = match l {
+                0 => 0,
+                l if l >= m => n,
+                l => start_of(l)?,
+            };
+            Ok((l, start))
+        })
+        .collect::<Result<_>>()?;
+    use rayon::prelude::*;
+    cuts.par_windows(2)
+        .map(|w| match w {
+            [(la, pa), (lb, pb)] => route_part(keys, root, *la..*lb, *pa..*pb),
+            _ => Err(crate::Error::invalid("routing cut into no parts")),
+        })
+        .collect()
+}
+
+/// Routes the keys `pos` (every one routed into `leaves`) and fits the
+/// leaves `leaves` from them: a leaf is closed as the first key of a later
+/// leaf arrives (leaves nothing is routed to start there and are empty).
+fn route_part(
+    keys: &(dyn KeyPasses + Sync),
+    root: &RmiRoot,
+    leaves: std::ops::Range<usize>,
+    pos: std::ops::Range<usize>,
+) -> Result<Routed> {
+    let mut out = Routed {
+        bounds: Vec::with_capacity(leaves.len()),
+        leaves: Vec::with_capacity(leaves.len()),
+        large: Vec::new(),
+    };
+    let mut buf: Vec<u64> = Vec::new();
+    let close =
+        |out: &mut Routed, buf: &mut Vec<u64>, leaf: usize, start: usize, end: usize, spilled: bool| {
+            out.bounds.push(start as u64);
+            if spilled {
+                out.large.push((leaf, start, end));
+                out.leaves.push(fit_leaf(&[], start));
+            } else {
+                out.leaves.push(fit_leaf(buf, start));
+            }
+            buf.clear();
+        };
+    let (mut leaf, mut start, mut spilled) = (leaves.start, pos.start, false);
+    keys.pass(pos.clone(), &mut |i, c| {
+        for (j, &k) in c.iter().enumerate() {
+            let p = i + j;
+            // Routing never leaves the part's leaves (its cuts are where
+            // routing reaches them), even over keys out of order.
+            let r = root.route(k).min(leaves.end - 1);
+            while leaf < r {
+                close(&mut out, &mut buf, leaf, start, p, spilled);
+                (leaf, start, spilled) = (leaf + 1, p, false);
+            }
+            if !spilled {
+                buf.push(k);
+                if buf.len() > LEAF_BUFFER {
+                    spilled = true;
+                    buf.clear();
+                }
+            }
+        }
+    })?;
+    while leaf < leaves.end {
+        close(&mut out, &mut buf, leaf, start, pos.end, spilled);
+        (leaf, start, spilled) = (leaf + 1, pos.end, false);
+    }
+    Ok(out)
 }
 
 /// [`fit_leaf`] over the keys `a..b` of `keys` (first key `base`), in three
@@ -862,6 +1042,64 @@ mod tests {
                     fit_leaf(&keys[a..b], a)
                 );
             }
+        }
+
+        #[test]
+        fn prop_root_line_is_the_least_squares_line(
+            mut keys in prop::collection::vec(0u64..1 << 40, 2..2000),
+            a in 0usize..50,
+            scale in 0.001f64..10.0,
+        ) {
+            keys.sort_unstable();
+            keys.dedup();
+            prop_assume!(keys.len() > a + 1);
+            let b = keys.len();
+            let mut sums = RootSums::default();
+            for (i, &k) in keys.iter().enumerate().skip(a) {
+                sums.add(i, k - keys[0]);
+            }
+            let (slope, icpt) = sums.line(a, b, scale);
+            // Against the two-pass floating-point fit, on inputs it is
+            // accurate for.
+            let (want_slope, want_icpt) = least_squares(|| {
+                keys.iter().enumerate().skip(a).map(|(i, &k)| ((k - keys[0]) as f64, i as f64 * scale))
+            });
+            let tol = |w: f64| 1e-6 * (1.0 + w.abs());
+            prop_assert!((slope - want_slope).abs() <= tol(want_slope), "{} {}", slope, want_slope);
+            prop_assert!((icpt - want_icpt).abs() <= tol(want_icpt) * (1.0 + b as f64), "{} {}", icpt, want_icpt);
+            // Prefix sums: a range is the difference of two prefixes.
+            let mut head = RootSums::default();
+            for (i, &k) in keys.iter().enumerate().take(a) {
+                head.add(i, k - keys[0]);
+            }
+            let mut all = head;
+            for (i, &k) in keys.iter().enumerate().skip(a) {
+                all.add(i, k - keys[0]);
+            }
+            prop_assert_eq!(all.minus(head), sums);
+        }
+
+        #[test]
+        fn prop_routing_in_parallel_parts_is_the_same_model(
+            mut keys in prop::collection::vec(any::<u64>(), 0..3000),
+            shift in 0u32..64,
+            models in 1usize..300,
+            skew in 0usize..400,
+            threads in 2usize..6,
+        ) {
+            for k in &mut keys {
+                *k >>= shift;
+            }
+            keys.extend((0..skew as u64).map(|i| (1u64 << 40) + i));
+            keys.sort_unstable();
+            keys.dedup();
+            let pool = |t: usize| rayon::ThreadPoolBuilder::new().num_threads(t).build().unwrap();
+            let want = pool(1).install(|| Rmi::build(&keys, models)).unwrap();
+            let (slice, passes) = pool(threads).install(|| {
+                (Rmi::build(&keys, models), Rmi::build_from(&Chunked(&keys), models))
+            });
+            prop_assert_eq!(&want, &slice.unwrap());
+            prop_assert_eq!(&want, &passes.unwrap());
         }
     }
 }
