@@ -694,25 +694,29 @@ mod design_tests {
             // Piped: a writer thread sends the keys in uneven chunks, then
             // hands over the run.
             let (pipe, tx) = Pipe::new();
-            let piped = std::thread::scope(|s| {
-                s.spawn(|| {
-                    let mut i = 0;
-                    let mut step = 1;
+            let (piped, refused) = std::thread::scope(|s| {
+                let w = s.spawn(|| {
+                    let (mut i, mut step, mut refused) = (0, 1, 0);
                     while i < keys.len() {
                         let j = (i + step).min(keys.len());
-                        let _ = tx.send(keys.get(i..j).unwrap_or_default().to_vec());
+                        refused += tx.send(keys.get(i..j).unwrap_or_default().to_vec()).is_err() as usize;
                         i = j;
                         step = step * 3 % 1000 + 1;
                     }
                     drop(tx);
                     pipe.finish(dir.open_read("r").and_then(DataRun::open));
+                    refused
                 });
                 let d = k.design_in(&params, Keys::Piped(&pipe), per_page, page_size);
                 pipe.close();
-                d
-            })
-            .map_err(|e| e.to_string())?;
-            same(&want, &piped).map_err(|e| format!("{} piped: {e}", k.name))?;
+                (d, w.join().unwrap_or(usize::MAX))
+            });
+            same(&want, &piped.map_err(|e| e.to_string())?).map_err(|e| format!("{} piped: {e}", k.name))?;
+            // Its first pass took every chunk as it was written: no design
+            // waits for the whole run before reading.
+            if refused > 0 {
+                return Err(format!("{}: {refused} chunks not taken from the pipe", k.name));
+            }
         }
         Ok(())
     }

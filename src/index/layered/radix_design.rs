@@ -133,20 +133,22 @@ pub(super) fn rmi(p: &Params, keys: &[u64], per_page: usize, ps: usize) -> Resul
     rmi_in(p, keys.into(), per_page, ps)
 }
 
-/// [`rmi`] over keys in memory or in a data run: the root and the leaves
-/// fitted in passes over the keys (`Rmi::build_from`), holding one leaf's
-/// keys at most. Over a run being written it waits for the run (the root's
-/// fit needs the key count first).
+/// [`rmi`] over keys in memory or in a data run (`Rmi::build_from`): the
+/// root's sums taken in the first pass (over a run being written, as it is
+/// written), then one pass that routes the keys and fits the leaves, in
+/// parallel parts, holding one leaf's keys at most per part.
 pub(super) fn rmi_in(p: &Params, keys: Keys<'_>, _per_page: usize, _ps: usize) -> Result<Design> {
     let models = p.usize("models", 1 << 16)?;
-    if keys.is_empty() {
+    // Not `keys.is_empty()` first: over a piped run that waits for the
+    // writer, and the first pass would no longer overlap the write.
+    let r = crate::model::Rmi::build_from(&keys, models)?;
+    if r.is_empty() {
         return Ok(Design {
             layers: vec![],
             models: Some(0),
             notes: Value::Null,
         });
     }
-    let r = crate::model::Rmi::build_from(&keys, models)?;
     let (leaves, root) = rmi_layers(&r);
     Ok(Design {
         layers: vec![leaves, root],
