@@ -15,7 +15,8 @@
 #   NS        key counts (default 1000000 10000000 100000000; STRATA_FULL=1 adds 200000000)
 #   KINDS     index kinds (default: btree, binary and every static layered kind)
 #   THREADS   model-building threads (default 1 2)
-#   REPEAT    interleaved repeats (default 3; 1 at 100M and above)
+#   REPEAT    interleaved repeats (default 3; BIG_REPEAT at 100M and above, default 1)
+#   MERGES    0: skip the db merge runs (default 1)
 #   MERGE_N   keys of the db merge runs (default 10000000), MERGE_OPS their inserts (default 1000000)
 #   OUT       JSON output (default docs/results/build)
 #   DATA_DIR  key files and scratch indexes (default bench-data/build)
@@ -95,7 +96,7 @@ EOF
 for ds in $DSS; do
   for n in $NS; do
     reps=$REPEAT
-    if [ "$n" -ge 100000000 ] && [ "$REPEAT" -gt 1 ]; then reps=1; fi
+    if [ "$n" -ge 100000000 ] && [ "$REPEAT" -gt "${BIG_REPEAT:-1}" ]; then reps=${BIG_REPEAT:-1}; fi
     for rep in $(seq 1 "$reps"); do
       for kind in $KINDS; do
         for t in $THREADS; do
@@ -118,6 +119,7 @@ done
 # Merges of the hybrid store: a write-only run whose every merge rebuilds the
 # static index over all keys; `store.merge_s` is the time spent merging.
 for ds in $DSS; do
+  if [ "${MERGES:-1}" = 0 ]; then break; fi
   f=$(keys "$ds" "$MERGE_N")
   for static in pgm-disk-cpr gap-zonemap-d; do
     for b in $BINS; do
