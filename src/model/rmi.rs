@@ -13,6 +13,8 @@
 
 use std::mem::size_of;
 
+use rayon::prelude::*;
+
 use super::KeyPasses;
 use super::codec::{self, Writer};
 use super::exact::{U256, floor_i64};
@@ -342,11 +344,6 @@ impl Rmi {
         })?;
         let min_key = min_key.unwrap_or(0);
         let m = models.clamp(1, n.max(1)).min(MAX_MODELS);
-        let key_at = |i: usize| -> Result<u64> {
-            let mut out = 0;
-            keys.pass(i..i + 1, &mut |_, c| out = c.first().copied().unwrap_or(0))?;
-            Ok(out)
-        };
         // The sums over positions `0..pos`.
         let sums_to = |pos: usize| -> Result<RootSums> {
             let b = pos / ROOT_BLOCK;
@@ -394,7 +391,7 @@ impl Rmi {
         }
         rmi.bounds.push(n as u64);
         for (i, a, b) in large {
-            let fitted = fit_leaf_passes(keys, a, b, key_at(a)?)?;
+            let fitted = fit_leaf_passes(keys, a, b, key_at(keys, a)?)?;
             if let Some(l) = rmi.leaves.get_mut(i) {
                 *l = fitted;
             }
@@ -604,6 +601,13 @@ impl Rmi {
     }
 }
 
+/// Key `i` of `keys` (one pass of one key).
+fn key_at(keys: &dyn KeyPasses, i: usize) -> Result<u64> {
+    let mut out = 0;
+    keys.pass(i..i + 1, &mut |_, c| out = c.first().copied().unwrap_or(0))?;
+    Ok(out)
+}
+
 /// Keys at least this many are routed in parallel parts.
 const PARALLEL_ROUTING: usize = if cfg!(test) { 64 } else { 1 << 22 };
 
@@ -628,17 +632,12 @@ fn route_parts(keys: &(dyn KeyPasses + Sync), root: &RmiRoot, n: usize) -> Resul
     if parts <= 1 || n < PARALLEL_ROUTING {
         return Ok(vec![route_part(keys, root, 0..m, 0..n)?]);
     }
-    let key_at = |i: usize| -> Result<u64> {
-        let mut out = 0;
-        keys.pass(i..i + 1, &mut |_, c| out = c.first().copied().unwrap_or(0))?;
-        Ok(out)
-    };
     // The first position routed to leaf `l` or later (`n` if none).
     let start_of = |l: usize| -> Result<usize> {
         let (mut lo, mut hi) = (0usize, n);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            if root.route(key_at(mid)?) >= l {
+            if root.route(key_at(keys, mid)?) >= l {
                 hi = mid;
             } else {
                 lo = mid + 1;
@@ -657,7 +656,6 @@ fn route_parts(keys: &(dyn KeyPasses + Sync), root: &RmiRoot, n: usize) -> Resul
             Ok((l, start))
         })
         .collect::<Result<_>>()?;
-    use rayon::prelude::*;
     cuts.par_windows(2)
         .map(|w| match w {
             [(la, pa), (lb, pb)] => route_part(keys, root, *la..*lb, *pa..*pb),
