@@ -1013,22 +1013,28 @@ mod tests {
 
     use crate::model::Chunked;
 
+    /// `keys` shifted right by `shift` plus a dense run of `skew` keys
+    /// squeezed into few leaves (leaves larger than the copy buffer, 40 keys
+    /// in tests, are fitted by passes), sorted and deduplicated.
+    fn skewed(mut keys: Vec<u64>, shift: u32, skew: usize) -> Vec<u64> {
+        for k in &mut keys {
+            *k >>= shift;
+        }
+        keys.extend((0..skew as u64).map(|i| (1u64 << 40) + i));
+        keys.sort_unstable();
+        keys.dedup();
+        keys
+    }
+
     proptest! {
         #[test]
         fn prop_build_from_passes_is_the_same_model(
-            mut keys in prop::collection::vec(any::<u64>(), 0..1500),
+            keys in prop::collection::vec(any::<u64>(), 0..1500),
             shift in 0u32..64,
             models in 1usize..200,
             skew in 0usize..400,
         ) {
-            for k in &mut keys {
-                *k >>= shift;
-            }
-            // A dense run squeezed into few leaves: leaves larger than the
-            // copy buffer (40 keys in tests) are fitted by passes.
-            keys.extend((0..skew as u64).map(|i| (1u64 << 40) + i));
-            keys.sort_unstable();
-            keys.dedup();
+            let keys = skewed(keys, shift, skew);
             let want = Rmi::build(&keys, models).unwrap();
             let got = Rmi::build_from(&Chunked(&keys), models).unwrap();
             prop_assert_eq!(want, got);
@@ -1079,18 +1085,13 @@ mod tests {
 
         #[test]
         fn prop_routing_in_parallel_parts_is_the_same_model(
-            mut keys in prop::collection::vec(any::<u64>(), 0..3000),
+            keys in prop::collection::vec(any::<u64>(), 0..3000),
             shift in 0u32..64,
             models in 1usize..300,
             skew in 0usize..400,
             threads in 2usize..6,
         ) {
-            for k in &mut keys {
-                *k >>= shift;
-            }
-            keys.extend((0..skew as u64).map(|i| (1u64 << 40) + i));
-            keys.sort_unstable();
-            keys.dedup();
+            let keys = skewed(keys, shift, skew);
             let pool = |t: usize| rayon::ThreadPoolBuilder::new().num_threads(t).build().unwrap();
             let want = pool(1).install(|| Rmi::build(&keys, models)).unwrap();
             let (slice, passes) = pool(threads).install(|| {
