@@ -61,12 +61,14 @@ impl Coord for i128 {
     }
 }
 
-/// Largest magnitude of an `i64` y coordinate: differences then fit in `i64`
-/// and products with a `u64` in `i128`.
-pub(crate) const Y64_LIMIT: i128 = 1 << 62;
+/// Largest magnitude of an `i64` y coordinate, `2^62 - 1`: differences of
+/// two then lie within `±(2^63 - 2)` and fit in `i64` (at `2^62` itself the
+/// difference `2^62 - (-2^62)` wrapped to `-2^63` and turned an orientation
+/// round), and products with a `u64` fit in `i128`.
+pub(crate) const Y64_LIMIT: i128 = (1 << 62) - 1;
 
 impl Coord for i64 {
-    /// Requires `|y| <= 2^62` (see [`Y64_LIMIT`]).
+    /// Requires `|y| <= 2^62 - 1` (see [`Y64_LIMIT`]).
     #[inline]
     fn orient(a: P<i64>, b: P<i64>, c: P<i64>) -> Ordering {
         let (dx1, dy2) = (b.x.wrapping_sub(a.x), c.y.wrapping_sub(a.y));

@@ -152,7 +152,7 @@ fn compact<Y>(hull: &mut Vec<P<Y>>, start: usize) -> usize {
 /// endpoint. O(1) amortised time per point; memory O(hull size).
 ///
 /// The hulls hold `i64` coordinates while every bound pushed lies within
-/// `±2^62` and switch to `i128` (for good, until [`PlaStream::reset`]) at
+/// `±(2^62 - 1)` and switch to `i128` (for good, until [`PlaStream::reset`]) at
 /// the first bound beyond: the coordinates carry over unchanged and the
 /// orientation predicates of both widths are exact, so the output is the same
 /// bit for bit, only faster in the common case.
@@ -236,7 +236,7 @@ impl PlaStream {
     /// the point starts a new one. O(1) amortised.
     #[inline]
     pub fn push(&mut self, x: u64, lo: i128, hi: i128) -> Option<Segment> {
-        // The common case: an ordered interval within `±2^62` (then also
+        // The common case: an ordered interval within `±(2^62 - 1)` (then also
         // within the clamp), straight to the `i64` hulls.
         if let Core::Narrow(h) = &mut self.core {
             if lo <= hi && fits_narrow(lo) && fits_narrow(hi) {
@@ -456,7 +456,7 @@ impl PlaStitcher {
 }
 
 /// Segments points whose bounds all lie within `±bound`, with `i64` hulls
-/// when `bound <= 2^62` (faster) and `i128` hulls otherwise.
+/// when `bound < 2^62` (faster) and `i128` hulls otherwise.
 fn segment_bounded(bound: i128, points: impl Iterator<Item = IntervalPoint>) -> Vec<Segment> {
     fn run<Y: Coord>(points: impl Iterator<Item = IntervalPoint>, conv: impl Fn(i128) -> Y) -> Vec<Segment> {
         let mut h = Hulls::<Y>::default();
@@ -483,7 +483,7 @@ fn segment_bounded(bound: i128, points: impl Iterator<Item = IntervalPoint>) -> 
 }
 
 /// The hull state of [`PlaStream`], generic over the y coordinate type (`i64`
-/// when all bounds are within `±2^62`, else `i128`).
+/// when all bounds are within `±(2^62 - 1)`, else `i128`).
 #[derive(Debug, Clone, Default)]
 struct Hulls<Y: Coord> {
     /// Points in the current segment.
@@ -1647,6 +1647,37 @@ mod tests {
             assert_same_segments(&got, &want).unwrap();
             let (st, _) = stitched(&pts, &[switch / 2, switch, switch + 1]);
             assert_same_segments(&st, &want).unwrap();
+        }
+    }
+
+    #[test]
+    fn narrow_hulls_at_their_limit_agree_with_wide_ones() {
+        // Bounds at the very edge of the i64 hulls' range, `±Y64_LIMIT`:
+        // differences of two bounds reach 2^63, which an `i64` cannot hold.
+        // The output must be the i128 hulls' all the same.
+        let mut rng = Pcg64::seed_from_u64(29);
+        let edge = [-Y64_LIMIT, -Y64_LIMIT + 1, -1, 0, 1, Y64_LIMIT - 1, Y64_LIMIT];
+        for _ in 0..2000 {
+            let n = rng.random_range(2..12usize);
+            let mut xs: Vec<u64> = (0..n).map(|_| rng.random_range(0..64)).collect();
+            xs.sort_unstable();
+            xs.dedup();
+            let pts: Vec<IntervalPoint> = xs
+                .iter()
+                .map(|&x| {
+                    let a = edge[rng.random_range(0..edge.len())];
+                    let b = edge[rng.random_range(0..edge.len())];
+                    (x, a.min(b), a.max(b))
+                })
+                .collect();
+            let mut wide = Hulls::<i128>::default();
+            let mut want = Vec::new();
+            for &(x, lo, hi) in &pts {
+                want.extend(wide.push(x, lo, hi));
+            }
+            want.extend(wide.finish());
+            let got = optimal_pla_points(pts.iter().copied());
+            assert_same_segments(&got, &want).unwrap_or_else(|e| panic!("{pts:?}: {e}"));
         }
     }
 
