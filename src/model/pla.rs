@@ -1613,6 +1613,18 @@ mod tests {
         assert!(e.to_string().contains("stitched with points up to 4"), "{e}");
     }
 
+    /// The segmentation of `pts` by `i128` hulls throughout (ordered
+    /// intervals within the clamp): the reference of the narrow hulls.
+    fn wide_hulls_segments(pts: &[IntervalPoint]) -> Vec<Segment> {
+        let mut wide = Hulls::<i128>::default();
+        let mut out = Vec::new();
+        for &(x, lo, hi) in pts {
+            out.extend(wide.push(x, lo, hi));
+        }
+        out.extend(wide.finish());
+        out
+    }
+
     #[test]
     fn narrow_and_wide_hulls_agree_across_the_switch() {
         // Bounds within 2^62 first (i64 hulls), then beyond (i128), in the
@@ -1637,12 +1649,7 @@ mod tests {
                     (x, y - w, y + w)
                 })
                 .collect();
-            let mut wide = Hulls::<i128>::default();
-            let mut want = Vec::new();
-            for &(x, lo, hi) in &pts {
-                want.extend(wide.push(x, lo, hi));
-            }
-            want.extend(wide.finish());
+            let want = wide_hulls_segments(&pts);
             let got = optimal_pla_points(pts.iter().copied());
             assert_same_segments(&got, &want).unwrap();
             let (st, _) = stitched(&pts, &[switch / 2, switch, switch + 1]);
@@ -1670,12 +1677,7 @@ mod tests {
                     (x, a.min(b), a.max(b))
                 })
                 .collect();
-            let mut wide = Hulls::<i128>::default();
-            let mut want = Vec::new();
-            for &(x, lo, hi) in &pts {
-                want.extend(wide.push(x, lo, hi));
-            }
-            want.extend(wide.finish());
+            let want = wide_hulls_segments(&pts);
             let got = optimal_pla_points(pts.iter().copied());
             assert_same_segments(&got, &want).unwrap_or_else(|e| panic!("{pts:?}: {e}"));
         }
