@@ -5,19 +5,24 @@ use std::cell::RefCell;
 use std::ops::{Deref, DerefMut};
 use std::ptr::NonNull;
 
-/// Buffers of at most this many bytes are recycled per thread (a lookup's
-/// page reads then allocate and zero nothing).
-const POOL_BYTES: usize = 64 * 1024;
-/// At most this many recycled buffers per thread.
-const POOL_LEN: usize = 8;
+/// Buffers of at most this many bytes are recycled per thread: a lookup's
+/// page reads, and the coalesced window reads of batched lookups, joins and
+/// scans (up to a few hundred KiB each), then allocate and zero nothing.
+const POOL_BYTES: usize = 1 << 20;
+/// At most this many bytes of recycled buffers per thread (a queue depth's
+/// worth of window reads).
+const POOL_TOTAL: usize = 4 << 20;
 
-/// Freed small allocations of this thread, `(pointer, layout)`, each fully
-/// initialised; deallocated when the thread ends.
-struct Pool(Vec<(NonNull<u8>, Layout)>);
+/// Freed allocations of this thread, `(pointer, layout)`, each fully
+/// initialised, and their total size; deallocated when the thread ends.
+struct Pool {
+    bufs: Vec<(NonNull<u8>, Layout)>,
+    bytes: usize,
+}
 
 impl Drop for Pool {
     fn drop(&mut self) {
-        for (ptr, layout) in self.0.drain(..) {
+        for (ptr, layout) in self.bufs.drain(..) {
             // SAFETY: allocated with this layout by `AlignedBuf::zeroed`.
             unsafe { dealloc(ptr.as_ptr(), layout) }
         }
@@ -25,7 +30,12 @@ impl Drop for Pool {
 }
 
 thread_local! {
-    static POOL: RefCell<Pool> = const { RefCell::new(Pool(Vec::new())) };
+    static POOL: RefCell<Pool> = const {
+        RefCell::new(Pool {
+            bufs: Vec::new(),
+            bytes: 0,
+        })
+    };
 }
 
 /// Alignment of [`AlignedBuf`] (and of `O_DIRECT` offsets and lengths): 4 KiB.
@@ -50,7 +60,7 @@ unsafe impl Sync for AlignedBuf {}
 impl AlignedBuf {
     /// A zeroed buffer of `len` bytes.
     pub fn zeroed(len: usize) -> Self {
-        let cap = len.div_ceil(ALIGN).max(1) * ALIGN;
+        let cap = rounded(len);
         let layout = match Layout::from_size_align(cap, ALIGN) {
             Ok(l) => l,
             Err(_) => std::alloc::handle_alloc_error(Layout::new::<u8>()),
@@ -65,15 +75,23 @@ impl AlignedBuf {
 
     /// A buffer of `len` bytes whose contents are unspecified (initialised,
     /// but not necessarily zero): for a read that overwrites all of it.
-    /// Reuses a buffer this thread freed when one of the size is at hand.
+    /// Reuses a buffer this thread freed when one at least as large is at
+    /// hand (the smallest such).
     pub fn for_overwrite(len: usize) -> Self {
-        let cap = len.div_ceil(ALIGN).max(1) * ALIGN;
+        let cap = rounded(len);
         if cap <= POOL_BYTES {
             let reused = POOL
                 .try_with(|p| {
                     let mut p = p.borrow_mut();
-                    let i = p.0.iter().position(|(_, l)| l.size() == cap)?;
-                    Some(p.0.swap_remove(i))
+                    let (i, _) = p
+                        .bufs
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, (_, l))| l.size() >= cap)
+                        .min_by_key(|(_, (_, l))| l.size())?;
+                    let (ptr, layout) = p.bufs.swap_remove(i);
+                    p.bytes -= layout.size();
+                    Some((ptr, layout))
                 })
                 .ok()
                 .flatten();
@@ -84,16 +102,26 @@ impl AlignedBuf {
         AlignedBuf::zeroed(len)
     }
 
-    /// The allocation rounded up to a multiple of [`ALIGN`] (all initialised).
+    /// The buffer rounded up to a multiple of [`ALIGN`] (all initialised):
+    /// what an `O_DIRECT` read of it transfers.
     pub fn full_mut(&mut self) -> &mut [u8] {
-        // SAFETY: the allocation is layout.size() bytes, zero-initialised.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.layout.size()) }
+        let n = self.capacity();
+        // SAFETY: n <= layout.size() (the allocation was made for a length
+        // at least `len`), and every byte of it is initialised.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), n) }
     }
 
-    /// Length of the allocation (a multiple of [`ALIGN`]).
+    /// `len` rounded up to a multiple of [`ALIGN`] (at least one): the
+    /// length of [`AlignedBuf::full_mut`]. A recycled allocation may be
+    /// larger; the rest is not part of the buffer.
     pub fn capacity(&self) -> usize {
-        self.layout.size()
+        rounded(self.len)
     }
+}
+
+/// `len` rounded up to a multiple of [`ALIGN`], at least [`ALIGN`].
+fn rounded(len: usize) -> usize {
+    len.div_ceil(ALIGN).max(1) * ALIGN
 }
 
 impl Deref for AlignedBuf {
@@ -118,9 +146,10 @@ impl Drop for AlignedBuf {
             let kept = POOL
                 .try_with(|p| {
                     let mut p = p.borrow_mut();
-                    let room = p.0.len() < POOL_LEN;
+                    let room = p.bytes + layout.size() <= POOL_TOTAL;
                     if room {
-                        p.0.push((ptr, layout));
+                        p.bufs.push((ptr, layout));
+                        p.bytes += layout.size();
                     }
                     room
                 })
@@ -167,6 +196,50 @@ mod tests {
         assert!(AlignedBuf::zeroed(4096).iter().all(|&x| x == 0));
         let big = AlignedBuf::for_overwrite(1 << 20);
         assert_eq!(big.len(), 1 << 20);
+    }
+
+    /// Bytes of buffers this thread's pool holds.
+    fn pooled() -> usize {
+        POOL.with(|p| p.borrow().bytes)
+    }
+
+    #[test]
+    fn a_larger_recycled_buffer_serves_a_smaller_read_exactly() {
+        // Freed window reads of several sizes; a smaller request takes the
+        // smallest that fits, and its O_DIRECT length is its own rounded
+        // length, not the allocation's.
+        let sizes = [64 * 4096, 16 * 4096, 32 * 4096];
+        let bufs: Vec<AlignedBuf> = sizes.iter().map(|&n| AlignedBuf::for_overwrite(n)).collect();
+        let ptrs: Vec<*const u8> = bufs.iter().map(|b| b.as_ptr()).collect();
+        let before = pooled();
+        drop(bufs);
+        assert_eq!(pooled(), before + 112 * 4096);
+        let before = pooled();
+        let mut b = AlignedBuf::for_overwrite(20 * 4096 - 100);
+        assert_eq!(b.as_ptr(), ptrs[2], "the 32-page buffer is the best fit");
+        assert_eq!(pooled(), before - 32 * 4096);
+        assert_eq!(b.len(), 20 * 4096 - 100);
+        assert_eq!(b.capacity(), 20 * 4096);
+        assert_eq!(b.full_mut().len(), 20 * 4096);
+        drop(b);
+        assert_eq!(pooled(), before, "returned whole");
+        // Larger than any pooled buffer: a new allocation.
+        let c = AlignedBuf::for_overwrite(65 * 4096);
+        assert!(!ptrs.contains(&c.as_ptr()));
+    }
+
+    #[test]
+    fn the_pool_keeps_at_most_its_byte_budget() {
+        let bufs: Vec<AlignedBuf> = (0..2 * POOL_TOTAL / POOL_BYTES + 3)
+            .map(|_| AlignedBuf::for_overwrite(POOL_BYTES))
+            .collect();
+        drop(bufs);
+        assert!(pooled() <= POOL_TOTAL, "{} pooled", pooled());
+        assert!(pooled() + POOL_BYTES > POOL_TOTAL, "the pool fills to its budget");
+        // Too large to pool: freed at once.
+        let before = pooled();
+        drop(AlignedBuf::for_overwrite(POOL_BYTES + 1));
+        assert_eq!(pooled(), before);
     }
 
     #[test]
