@@ -12,6 +12,17 @@ const POOL_BYTES: usize = 1 << 20;
 /// At most this many bytes of recycled buffers per thread (a queue depth's
 /// worth of window reads).
 const POOL_TOTAL: usize = 4 << 20;
+/// At most this many recycled buffers per thread (each allocation looks
+/// through them).
+const POOL_LEN: usize = 32;
+
+/// Whether a recycled allocation of `size` bytes may serve a request
+/// rounded to `cap`: at least as large and at most a quarter larger, so a
+/// buffer kept for long (a cached or pinned page) never holds much more
+/// memory than it was asked for; page-sized requests take exact sizes only.
+fn fits(size: usize, cap: usize) -> bool {
+    size >= cap && size - cap <= cap / 4
+}
 
 /// Freed allocations of this thread, `(pointer, layout)`, each fully
 /// initialised, and their total size; deallocated when the thread ends.
@@ -75,8 +86,8 @@ impl AlignedBuf {
 
     /// A buffer of `len` bytes whose contents are unspecified (initialised,
     /// but not necessarily zero): for a read that overwrites all of it.
-    /// Reuses a buffer this thread freed when one at least as large is at
-    /// hand (the smallest such).
+    /// Reuses a buffer this thread freed when one that fits is at hand (at
+    /// least as large, at most a quarter larger; the smallest such).
     pub fn for_overwrite(len: usize) -> Self {
         let cap = rounded(len);
         if cap <= POOL_BYTES {
@@ -87,7 +98,7 @@ impl AlignedBuf {
                         .bufs
                         .iter()
                         .enumerate()
-                        .filter(|(_, (_, l))| l.size() >= cap)
+                        .filter(|(_, (_, l))| fits(l.size(), cap))
                         .min_by_key(|(_, (_, l))| l.size())?;
                     let (ptr, layout) = p.bufs.swap_remove(i);
                     p.bytes -= layout.size();
@@ -146,7 +157,7 @@ impl Drop for AlignedBuf {
             let kept = POOL
                 .try_with(|p| {
                     let mut p = p.borrow_mut();
-                    let room = p.bytes + layout.size() <= POOL_TOTAL;
+                    let room = p.bufs.len() < POOL_LEN && p.bytes + layout.size() <= POOL_TOTAL;
                     if room {
                         p.bufs.push((ptr, layout));
                         p.bytes += layout.size();
@@ -215,17 +226,23 @@ mod tests {
         drop(bufs);
         assert_eq!(pooled(), before + 112 * 4096);
         let before = pooled();
-        let mut b = AlignedBuf::for_overwrite(20 * 4096 - 100);
+        let mut b = AlignedBuf::for_overwrite(28 * 4096 - 100);
         assert_eq!(b.as_ptr(), ptrs[2], "the 32-page buffer is the best fit");
         assert_eq!(pooled(), before - 32 * 4096);
-        assert_eq!(b.len(), 20 * 4096 - 100);
-        assert_eq!(b.capacity(), 20 * 4096);
-        assert_eq!(b.full_mut().len(), 20 * 4096);
+        assert_eq!(b.len(), 28 * 4096 - 100);
+        assert_eq!(b.capacity(), 28 * 4096);
+        assert_eq!(b.full_mut().len(), 28 * 4096);
         drop(b);
         assert_eq!(pooled(), before, "returned whole");
-        // Larger than any pooled buffer: a new allocation.
+        // Larger than any pooled buffer, or so much smaller than each that
+        // it would hold far more memory than it asked for: new allocations.
         let c = AlignedBuf::for_overwrite(65 * 4096);
-        assert!(!ptrs.contains(&c.as_ptr()));
+        let d = AlignedBuf::for_overwrite(4096);
+        let e = AlignedBuf::for_overwrite(20 * 4096);
+        for x in [&c, &d, &e] {
+            assert!(!ptrs.contains(&x.as_ptr()));
+        }
+        assert_eq!(pooled(), before);
     }
 
     #[test]
@@ -236,6 +253,21 @@ mod tests {
         drop(bufs);
         assert!(pooled() <= POOL_TOTAL, "{} pooled", pooled());
         assert!(pooled() + POOL_BYTES > POOL_TOTAL, "the pool fills to its budget");
+        // Many small buffers: at most POOL_LEN kept.
+        POOL.with(|p| {
+            let mut p = p.borrow_mut();
+            for (ptr, layout) in p.bufs.drain(..) {
+                // SAFETY: allocated with this layout by `AlignedBuf::zeroed`.
+                unsafe { dealloc(ptr.as_ptr(), layout) }
+            }
+            p.bytes = 0;
+        });
+        let small: Vec<AlignedBuf> = (0..3 * POOL_LEN)
+            .map(|_| AlignedBuf::for_overwrite(4096))
+            .collect();
+        drop(small);
+        assert_eq!(POOL.with(|p| p.borrow().bufs.len()), POOL_LEN);
+        assert_eq!(pooled(), POOL_LEN * 4096);
         // Too large to pool: freed at once.
         let before = pooled();
         drop(AlignedBuf::for_overwrite(POOL_BYTES + 1));
