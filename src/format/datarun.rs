@@ -483,6 +483,28 @@ impl PageRun {
 /// Index of the first of the `n` records in `bytes` whose key is `>= key`
 /// (`n` if none): a branch-free binary search.
 #[inline]
+/// The first of the `n` records in `bytes` whose key is `>= key` (`n` if
+/// none), found by galloping from the first: `O(log d)` for an answer `d`
+/// records on.
+fn gallop_records(bytes: &[u8], n: usize, key: u64) -> usize {
+    let below = |i: usize| get_u64(bytes, i * RECORD_LEN).is_some_and(|k| k < key);
+    let (mut a, mut step) = (0usize, 1usize);
+    // Every record before `a` has a smaller key.
+    loop {
+        let probe = a + step - 1;
+        if probe >= n {
+            let rest = bytes.get(a * RECORD_LEN..).unwrap_or_default();
+            return a + search_records(rest, n - a, key) as usize;
+        }
+        if !below(probe) {
+            let part = bytes.get(a * RECORD_LEN..probe * RECORD_LEN).unwrap_or_default();
+            return a + search_records(part, probe - a, key) as usize;
+        }
+        a = probe + 1;
+        step *= 2;
+    }
+}
+
 fn search_records(bytes: &[u8], n: usize, key: u64) -> u64 {
     if n == 0 {
         return 0;
@@ -525,6 +547,34 @@ impl PageRun {
                 _ => return self.lower_bound(key, a, probe + 1),
             }
         }
+    }
+
+    /// The first item at or after `from` whose key is `>= key`, with its
+    /// record, or the run's end and `None`: a galloping search forward from
+    /// `from` in the bytes of each page (the page located once, not per
+    /// probe), for the next of keys in ascending order, whose lower bound is
+    /// usually a few records on.
+    pub fn seek_from(&self, key: u64, from: u64) -> (u64, Option<(u64, u64)>) {
+        let (rlo, rhi) = self.item_range();
+        let per = self.per_page().max(1);
+        let mut i = from.max(rlo);
+        while i < rhi {
+            let end = (i / per).saturating_add(1).saturating_mul(per).min(rhi);
+            let n = (end - i) as usize;
+            let Some(bytes) = self.run.entries_in_page(i, end - i) else {
+                break;
+            };
+            let at = gallop_records(bytes, n, key);
+            if at < n {
+                let off = at * RECORD_LEN;
+                let rec = get_u64(bytes, off).zip(get_u64(bytes, off + 8));
+                return (i + at as u64, rec);
+            }
+            i = end;
+        }
+        // Only a run not holding its pages' records whole gets here.
+        let lb = self.lower_bound(key, i, rhi);
+        (lb, self.record(lb))
     }
 }
 

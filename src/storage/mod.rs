@@ -60,6 +60,8 @@ mod profiler;
 mod simulated;
 mod sink;
 mod stats;
+#[cfg(test)]
+pub(crate) mod testing;
 mod wrap;
 
 use std::fmt::Debug;

@@ -544,51 +544,15 @@ mod tests {
         assert_eq!(r.page_bounds(255).unwrap(), s.page_bounds(255).unwrap());
     }
 
-    /// Storage whose batched reads complete in reverse order, a queue
-    /// depth's worth at a time.
-    #[derive(Debug)]
-    struct Reversed(Arc<dyn crate::storage::ReadStorage>);
-
-    impl crate::storage::ReadStorage for Reversed {
-        fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-            self.0.read_at(offset, buf)
-        }
-
-        fn read_stream(&self, stream: &mut dyn ReadStream, queue_depth: usize) -> Result<()> {
-            let mut seq = 0usize;
-            loop {
-                let mut batch = Vec::new();
-                while batch.len() < queue_depth.max(1) {
-                    let Some(r) = stream.next()? else { break };
-                    batch.push((seq, r));
-                    seq += 1;
-                }
-                if batch.is_empty() {
-                    return Ok(());
-                }
-                for (s, r) in batch.into_iter().rev() {
-                    let mut buf = AlignedBuf::for_overwrite(r.len);
-                    self.0.read_at(r.offset, &mut buf)?;
-                    stream.done(s, buf)?;
-                }
-            }
-        }
-
-        fn len(&self) -> Result<u64> {
-            self.0.len()
-        }
-
-        fn name(&self) -> &str {
-            self.0.name()
-        }
-    }
-
     #[test]
     fn a_pass_hands_reads_on_in_order_whatever_order_they_complete_in() {
         let keys: Vec<u64> = (0..300_000u64).map(|i| i * 3 + (i % 2)).collect();
         let dir = MemDirectory::new();
         DataRun::write_ranked(&dir, "r", &keys, 4096).unwrap();
-        let run = DataRun::open(Arc::new(Reversed(dir.open_read("r").unwrap()))).unwrap();
+        let run = DataRun::open(Arc::new(crate::storage::testing::Reversed(
+            dir.open_read("r").unwrap(),
+        )))
+        .unwrap();
         let r = Keys::Run(&run);
         assert_eq!(&*r.to_vec().unwrap(), &keys[..]);
         let mut got = Vec::new();
