@@ -556,14 +556,12 @@ impl PageRun {
     /// usually a few records on.
     pub fn seek_from(&self, key: u64, from: u64) -> (u64, Option<(u64, u64)>) {
         let (rlo, rhi) = self.item_range();
-        let per = self.per_page().max(1);
         let mut i = from.max(rlo);
         while i < rhi {
-            let end = (i / per).saturating_add(1).saturating_mul(per).min(rhi);
-            let n = (end - i) as usize;
-            let Some(bytes) = self.run.entries_in_page(i, end - i) else {
+            let Some((bytes, end)) = self.run.entries_to_page_end(i) else {
                 break;
             };
+            let n = (end - i) as usize;
             let at = gallop_records(bytes, n, key);
             if at < n {
                 let off = at * RECORD_LEN;
@@ -571,6 +569,9 @@ impl PageRun {
                 return (i + at as u64, rec);
             }
             i = end;
+        }
+        if i >= rhi {
+            return (rhi, None);
         }
         // Only a run not holding its pages' records whole gets here.
         let lb = self.lower_bound(key, i, rhi);
@@ -635,7 +636,35 @@ mod tests {
                             want,
                             "near: {key} in [{lo}, {hi})"
                         );
+                        // From `lo` to the run's end, with the record.
+                        let want = (keys.partition_point(|&k| k < key) as u64).max(lo);
+                        assert_eq!(
+                            all.seek_from(key, lo),
+                            (want, all.record(want)),
+                            "seek: {key} from {lo}"
+                        );
                     }
+                }
+            }
+            // From the middle of a page (a later run of pages: its first
+            // item is not 0), to every answer distance.
+            let part = run.read_pages(1, 3).unwrap();
+            let (plo, phi) = part.item_range();
+            for from in [0, plo, plo + 1, plo + pp - 1, plo + pp, phi - 1, phi, phi + 9] {
+                for key in keys
+                    .iter()
+                    .step_by(13)
+                    .flat_map(|&k| [k, k + 1])
+                    .chain([0, u64::MAX])
+                {
+                    let want = (keys.partition_point(|&k| k < key) as u64)
+                        .max(from)
+                        .clamp(plo, phi);
+                    assert_eq!(
+                        part.seek_from(key, from),
+                        (want, part.record(want)),
+                        "{key} from {from}"
+                    );
                 }
             }
             assert_eq!(run.verify(&mut |_| {}).unwrap(), m.pages + 1);

@@ -715,6 +715,26 @@ impl PagedRun {
         self.buf.get(off..off + n as usize * self.width)
     }
 
+    /// The bytes of entries `i..end` and `end`, where `end` is one past the
+    /// last entry of `i`'s page in the run (None if the run does not hold
+    /// `i`): one division to locate the page, for a search that walks a
+    /// page's entries.
+    #[inline]
+    pub fn entries_to_page_end(&self, i: u64) -> Option<(&[u8], u64)> {
+        let (lo, hi) = self.entry_range();
+        if i < lo || i >= hi {
+            return None;
+        }
+        let page = i / self.per_page;
+        let start = page * self.per_page;
+        let end = (start + self.per_page).min(hi);
+        let off = (page - self.first_page) as usize * self.page_size
+            + PAGE_HEADER_LEN
+            + (i - start) as usize * self.width;
+        let bytes = self.buf.get(off..off + (end - i) as usize * self.width)?;
+        Some((bytes, end))
+    }
+
     /// The `u64` at byte `field` of entry `i`.
     #[inline]
     pub fn u64_at(&self, i: u64, field: usize) -> Option<u64> {
