@@ -675,8 +675,6 @@ struct Sweep<'r, P> {
     /// Span reads not yet dropped; `held[0]` is the `base`-th.
     held: VecDeque<SpanRead>,
     base: usize,
-    /// Span reads made so far.
-    span_reads: usize,
     reqs: Vec<SweepReq>,
     /// Reads of the page after a span, to issue.
     after: VecDeque<(u64, Vec<usize>)>,
@@ -707,7 +705,6 @@ impl<P: FnMut(usize) -> Result<ApproxPos>> Sweep<'_, P> {
             spans: Vec::new(),
             held: VecDeque::new(),
             base: 0,
-            span_reads: 0,
             reqs: Vec::new(),
             after: VecDeque::new(),
             mk: 0,
@@ -787,26 +784,29 @@ impl<P: FnMut(usize) -> Result<ApproxPos>> Sweep<'_, P> {
         Ok(None)
     }
 
+    /// One past the last item of the pages before page `b`.
+    fn end_of(&self, b: u64) -> u64 {
+        let meta = self.reader.run.meta();
+        b.saturating_mul(meta.per_page as u64).min(meta.n)
+    }
+
     /// A new span read of pages `[a, b)` for the last span: its id.
     fn push_read(&mut self, a: u64, b: u64) -> usize {
-        let meta = self.reader.run.meta();
-        let end = b.saturating_mul(meta.per_page as u64).min(meta.n);
+        let id = self.base + self.held.len();
         self.held.push_back(SpanRead {
             span: self.spans.len().saturating_sub(1),
             a,
             b,
-            end,
+            end: self.end_of(b),
             pages: None,
         });
-        self.span_reads += 1;
-        self.span_reads - 1
+        id
     }
 
     /// Places keys in order until one needs a read other than the one
     /// being built: that read's id, if any.
     fn plan(&mut self) -> Result<Option<usize>> {
         let meta = *self.reader.run.meta();
-        let per = meta.per_page as u64;
         let mut cur: Option<usize> = None;
         loop {
             let Some((i, lo, hi)) = self.next_window()? else {
@@ -833,7 +833,7 @@ impl<P: FnMut(usize) -> Result<ApproxPos>> Sweep<'_, P> {
                 Some(_) => match self.held.back_mut() {
                     Some(r) if r.b == self.frontier && pl + 1 - r.a <= MAX_COALESCED_PAGES => {
                         r.b = pl + 1;
-                        r.end = (pl + 1).saturating_mul(per).min(meta.n);
+                        r.end = (pl + 1).saturating_mul(meta.per_page as u64).min(meta.n);
                     }
                     _ => {
                         self.ahead = Some((i, lo, hi));
@@ -982,10 +982,10 @@ impl<P: FnMut(usize) -> Result<ApproxPos>> ReadStream for Sweep<'_, P> {
             None => return Err(Error::invalid("span read out of range")),
         };
         let (b, read) = self.reader.run.range_read(a, b)?;
-        let end = self.reader.run.meta().per_page as u64;
+        let end = self.end_of(b);
         if let Some(r) = id.checked_sub(self.base).and_then(|k| self.held.get_mut(k)) {
             r.b = b;
-            r.end = b.saturating_mul(end).min(self.reader.run.len());
+            r.end = end;
         }
         self.reqs.push(SweepReq::Span(id));
         Ok(Some(read))
