@@ -828,12 +828,13 @@ impl<P: FnMut(usize) -> Result<ApproxPos>> Sweep<'_, P> {
             if pl < self.frontier {
                 continue;
             }
+            let end = self.end_of(pl + 1);
             match cur {
                 None => cur = Some(self.push_read(self.frontier, pl + 1)),
                 Some(_) => match self.held.back_mut() {
                     Some(r) if r.b == self.frontier && pl + 1 - r.a <= MAX_COALESCED_PAGES => {
                         r.b = pl + 1;
-                        r.end = (pl + 1).saturating_mul(meta.per_page as u64).min(meta.n);
+                        r.end = end;
                     }
                     _ => {
                         self.ahead = Some((i, lo, hi));
