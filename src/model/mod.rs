@@ -32,11 +32,13 @@ mod rmi;
 
 pub use gapcode::{DeltaArray, GapArray};
 pub use leco::LecoArray;
+#[cfg(test)]
+pub(crate) use pla::intercept_range;
 pub use pla::{
     ConeStream, IntervalPoint, PlaPart, PlaStitcher, PlaStream, Segment, greedy_cone, optimal_pla,
     optimal_pla_points, optimal_pla_zero_interval, segment_part,
 };
-pub(crate) use pla::{intercept_range, min_slope_set, zero_interval};
+pub(crate) use pla::{InterceptRange, min_slope_set, zero_interval};
 pub use radix_spline::RadixSpline;
 
 /// Sorted keys a builder reads in sequential passes: a slice, or keys on

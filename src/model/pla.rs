@@ -16,7 +16,7 @@
 //!   stitched into exactly the sequential output.
 //! - [`greedy_cone_points`]: the FITing-tree shrinking cone, a line anchored
 //!   at the segment's first point; never fewer segments than the optimum.
-//! - [`intercept_range`] and [`min_slope_set`]: the slope compression of the
+//! - [`InterceptRange`] and [`min_slope_set`]: the slope compression of the
 //!   compressed PGM-index (fewest distinct slopes, intercepts re-fitted).
 //!
 //! Every decision is made in exact integer arithmetic (see `exact`); only
@@ -52,7 +52,7 @@ pub(super) const PREDICTION_TOLERANCE: f64 = 1.0 / (1u64 << 46) as f64;
 /// The line `predict(x) = intercept + slope * (x - first_key)` passes through
 /// every point's interval (up to `PREDICTION_TOLERANCE`); every slope in
 /// `[slope_lo, slope_hi]` admits such a line with some intercept (see
-/// `intercept_range`).
+/// `InterceptRange`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Segment {
     /// Key of the first point (the segment's smallest key).
@@ -871,6 +871,19 @@ pub fn greedy_cone(keys: &[u64], eps: u64) -> Vec<Segment> {
     )
 }
 
+/// [`InterceptRange`] over `points` at once.
+#[cfg(test)]
+pub(crate) fn intercept_range<I>(points: I, first_key: u64, slope: f64) -> Option<(f64, f64)>
+where
+    I: IntoIterator<Item = IntervalPoint>,
+{
+    let mut r = InterceptRange::new(first_key, slope);
+    for p in points {
+        r.add(p);
+    }
+    r.finish()
+}
+
 /// For a fixed `slope`, the range `[c_lo, c_hi]` of intercepts `c` (values at
 /// `first_key`) such that `c + slope * (x - first_key)` lies in `[lo, hi]` for
 /// every point; `None` if no intercept works. O(len).
@@ -879,28 +892,55 @@ pub fn greedy_cone(keys: &[u64], eps: u64) -> Vec<Segment> {
 /// rounded bounds may cross; a crossing within the prediction tolerance
 /// (see [`PREDICTION_TOLERANCE`]) is returned as the one-value range at its
 /// midpoint. Keys below `first_key` count as `first_key`.
-pub(crate) fn intercept_range<I>(points: I, first_key: u64, slope: f64) -> Option<(f64, f64)>
-where
-    I: IntoIterator<Item = IntervalPoint>,
-{
-    let mut c_lo = f64::NEG_INFINITY;
-    let mut c_hi = f64::INFINITY;
-    let mut scale = 1.0f64;
-    for (x, lo, hi) in points {
-        let (lo, hi) = normalize(lo, hi);
-        let t = slope * x.saturating_sub(first_key) as f64;
-        let (lo, hi) = (lo as f64, hi as f64);
-        c_lo = c_lo.max(lo - t);
-        c_hi = c_hi.min(hi - t);
-        scale = scale.max(lo.abs()).max(hi.abs()).max(t.abs());
+///
+/// Points are added one at a time (keys read in passes), in any order.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InterceptRange {
+    first_key: u64,
+    slope: f64,
+    c_lo: f64,
+    c_hi: f64,
+    scale: f64,
+}
+
+impl InterceptRange {
+    /// No point yet, for lines of `slope` anchored at `first_key`.
+    pub(crate) fn new(first_key: u64, slope: f64) -> Self {
+        InterceptRange {
+            first_key,
+            slope,
+            c_lo: f64::NEG_INFINITY,
+            c_hi: f64::INFINITY,
+            scale: 1.0,
+        }
     }
-    if c_lo <= c_hi {
-        Some((c_lo, c_hi))
-    } else if c_lo - c_hi <= PREDICTION_TOLERANCE * scale {
-        let m = 0.5 * c_lo + 0.5 * c_hi;
-        Some((m, m))
-    } else {
-        None
+
+    /// The slope of the lines.
+    pub(crate) fn slope(&self) -> f64 {
+        self.slope
+    }
+
+    /// One more point.
+    pub(crate) fn add(&mut self, (x, lo, hi): IntervalPoint) {
+        let (lo, hi) = normalize(lo, hi);
+        let t = self.slope * x.saturating_sub(self.first_key) as f64;
+        let (lo, hi) = (lo as f64, hi as f64);
+        self.c_lo = self.c_lo.max(lo - t);
+        self.c_hi = self.c_hi.min(hi - t);
+        self.scale = self.scale.max(lo.abs()).max(hi.abs()).max(t.abs());
+    }
+
+    /// The feasible intercepts of the points added.
+    pub(crate) fn finish(self) -> Option<(f64, f64)> {
+        let (c_lo, c_hi) = (self.c_lo, self.c_hi);
+        if c_lo <= c_hi {
+            Some((c_lo, c_hi))
+        } else if c_lo - c_hi <= PREDICTION_TOLERANCE * self.scale {
+            let m = 0.5 * c_lo + 0.5 * c_hi;
+            Some((m, m))
+        } else {
+            None
+        }
     }
 }
 

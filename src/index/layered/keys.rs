@@ -44,14 +44,19 @@ struct Pass<'r, 'f, F> {
     arrived: std::collections::BTreeMap<usize, crate::format::PageRun>,
     /// Reads handed to `f`.
     handed: usize,
+    /// `f` asked to stop: nothing more is read or handed on.
+    stopped: bool,
     buf: Vec<u64>,
     f: &'f mut F,
 }
 
-impl<F: FnMut(usize, &[u64]) -> Result<()>> ReadStream for Pass<'_, '_, F> {
+impl<F: FnMut(usize, &[u64]) -> Result<bool>> ReadStream for Pass<'_, '_, F> {
     fn next(&mut self) -> Result<Option<StreamRead>> {
         // Never more than the queue depth's worth read and not yet handed on.
-        if self.next_page > self.last || self.planned.len() - self.handed >= 2 * PASS_QUEUE_DEPTH {
+        if self.stopped
+            || self.next_page > self.last
+            || self.planned.len() - self.handed >= 2 * PASS_QUEUE_DEPTH
+        {
             return Ok(None);
         }
         let (b, read) = self.run.range_read(
@@ -68,6 +73,10 @@ impl<F: FnMut(usize, &[u64]) -> Result<()>> ReadStream for Pass<'_, '_, F> {
             .planned
             .get(seq)
             .ok_or_else(|| Error::invalid("a read the pass did not ask for"))?;
+        if self.stopped {
+            // Reads still in flight when `f` stopped the pass.
+            return Ok(());
+        }
         self.arrived.insert(seq, self.run.run_from(a, b, buf)?);
         while let Some(pages) = self.arrived.remove(&self.handed) {
             self.handed += 1;
@@ -82,7 +91,11 @@ impl<F: FnMut(usize, &[u64]) -> Result<()>> ReadStream for Pass<'_, '_, F> {
                     "record missing from page",
                 ));
             }
-            (self.f)(lo as usize, &self.buf)?;
+            if !(self.f)(lo as usize, &self.buf)? {
+                self.stopped = true;
+                self.arrived.clear();
+                break;
+            }
         }
         Ok(())
     }
@@ -271,6 +284,16 @@ impl<'a> Keys<'a> {
         range: Range<usize>,
         mut f: impl FnMut(usize, &[u64]) -> Result<()>,
     ) -> Result<()> {
+        self.for_each_chunk_while(range, |i, c| f(i, c).map(|()| true))
+    }
+
+    /// [`for_each_chunk`](Self::for_each_chunk) until `f` returns `false`:
+    /// the keys after that chunk are not read.
+    pub fn for_each_chunk_while(
+        &self,
+        range: Range<usize>,
+        mut f: impl FnMut(usize, &[u64]) -> Result<bool>,
+    ) -> Result<()> {
         let keys = self.settled()?;
         let end = range.end.min(keys.len());
         if range.start >= end {
@@ -282,7 +305,9 @@ impl<'a> Keys<'a> {
                 let mut i = range.start;
                 while i < end {
                     let j = (i + SLICE_CHUNK).min(end);
-                    f(i, k.get(i..j).unwrap_or_default())?;
+                    if !f(i, k.get(i..j).unwrap_or_default())? {
+                        break;
+                    }
                     i = j;
                 }
                 Ok(())
@@ -298,11 +323,12 @@ impl<'a> Keys<'a> {
                     planned: Vec::new(),
                     arrived: std::collections::BTreeMap::new(),
                     handed: 0,
+                    stopped: false,
                     buf: Vec::with_capacity((PASS_READ_PAGES as usize) * meta.per_page.max(1)),
                     f: &mut f,
                 };
                 run.storage().read_stream(&mut pass, PASS_QUEUE_DEPTH)?;
-                if pass.handed < pass.planned.len() {
+                if !pass.stopped && pass.handed < pass.planned.len() {
                     return Err(Error::invalid("a pass over the data run ended early"));
                 }
                 Ok(())
@@ -385,12 +411,18 @@ pub(crate) const WINDOW_KEYS: usize = if cfg!(test) { 64 } else { 1 << 19 };
 
 /// Keys `base..base + len` of `n` sorted keys, in memory: what one step of a
 /// design reads ([`Keys::by_groups`]); all of them for keys in memory.
-/// Indices are those of all the keys.
+/// Indices are those of all the keys. An entry longer than a window is not
+/// held: its keys are read from the run as a step asks for them, in passes
+/// ([`Win::each`]), so a step over it holds a read's worth of keys.
 #[derive(Debug, Clone, Copy)]
 pub struct Win<'a> {
     base: usize,
     keys: &'a [u64],
     n: usize,
+    /// Where keys outside `keys` are read from, and the first read that
+    /// failed, for [`Keys::by_groups`] to return (the step's result is then
+    /// dropped).
+    src: Option<(Keys<'a>, &'a Mutex<Option<Error>>)>,
 }
 
 impl<'a> Win<'a> {
@@ -400,6 +432,7 @@ impl<'a> Win<'a> {
             base: 0,
             keys,
             n: keys.len(),
+            src: None,
         }
     }
 
@@ -408,22 +441,56 @@ impl<'a> Win<'a> {
         self.n
     }
 
-    /// Key `i`, if the window holds it.
+    /// Key `i`, if there is one (and, in memory, if the window holds it).
     pub fn get(&self, i: usize) -> Option<u64> {
-        self.keys.get(i.checked_sub(self.base)?).copied()
+        if let Some(k) = i.checked_sub(self.base).and_then(|d| self.keys.get(d)) {
+            return Some(*k);
+        }
+        let (src, failed) = self.src?;
+        if i >= self.n {
+            return None;
+        }
+        src.get(i).map_err(|e| keep_first(failed, e)).ok()
     }
 
-    /// Keys `r`, clipped to the window (a step asks only for keys of its
-    /// own window).
-    pub fn range(&self, r: Range<usize>) -> &'a [u64] {
-        debug_assert!(
-            r.start >= self.base || r.start >= r.end,
-            "keys {r:?} before the window at {}",
-            self.base
-        );
-        let lo = r.start.saturating_sub(self.base).min(self.keys.len());
-        let hi = r.end.saturating_sub(self.base).min(self.keys.len()).max(lo);
-        self.keys.get(lo..hi).unwrap_or_default()
+    /// Keys `r` if the window holds them all in memory.
+    pub fn held(&self, r: Range<usize>) -> Option<&'a [u64]> {
+        let lo = r.start.checked_sub(self.base)?;
+        let hi = r.end.checked_sub(self.base)?;
+        self.keys.get(lo..hi.max(lo))
+    }
+
+    /// Calls `f(i, chunk)` over the keys `r` in order (clipped to the
+    /// window, or to all keys for an entry read in passes), `chunk` holding
+    /// keys `i..i + chunk.len()`, until `f` returns `false`.
+    pub fn each(&self, r: Range<usize>, mut f: impl FnMut(usize, &[u64]) -> bool) {
+        match self.src {
+            Some((src, failed)) if self.held(r.clone()).is_none() => {
+                let r = r.start.min(self.n)..r.end.min(self.n);
+                if let Err(e) = src.for_each_chunk_while(r, |i, c| Ok(f(i, c))) {
+                    keep_first(failed, e);
+                }
+            }
+            _ => {
+                debug_assert!(
+                    r.start >= self.base || r.start >= r.end,
+                    "keys {r:?} before the window at {}",
+                    self.base
+                );
+                let lo = r.start.saturating_sub(self.base).min(self.keys.len());
+                let hi = r.end.saturating_sub(self.base).min(self.keys.len()).max(lo);
+                if hi > lo {
+                    f(self.base + lo, self.keys.get(lo..hi).unwrap_or_default());
+                }
+            }
+        }
+    }
+}
+
+/// Keeps `e` in `cell` unless an error is there already.
+fn keep_first(cell: &Mutex<Option<Error>>, e: Error) {
+    if let Ok(mut c) = cell.lock() {
+        c.get_or_insert(e);
     }
 }
 
@@ -431,10 +498,11 @@ impl<'a> Keys<'a> {
     /// `f(win, js)` for groups `js` of consecutive entries, entry `j`
     /// covering the keys `starts[j]..starts[j + 1]` (the last one to the
     /// end), with `win` holding the group's keys and the key before them: in
-    /// parallel, results in order. Groups hold at most `WINDOW_KEYS` keys
-    /// (or one entry that covers more); keys in memory are not copied, keys
-    /// of a run are read a window at a time, so a pass holds a window per
-    /// thread.
+    /// parallel, results in order. Groups hold at most `WINDOW_KEYS` keys;
+    /// keys in memory are not copied, keys of a run are read a window at a
+    /// time, so a pass holds a window per thread. An entry that alone covers
+    /// more keys than a window is a group of its own whose keys are read
+    /// from the run as `f` asks for them (`Win::each`, `Win::get`).
     pub fn by_groups<T: Send>(
         &self,
         starts: &[usize],
@@ -463,6 +531,22 @@ impl<'a> Keys<'a> {
                 _ => {
                     let lo = starts.get(js.start).copied().unwrap_or(n).saturating_sub(1);
                     let hi = end_of(js.end.saturating_sub(1)).max(lo);
+                    if hi - lo > WINDOW_KEYS + 1 {
+                        // One entry longer than a window: read in passes.
+                        let failed = Mutex::new(None);
+                        let win = Win {
+                            base: lo,
+                            keys: &[],
+                            n,
+                            src: Some((keys, &failed)),
+                        };
+                        let out = f(win, js);
+                        return match failed.into_inner() {
+                            Ok(None) => Ok(out),
+                            Ok(Some(e)) => Err(e),
+                            Err(_) => Err(Error::invalid("a design step panicked")),
+                        };
+                    }
                     buf.clear();
                     buf.reserve(hi - lo);
                     keys.for_each_chunk(lo..hi, |_, c| {
@@ -474,6 +558,7 @@ impl<'a> Keys<'a> {
                             base: lo,
                             keys: buf.as_slice(),
                             n,
+                            src: None,
                         },
                         js,
                     ))

@@ -56,7 +56,7 @@ impl Tolerance {
     }
 
     /// The feasible intercepts of lines of `slope` anchored at `first` over
-    /// the keys `range` (as [`crate::model::intercept_range`] over
+    /// the keys `range` (as [`crate::model::InterceptRange`] over
     /// [`Tolerance::points`]). With zero intervals, every key of a page has
     /// the same interval, and for a slope `>= 0` the bounds `lo - t` and
     /// `hi - t` (`t = slope · (key - first)`, growing with the key) are
@@ -69,33 +69,55 @@ impl Tolerance {
         first: u64,
         slope: f64,
     ) -> Option<(f64, f64)> {
-        if self.zero_page == 0 || slope.is_nan() || slope < 0.0 {
-            return crate::model::intercept_range(self.points(keys, range), first, slope);
-        }
-        let page = usize::try_from(self.zero_page).unwrap_or(usize::MAX);
-        let end = range.end.min(keys.n());
-        let mut i = range.start;
-        let ends = std::iter::from_fn(move || {
-            if i >= end {
-                return None;
-            }
-            let last = (i / page).saturating_add(1).saturating_mul(page).min(end) - 1;
-            let (lo, hi) = self.interval(i);
-            let run = (keys.get(i)?, keys.get(last)?);
-            i = last + 1;
-            Some([(run.0, lo, hi), (run.1, lo, hi)])
-        });
-        crate::model::intercept_range(ends.flatten(), first, slope)
+        let mut r = [crate::model::InterceptRange::new(first, slope)];
+        self.intercepts_of(keys, range, &mut r);
+        r[0].finish()
     }
 
-    fn points<'a>(
-        &'a self,
-        keys: Win<'a>,
+    /// [`Tolerance::intercepts`] of several slopes in one pass over the
+    /// keys: `ranges` holds one [`crate::model::InterceptRange`] per slope,
+    /// each fed the points its slope needs.
+    fn intercepts_of(
+        &self,
+        keys: Win<'_>,
         range: std::ops::Range<usize>,
-    ) -> impl Iterator<Item = crate::model::IntervalPoint> + 'a {
-        range.filter_map(move |i| {
+        ranges: &mut [crate::model::InterceptRange],
+    ) {
+        let page = usize::try_from(self.zero_page).unwrap_or(usize::MAX);
+        keys.each(range, |at, chunk| {
+            for r in ranges.iter_mut() {
+                let slope = r.slope();
+                if self.zero_page == 0 || slope.is_nan() || slope < 0.0 {
+                    for (d, &k) in chunk.iter().enumerate() {
+                        let (lo, hi) = self.interval(at + d);
+                        r.add((k, lo, hi));
+                    }
+                    continue;
+                }
+                // Each page's first and last key of every chunk (a page cut
+                // by a chunk's end adds two keys between them, which bind no
+                // tighter).
+                let end = at + chunk.len();
+                let mut i = at;
+                while i < end {
+                    let last = (i / page).saturating_add(1).saturating_mul(page).min(end) - 1;
+                    let (lo, hi) = self.interval(i);
+                    if let (Some(&a), Some(&b)) = (chunk.get(i - at), chunk.get(last - at)) {
+                        r.add((a, lo, hi));
+                        r.add((b, lo, hi));
+                    }
+                    i = last + 1;
+                }
+            }
+            true
+        });
+    }
+
+    /// Every key of `keys` with its interval, key `i` at position `i`.
+    fn points<'a>(&'a self, keys: &'a [u64]) -> impl Iterator<Item = crate::model::IntervalPoint> + 'a {
+        keys.iter().enumerate().map(|(i, &k)| {
             let (lo, hi) = self.interval(i);
-            keys.get(i).map(|k| (k, lo, hi))
+            (k, lo, hi)
         })
     }
 }
@@ -144,22 +166,27 @@ fn rounding_rank(
     let (mut worst, mut extra) = (0u64, 0u64);
     let (mut own, mut up, mut down) = (PageDiv::new(page), PageDiv::new(page), PageDiv::new(page));
     let e = e.predictor(next, max_unit);
-    for (d, &k) in win.range(start..end).iter().enumerate() {
-        let i = start + d;
-        let p = e.predict(k);
-        if let Some(v) = preds.as_mut() {
-            v.push(p);
+    let mut beaten = false;
+    win.each(start..end, |at, chunk| {
+        for (d, &k) in chunk.iter().enumerate() {
+            let i = at + d;
+            let p = e.predict(k);
+            if let Some(v) = preds.as_mut() {
+                v.push(p);
+            }
+            let first = own.div_u(i as u64) * page;
+            worst = worst
+                .max(first.saturating_sub(p))
+                .max(p.saturating_sub(first + page - 1));
+            extra += up.div_u(p + tol.eps) - down.div_u(p.saturating_sub(tol.eps));
+            if beat.is_some_and(|b| (worst > cap, extra, dist) >= b) {
+                beaten = true;
+                return false;
+            }
         }
-        let first = own.div_u(i as u64) * page;
-        worst = worst
-            .max(first.saturating_sub(p))
-            .max(p.saturating_sub(first + page - 1));
-        extra += up.div_u(p + tol.eps) - down.div_u(p.saturating_sub(tol.eps));
-        if beat.is_some_and(|b| (worst > cap, extra, dist) >= b) {
-            return None;
-        }
-    }
-    Some((worst > cap, extra, dist))
+        true
+    });
+    (!beaten).then_some((worst > cap, extra, dist))
 }
 
 /// Entries with every offset rounded down or up to a multiple of `unit`,
@@ -253,9 +280,10 @@ fn rounded_band_within(
     let far_end = n.saturating_sub(1).saturating_sub(reach);
     // `rounding_rank`, the predictions left in `preds` (all of them unless
     // it stopped at `beat`).
-    let cost = |win: Win<'_>, j: usize, off: i32, dist: i64, beat: Option<Rank>, preds: &mut Vec<u64>| {
-        rounding_rank(win, starts, entries, j, off, dist, beat, tol, cap, Some(preds))
-    };
+    let cost =
+        |win: Win<'_>, j: usize, off: i32, dist: i64, beat: Option<Rank>, preds: Option<&mut Vec<u64>>| {
+            rounding_rank(win, starts, entries, j, off, dist, beat, tol, cap, preds)
+        };
     let (parts, tallies): (Vec<Vec<super::entries::BandEntry>>, Vec<Tally>) = keys
         .by_groups(starts, |win, js| {
             let mut t = Tally::new(page);
@@ -281,11 +309,17 @@ fn rounded_band_within(
                 } else {
                     [down, down + u]
                 };
+                let start = starts.get(j).copied().unwrap_or(0);
+                let end = starts.get(j + 1).copied().unwrap_or(len);
+                // The predictions of an entry the window holds are kept from
+                // its ranking; those of an entry read in passes are made again.
+                let held = win.held(start..end);
                 let mut best: Option<(i32, Rank)> = None;
                 for o in order {
                     let Ok(o) = i32::try_from(o) else { continue };
                     let dist = (i64::from(o) - off).abs();
-                    if let Some(r) = cost(win, j, o, dist, best.map(|b| b.1), &mut cur) {
+                    let preds = held.is_some().then_some(&mut cur);
+                    if let Some(r) = cost(win, j, o, dist, best.map(|b| b.1), preds) {
                         // Of equal ranks the one counted first is kept (the
                         // later one stops at `beat`): down first on a tie.
                         best = Some((o, r));
@@ -296,24 +330,34 @@ fn rounded_band_within(
                     off: best.map_or(e.off, |b| b.0),
                     ..*e
                 };
-                let start = starts.get(j).copied().unwrap_or(0);
-                if best.is_none() {
-                    // No rounding fits an offset: the entry as it is.
-                    let next = entries.get(j + 1).map_or(max_unit, |f| f.base);
-                    let end = starts.get(j + 1).copied().unwrap_or(len);
-                    won.clear();
-                    let e = e.predictor(next, max_unit);
-                    won.extend(win.range(start..end).iter().map(|&k| e.predict(k)));
-                }
                 let next_key = entries.get(j + 1).map(|f| f.key);
-                since += won.len();
-                for (i, (&p, &k)) in won.iter().zip(win.range(start..start + won.len())).enumerate() {
+                since += end.saturating_sub(start);
+                let mut count = |i: usize, p: u64, k: u64| {
                     // `extra_pages` routes by entry keys: the same entry, or
                     // the count is made there.
                     if e.key > k && j > 0 || next_key.is_some_and(|nk| nk <= k) {
                         t.whole = false;
                     }
-                    t.add((start + i) as u64, p, page, &mut own, &mut at, reach, far_end);
+                    t.add(i as u64, p, page, &mut own, &mut at, reach, far_end);
+                };
+                match held {
+                    Some(held) if best.is_some() => {
+                        for (d, (&p, &k)) in won.iter().zip(held).enumerate() {
+                            count(start + d, p, k);
+                        }
+                    }
+                    _ => {
+                        // No rounding fits an offset (the entry as it is), or
+                        // its keys are read in passes.
+                        let next = entries.get(j + 1).map_or(max_unit, |f| f.base);
+                        let e = e.predictor(next, max_unit);
+                        win.each(start..end, |i, chunk| {
+                            for (d, &k) in chunk.iter().enumerate() {
+                                count(i + d, e.predict(k), k);
+                            }
+                            true
+                        });
+                    }
                 }
                 out.push(e);
             }
@@ -554,23 +598,61 @@ fn crossings(
     page: u64,
     limit: u64,
 ) -> u64 {
-    let eps = i64::try_from(eps).unwrap_or(i64::MAX / 4);
-    // The window's last page minus its first: with `r = (p - eps) mod page`,
-    // `(r + 2 eps) / page`, i.e. `whole` plus one when `r + part >= page`.
-    let (mut at, page_i) = (PageDiv::new(page), i64::try_from(page.max(1)).unwrap_or(i64::MAX));
-    let two = eps.saturating_mul(2);
-    let (whole, part) = (two / page_i, two % page_i);
-    let mut extra = 0u64;
-    for &k in keys.range(range) {
-        let p = floor_i64(intercept + slope * k.saturating_sub(first) as f64);
-        let a = p.saturating_sub(eps);
-        let r = a - at.div(a) * page_i;
-        extra += (whole + i64::from(r >= page_i - part)) as u64;
-        if extra >= limit {
-            break;
+    let mut c = Crossings::new(first, slope, intercept, eps, page, limit);
+    keys.each(range, |_, chunk| c.add(chunk));
+    c.extra
+}
+
+/// The count of [`crossings`], a chunk of keys at a time.
+struct Crossings {
+    first: u64,
+    slope: f64,
+    intercept: f64,
+    eps: i64,
+    at: PageDiv,
+    page: i64,
+    whole: i64,
+    part: i64,
+    limit: u64,
+    extra: u64,
+}
+
+impl Crossings {
+    fn new(first: u64, slope: f64, intercept: f64, eps: u64, page: u64, limit: u64) -> Self {
+        let eps = i64::try_from(eps).unwrap_or(i64::MAX / 4);
+        // The window's last page minus its first: with `r = (p - eps) mod
+        // page`, `(r + 2 eps) / page`, i.e. `whole` plus one when `r + part
+        // >= page`.
+        let page_i = i64::try_from(page.max(1)).unwrap_or(i64::MAX);
+        let two = eps.saturating_mul(2);
+        Crossings {
+            first,
+            slope,
+            intercept,
+            eps,
+            at: PageDiv::new(page),
+            page: page_i,
+            whole: two / page_i,
+            part: two % page_i,
+            limit,
+            extra: 0,
         }
     }
-    extra
+
+    /// Counts the keys of `chunk` (the next ones); whether the count is
+    /// still below the limit.
+    fn add(&mut self, chunk: &[u64]) -> bool {
+        for &k in chunk {
+            let p = floor_i64(self.intercept + self.slope * k.saturating_sub(self.first) as f64);
+            let a = p.saturating_sub(self.eps);
+            let r = a - self.at.div(a) * self.page;
+            self.extra += (self.whole + i64::from(r >= self.page - self.part)) as u64;
+            if self.extra >= self.limit {
+                return false;
+            }
+        }
+        true
+    }
 }
 
 /// `v.floor() as i64` without a call to `floor` (the float-to-int cast
@@ -617,6 +699,9 @@ fn page_aware_line(
     if best_cost as f64 <= budget * seg.len as f64 {
         return best;
     }
+    if keys.held(range.clone()).is_none() {
+        return lines_in_passes(keys, seg, tol, slopes, best, best_cost);
+    }
     for &(slope, known) in slopes {
         if !slope.is_finite() || slope < 0.0 {
             continue;
@@ -649,6 +734,70 @@ fn page_aware_line(
                 if best_cost == 0 {
                     return best;
                 }
+            }
+        }
+    }
+    best
+}
+
+/// The search of [`page_aware_line`] after its middle line (`best`, with
+/// `best_cost` crossings), over a segment longer than a window, whose keys
+/// are read in passes: the feasible intercepts of every slope in one pass
+/// and the crossings of every line of the grid in another, instead of a pass
+/// for each. The same line as the search one line at a time: each count
+/// stops at the middle line's (a line is kept only with fewer crossings than
+/// the best, which never exceeds it), and the lines are taken in the same
+/// order, each kept if it has fewer crossings than the best so far.
+fn lines_in_passes(
+    keys: Win<'_>,
+    seg: &crate::model::Segment,
+    tol: Tolerance,
+    slopes: &[(f64, Option<(f64, f64)>)],
+    mut best: SegmentLine,
+    mut best_cost: u64,
+) -> SegmentLine {
+    let page = tol.zero_page.max(1);
+    let range = seg.start..seg.end();
+    let usable = || slopes.iter().filter(|(s, _)| s.is_finite() && *s >= 0.0);
+    let mut unknown: Vec<crate::model::InterceptRange> = usable()
+        .filter(|(_, known)| known.is_none())
+        .map(|&(slope, _)| crate::model::InterceptRange::new(seg.first_key, slope))
+        .collect();
+    if !unknown.is_empty() {
+        tol.intercepts_of(keys, range.clone(), &mut unknown);
+    }
+    let mut found = unknown.into_iter().map(|r| r.finish());
+    let lines: Vec<(f64, f64)> = usable()
+        .filter_map(|&(slope, known)| {
+            let r = match known {
+                Some(r) => Some(r),
+                None => found.next().flatten(),
+            };
+            r.map(|r| (slope, r))
+        })
+        .flat_map(|(slope, (lo, hi))| LINE_GRID.iter().map(move |f| (slope, lo + f * (hi - lo))))
+        .collect();
+    let mut counts: Vec<Crossings> = lines
+        .iter()
+        .map(|&(slope, c)| Crossings::new(seg.first_key, slope, c, tol.eps, page, best_cost))
+        .collect();
+    keys.each(range, |_, chunk| {
+        let mut open = false;
+        for c in counts.iter_mut().filter(|c| c.extra < c.limit) {
+            open |= c.add(chunk);
+        }
+        open
+    });
+    for (&(slope, intercept), count) in lines.iter().zip(&counts) {
+        if count.extra < best_cost {
+            best_cost = count.extra;
+            best = SegmentLine {
+                start: seg.start,
+                slope,
+                intercept,
+            };
+            if best_cost == 0 {
+                break;
             }
         }
     }
@@ -1194,23 +1343,18 @@ fn measured_band_within(
                 since += end.saturating_sub(start);
                 let next = next_entry.map_or(max_unit, |f| f.base);
                 let predictor = e.predictor(next, max_unit);
-                for (d, &k) in win.range(start..end).iter().enumerate() {
-                    // `extra_pages` routes by entry keys: the same entry, or
-                    // the count is made there.
-                    if e.key > k && j > 0 || next_entry.is_some_and(|f| f.key <= k) {
-                        t.whole = false;
+                win.each(start..end, |i, chunk| {
+                    for (d, &k) in chunk.iter().enumerate() {
+                        // `extra_pages` routes by entry keys: the same entry,
+                        // or the count is made there.
+                        if e.key > k && j > 0 || next_entry.is_some_and(|f| f.key <= k) {
+                            t.whole = false;
+                        }
+                        let p = predictor.predict(k);
+                        t.add((i + d) as u64, p, zero_page, &mut own, &mut at, reach, far_end);
                     }
-                    let p = predictor.predict(k);
-                    t.add(
-                        (start + d) as u64,
-                        p,
-                        zero_page,
-                        &mut own,
-                        &mut at,
-                        reach,
-                        far_end,
-                    );
-                }
+                    true
+                });
             }
             stop.report(&t, page, reach, &mut told);
             t
@@ -1472,7 +1616,7 @@ fn sampled_band(samples: &[u64], eps: u64, k: u64) -> Result<(LayerBuild, u64, V
         granule: 1,
         zero_page: 0,
     };
-    let segs = crate::model::optimal_pla_points(tol.points(Win::all(samples), 0..samples.len()));
+    let segs = crate::model::optimal_pla_points(tol.points(samples));
     // Units are sample indexes: `base_j` = first sample of the segment, and
     // the last successor `m` = ceil(n / k) units, what the query computes
     // from granule `k` over the `n` records below.
@@ -1791,7 +1935,7 @@ mod tests {
                 granule: 1,
                 zero_page: per_page,
             };
-            let segs = crate::model::optimal_pla_points(tol.points(Win::all(&keys), 0..keys.len()));
+            let segs = crate::model::optimal_pla_points(tol.points(&keys));
             let band = band_layer(&keys, &lines_of(&segs), 1, per_page).unwrap();
             let LayerKind::Band {
                 granule,
@@ -2071,8 +2215,7 @@ mod tests {
                     zero_page: page,
                 };
                 let sub = keys.len() / 3..keys.len();
-                let plain =
-                    crate::model::intercept_range(tol.points(Win::all(&keys), sub.clone()), first, slope);
+                let plain = crate::model::intercept_range(tol.points(&keys).skip(sub.start), first, slope);
                 prop_assert_eq!(tol.intercepts(Win::all(&keys), sub, first, slope), plain);
                 Ok(())
             })
@@ -2097,7 +2240,7 @@ mod tests {
                 granule: 1,
                 zero_page: zero,
             };
-            let segs = crate::model::optimal_pla_points(tol.points(Win::all(&keys), 0..keys.len()));
+            let segs = crate::model::optimal_pla_points(tol.points(&keys));
             let band = band_layer(&keys, &lines_of(&segs), 1, zero).unwrap();
             let LayerKind::Band { eps_lo, eps_hi, .. } = band.kind else {
                 panic!("band expected")
@@ -2217,7 +2360,7 @@ mod tests {
                     granule: 1,
                     zero_page: zero,
                 };
-                let segs = crate::model::optimal_pla_points(tol.points(Win::all(keys), 0..keys.len()));
+                let segs = crate::model::optimal_pla_points(tol.points(keys));
                 let first_key = |i: usize| keys.get(i).copied().unwrap_or(0);
                 let (mut entries, starts) =
                     band_entries(keys.len(), &lines_of(&segs), &first_key, None, 1, zero).unwrap();
@@ -2260,6 +2403,77 @@ mod tests {
             .unwrap();
         // The limits below the count stopped some passes early.
         assert!(stopped.get() > 0);
+    }
+
+    /// Page-aware lines of segments longer than a window (64 keys in unit
+    /// tests), whose keys a run hands over in passes (`lines_in_passes`,
+    /// `Tolerance::intercepts_of`), are the lines found over the keys in
+    /// memory, bit for bit.
+    #[test]
+    fn page_aware_lines_read_in_passes_equal_those_in_memory() {
+        use crate::format::DataRun;
+        use crate::storage::{Directory, MemDirectory};
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+        let mut sets: Vec<Vec<u64>> = [("osm-like", 5u64), ("wiki-like", 7), ("fb-like", 9)]
+            .iter()
+            .map(|&(d, seed)| crate::data::generate(d.parse().unwrap(), 20_000, seed).unwrap())
+            .collect();
+        // Clusters on a line: long segments whose middle lines sit at page
+        // edges.
+        sets.push((0..20_000u64).map(|i| i * 256 + (i % 16) * (i % 16)).collect());
+        let dir = MemDirectory::new();
+        let runs: Vec<DataRun> = sets
+            .iter()
+            .enumerate()
+            .map(|(i, k)| {
+                DataRun::write_ranked(&dir, &format!("r{i}"), k, 4096).unwrap();
+                DataRun::open(dir.open_read(&format!("r{i}")).unwrap()).unwrap()
+            })
+            .collect();
+        let strat = (
+            0usize..sets.len(),
+            1u64..48,
+            prop_oneof![8u64..300, Just(255)],
+            prop_oneof![Just(0.0), Just(0.01), Just(0.2)],
+        );
+        let (long, moved) = (std::cell::Cell::new(0usize), std::cell::Cell::new(0usize));
+        let mut runner = TestRunner::new(Config::with_cases(40));
+        runner
+            .run(&strat, |(set, eps, page, budget)| {
+                let keys = &sets[set];
+                let segs = crate::model::optimal_pla_zero_interval(keys, eps, page);
+                let tol = Tolerance {
+                    eps,
+                    granule: 1,
+                    zero_page: page,
+                };
+                let want = page_aware_lines(keys, &segs, eps, page, budget);
+                let got = page_aware_lines_in(Keys::Run(&runs[set]), &segs, tol, budget).unwrap();
+                prop_assert_eq!(got.len(), want.len());
+                for ((g, w), s) in got.iter().zip(&want).zip(&segs) {
+                    prop_assert_eq!(
+                        (g.start, g.slope.to_bits(), g.intercept.to_bits()),
+                        (w.start, w.slope.to_bits(), w.intercept.to_bits()),
+                        "segment at {} of {} keys",
+                        s.start,
+                        s.len
+                    );
+                    if s.len > super::super::keys::WINDOW_KEYS {
+                        long.set(long.get() + 1);
+                        let off = w.slope != s.slope || w.intercept != s.intercept;
+                        moved.set(moved.get() + usize::from(off));
+                    }
+                }
+                Ok(())
+            })
+            .unwrap();
+        // Segments read in passes, and among them lines moved off the middle.
+        let (long, moved) = (long.get(), moved.get());
+        assert!(
+            long > 100 && moved > 10,
+            "{long} long segments, {moved} lines moved"
+        );
     }
 
     /// The one-pass `rounded_band` rounds as `rounded_offsets` and measures
@@ -2316,7 +2530,7 @@ mod tests {
                         granule: 1,
                         zero_page: 0,
                     };
-                    let segs = crate::model::optimal_pla_points(tol.points(Win::all(keys), 0..n));
+                    let segs = crate::model::optimal_pla_points(tol.points(keys));
                     let first_key = |i: usize| first_key_of(&segs, i);
                     let (entries, starts) =
                         band_entries(n, &lines_of(&segs), &first_key, None, 1, 0).unwrap();
@@ -2349,7 +2563,7 @@ mod tests {
                         granule: g,
                         zero_page: 0,
                     };
-                    let segs = crate::model::optimal_pla_points(tol.points(Win::all(keys), 0..n));
+                    let segs = crate::model::optimal_pla_points(tol.points(keys));
                     let first_key = |i: usize| first_key_of(&segs, i);
                     let want = band_layer_in(source, &lines_of(&segs), &first_key, None, g, 0).unwrap();
                     let (got_segs, bounds) = pool
@@ -2393,7 +2607,7 @@ mod tests {
                     zero_page: page,
                 };
                 let unit = OFF_UNITS[u];
-                let segs = crate::model::optimal_pla_points(tol.points(Win::all(keys), 0..keys.len()));
+                let segs = crate::model::optimal_pla_points(tol.points(keys));
                 let first_key = |i: usize| keys.get(i).copied().unwrap_or(0);
                 let (mut entries, starts) =
                     band_entries(keys.len(), &lines_of(&segs), &first_key, None, 1, page).unwrap();
