@@ -663,6 +663,18 @@ mod tests {
             })
             .unwrap_err();
         assert!(e.to_string().contains("stop") && calls == 3, "{e}");
+        // So does the caller's `false`, without an error, and the pass after
+        // it reads everything again.
+        let (mut calls, mut seen) = (0, Vec::new());
+        r.for_each_chunk_while(0..keys.len(), |i, c| {
+            calls += 1;
+            seen.push((i, c.len()));
+            Ok(calls < 3)
+        })
+        .unwrap();
+        assert_eq!(calls, 3);
+        assert!(seen.windows(2).all(|w| w[0].0 + w[0].1 == w[1].0), "{seen:?}");
+        assert_eq!(&*r.to_vec().unwrap(), &keys[..]);
     }
 
     #[test]
@@ -682,6 +694,26 @@ mod tests {
             e.to_string().contains("checksum") || e.to_string().contains("corrupt"),
             "{e}"
         );
+        // A step over one entry longer than a window reads it in passes
+        // (`Win::each`, `Win::get`): the read's error is the pass's, whatever
+        // the step made of the keys it got.
+        for step in 0..2 {
+            let e = Keys::Run(&run)
+                .by_groups(&[0, 10, 4_990], |win, js| {
+                    let mut keys = 0usize;
+                    if step == 0 {
+                        win.each(10..4_990, |_, c| {
+                            keys += c.len();
+                            true
+                        });
+                    } else {
+                        keys += (10..4_990).filter(|&i| win.get(i).is_some()).count();
+                    }
+                    (js, keys)
+                })
+                .unwrap_err();
+            assert!(e.to_string().contains("corrupt"), "{step}: {e}");
+        }
         let _: Arc<dyn Directory> = Arc::new(bad);
     }
 }
