@@ -2405,14 +2405,26 @@ mod tests {
         assert!(stopped.get() > 0);
     }
 
+    /// A data run of 4 KiB pages of each key set.
+    fn runs_of(sets: &[Vec<u64>]) -> Vec<crate::format::DataRun> {
+        use crate::format::DataRun;
+        use crate::storage::{Directory, MemDirectory};
+        let dir = MemDirectory::new();
+        sets.iter()
+            .enumerate()
+            .map(|(i, k)| {
+                DataRun::write_ranked(&dir, &format!("r{i}"), k, 4096).unwrap();
+                DataRun::open(dir.open_read(&format!("r{i}")).unwrap()).unwrap()
+            })
+            .collect()
+    }
+
     /// Page-aware lines of segments longer than a window (64 keys in unit
     /// tests), whose keys a run hands over in passes (`lines_in_passes`,
     /// `Tolerance::intercepts_of`), are the lines found over the keys in
     /// memory, bit for bit.
     #[test]
     fn page_aware_lines_read_in_passes_equal_those_in_memory() {
-        use crate::format::DataRun;
-        use crate::storage::{Directory, MemDirectory};
         use proptest::prelude::*;
         use proptest::test_runner::{Config, TestRunner};
         let mut sets: Vec<Vec<u64>> = [("osm-like", 5u64), ("wiki-like", 7), ("fb-like", 9)]
@@ -2422,15 +2434,7 @@ mod tests {
         // Clusters on a line: long segments whose middle lines sit at page
         // edges.
         sets.push((0..20_000u64).map(|i| i * 256 + (i % 16) * (i % 16)).collect());
-        let dir = MemDirectory::new();
-        let runs: Vec<DataRun> = sets
-            .iter()
-            .enumerate()
-            .map(|(i, k)| {
-                DataRun::write_ranked(&dir, &format!("r{i}"), k, 4096).unwrap();
-                DataRun::open(dir.open_read(&format!("r{i}")).unwrap()).unwrap()
-            })
-            .collect();
+        let runs = runs_of(&sets);
         let strat = (
             0usize..sets.len(),
             1u64..48,
@@ -2482,8 +2486,6 @@ mod tests {
     /// reaches and windows.
     #[test]
     fn folded_measures_match_separate_passes() {
-        use crate::format::DataRun;
-        use crate::storage::{Directory, MemDirectory};
         use proptest::prelude::*;
         use proptest::test_runner::{Config, TestRunner};
         let mut sets: Vec<Vec<u64>> = [("osm-like", 4u64), ("wiki-like", 6), ("fb-like", 8)]
@@ -2495,15 +2497,7 @@ mod tests {
         let mut line: Vec<u64> = (0..6_000u64).map(|i| i * 10).collect();
         line.extend((0..40u64).map(|i| 1 << 40 | i));
         sets.push(line);
-        let dir = MemDirectory::new();
-        let runs: Vec<DataRun> = sets
-            .iter()
-            .enumerate()
-            .map(|(i, k)| {
-                DataRun::write_ranked(&dir, &format!("r{i}"), k, 4096).unwrap();
-                DataRun::open(dir.open_read(&format!("r{i}")).unwrap()).unwrap()
-            })
-            .collect();
+        let runs = runs_of(&sets);
         // Pages that divide the numbers of keys too: windows past the last
         // key then reach a page of their own unless cut at the end.
         let strat = (
