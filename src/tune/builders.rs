@@ -28,10 +28,15 @@
 //! bounds for all its segments (strata's format), so EBand's per-group fit
 //! costs the worst group's error everywhere; GBand does not suffer from it.
 //!
-//! Builders over more than a million positions segment 1M-position
-//! partitions in parallel (page-aligned for zero intervals) and merge the
-//! segments; error bounds are measured once over the merged layer with the
-//! query arithmetic, so the layer is valid whatever the partitioning.
+//! Every builder reads the layer below in passes ([`Keys`]): over the data
+//! run a streamed build never holds its keys. Builders with the same
+//! segmentation (`zband` and `cpr` over the data, `gband` and `cpr` above)
+//! or the same pieces (`gstep`, `zone`, `leco`, `leco-d` at one span) share
+//! one pass for it ([`Shared`]). Builders over more than a million
+//! positions segment 1M-position partitions in parallel (page-aligned for
+//! zero intervals, each read into memory in turn) and merge the segments;
+//! error bounds are measured once over the merged layer with the query
+//! arithmetic, so the layer is valid whatever the partitioning.
 
 use std::sync::Arc;
 
@@ -39,14 +44,19 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::index::layered::{
-    LayerBuild, SegmentLine, band_layer, compressed_band, leco_zone_layer, lines_of, page_aware_lines,
-    step_layer, zone_layer,
+    Keys, LayerBuild, LayerKind, SegmentLine, band_layer_in, compressed_band, first_key_of, leco_zone_layer,
+    lines_of, page_aware_lines_over, step_layer_of_firsts, zone_layer,
 };
 use crate::model::Segment;
 use crate::{Error, Result};
 
-/// Positions per partition of the parallel segmentation.
-pub(super) const PARTITION: usize = 1 << 20;
+/// Keys a part of the parallel equal-group pass covers at least (whole
+/// groups). Small in unit tests, so that passes there are cut into parts.
+const EQUAL_PART: usize = if cfg!(test) { 64 } else { 1 << 18 };
+
+/// Positions per partition of the parallel segmentation. Small in unit
+/// tests, so that their key sets are cut into several.
+pub(super) const PARTITION: usize = if cfg!(test) { 1 << 13 } else { 1 << 20 };
 
 /// A family of layer builders.
 /// Serialised by [`Family::name`] (`gstep`, `gband`, …).
@@ -161,8 +171,8 @@ impl std::fmt::Display for Family {
 /// entry `i` at position `i`), entry width and entries per page.
 #[derive(Debug, Clone, Copy)]
 pub struct Outline<'a> {
-    /// Entry keys (record keys for the data).
-    pub keys: &'a [u64],
+    /// Entry keys (record keys for the data: in memory or a data run).
+    pub keys: Keys<'a>,
     /// Bytes per entry.
     pub width: usize,
     /// Entries per page.
@@ -225,13 +235,19 @@ impl Builder {
         useful.then_some(param)
     }
 
-    /// The PLA segmentation `(eps, zero-interval page)` the builder starts
-    /// from with parameter `param` over `below`, if it uses one.
-    pub fn segmentation(&self, param: Param, below: &Outline<'_>) -> Option<(u64, u64)> {
+    /// The input the builder with parameter `param` over `below` starts
+    /// from that other builders may share (one pass computes it for all).
+    pub fn shared(&self, param: Param, below: &Outline<'_>) -> Option<Shared> {
+        let segments = |eps, page| Some(Shared::Segments { eps, page });
         match (self.family, param) {
-            (Family::GBand, Param::Eps(e)) => Some((e, 0)),
-            (Family::ZBand, Param::Eps(e)) => Some((e, below.per_page.max(1))),
-            (Family::Cpr, Param::Eps(e)) => Some((e, if below.is_data { below.per_page.max(1) } else { 0 })),
+            (Family::GStep | Family::Zone | Family::Leco | Family::LecoD, Param::Span(span)) => {
+                Some(Shared::Bounds { span })
+            }
+            (Family::GBand, Param::Eps(e)) => segments(e, 0),
+            (Family::ZBand, Param::Eps(e)) => segments(e, below.per_page.max(1)),
+            (Family::Cpr, Param::Eps(e)) => {
+                segments(e, if below.is_data { below.per_page.max(1) } else { 0 })
+            }
             _ => None,
         }
     }
@@ -239,21 +255,17 @@ impl Builder {
     /// Builds the layer over `below`. Fails if the builder does not apply
     /// (see [`Builder::param`]).
     pub fn build(&self, below: &Outline<'_>, page_size: usize) -> Result<LayerBuild> {
-        self.build_with(below, page_size, &|eps, page| {
-            Arc::new(segment(below.keys, eps, page))
-        })
+        self.build_with(below, page_size, &|need| Ok(Arc::new(prepare(below.keys, need)?)))
     }
 
-    /// [`Builder::build`] taking the PLA segmentation of `below` with error
-    /// `eps` and zero-interval page `page` (0: plain) from `segments`, so
-    /// builders that share one (`zband` and `cpr` over the data, `gband`
-    /// and `cpr` above) compute it once. `segments` must return
-    /// [`segment`]`(below.keys, eps, page)`.
+    /// [`Builder::build`] taking its shared input from `inputs`, so
+    /// builders that share one compute it once. `inputs(need)` must return
+    /// [`prepare`]`(below.keys, need)`.
     pub fn build_with(
         &self,
         below: &Outline<'_>,
         page_size: usize,
-        segments: &dyn Fn(u64, u64) -> Arc<Vec<Segment>>,
+        inputs: &dyn Fn(Shared) -> Result<Arc<Input>>,
     ) -> Result<LayerBuild> {
         let param = self.param(below, page_size).ok_or_else(|| {
             Error::invalid(format!(
@@ -262,34 +274,97 @@ impl Builder {
             ))
         })?;
         let keys = below.keys;
+        let n = keys.len() as u64;
         let pp = below.per_page.max(1);
+        let input = match self.shared(param, below) {
+            Some(need) => Some(inputs(need)?),
+            None => None,
+        };
+        let mismatch = || Error::invalid("builder family and parameter disagree");
+        let segs = || match input.as_deref() {
+            Some(Input::Segments(s)) => Ok(s.as_slice()),
+            _ => Err(mismatch()),
+        };
         match (self.family, param) {
-            (Family::GStep, Param::Span(s)) => Ok(step_layer(keys, to_usize(s)?)),
-            (Family::Zone, Param::Span(s)) => Ok(zone_layer(keys, to_usize(s)?)),
-            (Family::Leco, Param::Span(s)) => leco_zone_layer(keys, to_usize(s)?, false),
-            (Family::LecoD, Param::Span(s)) => leco_zone_layer(keys, to_usize(s)?, true),
-            (Family::GBand, Param::Eps(e)) => {
-                let segs = segments(e, 0);
-                band_layer(keys, &lines_of(&segs), 1, 0)
+            (Family::GStep | Family::Zone | Family::Leco | Family::LecoD, Param::Span(s)) => {
+                let Some(Input::Bounds(bounds)) = input.as_deref() else {
+                    return Err(mismatch());
+                };
+                // `bounds` holds each piece's first and last key (each key
+                // once for pieces of one position): over it a piece is
+                // `local` positions, and the builders read the first key of a
+                // piece and the key before it at the same offsets. A step
+                // layer covers two positions at least, as `step_layer`.
+                let local = to_usize(s.min(2))?;
+                let mut layer = match self.family {
+                    Family::GStep => {
+                        step_layer_of_firsts(bounds.iter().step_by(2).copied(), to_usize(s.max(2))?, n)
+                    }
+                    Family::Zone => zone_layer(bounds, local),
+                    lossy => leco_zone_layer(bounds, local, lossy == Family::LecoD)?,
+                };
+                if let LayerKind::Zone { span } | LayerKind::LecoZone { span, .. } = &mut layer.kind {
+                    *span = s;
+                }
+                Ok(layer)
             }
-            (Family::EBand, Param::Group(g)) => band_layer(keys, &equal_lines(keys, to_usize(g)?), 1, 0),
+            (Family::GBand, Param::Eps(_)) => {
+                let segs = segs()?;
+                band_layer_in(keys, &lines_of(segs), &|i| first_key_of(segs, i), None, 1, 0)
+            }
+            (Family::EBand, Param::Group(g)) => {
+                let g = to_usize(g)?;
+                let (lines, firsts) = equal_lines(keys, g)?;
+                let first = |i: usize| firsts.get(i / g.max(1)).copied().unwrap_or(0);
+                band_layer_in(keys, &lines, &first, None, 1, 0)
+            }
             (Family::ZBand, Param::Eps(e)) => {
-                let segs = segments(e, pp);
-                let budget = f64::INFINITY;
-                let parts = split_segments(&segs, PARTITION);
-                let ls: Vec<Vec<SegmentLine>> = parts
-                    .par_iter()
-                    .map(|s| page_aware_lines(keys, s, e, pp, budget))
-                    .collect();
-                band_layer(keys, &ls.concat(), 1, pp)
+                let segs = segs()?;
+                let lines = page_aware_lines_over(keys, segs, e, pp, f64::INFINITY)?;
+                band_layer_in(keys, &lines, &|i| first_key_of(segs, i), None, 1, pp)
             }
             (Family::Cpr, Param::Eps(e)) => {
                 let zp = if below.is_data { pp } else { 0 };
-                let segs = segments(e, zp);
-                compressed_band(keys, &segs, e, zp, f64::INFINITY)
+                compressed_band(keys, segs()?, e, zp, f64::INFINITY)
             }
-            _ => Err(Error::invalid("builder family and parameter disagree")),
+            _ => Err(mismatch()),
         }
+    }
+}
+
+/// An input several builders over one layer may share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Shared {
+    /// The optimal PLA segmentation with error `eps` and zero intervals of
+    /// `page` positions (0: none).
+    Segments {
+        /// Error bound in positions.
+        eps: u64,
+        /// Zero-interval page in positions (0: plain).
+        page: u64,
+    },
+    /// Every piece's first key then its last key, for pieces of `span`
+    /// positions ([`Keys::page_bounds`]).
+    Bounds {
+        /// Positions per piece.
+        span: u64,
+    },
+}
+
+/// A shared input, computed ([`prepare`]).
+#[derive(Debug)]
+pub enum Input {
+    /// A segmentation (starts absolute).
+    Segments(Vec<Segment>),
+    /// Piece bounds.
+    Bounds(Vec<u64>),
+}
+
+/// Computes `need` over `keys` in one pass.
+pub(super) fn prepare(keys: Keys<'_>, need: Shared) -> Result<Input> {
+    match need {
+        Shared::Segments { eps, page } => Ok(Input::Segments(segment(keys, eps, page)?)),
+        Shared::Bounds { span } => Ok(Input::Bounds(keys.page_bounds(to_usize(span)?)?)),
     }
 }
 
@@ -325,18 +400,32 @@ pub(super) fn granularity_grid(low: u64, high: u64, base: f64) -> Result<Vec<u64
 /// Optimal PLA of `keys` (positions = indexes) with error `eps`, with zero
 /// intervals of `page` positions when `page > 0`; partitions of about
 /// [`PARTITION`] positions (whole pages) are segmented in parallel and the
-/// segments merged (starts and intercepts made absolute).
-pub(super) fn segment(keys: &[u64], eps: u64, page: u64) -> Vec<Segment> {
+/// segments merged (starts and intercepts made absolute). A partition of a
+/// data run is read into memory while it is segmented.
+pub(super) fn segment(keys: Keys<'_>, eps: u64, page: u64) -> Result<Vec<Segment>> {
     let part = match (PARTITION as u64).checked_div(page) {
         Some(pages) => (pages.max(1) * page) as usize,
         None => PARTITION,
     };
-    let starts: Vec<usize> = (0..keys.len()).step_by(part.max(1)).collect();
-    let parts: Vec<Vec<Segment>> = starts
+    let n = keys.len();
+    let starts: Vec<usize> = (0..n).step_by(part.max(1)).collect();
+    let parts: Vec<Result<Vec<Segment>>> = starts
         .par_iter()
         .map(|&a| {
-            let b = (a + part).min(keys.len());
-            let slice = keys.get(a..b).unwrap_or_default();
+            let b = (a + part).min(n);
+            let read: Vec<u64>;
+            let slice = match keys {
+                Keys::Slice(k) => k.get(a..b).unwrap_or_default(),
+                _ => {
+                    let mut held = Vec::with_capacity(b - a);
+                    keys.for_each_chunk(a..b, |_, c| {
+                        held.extend_from_slice(c);
+                        Ok(())
+                    })?;
+                    read = held;
+                    &read
+                }
+            };
             let mut segs = if page > 0 {
                 crate::model::optimal_pla_zero_interval(slice, eps, page)
             } else {
@@ -346,68 +435,89 @@ pub(super) fn segment(keys: &[u64], eps: u64, page: u64) -> Vec<Segment> {
                 s.start += a;
                 s.intercept += a as f64;
             }
-            segs
+            Ok(segs)
         })
         .collect();
-    parts.concat()
+    let mut out = Vec::new();
+    for p in parts {
+        out.extend(p?);
+    }
+    Ok(out)
 }
 
-/// Splits segments into runs covering about `positions` positions each.
-fn split_segments(segs: &[Segment], positions: usize) -> Vec<&[Segment]> {
-    let mut out = Vec::new();
-    let mut from = 0;
-    let mut covered = 0;
-    for (i, s) in segs.iter().enumerate() {
-        covered += s.len;
-        if covered >= positions {
-            out.push(segs.get(from..=i).unwrap_or_default());
-            from = i + 1;
-            covered = 0;
+/// EBand's lines over `keys` in memory or in a data run: groups of `group`
+/// positions, each with the line through its end points shifted to the
+/// middle of its residuals (the minimax intercept for that slope); and each
+/// group's first key. Parts of whole groups are read in parallel.
+pub(super) fn equal_lines(keys: Keys<'_>, group: usize) -> Result<(Vec<SegmentLine>, Vec<u64>)> {
+    let group = group.max(1);
+    let n = keys.len();
+    let per_part = (EQUAL_PART / group).max(1) * group;
+    let starts: Vec<usize> = (0..n).step_by(per_part).collect();
+    let parts: Vec<Result<Vec<(SegmentLine, u64)>>> = starts
+        .par_iter()
+        .map(|&a| {
+            let b = (a + per_part).min(n);
+            let mut out = Vec::with_capacity((b - a).div_ceil(group));
+            let mut buf: Vec<u64> = Vec::with_capacity(group.min(b - a));
+            keys.for_each_chunk(a..b, |_, mut c| {
+                while !c.is_empty() {
+                    let take = (group - buf.len()).min(c.len());
+                    let (head, rest) = c.split_at(take);
+                    buf.extend_from_slice(head);
+                    c = rest;
+                    if buf.len() == group {
+                        out.push(group_line(a + out.len() * group, &buf));
+                        buf.clear();
+                    }
+                }
+                Ok(())
+            })?;
+            if !buf.is_empty() {
+                out.push(group_line(a + out.len() * group, &buf));
+            }
+            Ok(out)
+        })
+        .collect();
+    let mut lines = Vec::with_capacity(n.div_ceil(group));
+    let mut firsts = Vec::with_capacity(n.div_ceil(group));
+    for p in parts {
+        for (l, k) in p? {
+            lines.push(l);
+            firsts.push(k);
         }
     }
-    if from < segs.len() {
-        out.push(segs.get(from..).unwrap_or_default());
-    }
-    out
+    Ok((lines, firsts))
 }
 
-/// EBand's lines: groups of `group` positions, each with the line through
-/// its end points shifted to the middle of its residuals (the minimax
-/// intercept for that slope).
-pub(super) fn equal_lines(keys: &[u64], group: usize) -> Vec<SegmentLine> {
-    let group = group.max(1);
-    let groups = keys.len().div_ceil(group);
-    (0..groups)
-        .into_par_iter()
-        .with_min_len(256)
-        .map(|g| {
-            let a = g * group;
-            let part = keys.get(a..(a + group).min(keys.len())).unwrap_or_default();
-            let (Some(&k0), Some(&kl)) = (part.first(), part.last()) else {
-                return SegmentLine {
-                    start: a,
-                    slope: 0.0,
-                    intercept: a as f64,
-                };
-            };
-            let slope = if kl > k0 && part.len() > 1 {
-                (part.len() - 1) as f64 / (kl - k0) as f64
-            } else {
-                0.0
-            };
-            let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
-            for (i, &k) in part.iter().enumerate() {
-                let r = i as f64 - slope * (k - k0) as f64;
-                lo = lo.min(r);
-                hi = hi.max(r);
-            }
-            SegmentLine {
-                start: a,
-                slope,
-                intercept: a as f64 + 0.5 * (lo + hi),
-            }
-        })
-        .collect()
+/// The line of one equal group (keys `part`, the first at position `a`)
+/// and its first key.
+fn group_line(a: usize, part: &[u64]) -> (SegmentLine, u64) {
+    let (Some(&k0), Some(&kl)) = (part.first(), part.last()) else {
+        let flat = SegmentLine {
+            start: a,
+            slope: 0.0,
+            intercept: a as f64,
+        };
+        return (flat, 0);
+    };
+    let slope = if kl > k0 && part.len() > 1 {
+        (part.len() - 1) as f64 / (kl - k0) as f64
+    } else {
+        0.0
+    };
+    let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+    for (i, &k) in part.iter().enumerate() {
+        let r = i as f64 - slope * (k - k0) as f64;
+        lo = lo.min(r);
+        hi = hi.max(r);
+    }
+    let line = SegmentLine {
+        start: a,
+        slope,
+        intercept: a as f64 + 0.5 * (lo + hi),
+    };
+    (line, k0)
 }
 
 #[cfg(test)]
@@ -417,7 +527,7 @@ mod tests {
 
     fn outline(keys: &[u64]) -> Outline<'_> {
         Outline {
-            keys,
+            keys: Keys::Slice(keys),
             width: 16,
             per_page: 255,
             is_data: true,
@@ -500,31 +610,11 @@ mod tests {
     }
 
     #[test]
-    fn partitioned_segmentation_is_valid_and_merged() {
-        // More than one partition: segments must tile the keys in order.
-        let n = PARTITION + PARTITION / 2 + 77;
+    fn a_band_builder_keeps_its_error_window() {
+        // Longer than the partitions of a parallel segmentation: the
+        // measured bounds stay within eps.
+        let n = (1 << 18) + 77;
         let keys: Vec<u64> = (0..n as u64).map(|i| i * 3 + (i * i % 97)).collect();
-        for page in [0u64, 255] {
-            let segs = segment(&keys, 16, page);
-            let mut next = 0;
-            for s in &segs {
-                assert_eq!(s.start, next);
-                next = s.end();
-            }
-            assert_eq!(next, n);
-            // Each segment's line respects its error on its own keys.
-            for s in segs.iter().step_by(97) {
-                for (i, &k) in keys.iter().enumerate().take(s.end()).skip(s.start) {
-                    let (lo, hi) = if page > 0 {
-                        crate::model::zero_interval(i as u64, 16, page)
-                    } else {
-                        (i as i128 - 16, i as i128 + 16)
-                    };
-                    let p = s.predict(k);
-                    assert!(p >= lo as f64 - 1e-6 && p <= hi as f64 + 1e-6, "{page} {i} {p}");
-                }
-            }
-        }
         let band = Builder {
             family: Family::GBand,
             lambda: 1024,
@@ -535,15 +625,78 @@ mod tests {
             panic!()
         };
         assert!(eps_lo <= 32 && eps_hi <= 32, "{eps_lo} {eps_hi}");
+        let Input::Segments(segs) =
+            prepare(Keys::Slice(&keys), Shared::Segments { eps: 31, page: 0 }).unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(segs.len() as u64, band.count());
+        // Partitions cut the segmentation: segments tile the keys in order,
+        // each within its error on its own keys, a few more than optimal.
+        let mut next = 0;
+        for s in &segs {
+            assert_eq!(s.start, next);
+            next = s.end();
+        }
+        assert_eq!(next, n);
+        for s in &segs {
+            for (i, &k) in keys.iter().enumerate().take(s.end()).skip(s.start) {
+                let p = s.predict(k);
+                assert!((p - i as f64).abs() <= 31.0 + 1e-6, "{i} {p}");
+            }
+        }
+        let optimal = crate::model::optimal_pla(&keys, 31).len();
+        assert!(
+            segs.len() >= optimal && segs.len() <= optimal + n.div_ceil(PARTITION),
+            "{}",
+            segs.len()
+        );
+    }
+
+    #[test]
+    fn pieces_of_one_position_are_built_from_every_key() {
+        // A layer of one entry per page (an SSTable's boundary of one record):
+        // span 1; a step entry covers two positions at least.
+        let keys: Vec<u64> = (0..1_001u64).map(|i| i * 5 + 1).collect();
+        let one = Outline {
+            per_page: 1,
+            ..outline(&keys)
+        };
+        let b = |family| Builder { family, lambda: 16 };
+        assert_eq!(b(Family::GStep).param(&one, 4096), Some(Param::Span(1)));
+        let step = b(Family::GStep).build(&one, 4096).unwrap();
+        let entries: Vec<(u64, u64)> = step
+            .flat
+            .chunks_exact(16)
+            .map(|c| {
+                (
+                    u64::from_le_bytes(c[..8].try_into().unwrap()),
+                    u64::from_le_bytes(c[8..].try_into().unwrap()),
+                )
+            })
+            .collect();
+        let want: Vec<(u64, u64)> = (0..1_001u64).step_by(2).map(|i| (keys[i as usize], i)).collect();
+        assert_eq!(entries, want);
+        assert_eq!(step.last_successor, 1_001);
+        let zone = b(Family::Zone).build(&one, 4096).unwrap();
+        assert_eq!(zone.kind, LayerKind::Zone { span: 1 });
+        assert_eq!(zone.keys(), keys);
+        for (f, lossy) in [(Family::Leco, false), (Family::LecoD, true)] {
+            let l = b(f).build(&one, 4096).unwrap();
+            assert_eq!(l.kind, LayerKind::LecoZone { span: 1, lossy });
+            assert_eq!(l.flat, leco_zone_layer(&keys, 1, lossy).unwrap().flat);
+        }
     }
 
     #[test]
     fn equal_lines_fit_their_groups() {
         let keys: Vec<u64> = (0..10_000u64).map(|i| i * i).collect();
-        let ls = equal_lines(&keys, 100);
+        let (ls, firsts) = equal_lines(Keys::Slice(&keys), 100).unwrap();
+        assert_eq!(firsts, keys.iter().step_by(100).copied().collect::<Vec<_>>());
         assert_eq!(ls.len(), 100);
         assert!(ls.windows(2).all(|w| w[0].start + 100 == w[1].start));
-        let band = band_layer(&keys, &ls, 1, 0).unwrap();
+        let first = |i: usize| keys[i];
+        let band = band_layer_in(Keys::Slice(&keys), &ls, &first, None, 1, 0).unwrap();
         let LayerKind::Band { eps_lo, eps_hi, .. } = band.kind else {
             panic!()
         };

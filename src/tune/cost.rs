@@ -27,8 +27,8 @@ use serde::Serialize;
 
 use crate::format::paged::entries_per_page;
 use crate::index::layered::{
-    Access, BandEntry, Decoded, Entries, LayerBuild, LayerKind, ResidentEntries, band_range, decode_blob,
-    step,
+    Access, BandEntry, Decoded, Entries, Keys, LayerBuild, LayerKind, ResidentEntries, band_range,
+    decode_blob, step,
 };
 use crate::storage::StorageProfile;
 use crate::{Error, Result};
@@ -45,15 +45,42 @@ impl QuerySample {
     /// Draws `size` keys from `keys` (all of them when `keys.len() <= size`).
     /// Deterministic for a seed.
     pub fn new(keys: &[u64], size: usize, seed: u64) -> Self {
-        if keys.len() <= size {
-            return QuerySample { keys: keys.to_vec() };
+        match sample_positions(keys.len(), size, seed) {
+            None => QuerySample { keys: keys.to_vec() },
+            Some(pos) => QuerySample {
+                keys: pos.iter().filter_map(|&i| keys.get(i).copied()).collect(),
+            },
         }
-        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(seed);
-        let mut pos: Vec<usize> = (0..size).map(|_| rng.random_range(0..keys.len())).collect();
-        pos.sort_unstable();
-        QuerySample {
-            keys: pos.iter().filter_map(|&i| keys.get(i).copied()).collect(),
+    }
+
+    /// [`QuerySample::new`] over keys in memory or in a data run: the same
+    /// sample, the run read in one pass.
+    pub fn from_keys(keys: Keys<'_>, size: usize, seed: u64) -> Result<Self> {
+        let Some(pos) = sample_positions(keys.len(), size, seed) else {
+            return Ok(QuerySample {
+                keys: keys.to_vec()?.into_owned(),
+            });
+        };
+        let mut out = Vec::with_capacity(pos.len());
+        let mut next = 0usize;
+        keys.for_each_chunk_while(0..keys.len(), |i, c| {
+            while let Some(&p) = pos.get(next) {
+                match c.get(p.wrapping_sub(i)) {
+                    Some(&k) if p >= i => out.push(k),
+                    _ => break,
+                }
+                next += 1;
+            }
+            Ok(next < pos.len())
+        })?;
+        if out.len() != pos.len() {
+            return Err(Error::invalid(format!(
+                "the query sample found {} of {} keys",
+                out.len(),
+                pos.len()
+            )));
         }
+        Ok(QuerySample { keys: out })
     }
 
     /// Every key of `keys` (the exact expectation).
@@ -75,6 +102,18 @@ impl QuerySample {
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()
     }
+}
+
+/// The positions of a sample of `size` of `n` keys, sorted (with
+/// repeats); `None` when every key is taken.
+fn sample_positions(n: usize, size: usize, seed: u64) -> Option<Vec<usize>> {
+    if n <= size {
+        return None;
+    }
+    let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(seed);
+    let mut pos: Vec<usize> = (0..size).map(|_| rng.random_range(0..n)).collect();
+    pos.sort_unstable();
+    Some(pos)
 }
 
 /// How many pages one layer (or the data) is read for, over the sampled

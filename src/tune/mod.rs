@@ -44,7 +44,7 @@ pub use search::{
     Candidate, DEFAULT_SAMPLES, FixedDesign, SAMPLE_SEED, TuneOptions, Tuned, TunedLayer, Tuner,
 };
 
-use crate::index::layered::{Design, LAYERED_KINDS, LayeredKind};
+use crate::index::layered::{Design, Keys, LAYERED_KINDS, LayeredKind};
 use crate::index::{IndexSpec, ParamDoc, Params, Registry};
 use crate::storage::StorageProfile;
 use crate::{Error, Result};
@@ -86,13 +86,22 @@ pub fn options_from_params(p: &Params) -> Result<(TuneOptions, usize)> {
 /// Lookups must fetch all pages of a range at once (the cost model's
 /// assumption), so `fetch=one-by-one` is rejected.
 pub fn air_design(p: &Params, keys: &[u64], per_page: usize, page_size: usize) -> Result<Design> {
+    air_design_in(p, Keys::Slice(keys), per_page, page_size)
+}
+
+/// [`air_design`] over keys in memory or in a data run: the builders over
+/// the data and the query sample read the run in passes
+/// ([`Tuner::over`]), so a streamed build does not hold the keys, and the
+/// tuner is [lean](Tuner::lean): what it holds is the few candidate layers
+/// the search can still pick.
+pub fn air_design_in(p: &Params, keys: Keys<'_>, per_page: usize, page_size: usize) -> Result<Design> {
     if p.str("fetch", "all-at-once")?.parse::<crate::index::Fetch>()? != crate::index::Fetch::AllAtOnce {
         return Err(Error::invalid(
             "kind air is tuned for all-at-once fetches; fetch=one-by-one is not supported",
         ));
     }
     let (opts, samples) = options_from_params(p)?;
-    let tuner = Tuner::new(keys, per_page, page_size, samples)?;
+    let tuner = Tuner::over(keys, per_page, page_size, samples)?.lean();
     let t = tuner.tune(&opts)?;
     Ok(Design {
         layers: t.layer_builds(),
@@ -104,7 +113,7 @@ pub fn air_design(p: &Params, keys: &[u64], per_page: usize, page_size: usize) -
 /// The kind `air`: AirIndex, a layered index whose layers AirTune chooses
 /// for a storage profile ([`air_design`]).
 pub static AIR: LayeredKind = LayeredKind {
-    stream: None,
+    stream: Some(air_design_in),
     name: "air",
     summary: "AirIndex: layers chosen by AirTune for a storage profile (profile, top_k, memory_budget)",
     design: air_design,

@@ -30,11 +30,10 @@ use rayon::prelude::*;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::builders::{Builder, Family, Outline, Param, granularity_grid, segment};
+use super::builders::{Builder, Family, Input, Outline, Param, Shared, granularity_grid, prepare};
 use super::complexity::step_index_complexity;
 use super::cost::{Below, LayerView, QuerySample, ReadHistogram, edge_reads};
-use crate::index::layered::{LayerBuild, LayerKind};
-use crate::model::Segment;
+use crate::index::layered::{Keys, LayerBuild, LayerKind};
 use crate::storage::StorageProfile;
 use crate::{Error, Result};
 
@@ -112,8 +111,11 @@ enum Vertex<'c> {
 /// A complete stack, bottom-up (empty: no index, read the data whole).
 type Stack = Vec<Arc<Candidate>>;
 
-/// Builders (indexes) sharing one segmentation `(eps, page)`.
-type SegGroup = (Option<(u64, u64)>, Vec<usize>);
+/// Builders (indexes) sharing one input (`None`: a builder alone).
+type SharedGroup = (Option<Shared>, Vec<usize>);
+
+/// Candidates by builder path (`None`: the builder did not shrink the layer).
+type Memo = HashMap<Vec<Builder>, Option<Arc<Candidate>>>;
 
 /// A built candidate (None: it did not shrink the layer) at a builder index.
 type Built = (usize, Option<Arc<Candidate>>);
@@ -123,6 +125,17 @@ type Built = (usize, Option<Arc<Candidate>>);
 struct Counters {
     vertices: AtomicU64,
     candidates: AtomicU64,
+}
+
+/// The candidates over the data as the searches and fixed designs need them
+/// ([`Tuner::data_level`]).
+struct DataLevel {
+    /// The top `k` candidates of each search, best first.
+    tops: Vec<Vec<Arc<Candidate>>>,
+    /// Every fixed design evaluated, the empty stack first.
+    fixed: Vec<FixedDesign>,
+    /// The best fixed stack (the empty one at worst).
+    best_fixed: Option<(StackEval, Stack)>,
 }
 
 /// A fixed (homogeneous) design the tuner evaluated: one builder at one
@@ -213,18 +226,20 @@ pub struct Tuned {
 /// The AirTune search over one key set; builds are memoised, so tuning the
 /// same keys for several profiles (a design map) builds every layer once.
 pub struct Tuner<'a> {
-    keys: &'a [u64],
+    keys: Keys<'a>,
+    n: u64,
     data_per_page: u64,
     page_size: usize,
     sample: QuerySample,
-    memo: Mutex<HashMap<Vec<Builder>, Option<Arc<Candidate>>>>,
+    /// Every candidate built, by path (`None`: a lean tuner keeps none).
+    memo: Option<Mutex<Memo>>,
     built: AtomicU64,
 }
 
 impl std::fmt::Debug for Tuner<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Tuner")
-            .field("n", &self.keys.len())
+            .field("n", &self.n)
             .field("samples", &self.sample.len())
             .finish()
     }
@@ -245,6 +260,13 @@ impl<'a> Tuner<'a> {
     /// records to a page of `page_size` bytes, with a cost model of
     /// `samples` lookups.
     pub fn new(keys: &'a [u64], data_per_page: usize, page_size: usize, samples: usize) -> Result<Self> {
+        Tuner::over(Keys::Slice(keys), data_per_page, page_size, samples)
+    }
+
+    /// [`Tuner::new`] over keys in memory or in a data run (sorted by its
+    /// writer): the data-level builders and the query sample read the run
+    /// in passes, so the tuner never holds its keys.
+    pub fn over(keys: Keys<'a>, data_per_page: usize, page_size: usize, samples: usize) -> Result<Self> {
         crate::format::page::check_page_size(page_size)?;
         if data_per_page == 0 {
             return Err(Error::invalid("records per page must be positive"));
@@ -252,13 +274,16 @@ impl<'a> Tuner<'a> {
         if samples == 0 {
             return Err(Error::invalid("the cost model needs at least one sampled lookup"));
         }
-        super::check_keys(keys)?;
+        if let Keys::Slice(k) = keys {
+            super::check_keys(k)?;
+        }
         Ok(Tuner {
             keys,
+            n: keys.len() as u64,
             data_per_page: data_per_page as u64,
             page_size,
-            sample: QuerySample::new(keys, samples, SAMPLE_SEED),
-            memo: Mutex::new(HashMap::new()),
+            sample: QuerySample::from_keys(keys, samples, SAMPLE_SEED)?,
+            memo: Some(Mutex::new(HashMap::new())),
             built: AtomicU64::new(0),
         })
     }
@@ -266,6 +291,18 @@ impl<'a> Tuner<'a> {
     /// The query sample of the cost model.
     pub fn sample(&self) -> &QuerySample {
         &self.sample
+    }
+
+    /// A tuner that keeps no candidate it built beyond what the search can
+    /// still pick: over the data only the top `k` of each search and the
+    /// layers of the best fixed design so far, above a vertex only the
+    /// candidates being expanded. It tunes to the same design but builds
+    /// again for every [`Tuner::tune`] (a design map should keep the memo).
+    /// What `air`'s recipe uses: its memory is then a few candidate layers,
+    /// not every one of the grid.
+    pub fn lean(mut self) -> Self {
+        self.memo = None;
+        self
     }
 
     /// Tunes for `opts`: the cheapest stack found by AirTune or among the
@@ -294,15 +331,23 @@ impl<'a> Tuner<'a> {
         let counters = Counters::default();
         let built_before = self.built.load(Relaxed);
         let grid = granularity_grid(opts.lambda_low, opts.lambda_high, opts.grid_base)?;
-        let mut stacks = self.search(Vertex::Data, 0, opts, &grid, &counters)?;
-        if opts.memory_budget > 0 {
-            // The fastest cold stack competes too: pinning its top layers can
-            // only make it cheaper, so a budget never makes the result slower.
-            let cold = TuneOptions {
-                memory_budget: 0,
-                ..opts.clone()
-            };
-            stacks.extend(self.search(Vertex::Data, 0, &cold, &grid, &counters)?);
+        // The searches (with a budget, the fastest cold stack competes too:
+        // pinning its top layers can only make it cheaper, so a budget never
+        // makes the result slower) and the fixed designs all start from the
+        // candidates over the data, built once.
+        let cold = TuneOptions {
+            memory_budget: 0,
+            ..opts.clone()
+        };
+        let modes: Vec<&TuneOptions> = if opts.memory_budget > 0 {
+            vec![opts, &cold]
+        } else {
+            vec![opts]
+        };
+        let level = self.data_level(opts, &modes, &grid, &counters)?;
+        let mut stacks: Vec<Stack> = Vec::new();
+        for (m, tops) in modes.iter().zip(level.tops) {
+            stacks.extend(self.search_from(Vertex::Data, 0, Some(tops), m, &grid, &counters)?);
         }
         let mut best: Option<(StackEval, &Stack)> = None;
         for s in &stacks {
@@ -313,12 +358,12 @@ impl<'a> Tuner<'a> {
         }
         let (search_eval, search_stack) = best.ok_or_else(|| Error::invalid("the search found no stack"))?;
         let search_cost = search_eval.total;
-        let (fixed, fixed_stacks) = self.fixed_designs(opts, &grid, &counters)?;
+        let fixed = level.fixed;
+        let stacks_compared = stacks.len() + fixed.len();
         let mut winner = (search_eval, search_stack.clone(), "search");
-        for s in &fixed_stacks {
-            let e = self.evaluate(s, opts);
-            if better(&e, s, &winner.0, &winner.1) {
-                winner = (e, s.clone(), "fixed");
+        if let Some((e, s)) = level.best_fixed {
+            if better(&e, &s, &winner.0, &winner.1) {
+                winner = (e, s, "fixed");
             }
         }
         let (eval, stack, source) = winner;
@@ -355,16 +400,16 @@ impl<'a> Tuner<'a> {
             fixed,
             vertices: counters.vertices.load(Relaxed),
             candidates_built: self.built.load(Relaxed) - built_before,
-            stacks: stacks.len() + fixed_stacks.len(),
+            stacks: stacks_compared,
             samples: self.sample.len(),
             page_size: self.page_size,
-            n: self.keys.len() as u64,
+            n: self.n,
             stack,
         })
     }
 
     fn data_below(&self) -> Below {
-        Below::data(self.keys.len() as u64, self.data_per_page)
+        Below::data(self.n, self.data_per_page)
     }
 
     /// `T` of one read of `pages` pages (0 pages: no read).
@@ -413,7 +458,7 @@ impl<'a> Tuner<'a> {
                 is_data: true,
             },
             Vertex::Layer(c) => Outline {
-                keys: &c.outline,
+                keys: Keys::Slice(&c.outline),
                 width: c.view.kind().width(),
                 per_page: c.view.per_page(),
                 is_data: false,
@@ -449,10 +494,10 @@ impl<'a> Tuner<'a> {
         builders: &[(Builder, Param)],
     ) -> Result<Vec<Option<Arc<Candidate>>>> {
         let o = self.outline(v);
-        // Builders by the segmentation they start from (None: their own group).
-        let mut groups: Vec<SegGroup> = Vec::new();
+        // Builders by the input they share (None: their own group).
+        let mut groups: Vec<SharedGroup> = Vec::new();
         for (i, &(b, p)) in builders.iter().enumerate() {
-            let need = b.segmentation(p, &o);
+            let need = b.shared(p, &o);
             match groups.iter_mut().find(|g| need.is_some() && g.0 == need) {
                 Some(g) => g.1.push(i),
                 None => groups.push((need, vec![i])),
@@ -461,9 +506,14 @@ impl<'a> Tuner<'a> {
         let built: Vec<Result<Vec<Built>>> = groups
             .par_iter()
             .map(|(_, members)| {
-                let cell: std::cell::OnceCell<Arc<Vec<Segment>>> = std::cell::OnceCell::new();
-                let provider = |eps: u64, page: u64| -> Arc<Vec<Segment>> {
-                    cell.get_or_init(|| Arc::new(segment(o.keys, eps, page))).clone()
+                let cell: std::cell::RefCell<Option<Arc<Input>>> = std::cell::RefCell::new(None);
+                let provider = |need: Shared| -> Result<Arc<Input>> {
+                    if let Some(x) = cell.borrow().as_ref() {
+                        return Ok(x.clone());
+                    }
+                    let x = Arc::new(prepare(o.keys, need)?);
+                    *cell.borrow_mut() = Some(x.clone());
+                    Ok(x)
                 };
                 members
                     .iter()
@@ -495,18 +545,20 @@ impl<'a> Tuner<'a> {
         v: Vertex<'_>,
         b: Builder,
         p: Param,
-        segments: &dyn Fn(u64, u64) -> Arc<Vec<Segment>>,
+        inputs: &dyn Fn(Shared) -> Result<Arc<Input>>,
     ) -> Result<Option<Arc<Candidate>>> {
         let mut path = match v {
             Vertex::Data => Vec::new(),
             Vertex::Layer(c) => c.path.clone(),
         };
         path.push(b);
-        if let Some(hit) = self.memo.lock().map_err(|_| poisoned())?.get(&path) {
-            return Ok(hit.clone());
+        if let Some(memo) = &self.memo {
+            if let Some(hit) = memo.lock().map_err(|_| poisoned())?.get(&path) {
+                return Ok(hit.clone());
+            }
         }
         let o = self.outline(v);
-        let layer = b.build_with(&o, self.page_size, segments)?;
+        let layer = b.build_with(&o, self.page_size, inputs)?;
         let view = LayerView::new(layer, self.page_size)?;
         self.built.fetch_add(1, Relaxed);
         let below = match v {
@@ -528,10 +580,9 @@ impl<'a> Tuner<'a> {
         } else {
             None
         };
-        self.memo
-            .lock()
-            .map_err(|_| poisoned())?
-            .insert(path, cand.clone());
+        if let Some(memo) = &self.memo {
+            memo.lock().map_err(|_| poisoned())?.insert(path, cand.clone());
+        }
         Ok(cand)
     }
 
@@ -562,25 +613,42 @@ impl<'a> Tuner<'a> {
         grid: &[u64],
         counters: &Counters,
     ) -> Result<Vec<Stack>> {
+        self.search_from(v, depth, None, opts, grid, counters)
+    }
+
+    /// [`Tuner::search`] with the top candidates over `v` given (`tops`, as
+    /// [`Tuner::top`] picks them) or built here (`None`).
+    fn search_from(
+        &self,
+        v: Vertex<'_>,
+        depth: usize,
+        tops: Option<Vec<Arc<Candidate>>>,
+        opts: &TuneOptions,
+        grid: &[u64],
+        counters: &Counters,
+    ) -> Result<Vec<Stack>> {
         let mut out: Vec<Stack> = vec![Vec::new()];
         if self.stop(v, depth, opts) {
             return Ok(out);
         }
         counters.vertices.fetch_add(1, Relaxed);
-        let builders = self.builders(v, &opts.families, grid);
-        let built = self.candidates(v, &builders)?;
-        let mut cands: Vec<(f64, usize, Arc<Candidate>)> = Vec::new();
-        for (i, c) in built.into_iter().enumerate() {
-            if let Some(c) = c {
-                counters.candidates.fetch_add(1, Relaxed);
-                cands.push((self.score(&c, opts), i, c));
+        let cands = match tops {
+            Some(t) => t,
+            None => {
+                let builders = self.builders(v, &opts.families, grid);
+                let mut top = Vec::new();
+                for (i, c) in self.candidates(v, &builders)?.into_iter().enumerate() {
+                    if let Some(c) = c {
+                        counters.candidates.fetch_add(1, Relaxed);
+                        self.offer(&mut top, c, i, opts);
+                    }
+                }
+                top.into_iter().map(|t| t.2).collect()
             }
-        }
-        cands.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        cands.truncate(opts.top_k);
+        };
         let subs: Vec<Result<Vec<Stack>>> = cands
             .par_iter()
-            .map(|(_, _, c)| {
+            .map(|c| {
                 let above = self.search(Vertex::Layer(c), depth + 1, opts, grid, counters)?;
                 Ok(above
                     .into_iter()
@@ -617,73 +685,167 @@ impl<'a> Tuner<'a> {
         Ok(out)
     }
 
-    /// Every builder at every granularity stacked on itself over the data,
-    /// at every height until its top fits a page (or stops shrinking).
-    fn fixed_designs(
+    /// Offers candidate `c` (builder `i` of its vertex) to `top`, the
+    /// `top_k` best by score then builder (Algorithm 2's `k`), in order.
+    fn offer(
+        &self,
+        top: &mut Vec<(f64, usize, Arc<Candidate>)>,
+        c: Arc<Candidate>,
+        i: usize,
+        opts: &TuneOptions,
+    ) {
+        let key = (self.score(&c, opts), i);
+        let at = top.partition_point(|t| t.0.total_cmp(&key.0).then(t.1.cmp(&key.1)).is_lt());
+        if at < opts.top_k {
+            top.insert(at, (key.0, i, c));
+            top.truncate(opts.top_k);
+        }
+    }
+
+    /// Every candidate over the data, built once and kept only while a
+    /// search or the fixed designs can still pick it: the top `k` of each
+    /// of `modes` (the searches' options) and, for every builder, its
+    /// fixed designs — the builder stacked on itself at every height until
+    /// its top fits a page (or stops shrinking) — evaluated under `opts`
+    /// as they are built, of which only the best stack is kept.
+    fn data_level(
         &self,
         opts: &TuneOptions,
+        modes: &[&TuneOptions],
         grid: &[u64],
         counters: &Counters,
-    ) -> Result<(Vec<FixedDesign>, Vec<Stack>)> {
-        let mut designs = vec![FixedDesign {
-            builder: Family::GStep,
-            lambda: 0,
-            layers: 0,
-            cost_ns: self.evaluate(&Vec::new(), opts).total,
-            read_bytes: self.evaluate(&Vec::new(), opts).bytes,
-        }];
-        let mut stacks: Vec<Stack> = vec![Vec::new()];
+    ) -> Result<DataLevel> {
         let firsts = self.builders(Vertex::Data, &opts.families, grid);
-        let bottoms = self.candidates(Vertex::Data, &firsts)?;
-        let chains: Vec<Result<Vec<Stack>>> = firsts
+        let o = self.outline(Vertex::Data);
+        let mut groups: Vec<SharedGroup> = Vec::new();
+        for (i, &(b, p)) in firsts.iter().enumerate() {
+            let need = b.shared(p, &o);
+            match groups.iter_mut().find(|g| need.is_some() && g.0 == need) {
+                Some(g) => g.1.push(i),
+                None => groups.push((need, vec![i])),
+            }
+        }
+        type Top = Vec<(f64, usize, Arc<Candidate>)>;
+        let tops: Mutex<Vec<Top>> = Mutex::new(vec![Vec::new(); modes.len()]);
+        // Each builder's fixed designs, and its best stack.
+        type Fixed = (usize, Vec<FixedDesign>, Option<(StackEval, Stack)>);
+        let done: Vec<Result<Vec<Fixed>>> = groups
             .par_iter()
-            .zip(bottoms)
-            .map(|(&(b, _), bottom)| {
-                let mut out = Vec::new();
-                let Some(mut top) = bottom else {
-                    return Ok(out);
-                };
-                let mut stack = vec![top.clone()];
-                loop {
-                    out.push(stack.clone());
-                    if stack.len() >= opts.max_layers.max(1)
-                        || top.view.is_blob()
-                        || top.view.pages() <= 1
-                        || top.outline.len() < 2
-                    {
-                        break;
+            .map(|(_, members)| {
+                let cell: std::cell::RefCell<Option<Arc<Input>>> = std::cell::RefCell::new(None);
+                let provider = |need: Shared| -> Result<Arc<Input>> {
+                    if let Some(x) = cell.borrow().as_ref() {
+                        return Ok(x.clone());
                     }
-                    let o = self.outline(Vertex::Layer(&top));
-                    let Some(p) = b.param(&o, self.page_size) else {
-                        break;
-                    };
-                    let own = |eps: u64, page: u64| Arc::new(segment(&top.outline, eps, page));
-                    let Some(next) = self.candidate(Vertex::Layer(&top), b, p, &own)? else {
-                        break;
+                    let x = Arc::new(prepare(o.keys, need)?);
+                    *cell.borrow_mut() = Some(x.clone());
+                    Ok(x)
+                };
+                let mut out = Vec::new();
+                for &i in members {
+                    let (b, p) = firsts
+                        .get(i)
+                        .copied()
+                        .ok_or_else(|| Error::invalid("builder index"))?;
+                    let Some(c) = self.candidate(Vertex::Data, b, p, &provider)? else {
+                        out.push((i, Vec::new(), None));
+                        continue;
                     };
                     counters.candidates.fetch_add(1, Relaxed);
-                    stack.push(next.clone());
-                    top = next;
+                    let mut designs = Vec::new();
+                    let mut best: Option<(StackEval, Stack)> = None;
+                    for s in self.fixed_chain(b, c.clone(), opts, counters)? {
+                        let e = self.evaluate(&s, opts);
+                        designs.push(FixedDesign {
+                            builder: b.family,
+                            lambda: b.lambda,
+                            layers: s.len(),
+                            cost_ns: e.total,
+                            read_bytes: e.bytes,
+                        });
+                        if best.as_ref().is_none_or(|(be, bs)| better(&e, &s, be, bs)) {
+                            best = Some((e, s));
+                        }
+                    }
+                    let mut t = tops.lock().map_err(|_| poisoned())?;
+                    for (top, m) in t.iter_mut().zip(modes) {
+                        self.offer(top, c.clone(), i, m);
+                    }
+                    out.push((i, designs, best));
                 }
                 Ok(out)
             })
             .collect();
-        for c in chains {
-            for s in c? {
-                let e = self.evaluate(&s, opts);
-                if let Some(first) = s.first() {
-                    designs.push(FixedDesign {
-                        builder: first.builder.family,
-                        lambda: first.builder.lambda,
-                        layers: s.len(),
-                        cost_ns: e.total,
-                        read_bytes: e.bytes,
-                    });
+        let none = self.evaluate(&Vec::new(), opts);
+        let mut fixed = vec![FixedDesign {
+            builder: Family::GStep,
+            lambda: 0,
+            layers: 0,
+            cost_ns: none.total,
+            read_bytes: none.bytes,
+        }];
+        let mut best_fixed: Option<(StackEval, Stack)> = Some((none, Vec::new()));
+        let mut all: Vec<Fixed> = Vec::new();
+        for d in done {
+            all.extend(d?);
+        }
+        all.sort_by_key(|f| f.0);
+        for (_, designs, best) in all {
+            fixed.extend(designs);
+            if let Some((e, s)) = best {
+                if best_fixed.as_ref().is_none_or(|(be, bs)| better(&e, &s, be, bs)) {
+                    best_fixed = Some((e, s));
                 }
-                stacks.push(s);
             }
         }
-        Ok((designs, stacks))
+        let tops = tops
+            .into_inner()
+            .map_err(|_| poisoned())?
+            .into_iter()
+            .map(|t| t.into_iter().map(|x| x.2).collect())
+            .collect();
+        Ok(DataLevel {
+            tops,
+            fixed,
+            best_fixed,
+        })
+    }
+
+    /// The fixed designs of builder `b` from its layer over the data,
+    /// `bottom`: `b` stacked on itself, one stack per height, until the top
+    /// fits a page or stops shrinking (or `max_layers`).
+    fn fixed_chain(
+        &self,
+        b: Builder,
+        bottom: Arc<Candidate>,
+        opts: &TuneOptions,
+        counters: &Counters,
+    ) -> Result<Vec<Stack>> {
+        let mut out = Vec::new();
+        let mut top = bottom;
+        let mut stack = vec![top.clone()];
+        loop {
+            out.push(stack.clone());
+            if stack.len() >= opts.max_layers.max(1)
+                || top.view.is_blob()
+                || top.view.pages() <= 1
+                || top.outline.len() < 2
+            {
+                break;
+            }
+            let o = self.outline(Vertex::Layer(&top));
+            let Some(p) = b.param(&o, self.page_size) else {
+                break;
+            };
+            let own = |need| Ok(Arc::new(prepare(Keys::Slice(&top.outline), need)?));
+            let Some(next) = self.candidate(Vertex::Layer(&top), b, p, &own)? else {
+                break;
+            };
+            counters.candidates.fetch_add(1, Relaxed);
+            stack.push(next.clone());
+            top = next;
+        }
+        Ok(out)
     }
 
     /// The cost of a complete stack (Eq. 6) with the top layers that fit

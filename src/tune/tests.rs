@@ -6,6 +6,8 @@ use std::sync::Arc;
 use super::builders::{Builder, Outline};
 use super::*;
 use crate::data::Dist;
+use crate::format::DataRun;
+use crate::index::layered::Keys;
 use crate::index::{BuildOptions, Index, OpenOptions, Records, Residency};
 use crate::storage::{Directory, MemDirectory, StorageProfile};
 
@@ -296,7 +298,7 @@ fn every_builder_builds_valid_layers() {
     // entry width; every present key's final range must hold it.
     let all = keys("gmm", 60_000);
     let data = Outline {
-        keys: &all,
+        keys: Keys::Slice(&all),
         width: 16,
         per_page: 255,
         is_data: true,
@@ -312,7 +314,7 @@ fn every_builder_builds_valid_layers() {
             if !family.root_only() {
                 let keys1 = stacks[0][0].keys();
                 let upper = Outline {
-                    keys: &keys1,
+                    keys: Keys::Slice(&keys1),
                     width: stacks[0][0].kind().width(),
                     per_page: stacks[0][0].per_page(),
                     is_data: false,
@@ -430,5 +432,174 @@ fn a_page_cache_starts_cold() {
             first.read_calls,
             "{spec}: cached"
         );
+    }
+}
+
+/// A data run of `keys` (4 KiB pages) in a directory in memory.
+fn run_of(keys: &[u64]) -> DataRun {
+    let dir = MemDirectory::new();
+    DataRun::write_ranked(&dir, "run", keys, 4096).unwrap();
+    DataRun::open(dir.open_read("run").unwrap()).unwrap()
+}
+
+/// The query sample drawn from a data run in one pass is the one drawn
+/// from the keys in memory.
+#[test]
+fn the_sample_of_a_run_is_the_sample_in_memory() {
+    let all = keys("osm-like", 30_000);
+    let run = run_of(&all);
+    for (size, seed) in [(1usize, 1u64), (5_000, 7), (29_999, 3), (30_000, 5), (70_000, 9)] {
+        let want = QuerySample::new(&all, size, seed);
+        assert_eq!(
+            QuerySample::from_keys(Keys::Run(&run), size, seed).unwrap(),
+            want,
+            "{size}"
+        );
+        assert_eq!(
+            QuerySample::from_keys(Keys::Slice(&all), size, seed).unwrap(),
+            want
+        );
+    }
+}
+
+/// `air` designed over a data run read in passes (a streamed build) is the
+/// design over the keys in memory, bit for bit, notes included: every
+/// builder over the data reads the run (in passes cut small in unit tests).
+#[test]
+fn air_over_a_data_run_is_air_in_memory() {
+    for (dist, n, spec) in [
+        ("osm-like", 40_000, "air"),
+        (
+            "fb-like",
+            30_000,
+            "air:memory_budget=16k,profile=sata-ssd,samples=5000",
+        ),
+        (
+            "books-like",
+            60_000,
+            "air:builders=airindex,top_k=3,samples=20000",
+        ),
+    ] {
+        let all = keys(dist, n);
+        let run = run_of(&all);
+        let params = spec.parse::<IndexSpec>().unwrap().params;
+        let want = air_design(&params, &all, 255, 4096).unwrap();
+        let got = air_design_in(&params, Keys::Run(&run), 255, 4096).unwrap();
+        assert!(!want.layers.is_empty(), "{dist}");
+        assert_eq!(got.notes, want.notes, "{dist} {spec}");
+        assert_eq!(got.models, want.models, "{dist} {spec}");
+        assert_eq!(got.layers.len(), want.layers.len(), "{dist} {spec}");
+        for (a, b) in got.layers.iter().zip(&want.layers) {
+            assert_eq!(
+                (&a.kind, &a.flat, a.last_successor),
+                (&b.kind, &b.flat, b.last_successor),
+                "{dist} {spec}"
+            );
+        }
+        // Every fixed design (each builder over the data, stacked) costs
+        // the same: every candidate over the run is the one in memory.
+        let (opts, samples) = options_from_params(&params).unwrap();
+        let fixed = |t: Tuner<'_>| serde_json::to_value(t.tune(&opts).unwrap().fixed).unwrap();
+        assert_eq!(
+            fixed(Tuner::over(Keys::Run(&run), 255, 4096, samples).unwrap().lean()),
+            fixed(Tuner::new(&all, 255, 4096, samples).unwrap()),
+            "{dist} {spec}"
+        );
+    }
+}
+
+/// `air` over the smallest runs and keys at the top of the domain, from a
+/// run as in memory.
+#[test]
+fn air_over_tiny_and_extreme_runs_is_air_in_memory() {
+    let cases: Vec<Vec<u64>> = vec![
+        vec![],
+        vec![0],
+        vec![u64::MAX],
+        vec![3, u64::MAX],
+        (0..1_000u64).collect(),
+        (0..3_000u64).map(|i| u64::MAX - 3_000 + i).collect(),
+    ];
+    let params = "air:samples=100".parse::<IndexSpec>().unwrap().params;
+    for all in &cases {
+        let run = run_of(all);
+        let want = air_design(&params, all, 255, 4096).unwrap();
+        let got = air_design_in(&params, Keys::Run(&run), 255, 4096).unwrap();
+        assert_eq!(got.notes, want.notes, "{} keys", all.len());
+        assert_eq!(got.layers.len(), want.layers.len());
+        for (a, b) in got.layers.iter().zip(&want.layers) {
+            assert_eq!((&a.kind, &a.flat), (&b.kind, &b.flat));
+        }
+    }
+}
+
+/// Every builder over a data run builds the layer it builds over the keys
+/// in memory, byte for byte.
+#[test]
+fn every_builder_over_a_run_builds_the_layer_in_memory() {
+    let all = keys("wiki-like", 50_000);
+    let run = run_of(&all);
+    let outline = |keys| Outline {
+        keys,
+        width: 16,
+        per_page: 255,
+        is_data: true,
+    };
+    let mut built = 0;
+    for family in Family::ALL {
+        for lambda in [256u64, 1000, 4096, 65536] {
+            let b = Builder { family, lambda };
+            if b.param(&outline(Keys::Slice(&all)), 4096).is_none() {
+                continue;
+            }
+            let want = b.build(&outline(Keys::Slice(&all)), 4096).unwrap();
+            let got = b.build(&outline(Keys::Run(&run)), 4096).unwrap();
+            assert_eq!(
+                (&got.kind, &got.flat, got.last_successor),
+                (&want.kind, &want.flat, want.last_successor),
+                "{family}({lambda})"
+            );
+            built += 1;
+        }
+    }
+    assert!(built >= 28, "{built}");
+}
+
+/// A lean tuner (keeping only the candidates the search can still pick)
+/// chooses what the tuner with every candidate memoised chooses: the same
+/// stack, cost, fixed designs and layer bytes, with and without a budget.
+#[test]
+fn a_lean_tuner_tunes_as_the_memoised_one() {
+    let all = keys("osm-like", 50_000);
+    let mut budget = TuneOptions::new(profile("nvme"));
+    budget.memory_budget = 8 << 10;
+    let mut few = TuneOptions::new(profile("hdd"));
+    few.top_k = 2;
+    for opts in [TuneOptions::new(profile("nvme")), budget, few] {
+        let memo = Tuner::new(&all, 255, 4096, 4096).unwrap();
+        let want = memo.tune(&opts).unwrap();
+        let again = memo.tune(&opts).unwrap();
+        assert_eq!(again.candidates_built, 0, "every candidate memoised");
+        let got = Tuner::new(&all, 255, 4096, 4096)
+            .unwrap()
+            .lean()
+            .tune(&opts)
+            .unwrap();
+        assert!(!want.layers.is_empty());
+        assert_eq!(
+            serde_json::to_value(&got.layers).unwrap(),
+            serde_json::to_value(&want.layers).unwrap()
+        );
+        assert_eq!(got.cost_ns.to_bits(), want.cost_ns.to_bits());
+        assert_eq!(got.search_cost_ns.to_bits(), want.search_cost_ns.to_bits());
+        assert_eq!(got.source, want.source);
+        assert_eq!(
+            serde_json::to_value(&got.fixed).unwrap(),
+            serde_json::to_value(&want.fixed).unwrap()
+        );
+        assert_eq!((got.vertices, got.stacks), (want.vertices, want.stacks));
+        for (a, b) in got.layer_builds().iter().zip(want.layer_builds()) {
+            assert_eq!((&a.kind, &a.flat), (&b.kind, &b.flat));
+        }
     }
 }

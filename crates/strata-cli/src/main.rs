@@ -65,11 +65,12 @@ enum Cmd {
     /// Build an index over a key file; prints one JSON object.
     ///
     /// The keys stream from the file: the data run is written as they are
-    /// read while the models are built from them, and the static kinds that
-    /// stream (btree, binary, the zone maps, btree-static, pgm, pgm-disk,
-    /// pgm-disk-cpr, rs, rmi, fiting-static) hold a few MiB of keys whatever
-    /// their number, besides the model; the others read every key into
-    /// memory first. A bad file (unsorted keys, a wrong size) stops the build
+    /// read while the models are built from them, and the static kinds (btree,
+    /// binary, the zone maps, btree-static, pgm, pgm-disk, pgm-disk-cpr, rs,
+    /// rs-disk, rmi, fiting-static, air) hold a few MiB of keys whatever
+    /// their number, besides the model (air: and the candidate layers it
+    /// tunes over, which grow with the keys); the others read every
+    /// key into memory first. A bad file (unsorted keys, a wrong size) stops the build
     /// and leaves nothing behind (a previous index at --out stays intact).
     Build(BuildArgs),
     /// Look up keys in an index directory.

@@ -376,11 +376,21 @@ impl<'a> Keys<'a> {
         let per_page = per_page.max(1);
         let mut out = Vec::new();
         self.for_each_all(|i, c| {
-            for (j, &k) in c.iter().enumerate() {
-                let r = (i + j) % per_page;
-                if r == 0 || r + 1 == per_page {
+            // The chunk's keys at offsets that start or end a page, in order:
+            // from the first page start at or after `i` on, a page at a time.
+            let mut j = (per_page - i % per_page) % per_page;
+            if let Some(&k) = j.checked_sub(1).and_then(|e| c.get(e)) {
+                // The chunk starts inside a page that ends at `j - 1`.
+                if per_page > 1 {
                     out.push(k);
                 }
+            }
+            while let Some(&k) = c.get(j) {
+                out.push(k);
+                if let Some(&l) = c.get(j + per_page - 1).filter(|_| per_page > 1) {
+                    out.push(l);
+                }
+                j += per_page;
             }
             Ok(())
         })?;
@@ -627,6 +637,32 @@ mod tests {
         assert_eq!(r.every(128).unwrap(), s.every(128).unwrap());
         assert_eq!(r.every(128).unwrap().len(), 20_000usize.div_ceil(128));
         assert_eq!(r.page_bounds(255).unwrap(), s.page_bounds(255).unwrap());
+        // Page bounds against the definition, pages cut by chunks of either
+        // source anywhere (a run hands a read of pages, a slice 65,536 keys).
+        for per_page in [1usize, 2, 3, 254, 255, 256, 510, 7_000, 19_999, 20_000, 30_000] {
+            let want: Vec<u64> = keys
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| i % per_page == 0 || i % per_page + 1 == per_page)
+                .map(|(_, &k)| k)
+                .collect();
+            assert_eq!(s.page_bounds(per_page).unwrap(), want, "{per_page}");
+            assert_eq!(r.page_bounds(per_page).unwrap(), want, "{per_page}");
+        }
+        let big: Vec<u64> = (0..200_000u64).map(|i| i * 5).collect();
+        for per_page in [255usize, 1000, 65_535, 65_537] {
+            let want: Vec<u64> = big
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| i % per_page == 0 || i % per_page + 1 == per_page)
+                .map(|(_, &k)| k)
+                .collect();
+            assert_eq!(
+                Keys::Slice(&big).page_bounds(per_page).unwrap(),
+                want,
+                "{per_page}"
+            );
+        }
     }
 
     #[test]

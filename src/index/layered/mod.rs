@@ -34,7 +34,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 pub(crate) use build::{
-    LayerBuild, SegmentLine, band_layer, leco_zone_layer, lines_of, step_layer, write_layer, zone_layer,
+    LayerBuild, SegmentLine, band_layer_in, leco_zone_layer, lines_of, step_layer_of_firsts, write_layer,
+    zone_layer,
 };
 pub use compressed::{CprBand, Decoded};
 pub use design::{Design, DesignFn, LayeredKind, StreamDesignFn};
@@ -43,7 +44,7 @@ pub use keys::Keys;
 pub(crate) use kinds::LAYERED_KINDS;
 pub(crate) use layer::{Access, band_range, step};
 pub use layer::{LayerKind, layer_spec};
-pub(crate) use pgm_design::{compressed_band, page_aware_lines};
+pub(crate) use pgm_design::{compressed_band, first_key_of, page_aware_lines_over};
 pub use resident::{LayerStack, STACK_VERSION};
 pub(crate) use zone_design::{PAGE_BOUND_KINDS, design_from_page_bounds};
 

@@ -3,7 +3,6 @@
 //! against a measured page budget, compressed bands (Zhang G4) and lines
 //! whose search windows cross few page boundaries.
 
-use rayon::prelude::*;
 use serde_json::{Value, json};
 
 use super::build::{
@@ -524,7 +523,7 @@ fn cpr_band(
 }
 
 /// Key `i` for `i` a segment's start: its first key.
-fn first_key_of(segs: &[crate::model::Segment], i: usize) -> u64 {
+pub(crate) fn first_key_of(segs: &[crate::model::Segment], i: usize) -> u64 {
     segs.get(segs.partition_point(|s| s.start < i))
         .map_or(0, |s| s.first_key)
 }
@@ -822,13 +821,16 @@ fn slope_grid(seg: &crate::model::Segment) -> Vec<(f64, Option<(f64, f64)>)> {
 /// unless that reads more than `budget` extra pages per key, in which case
 /// the feasible line with the fewest crossings on a small grid of slopes and
 /// intercepts is used. Any returned line keeps the zero-interval guarantee.
-pub(crate) fn page_aware_lines(
+/// (The tests' reference for [`page_aware_lines_over`].)
+#[cfg(test)]
+fn page_aware_lines(
     keys: &[u64],
     segs: &[crate::model::Segment],
     eps: u64,
     page: u64,
     budget: f64,
 ) -> Vec<SegmentLine> {
+    use rayon::prelude::*;
     let tol = Tolerance {
         eps,
         granule: 1,
@@ -837,6 +839,23 @@ pub(crate) fn page_aware_lines(
     segs.par_iter()
         .map(|s| page_aware_line(Win::all(keys), s, tol, &slope_grid(s), budget))
         .collect()
+}
+
+/// [`page_aware_lines`] over keys in memory or in a data run, a window of
+/// segments at a time (AirTune's zero-interval band over a data run).
+pub(crate) fn page_aware_lines_over(
+    keys: Keys<'_>,
+    segs: &[crate::model::Segment],
+    eps: u64,
+    page: u64,
+    budget: f64,
+) -> Result<Vec<SegmentLine>> {
+    let tol = Tolerance {
+        eps,
+        granule: 1,
+        zero_page: page,
+    };
+    page_aware_lines_in(keys, segs, tol, budget)
 }
 
 /// [`page_aware_lines`] over keys in memory or in a data run, a window of
@@ -865,7 +884,7 @@ fn page_aware_lines_in(
 /// query arithmetic. `budget` is the extra pages per key a zero-interval
 /// line may cause before other feasible lines are tried. One blob layer.
 pub(crate) fn compressed_band(
-    keys: &[u64],
+    keys: Keys<'_>,
     segs: &[crate::model::Segment],
     eps: u64,
     zero_page: u64,
@@ -876,7 +895,7 @@ pub(crate) fn compressed_band(
         granule: 1,
         zero_page,
     };
-    cpr_band(Keys::Slice(keys), segs, tol, budget, f64::INFINITY)?
+    cpr_band(keys, segs, tol, budget, f64::INFINITY)?
         .map(|(_, blob, _)| blob)
         .ok_or_else(|| Error::invalid("a band built without a limit stopped"))
 }

@@ -326,7 +326,7 @@ fn design(spec: &IndexSpec, xs: &[u64]) -> Result<Design> {
             // PGM's optimal segments, stored compressed (Zhang G4): one blob
             // searched by binary search, no recursive layers.
             let segs = crate::model::optimal_pla(xs, eps);
-            let blob = compressed_band(xs, &segs, eps, 0, f64::INFINITY)?;
+            let blob = compressed_band(xs.into(), &segs, eps, 0, f64::INFINITY)?;
             Ok(Design {
                 layers: vec![blob],
                 models: Some(segs.len() as u64),
