@@ -44,8 +44,9 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::index::layered::{
-    Keys, LayerBuild, LayerKind, SegmentLine, band_layer_in, compressed_band, first_key_of, leco_zone_layer,
-    lines_of, page_aware_lines_over, step_layer_of_firsts, zone_layer,
+    Keys, LayerBuild, LayerKind, SegmentLine, band_entries, band_layer_in, band_of_entries_in,
+    compressed_band, first_key_of, leco_zone_layer, lines_of, page_aware_lines_over, step_layer_of_firsts,
+    zone_layer,
 };
 use crate::model::Segment;
 use crate::{Error, Result};
@@ -314,9 +315,13 @@ impl Builder {
             }
             (Family::EBand, Param::Group(g)) => {
                 let g = to_usize(g)?;
+                // `band_layer_in`, the lines dropped before the measuring
+                // pass (at 16 records a group they are ~2 bytes a key).
                 let (lines, firsts) = equal_lines(keys, g)?;
                 let first = |i: usize| firsts.get(i / g.max(1)).copied().unwrap_or(0);
-                band_layer_in(keys, &lines, &first, None, 1, 0)
+                let (entries, starts) = band_entries(keys.len(), &lines, &first, None, 1, 0)?;
+                drop((lines, firsts));
+                band_of_entries_in(keys, &starts, &entries, 1, 0)
             }
             (Family::ZBand, Param::Eps(e)) => {
                 let segs = segs()?;

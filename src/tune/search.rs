@@ -117,9 +117,6 @@ type SharedGroup = (Option<Shared>, Vec<usize>);
 /// Candidates by builder path (`None`: the builder did not shrink the layer).
 type Memo = HashMap<Vec<Builder>, Option<Arc<Candidate>>>;
 
-/// A built candidate (None: it did not shrink the layer) at a builder index.
-type Built = (usize, Option<Arc<Candidate>>);
-
 /// Counters of one tuning run.
 #[derive(Debug, Default)]
 struct Counters {
@@ -485,14 +482,26 @@ impl<'a> Tuner<'a> {
         out
     }
 
-    /// Candidates of `builders` over `v`, in the order given. Builders that
-    /// start from the same segmentation are built in one task that computes
-    /// it once; tasks run in parallel.
+    /// Candidates of `builders` over `v`, in the order given.
     fn candidates(
         &self,
         v: Vertex<'_>,
         builders: &[(Builder, Param)],
     ) -> Result<Vec<Option<Arc<Candidate>>>> {
+        self.each_candidate(v, builders, |_, c| Ok(c))
+    }
+
+    /// `each(i, candidate)` for the candidate of every builder `i` over `v`
+    /// as soon as it is built; the results in the order of `builders`.
+    /// Builders that start from the same input (a segmentation, a span's
+    /// piece bounds) are built in one task that computes it once; tasks run
+    /// in parallel.
+    fn each_candidate<T: Send>(
+        &self,
+        v: Vertex<'_>,
+        builders: &[(Builder, Param)],
+        each: impl Fn(usize, Option<Arc<Candidate>>) -> Result<T> + Sync,
+    ) -> Result<Vec<T>> {
         let o = self.outline(v);
         // Builders by the input they share (None: their own group).
         let mut groups: Vec<SharedGroup> = Vec::new();
@@ -503,7 +512,7 @@ impl<'a> Tuner<'a> {
                 None => groups.push((need, vec![i])),
             }
         }
-        let built: Vec<Result<Vec<Built>>> = groups
+        let done: Vec<Result<Vec<(usize, T)>>> = groups
             .par_iter()
             .map(|(_, members)| {
                 let cell: std::cell::RefCell<Option<Arc<Input>>> = std::cell::RefCell::new(None);
@@ -522,20 +531,17 @@ impl<'a> Tuner<'a> {
                             .get(i)
                             .copied()
                             .ok_or_else(|| Error::invalid("builder index"))?;
-                        Ok((i, self.candidate(v, b, p, &provider)?))
+                        Ok((i, each(i, self.candidate(v, b, p, &provider)?)?))
                     })
                     .collect()
             })
             .collect();
-        let mut out: Vec<Option<Arc<Candidate>>> = vec![None; builders.len()];
-        for g in built {
-            for (i, c) in g? {
-                if let Some(slot) = out.get_mut(i) {
-                    *slot = c;
-                }
-            }
+        let mut out: Vec<(usize, T)> = Vec::with_capacity(builders.len());
+        for g in done {
+            out.extend(g?);
         }
-        Ok(out)
+        out.sort_by_key(|x| x.0);
+        Ok(out.into_iter().map(|x| x.1).collect())
     }
 
     /// The candidate built by `b` over `v` (memoised), or `None` when it
@@ -716,66 +722,11 @@ impl<'a> Tuner<'a> {
         counters: &Counters,
     ) -> Result<DataLevel> {
         let firsts = self.builders(Vertex::Data, &opts.families, grid);
-        let o = self.outline(Vertex::Data);
-        let mut groups: Vec<SharedGroup> = Vec::new();
-        for (i, &(b, p)) in firsts.iter().enumerate() {
-            let need = b.shared(p, &o);
-            match groups.iter_mut().find(|g| need.is_some() && g.0 == need) {
-                Some(g) => g.1.push(i),
-                None => groups.push((need, vec![i])),
-            }
-        }
         type Top = Vec<(f64, usize, Arc<Candidate>)>;
         let tops: Mutex<Vec<Top>> = Mutex::new(vec![Vec::new(); modes.len()]);
-        // Each builder's fixed designs, and its best stack.
-        type Fixed = (usize, Vec<FixedDesign>, Option<(StackEval, Stack)>);
-        let done: Vec<Result<Vec<Fixed>>> = groups
-            .par_iter()
-            .map(|(_, members)| {
-                let cell: std::cell::RefCell<Option<Arc<Input>>> = std::cell::RefCell::new(None);
-                let provider = |need: Shared| -> Result<Arc<Input>> {
-                    if let Some(x) = cell.borrow().as_ref() {
-                        return Ok(x.clone());
-                    }
-                    let x = Arc::new(prepare(o.keys, need)?);
-                    *cell.borrow_mut() = Some(x.clone());
-                    Ok(x)
-                };
-                let mut out = Vec::new();
-                for &i in members {
-                    let (b, p) = firsts
-                        .get(i)
-                        .copied()
-                        .ok_or_else(|| Error::invalid("builder index"))?;
-                    let Some(c) = self.candidate(Vertex::Data, b, p, &provider)? else {
-                        out.push((i, Vec::new(), None));
-                        continue;
-                    };
-                    counters.candidates.fetch_add(1, Relaxed);
-                    let mut designs = Vec::new();
-                    let mut best: Option<(StackEval, Stack)> = None;
-                    for s in self.fixed_chain(b, c.clone(), opts, counters)? {
-                        let e = self.evaluate(&s, opts);
-                        designs.push(FixedDesign {
-                            builder: b.family,
-                            lambda: b.lambda,
-                            layers: s.len(),
-                            cost_ns: e.total,
-                            read_bytes: e.bytes,
-                        });
-                        if best.as_ref().is_none_or(|(be, bs)| better(&e, &s, be, bs)) {
-                            best = Some((e, s));
-                        }
-                    }
-                    let mut t = tops.lock().map_err(|_| poisoned())?;
-                    for (top, m) in t.iter_mut().zip(modes) {
-                        self.offer(top, c.clone(), i, m);
-                    }
-                    out.push((i, designs, best));
-                }
-                Ok(out)
-            })
-            .collect();
+        // The best fixed stack so far (the empty one first): `better` is a
+        // strict order on distinct stacks, so the order builders finish in
+        // does not change which is kept; the others' layers are dropped.
         let none = self.evaluate(&Vec::new(), opts);
         let mut fixed = vec![FixedDesign {
             builder: Family::GStep,
@@ -784,20 +735,37 @@ impl<'a> Tuner<'a> {
             cost_ns: none.total,
             read_bytes: none.bytes,
         }];
-        let mut best_fixed: Option<(StackEval, Stack)> = Some((none, Vec::new()));
-        let mut all: Vec<Fixed> = Vec::new();
-        for d in done {
-            all.extend(d?);
-        }
-        all.sort_by_key(|f| f.0);
-        for (_, designs, best) in all {
-            fixed.extend(designs);
-            if let Some((e, s)) = best {
-                if best_fixed.as_ref().is_none_or(|(be, bs)| better(&e, &s, be, bs)) {
-                    best_fixed = Some((e, s));
+        let best_fixed: Mutex<(StackEval, Stack)> = Mutex::new((none, Vec::new()));
+        // Each builder's fixed designs.
+        let designs = self.each_candidate(Vertex::Data, &firsts, |i, c| {
+            let Some(c) = c else {
+                return Ok(Vec::new());
+            };
+            let b = c.builder;
+            counters.candidates.fetch_add(1, Relaxed);
+            let mut designs = Vec::new();
+            for s in self.fixed_chain(b, c.clone(), opts, counters)? {
+                let e = self.evaluate(&s, opts);
+                designs.push(FixedDesign {
+                    builder: b.family,
+                    lambda: b.lambda,
+                    layers: s.len(),
+                    cost_ns: e.total,
+                    read_bytes: e.bytes,
+                });
+                let mut best = best_fixed.lock().map_err(|_| poisoned())?;
+                if better(&e, &s, &best.0, &best.1) {
+                    *best = (e, s);
                 }
             }
-        }
+            let mut t = tops.lock().map_err(|_| poisoned())?;
+            for (top, m) in t.iter_mut().zip(modes) {
+                self.offer(top, c.clone(), i, m);
+            }
+            Ok(designs)
+        })?;
+        fixed.extend(designs.into_iter().flatten());
+        let best_fixed = Some(best_fixed.into_inner().map_err(|_| poisoned())?);
         let tops = tops
             .into_inner()
             .map_err(|_| poisoned())?

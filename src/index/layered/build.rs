@@ -199,7 +199,7 @@ pub(crate) fn band_layer_in(
 
 /// The entries (and their segments' starts) [`band_layer_in`] builds over
 /// `n` keys, before it measures their error bounds.
-pub(super) fn band_entries(
+pub(crate) fn band_entries(
     n: usize,
     segments: &[SegmentLine],
     first_key: &dyn Fn(usize) -> u64,

@@ -34,8 +34,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 pub(crate) use build::{
-    LayerBuild, SegmentLine, band_layer_in, leco_zone_layer, lines_of, step_layer_of_firsts, write_layer,
-    zone_layer,
+    LayerBuild, SegmentLine, band_entries, band_layer_in, band_of_entries_in, leco_zone_layer, lines_of,
+    step_layer_of_firsts, write_layer, zone_layer,
 };
 pub use compressed::{CprBand, Decoded};
 pub use design::{Design, DesignFn, LayeredKind, StreamDesignFn};
