@@ -16,7 +16,7 @@
 //! `air` tunes over candidate layers that grow with the keys (those of the
 //! sub-page granularities most); with `lambda_low=1024` they are small, and
 //! its heap shows that it holds no keys either (79 MiB before session 33,
-//! when it read them all; 30 after).
+//! when it read them all; 17–20 after).
 //!
 //! On `osm-like` keys, whose segments are short, and on keys whose models
 //! are one segment over all keys (`one_segment_over_all_keys_is_read_in_passes`):
@@ -138,9 +138,9 @@ fn streamed_builds_hold_buffers_not_keys() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let keys = strata::data::generate(strata::data::Dist::OsmLike, n_keys(), 7).unwrap();
     // `air` tunes over candidate layers that grow with the keys: those of
-    // the sub-page granularities (equal bands of 16 and 32 records) take
-    // about 6 bytes per key while one is built (74 MiB at 8M keys, two
-    // builds at a time); from 1 KiB up they are small.
+    // the sub-page granularities (equal bands of 16 and 32 records) most
+    // while they are built (38 MiB at 8M keys, two builds at a time); from
+    // 1 KiB up they are small.
     let peaks = build_peaks(&keys, &[&KINDS[..], &["air:lambda_low=1024"]].concat());
     eprintln!("peak heap MiB, model MiB: {peaks:?}");
     for &(kind, peak, model) in &peaks {
