@@ -623,7 +623,7 @@ impl<'a> Tuner<'a> {
     }
 
     /// [`Tuner::search`] with the top candidates over `v` given (`tops`, as
-    /// [`Tuner::top`] picks them) or built here (`None`).
+    /// [`Tuner::offer`] picks them) or built here (`None`).
     fn search_from(
         &self,
         v: Vertex<'_>,
