@@ -44,6 +44,16 @@ struct Tolerance {
 }
 
 impl Tolerance {
+    /// Item-level error `eps` (granule 1), zero intervals of `zero_page`
+    /// positions when it is > 0.
+    fn items(eps: u64, zero_page: u64) -> Self {
+        Tolerance {
+            eps,
+            granule: 1,
+            zero_page,
+        }
+    }
+
     fn interval(&self, i: usize) -> (i128, i128) {
         if self.zero_page > 0 {
             crate::model::zero_interval(i as u64, self.eps, self.zero_page)
@@ -831,11 +841,7 @@ fn page_aware_lines(
     budget: f64,
 ) -> Vec<SegmentLine> {
     use rayon::prelude::*;
-    let tol = Tolerance {
-        eps,
-        granule: 1,
-        zero_page: page,
-    };
+    let tol = Tolerance::items(eps, page);
     segs.par_iter()
         .map(|s| page_aware_line(Win::all(keys), s, tol, &slope_grid(s), budget))
         .collect()
@@ -850,11 +856,7 @@ pub(crate) fn page_aware_lines_over(
     page: u64,
     budget: f64,
 ) -> Result<Vec<SegmentLine>> {
-    let tol = Tolerance {
-        eps,
-        granule: 1,
-        zero_page: page,
-    };
+    let tol = Tolerance::items(eps, page);
     page_aware_lines_in(keys, segs, tol, budget)
 }
 
@@ -890,11 +892,7 @@ pub(crate) fn compressed_band(
     zero_page: u64,
     budget: f64,
 ) -> Result<LayerBuild> {
-    let tol = Tolerance {
-        eps,
-        granule: 1,
-        zero_page,
-    };
+    let tol = Tolerance::items(eps, zero_page);
     cpr_band(keys, segs, tol, budget, f64::INFINITY)?
         .map(|(_, blob, _)| blob)
         .ok_or_else(|| Error::invalid("a band built without a limit stopped"))
