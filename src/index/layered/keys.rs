@@ -639,24 +639,22 @@ mod tests {
         assert_eq!(r.page_bounds(255).unwrap(), s.page_bounds(255).unwrap());
         // Page bounds against the definition, pages cut by chunks of either
         // source anywhere (a run hands a read of pages, a slice 65,536 keys).
-        for per_page in [1usize, 2, 3, 254, 255, 256, 510, 7_000, 19_999, 20_000, 30_000] {
-            let want: Vec<u64> = keys
-                .iter()
+        // The definition: keys that start or end a page.
+        let bounds_of = |keys: &[u64], per_page: usize| -> Vec<u64> {
+            keys.iter()
                 .enumerate()
                 .filter(|(i, _)| i % per_page == 0 || i % per_page + 1 == per_page)
                 .map(|(_, &k)| k)
-                .collect();
+                .collect()
+        };
+        for per_page in [1usize, 2, 3, 254, 255, 256, 510, 7_000, 19_999, 20_000, 30_000] {
+            let want = bounds_of(&keys, per_page);
             assert_eq!(s.page_bounds(per_page).unwrap(), want, "{per_page}");
             assert_eq!(r.page_bounds(per_page).unwrap(), want, "{per_page}");
         }
         let big: Vec<u64> = (0..200_000u64).map(|i| i * 5).collect();
         for per_page in [255usize, 1000, 65_535, 65_537] {
-            let want: Vec<u64> = big
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| i % per_page == 0 || i % per_page + 1 == per_page)
-                .map(|(_, &k)| k)
-                .collect();
+            let want = bounds_of(&big, per_page);
             assert_eq!(
                 Keys::Slice(&big).page_bounds(per_page).unwrap(),
                 want,
