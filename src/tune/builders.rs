@@ -44,9 +44,8 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::index::layered::{
-    Keys, LayerBuild, LayerKind, SegmentLine, band_entries, band_layer_in, band_of_entries_in,
-    compressed_band, first_key_of, leco_zone_layer, lines_of, page_aware_lines_over, step_layer_of_firsts,
-    zone_layer,
+    HeldLayer, Keys, LayerBuild, LayerKind, SegmentLine, band_in_parts, band_layer_in, compressed_band,
+    first_key_of, leco_zone_layer, lines_of, page_aware_lines_over, step_layer_of_firsts, zone_layer,
 };
 use crate::model::Segment;
 use crate::{Error, Result};
@@ -244,7 +243,6 @@ impl Builder {
             (Family::GStep | Family::Zone | Family::Leco | Family::LecoD, Param::Span(span)) => {
                 Some(Shared::Bounds { span })
             }
-            (Family::GBand, Param::Eps(e)) => segments(e, 0),
             (Family::ZBand, Param::Eps(e)) => segments(e, below.per_page.max(1)),
             (Family::Cpr, Param::Eps(e)) => {
                 segments(e, if below.is_data { below.per_page.max(1) } else { 0 })
@@ -256,18 +254,27 @@ impl Builder {
     /// Builds the layer over `below`. Fails if the builder does not apply
     /// (see [`Builder::param`]).
     pub fn build(&self, below: &Outline<'_>, page_size: usize) -> Result<LayerBuild> {
-        self.build_with(below, page_size, &|need| Ok(Arc::new(prepare(below.keys, need)?)))
+        self.build_with(
+            below,
+            page_size,
+            &|need| Ok(Arc::new(prepare(below.keys, need)?)),
+            usize::MAX,
+        )?
+        .into_build()
     }
 
     /// [`Builder::build`] taking its shared input from `inputs`, so
-    /// builders that share one compute it once. `inputs(need)` must return
-    /// [`prepare`]`(below.keys, need)`.
-    pub fn build_with(
+    /// builders that share one compute it once (`inputs(need)` must return
+    /// [`prepare`]`(below.keys, need)`), and spilling the entries of a step,
+    /// zone or band layer past `spill` bytes to a temporary file (a
+    /// `layered::SpillWriter`).
+    pub(crate) fn build_with(
         &self,
         below: &Outline<'_>,
         page_size: usize,
         inputs: &dyn Fn(Shared) -> Result<Arc<Input>>,
-    ) -> Result<LayerBuild> {
+        spill: usize,
+    ) -> Result<HeldLayer> {
         let param = self.param(below, page_size).ok_or_else(|| {
             Error::invalid(format!(
                 "builder {}({}) does not apply over this layer",
@@ -286,7 +293,31 @@ impl Builder {
             Some(Input::Segments(s)) => Ok(s.as_slice()),
             _ => Err(mismatch()),
         };
-        match (self.family, param) {
+        let banded = |part: usize, lines: &(dyn Fn(usize, &[u64]) -> Vec<SegmentLine> + Sync)| {
+            band_in_parts(keys, part, lines, spill)
+        };
+        let layer = match (self.family, param) {
+            // The bands that may be as large as their layer below is fine:
+            // fitted in parts into a spill, the partitions those of `segment`.
+            (Family::GBand, Param::Eps(e)) => {
+                return banded(PARTITION, &|a, part| {
+                    let mut segs = crate::model::optimal_pla(part, e);
+                    for s in &mut segs {
+                        s.start += a;
+                        s.intercept += a as f64;
+                    }
+                    lines_of(&segs)
+                });
+            }
+            (Family::EBand, Param::Group(g)) => {
+                let g = to_usize(g)?.max(1);
+                return banded((EQUAL_PART / g).max(1) * g, &|a, part| {
+                    part.chunks(g)
+                        .enumerate()
+                        .map(|(t, group)| group_line(a + t * g, group).0)
+                        .collect()
+                });
+            }
             (Family::GStep | Family::Zone | Family::Leco | Family::LecoD, Param::Span(s)) => {
                 let Some(Input::Bounds(bounds)) = input.as_deref() else {
                     return Err(mismatch());
@@ -309,20 +340,6 @@ impl Builder {
                 }
                 Ok(layer)
             }
-            (Family::GBand, Param::Eps(_)) => {
-                let segs = segs()?;
-                band_layer_in(keys, &lines_of(segs), &|i| first_key_of(segs, i), None, 1, 0)
-            }
-            (Family::EBand, Param::Group(g)) => {
-                let g = to_usize(g)?;
-                // `band_layer_in`, the lines dropped before the measuring
-                // pass (at 16 records a group they are ~2 bytes a key).
-                let (lines, firsts) = equal_lines(keys, g)?;
-                let first = |i: usize| firsts.get(i / g.max(1)).copied().unwrap_or(0);
-                let (entries, starts) = band_entries(keys.len(), &lines, &first, None, 1, 0)?;
-                drop((lines, firsts));
-                band_of_entries_in(keys, &starts, &entries, 1, 0)
-            }
             (Family::ZBand, Param::Eps(e)) => {
                 let segs = segs()?;
                 let lines = page_aware_lines_over(keys, segs, e, pp, f64::INFINITY)?;
@@ -333,6 +350,12 @@ impl Builder {
                 compressed_band(keys, segs()?, e, zp, f64::INFINITY)
             }
             _ => Err(mismatch()),
+        }?;
+        match layer.kind {
+            // Entry layers that may be large (a step or zone entry per page
+            // below) are measured from a spill like the bands.
+            LayerKind::Step | LayerKind::Zone { .. } => HeldLayer::spilled_past(layer, spill),
+            _ => Ok(layer.into()),
         }
     }
 }
@@ -358,7 +381,7 @@ pub enum Shared {
 
 /// A shared input, computed ([`prepare`]).
 #[derive(Debug)]
-pub enum Input {
+pub(crate) enum Input {
     /// A segmentation (starts absolute).
     Segments(Vec<Segment>),
     /// Piece bounds.
@@ -453,7 +476,10 @@ pub(super) fn segment(keys: Keys<'_>, eps: u64, page: u64) -> Result<Vec<Segment
 /// EBand's lines over `keys` in memory or in a data run: groups of `group`
 /// positions, each with the line through its end points shifted to the
 /// middle of its residuals (the minimax intercept for that slope); and each
-/// group's first key. Parts of whole groups are read in parallel.
+/// group's first key. Parts of whole groups are read in parallel. The
+/// builder fits them part by part ([`band_in_parts`]); this is its test's
+/// reference.
+#[cfg(test)]
 pub(super) fn equal_lines(keys: Keys<'_>, group: usize) -> Result<(Vec<SegmentLine>, Vec<u64>)> {
     let group = group.max(1);
     let n = keys.len();
@@ -690,6 +716,54 @@ mod tests {
             let l = b(f).build(&one, 4096).unwrap();
             assert_eq!(l.kind, LayerKind::LecoZone { span: 1, lossy });
             assert_eq!(l.flat, leco_zone_layer(&keys, 1, lossy).unwrap().flat);
+        }
+    }
+
+    /// GBand and EBand fit their bands part by part into a spill; the
+    /// layer is the band of the whole segmentation's lines (the partitions
+    /// of [`segment`]) and of [`equal_lines`], as built before, at every
+    /// spill limit.
+    #[test]
+    fn bands_fitted_in_parts_are_the_bands_of_their_lines() {
+        for n in [2usize, 1000, 3 * PARTITION + 77] {
+            let keys: Vec<u64> = (0..n as u64).map(|i| i * 11 + (i * i % 1009)).collect();
+            let o = outline(&keys);
+            for (family, lambda) in [
+                (Family::GBand, 256u64),
+                (Family::GBand, 4096),
+                (Family::EBand, 256),
+                (Family::EBand, 5000),
+            ] {
+                let b = Builder { family, lambda };
+                let Some(p) = b.param(&o, 4096) else {
+                    continue;
+                };
+                let k = Keys::Slice(&keys);
+                let want = match p {
+                    Param::Eps(e) => {
+                        let segs = segment(k, e, 0).unwrap();
+                        band_layer_in(k, &lines_of(&segs), &|i| first_key_of(&segs, i), None, 1, 0).unwrap()
+                    }
+                    Param::Group(g) => {
+                        let g = g as usize;
+                        let (lines, firsts) = equal_lines(k, g).unwrap();
+                        band_layer_in(k, &lines, &|i| firsts[i / g], None, 1, 0).unwrap()
+                    }
+                    Param::Span(_) => unreachable!(),
+                };
+                for spill in [0, 4096, usize::MAX] {
+                    let got = b
+                        .build_with(&o, 4096, &|need| Ok(Arc::new(prepare(k, need)?)), spill)
+                        .unwrap()
+                        .into_build()
+                        .unwrap();
+                    assert_eq!(
+                        (&got.kind, &got.flat, got.last_successor),
+                        (&want.kind, &want.flat, want.last_successor),
+                        "{family}({lambda}) over {n} keys, spilled past {spill}"
+                    );
+                }
+            }
         }
     }
 

@@ -27,8 +27,8 @@ use serde::Serialize;
 
 use crate::format::paged::entries_per_page;
 use crate::index::layered::{
-    Access, BandEntry, Decoded, Entries, Keys, LayerBuild, LayerKind, ResidentEntries, band_range,
-    decode_blob, step,
+    Access, BandEntry, Decoded, Held, HeldLayer, Keys, LayerBuild, LayerKind, ResidentEntries, Spill,
+    band_range, decode_blob, span_range, step,
 };
 use crate::storage::StorageProfile;
 use crate::{Error, Result};
@@ -210,7 +210,13 @@ pub struct LayerView {
 #[derive(Debug)]
 enum Repr {
     Entries(ResidentEntries),
-    Blob { bytes: Vec<u8>, decoded: Box<Decoded> },
+    Blob {
+        bytes: Vec<u8>,
+        decoded: Box<Decoded>,
+    },
+    /// Step, zone or band entries in a temporary file, read in passes
+    /// ([`edge_reads`] and the outline); no random access.
+    Spilled(Spill),
 }
 
 impl LayerView {
@@ -282,16 +288,75 @@ impl LayerView {
         })
     }
 
-    /// The layer as built (a copy of its entries).
-    pub fn to_build(&self) -> LayerBuild {
+    /// [`LayerView::new`] of a layer whose entries may be spilled: a
+    /// spilled band layer stays in its file.
+    pub(crate) fn held(layer: HeldLayer, page_size: usize) -> Result<Self> {
+        let HeldLayer {
+            kind,
+            held,
+            last_successor,
+        } = layer;
+        let spill = match held {
+            Held::Memory(flat) => {
+                return LayerView::new(
+                    LayerBuild {
+                        kind,
+                        flat,
+                        last_successor,
+                    },
+                    page_size,
+                );
+            }
+            Held::Spilled(s) => s,
+        };
+        let width = kind.width();
+        if !matches!(
+            kind,
+            LayerKind::Band { .. } | LayerKind::Step | LayerKind::Zone { .. }
+        ) || spill.width() != width
+        {
+            return Err(Error::invalid(
+                "only step, zone and band layers are measured from a spill",
+            ));
+        }
+        if page_size <= crate::format::page::PAGE_HEADER_LEN + width {
+            return Err(Error::invalid("layer entries do not fit a page"));
+        }
+        let per_page = entries_per_page(page_size, width) as u64;
+        let count = spill.count();
+        let pages = count.div_ceil(per_page);
+        Ok(LayerView {
+            kind,
+            repr: Repr::Spilled(spill),
+            count,
+            per_page,
+            pages,
+            page_size,
+            last_successor,
+            // As a resident layer of these entries would hold.
+            memory_bytes: count * width as u64 + pages * 8,
+        })
+    }
+
+    /// The layer as built (its entries copied, or read back from a spill).
+    pub fn to_build(&self) -> Result<LayerBuild> {
         let flat = match &self.repr {
             Repr::Entries(e) => e.flat.clone(),
             Repr::Blob { bytes, .. } => bytes.clone(),
+            Repr::Spilled(s) => s.read_all()?,
         };
-        LayerBuild {
+        Ok(LayerBuild {
             kind: self.kind.clone(),
             flat,
             last_successor: self.last_successor,
+        })
+    }
+
+    /// The file holding the entries of a spilled layer.
+    pub(crate) fn spill(&self) -> Option<&Spill> {
+        match &self.repr {
+            Repr::Spilled(s) => Some(s),
+            _ => None,
         }
     }
 
@@ -325,6 +390,7 @@ impl LayerView {
         match &self.repr {
             Repr::Entries(e) => e.flat.len() as u64,
             Repr::Blob { bytes, .. } => bytes.len() as u64,
+            Repr::Spilled(s) => s.bytes(),
         }
     }
 
@@ -339,16 +405,9 @@ impl LayerView {
         self.kind.is_blob()
     }
 
-    /// Key of entry `i` (entry layers only).
-    pub fn key(&self, i: u64) -> Option<u64> {
-        match &self.repr {
-            Repr::Entries(e) => Entries::u64_at(e, i, 0),
-            Repr::Blob { .. } => None,
-        }
-    }
-
-    /// Entry keys (entry layers only; empty for blobs): the outline the next
-    /// layer up is built over, positions being entry indexes.
+    /// Entry keys (entry layers in memory only; empty for blobs and
+    /// spilled layers, whose outline is [`Keys::Spill`]): the outline the
+    /// next layer up is built over, positions being entry indexes.
     pub fn keys(&self) -> Vec<u64> {
         match &self.repr {
             Repr::Entries(e) => e
@@ -356,15 +415,19 @@ impl LayerView {
                 .chunks_exact(e.width)
                 .map(|c| crate::format::bytes::get_u64(c, 0).unwrap_or(u64::MAX))
                 .collect(),
-            Repr::Blob { .. } => Vec::new(),
+            Repr::Blob { .. } | Repr::Spilled(_) => Vec::new(),
         }
     }
 
-    /// The engine's search step over entries `[lo, hi)` of this layer.
+    /// The engine's search step over entries `[lo, hi)` of this layer (not
+    /// of a spilled one: those are measured in passes, [`edge_reads`]).
     pub fn step(&self, key: u64, lo: u64, hi: u64, below: u64) -> Result<(u64, u64)> {
         match &self.repr {
             Repr::Entries(e) => step(&self.kind, Access::Entries(e), key, lo, hi, below),
             Repr::Blob { decoded, .. } => step(&self.kind, Access::Blob(decoded), key, lo, hi, below),
+            Repr::Spilled(_) => Err(Error::Unsupported(
+                "a spilled layer is read in passes, not searched".into(),
+            )),
         }
     }
 
@@ -522,63 +585,128 @@ pub(super) fn edge_reads(upper: &LayerView, below: &Below, sample: &QuerySample)
     }
     let mut out = PageCounter::default();
     let exact = upper.exact();
-    let entries = match &upper.repr {
-        Repr::Entries(e) => e,
+    let keys = sample.keys();
+    let mut walk = EntryWalk {
+        kind: upper.kind(),
+        keys,
+        a: 0,
+        prev: None,
+        below,
+        exact,
+        out: &mut out,
+    };
+    let width = upper.kind().width();
+    match &upper.repr {
+        Repr::Entries(e) => {
+            for (j, entry) in e.flat.chunks_exact(width).enumerate() {
+                walk.push(j as u64, entry)?;
+            }
+        }
+        Repr::Spilled(s) => s.for_each_block_while(0, |j0, block| {
+            for (d, entry) in block.chunks_exact(width).enumerate() {
+                walk.push(j0 + d as u64, entry)?;
+            }
+            Ok(true)
+        })?,
         Repr::Blob { .. } => {
-            for &x in sample.keys() {
+            for &x in keys {
                 let r = upper.step(x, 0, upper.count(), below.count)?;
                 out.add(below.pages_of(below.window(r, exact)), 1);
             }
             return Ok(out.finish());
         }
-    };
-    let count = upper.count();
-    let keys = sample.keys();
-    let key_at = |j: u64| Entries::u64_at(entries, j, 0);
-    // Runs of sampled keys falling in the same entry: [a, b) of `keys`, entry j.
-    let mut a = 0usize;
-    let mut j = 0u64;
-    while a < keys.len() {
-        let x0 = keys.get(a).copied().unwrap_or(0);
-        while j + 1 < count && key_at(j + 1).is_some_and(|k| k <= x0) {
-            j += 1;
+    }
+    walk.finish(upper.last_successor)?;
+    Ok(out.finish())
+}
+
+/// [`edge_reads`] of an entry layer, its entries handed over in order: the
+/// sampled keys below an entry's key fall in the entry before it (the first
+/// entry also takes the keys below its own), and each gets the range the
+/// engine's search step gives for that entry ([`step`]'s arithmetic: a step
+/// entry's start and its successor's, a zone's span, a band's prediction
+/// with [`BandEntry::predict`] and [`band_range`]).
+struct EntryWalk<'s> {
+    kind: &'s LayerKind,
+    keys: &'s [u64],
+    /// Sampled keys counted so far.
+    a: usize,
+    /// The last entry handed over: its index and bytes.
+    prev: Option<(u64, [u8; 24])>,
+    below: &'s Below,
+    exact: bool,
+    out: &'s mut PageCounter,
+}
+
+impl EntryWalk<'_> {
+    fn push(&mut self, j: u64, entry: &[u8]) -> Result<()> {
+        let key = crate::format::bytes::get_u64(entry, 0).ok_or_else(|| missing(j))?;
+        if let Some((p, bytes)) = self.prev {
+            let rest = self.keys.get(self.a..).unwrap_or_default();
+            let b = self.a + rest.partition_point(|&x| x < key);
+            let next = match self.kind.successor_field() {
+                Some(f) => crate::format::bytes::get_u64(entry, f).ok_or_else(|| missing(j))?,
+                None => 0,
+            };
+            self.count(p, &bytes, b, next)?;
         }
-        let next_key = if j + 1 < count { key_at(j + 1) } else { None };
-        let b = match next_key {
-            Some(k) => a + keys.get(a..).unwrap_or_default().partition_point(|&x| x < k),
-            None => keys.len(),
-        };
-        let run = keys.get(a..b).unwrap_or_default();
-        match upper.kind() {
+        let mut bytes = [0u8; 24];
+        bytes
+            .get_mut(..entry.len())
+            .ok_or_else(|| Error::invalid("entry wider than 24 bytes"))?
+            .copy_from_slice(entry);
+        self.prev = Some((j, bytes));
+        Ok(())
+    }
+
+    /// Counts the sampled keys up to `b` in entry `j` (`entry`), whose
+    /// successor value (the next entry's, or the layer's last) is `next`.
+    fn count(&mut self, j: u64, entry: &[u8], b: usize, next: u64) -> Result<()> {
+        let run = self.keys.get(self.a..b).unwrap_or_default();
+        let below = self.below;
+        let mut add =
+            |r: (u64, u64), lookups: u64| self.out.add(below.pages_of(below.window(r, self.exact)), lookups);
+        match *self.kind {
             LayerKind::Band {
                 granule,
                 zero_page,
                 eps_lo,
                 eps_hi,
             } => {
-                let e = BandEntry::read(entries, j).ok_or_else(|| missing(j))?;
-                let next = entries
-                    .u64_at(j + 1, 16)
-                    .or_else(|| entries.page_aux(j))
-                    .ok_or_else(|| missing(j))?;
-                let g = (*granule).max(1);
+                let e = BandEntry::of_bytes(entry).ok_or_else(|| missing(j))?;
+                let g = granule.max(1);
                 let max_unit = below.count.div_ceil(g);
                 for &x in run {
                     let p = e.predict(x, next, max_unit);
-                    let r = band_range(p, *eps_lo, *eps_hi, g, *zero_page, below.count);
-                    out.add(below.pages_of(below.window(r, exact)), 1);
+                    add(band_range(p, eps_lo, eps_hi, g, zero_page, below.count), 1);
                 }
             }
+            // Step and zone ranges depend on the entry only.
+            LayerKind::Step => {
+                let start = crate::format::bytes::get_u64(entry, 8).ok_or_else(|| missing(j))?;
+                let (lo, hi) = (start.min(below.count), next.min(below.count));
+                add((lo, hi.max(lo)), run.len() as u64);
+            }
+            LayerKind::Zone { span } => add(span_range(j, span, below.count), run.len() as u64),
             _ => {
-                // Step and zone ranges depend on the entry only.
-                let Some(&x) = run.first() else { break };
-                let r = upper.step(x, j, j + 1, below.count)?;
-                out.add(below.pages_of(below.window(r, exact)), run.len() as u64);
+                return Err(Error::Unsupported(format!(
+                    "edge cost of a {:?} layer walked entry by entry",
+                    self.kind
+                )));
             }
         }
-        a = b.max(a + 1);
+        self.a = b.max(self.a);
+        Ok(())
     }
-    Ok(out.finish())
+
+    fn finish(mut self, last_successor: u64) -> Result<()> {
+        let n = self.keys.len();
+        match self.prev {
+            Some((j, bytes)) => self.count(j, &bytes, n, last_successor),
+            None if self.a < n => Err(missing(0)),
+            None => Ok(()),
+        }
+    }
 }
 
 fn missing(j: u64) -> Error {

@@ -104,7 +104,7 @@ pub fn air_design_in(p: &Params, keys: Keys<'_>, per_page: usize, page_size: usi
     let tuner = Tuner::over(keys, per_page, page_size, samples)?.lean();
     let t = tuner.tune(&opts)?;
     Ok(Design {
-        layers: t.layer_builds(),
+        layers: t.layer_builds()?,
         models: t.models(),
         notes: t.notes(),
     })

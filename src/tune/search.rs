@@ -97,8 +97,20 @@ pub struct Candidate {
     pub view: LayerView,
     /// Pages of the layer below read per sampled lookup.
     pub reads_below: ReadHistogram,
-    /// Entry keys, the outline the next layer is built over (empty for blobs).
+    /// Entry keys, the outline the next layer is built over (empty for
+    /// blobs, and for spilled layers: [`Candidate::outline_keys`]).
     outline: Vec<u64>,
+}
+
+impl Candidate {
+    /// The outline the next layer is built over: the entry keys in memory,
+    /// or read from the layer's spill.
+    fn outline_keys(&self) -> Keys<'_> {
+        match self.view.spill() {
+            Some(s) => Keys::Spill(s),
+            None => Keys::Slice(&self.outline),
+        }
+    }
 }
 
 /// One vertex of the search: the data run or a candidate layer.
@@ -231,7 +243,14 @@ pub struct Tuner<'a> {
     /// Every candidate built, by path (`None`: a lean tuner keeps none).
     memo: Option<Mutex<Memo>>,
     built: AtomicU64,
+    /// Bytes of a band candidate's entries past which they are spilled.
+    spill: usize,
 }
+
+/// Bytes of a candidate band layer's entries held in memory; larger ones
+/// are spilled to a temporary file and measured from there. Small in unit
+/// tests, so that their searches spill.
+pub(super) const SPILL_BYTES: usize = if cfg!(test) { 4096 } else { 4 << 20 };
 
 impl std::fmt::Debug for Tuner<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -282,7 +301,17 @@ impl<'a> Tuner<'a> {
             sample: QuerySample::from_keys(keys, samples, SAMPLE_SEED)?,
             memo: Some(Mutex::new(HashMap::new())),
             built: AtomicU64::new(0),
+            spill: SPILL_BYTES,
         })
+    }
+
+    /// Spills the entries of candidate band layers past `bytes` (default
+    /// 4 MiB; `usize::MAX`: never) to temporary files (`TMPDIR`), removed
+    /// when the candidates are dropped: the finest bands over the data are
+    /// nearly as large as the data's keys. The design is the same.
+    pub fn spill_above(mut self, bytes: usize) -> Self {
+        self.spill = bytes;
+        self
     }
 
     /// The query sample of the cost model.
@@ -433,7 +462,7 @@ impl<'a> Tuner<'a> {
             return true;
         }
         if let Vertex::Layer(c) = v {
-            if c.view.is_blob() || c.outline.len() < 2 {
+            if c.view.is_blob() || c.outline_keys().len() < 2 {
                 return true;
             }
             if opts.memory_budget > 0 && c.view.memory_bytes() <= opts.memory_budget {
@@ -455,7 +484,7 @@ impl<'a> Tuner<'a> {
                 is_data: true,
             },
             Vertex::Layer(c) => Outline {
-                keys: Keys::Slice(&c.outline),
+                keys: c.outline_keys(),
                 width: c.view.kind().width(),
                 per_page: c.view.per_page(),
                 is_data: false,
@@ -564,8 +593,8 @@ impl<'a> Tuner<'a> {
             }
         }
         let o = self.outline(v);
-        let layer = b.build_with(&o, self.page_size, inputs)?;
-        let view = LayerView::new(layer, self.page_size)?;
+        let layer = b.build_with(&o, self.page_size, inputs, self.spill)?;
+        let view = LayerView::held(layer, self.page_size)?;
         self.built.fetch_add(1, Relaxed);
         let below = match v {
             Vertex::Data => self.data_below(),
@@ -797,7 +826,7 @@ impl<'a> Tuner<'a> {
             if stack.len() >= opts.max_layers.max(1)
                 || top.view.is_blob()
                 || top.view.pages() <= 1
-                || top.outline.len() < 2
+                || top.outline_keys().len() < 2
             {
                 break;
             }
@@ -805,7 +834,7 @@ impl<'a> Tuner<'a> {
             let Some(p) = b.param(&o, self.page_size) else {
                 break;
             };
-            let own = |need| Ok(Arc::new(prepare(Keys::Slice(&top.outline), need)?));
+            let own = |need| Ok(Arc::new(prepare(top.outline_keys(), need)?));
             let Some(next) = self.candidate(Vertex::Layer(&top), b, p, &own)? else {
                 break;
             };
@@ -890,8 +919,9 @@ fn poisoned() -> Error {
 }
 
 impl Tuned {
-    /// The chosen layers, bottom-up, ready to be written.
-    pub fn layer_builds(&self) -> Vec<LayerBuild> {
+    /// The chosen layers, bottom-up, ready to be written (spilled ones
+    /// read back).
+    pub fn layer_builds(&self) -> Result<Vec<LayerBuild>> {
         self.stack.iter().map(|c| c.view.to_build()).collect()
     }
 

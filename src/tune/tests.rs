@@ -77,6 +77,7 @@ fn cost_model_matches_io_stats() {
         let t = tuner.tune(&TuneOptions::new(profile(name))).unwrap();
         let views = t
             .layer_builds()
+            .unwrap()
             .into_iter()
             .map(|l| LayerView::new(l, 4096).unwrap())
             .collect();
@@ -146,6 +147,7 @@ fn edge_costs_add_up_to_the_top_down_replay() {
         let t = tuner.tune(&TuneOptions::new(prof.clone())).unwrap();
         let views: Vec<LayerView> = t
             .layer_builds()
+            .unwrap()
             .into_iter()
             .map(|l| LayerView::new(l, 4096).unwrap())
             .collect();
@@ -211,7 +213,7 @@ fn deterministic_across_runs_and_threads() {
         for t in [&b, &c] {
             assert_eq!(a.cost_ns.to_bits(), t.cost_ns.to_bits(), "{name}");
             assert_eq!(a.notes(), t.notes(), "{name}");
-            let (la, lt) = (a.layer_builds(), t.layer_builds());
+            let (la, lt) = (a.layer_builds().unwrap(), t.layer_builds().unwrap());
             assert_eq!(la.len(), lt.len());
             for (x, y) in la.iter().zip(&lt) {
                 assert_eq!(
@@ -598,8 +600,148 @@ fn a_lean_tuner_tunes_as_the_memoised_one() {
             serde_json::to_value(&want.fixed).unwrap()
         );
         assert_eq!((got.vertices, got.stacks), (want.vertices, want.stacks));
-        for (a, b) in got.layer_builds().iter().zip(want.layer_builds()) {
+        for (a, b) in got
+            .layer_builds()
+            .unwrap()
+            .iter()
+            .zip(want.layer_builds().unwrap())
+        {
             assert_eq!((&a.kind, &a.flat), (&b.kind, &b.flat));
         }
     }
+}
+
+/// Band candidates spilled to temporary files (every one, at a limit of 0
+/// bytes) are measured, searched over and written as the same candidates
+/// held in memory: the same design, costs, fixed designs and layer bytes,
+/// over keys in memory and in a data run.
+#[test]
+fn a_spilling_tuner_tunes_as_one_in_memory() {
+    let all = keys("osm-like", 50_000);
+    let run = run_of(&all);
+    let mut budget = TuneOptions::new(profile("nvme"));
+    budget.memory_budget = 8 << 10;
+    let mut bands = TuneOptions::new(profile("nvme"));
+    bands.families = vec![Family::GBand, Family::EBand];
+    let mut banded_winners = 0;
+    for opts in [TuneOptions::new(profile("nvme")), budget, bands] {
+        let want = Tuner::new(&all, 255, 4096, 4096)
+            .unwrap()
+            .spill_above(usize::MAX)
+            .tune(&opts)
+            .unwrap();
+        let want_layers = want.layer_builds().unwrap();
+        if want
+            .layers
+            .iter()
+            .any(|l| matches!(l.builder, Family::GBand | Family::EBand))
+        {
+            banded_winners += 1;
+        }
+        for source in [Keys::Slice(&all), Keys::Run(&run)] {
+            let got = Tuner::over(source, 255, 4096, 4096)
+                .unwrap()
+                .lean()
+                .spill_above(0)
+                .tune(&opts)
+                .unwrap();
+            assert_eq!(got.notes(), want.notes());
+            assert_eq!(
+                serde_json::to_value(&got.fixed).unwrap(),
+                serde_json::to_value(&want.fixed).unwrap()
+            );
+            let got_layers = got.layer_builds().unwrap();
+            assert_eq!(got_layers.len(), want_layers.len());
+            for (a, b) in got_layers.iter().zip(&want_layers) {
+                assert_eq!(
+                    (&a.kind, &a.flat, a.last_successor),
+                    (&b.kind, &b.flat, b.last_successor)
+                );
+            }
+        }
+    }
+    assert!(
+        banded_winners >= 1,
+        "a spilled band layer is read back as the winner"
+    );
+}
+
+/// The edge cost of every builder's layer, measured entry by entry in one
+/// walk (`edge_reads`, from memory and from a spill), is what the engine's
+/// top-down search step reads below it: over the data and over a layer of
+/// each kind.
+#[test]
+fn every_edge_cost_is_the_replay_of_its_lookups() {
+    use super::cost::{Below, edge_reads};
+    let all = keys("gmm", 60_000);
+    let sample = QuerySample::new(&all, 4096, 3);
+    let data = Outline {
+        keys: Keys::Slice(&all),
+        width: 16,
+        per_page: 255,
+        is_data: true,
+    };
+    let held = |b: Builder, o: &Outline<'_>, spill: usize| {
+        let inputs = |need| Ok(Arc::new(super::builders::prepare(o.keys, need)?));
+        LayerView::held(b.build_with(o, 4096, &inputs, spill).unwrap(), 4096).unwrap()
+    };
+    let mut walked = 0;
+    for family in Family::ALL {
+        for lambda in [256u64, 4096, 65536] {
+            let b = Builder { family, lambda };
+            if b.param(&data, 4096).is_none() {
+                continue;
+            }
+            let base = held(b, &data, usize::MAX);
+            let replay = evaluate_stack(
+                all.len() as u64,
+                255,
+                std::slice::from_ref(&base),
+                0,
+                &sample,
+                4096,
+            )
+            .unwrap();
+            let below = Below::data(all.len() as u64, 255);
+            for spill in [usize::MAX, 0] {
+                let got = edge_reads(&held(b, &data, spill), &below, &sample).unwrap();
+                assert_eq!(
+                    got, replay.data,
+                    "{family}({lambda}) over the data, spill {spill}"
+                );
+                walked += 1;
+            }
+            if family.root_only() {
+                continue;
+            }
+            let keys1 = base.keys();
+            let upper = Outline {
+                keys: Keys::Slice(&keys1),
+                width: base.kind().width(),
+                per_page: base.per_page(),
+                is_data: false,
+            };
+            for top in Family::ALL {
+                let tb = Builder {
+                    family: top,
+                    lambda: 1024,
+                };
+                if tb.param(&upper, 4096).is_none() {
+                    continue;
+                }
+                let views = [held(b, &data, usize::MAX), held(tb, &upper, usize::MAX)];
+                let replay = evaluate_stack(all.len() as u64, 255, &views, 0, &sample, 4096).unwrap();
+                for spill in [usize::MAX, 0] {
+                    let got =
+                        edge_reads(&held(tb, &upper, spill), &Below::layer(&views[0]), &sample).unwrap();
+                    assert_eq!(
+                        got, replay.layers[0],
+                        "{top} over {family}({lambda}), spill {spill}"
+                    );
+                    walked += 1;
+                }
+            }
+        }
+    }
+    assert!(walked >= 60, "{walked}");
 }

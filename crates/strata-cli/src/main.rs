@@ -68,9 +68,9 @@ enum Cmd {
     /// read while the models are built from them, and the static kinds (btree,
     /// binary, the zone maps, btree-static, pgm, pgm-disk, pgm-disk-cpr, rs,
     /// rs-disk, rmi, fiting-static, air) hold a few MiB of keys whatever
-    /// their number, besides the model (air: and the candidate layers it
-    /// tunes over, which grow with the keys); the others read every
-    /// key into memory first. A bad file (unsorted keys, a wrong size) stops the build
+    /// their number, besides the model (air: the candidate layers it tunes
+    /// over past 4 MiB are spilled to temporary files in TMPDIR); the
+    /// others read every key into memory first. A bad file (unsorted keys, a wrong size) stops the build
     /// and leaves nothing behind (a previous index at --out stays intact).
     Build(BuildArgs),
     /// Look up keys in an index directory.

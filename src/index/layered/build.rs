@@ -426,6 +426,98 @@ pub(crate) fn band_of_entries_in(
     Ok(band_of_bounds(entries, g, zero_page, (eps_lo, eps_hi), max_unit))
 }
 
+/// A band layer over `keys` (granule 1, no zero intervals) fitted part by
+/// part, so that no more than a few parts' keys and lines are held however
+/// large the layer: the keys are cut into parts of `part` keys, each read
+/// into memory in turn and fitted by `lines(a, part_keys)` (lines with
+/// absolute starts, the first at `a`, increasing); every segment's entry is
+/// made and its keys' errors measured (with the query-time arithmetic, as
+/// [`band_of_entries_in`]) while its part is held, and the entries go to
+/// a [`SpillWriter`](super::SpillWriter) in order (spilled past `spill`
+/// bytes). As many parts as threads are fitted at once. The layer is
+/// [`band_layer_in`]'s over the same lines.
+pub(crate) fn band_in_parts(
+    keys: Keys<'_>,
+    part: usize,
+    lines: &(dyn Fn(usize, &[u64]) -> Vec<SegmentLine> + Sync),
+    spill: usize,
+) -> Result<super::HeldLayer> {
+    let kind = LayerKind::Band {
+        granule: 1,
+        zero_page: 0,
+        eps_lo: 0,
+        eps_hi: 0,
+    };
+    let mut out = super::SpillWriter::new(kind.width(), spill);
+    use rayon::prelude::*;
+    let n = keys.len();
+    let max_unit = n as u64;
+    let part = part.max(1);
+    let starts: Vec<usize> = (0..n).step_by(part).collect();
+    let (mut lo, mut hi) = (0u64, 0u64);
+    for batch in starts.chunks(rayon::current_num_threads().max(1)) {
+        let done: Vec<Result<(Vec<u8>, u64, u64)>> = batch
+            .par_iter()
+            .map(|&a| {
+                let b = (a + part).min(n);
+                let read: Vec<u64>;
+                let slice = match keys {
+                    Keys::Slice(k) => k.get(a..b).unwrap_or_default(),
+                    _ => {
+                        let mut held = Vec::with_capacity(b - a);
+                        keys.for_each_chunk(a..b, |_, c| {
+                            held.extend_from_slice(c);
+                            Ok(())
+                        })?;
+                        read = held;
+                        &read
+                    }
+                };
+                let ls = lines(a, slice);
+                let mut flat = Vec::with_capacity(ls.len() * 24);
+                let (mut lo, mut hi) = (0u64, 0u64);
+                let mut at = a;
+                for (t, l) in ls.iter().enumerate() {
+                    let end = ls.get(t + 1).map_or(b, |m| m.start);
+                    let seg = (l.start == at && end > l.start && end <= b)
+                        .then(|| slice.get(l.start - a..end - a))
+                        .flatten()
+                        .ok_or_else(|| {
+                            Error::invalid("segments must start at increasing positions inside the keys")
+                        })?;
+                    let first = seg.first().copied().unwrap_or(0);
+                    let e = band_entry_of(l, first, None, 1, 0, max_unit);
+                    let predictor = e.predictor(band_base(end, 1, 0, max_unit), max_unit);
+                    for (d, &k) in seg.iter().enumerate() {
+                        (lo, hi) = error_at(lo, hi, (l.start + d) as u64, predictor.predict(k), 1, 0);
+                    }
+                    e.write(&mut flat);
+                    at = end;
+                }
+                if at != b {
+                    return Err(Error::invalid("a part's segments do not cover its keys"));
+                }
+                Ok((flat, lo, hi))
+            })
+            .collect();
+        for d in done {
+            let (flat, l, h) = d?;
+            (lo, hi) = (lo.max(l), hi.max(h));
+            out.push(&flat)?;
+        }
+    }
+    Ok(super::HeldLayer {
+        kind: LayerKind::Band {
+            granule: 1,
+            zero_page: 0,
+            eps_lo: lo,
+            eps_hi: hi,
+        },
+        held: out.finish()?,
+        last_successor: max_unit,
+    })
+}
+
 /// A band layer of `entries` with error bounds `(eps_lo, eps_hi)` measured
 /// already.
 pub(super) fn band_of_bounds(

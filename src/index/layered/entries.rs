@@ -106,6 +106,17 @@ impl BandEntry {
         })
     }
 
+    /// The entry of its 24 bytes (as [`BandEntry::write`] wrote them).
+    pub fn of_bytes(b: &[u8]) -> Option<Self> {
+        let w = get_u64(b, 8)?;
+        Some(BandEntry {
+            key: get_u64(b, 0)?,
+            slope: f32::from_bits(w as u32),
+            off: (w >> 32) as u32 as i32,
+            base: get_u64(b, 16)?,
+        })
+    }
+
     /// Writes the 24 bytes.
     pub fn write(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(&self.key.to_le_bytes());

@@ -12,6 +12,7 @@ use std::sync::{Condvar, Mutex, OnceLock};
 
 use crossbeam_channel::{Receiver, Sender};
 
+use super::spill::Spill;
 use crate::format::DataRun;
 use crate::storage::{AlignedBuf, ReadStream, StreamRead};
 use crate::{Error, Result};
@@ -115,6 +116,9 @@ pub enum Keys<'a> {
     /// The keys of a data run being written: the first pass over all of
     /// them reads them as they are written, later passes the finished run.
     Piped(&'a Pipe),
+    /// The entry keys (each entry's first 8 bytes) of a layer spilled to a
+    /// temporary file: the outline a tuner builds the next layer over.
+    Spill(&'a Spill),
 }
 
 /// Key chunks handed from the thread writing a data run to the design, and
@@ -214,6 +218,7 @@ impl<'a> Keys<'a> {
         match self {
             Keys::Slice(k) => k.len(),
             Keys::Run(r) => usize::try_from(r.len()).unwrap_or(usize::MAX),
+            Keys::Spill(s) => usize::try_from(s.count()).unwrap_or(usize::MAX),
             // Unknown until the run is written (0 if writing it failed: the
             // build reports that error).
             Keys::Piped(p) => p
@@ -311,6 +316,19 @@ impl<'a> Keys<'a> {
                     i = j;
                 }
                 Ok(())
+            }
+            Keys::Spill(s) => {
+                let w = s.width();
+                let mut chunk = Vec::new();
+                s.for_each_block_while(range.start as u64, |j, block| {
+                    let j = usize::try_from(j).unwrap_or(usize::MAX);
+                    chunk.clear();
+                    let take = end.saturating_sub(j);
+                    for e in block.chunks_exact(w).take(take) {
+                        chunk.push(crate::format::bytes::get_u64(e, 0).unwrap_or(u64::MAX));
+                    }
+                    Ok(f(j, &chunk)? && j + chunk.len() < end)
+                })
             }
             Keys::Run(run) => {
                 let meta = run.meta();

@@ -363,7 +363,7 @@ pub(super) fn rmi_root(e: &dyn Entries, i: u64) -> Option<RmiRoot> {
 }
 
 #[inline]
-fn span_range(j: u64, span: u64, below: u64) -> (u64, u64) {
+pub(crate) fn span_range(j: u64, span: u64, below: u64) -> (u64, u64) {
     let start = j.saturating_mul(span).min(below);
     (start, start.saturating_add(span).min(below))
 }

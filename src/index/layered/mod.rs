@@ -26,6 +26,7 @@ mod pgm_design;
 mod radix_design;
 mod resident;
 mod segment;
+mod spill;
 mod tree_design;
 mod zone_design;
 
@@ -34,18 +35,20 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 pub(crate) use build::{
-    LayerBuild, SegmentLine, band_entries, band_layer_in, band_of_entries_in, leco_zone_layer, lines_of,
-    step_layer_of_firsts, write_layer, zone_layer,
+    LayerBuild, SegmentLine, band_in_parts, band_layer_in, leco_zone_layer, lines_of, step_layer_of_firsts,
+    write_layer, zone_layer,
 };
 pub use compressed::{CprBand, Decoded};
 pub use design::{Design, DesignFn, LayeredKind, StreamDesignFn};
-pub(crate) use entries::{BandEntry, Entries, ResidentEntries};
+pub(crate) use entries::{BandEntry, ResidentEntries};
 pub use keys::Keys;
 pub(crate) use kinds::LAYERED_KINDS;
-pub(crate) use layer::{Access, band_range, step};
+pub(crate) use layer::{Access, band_range, span_range, step};
 pub use layer::{LayerKind, layer_spec};
 pub(crate) use pgm_design::{compressed_band, first_key_of, page_aware_lines_over};
 pub use resident::{LayerStack, STACK_VERSION};
+pub use spill::Spill;
+pub(crate) use spill::{Held, HeldLayer, SpillWriter};
 pub(crate) use zone_design::{PAGE_BOUND_KINDS, design_from_page_bounds};
 
 use super::{ApproxPos, Cursor, DataRunReader, Fetch, Index, IndexStats, Manifest, Record};

@@ -584,6 +584,7 @@ mod tests {
                     Keys::Slice(_) => "slice",
                     Keys::Run(_) => "run",
                     Keys::Piped(_) => "piped",
+                    Keys::Spill(_) => "spill",
                 };
                 assert_eq!(
                     digest,

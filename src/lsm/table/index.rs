@@ -357,7 +357,7 @@ fn design(spec: &IndexSpec, xs: &[u64]) -> Result<Design> {
             o.memory_budget = AIR_BYTES_PER_PAGE * xs.len().div_ceil(b) as u64;
             let t = tuner.tune(&o)?;
             Ok(Design {
-                layers: t.layer_builds(),
+                layers: t.layer_builds()?,
                 models: t.models(),
                 notes: t.notes(),
             })
