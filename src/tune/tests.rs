@@ -745,3 +745,36 @@ fn every_edge_cost_is_the_replay_of_its_lookups() {
     }
     assert!(walked >= 60, "{walked}");
 }
+
+/// Where the search misjudges (one layer allowed, so every candidate is a
+/// root read whole, but the search ranks them by `τ̂`, which assumes layers
+/// above), the best fixed design wins: the tuner returns the cheapest of
+/// the fixed designs, as the memoised and the lean tuner keep it.
+#[test]
+fn the_best_fixed_design_wins_where_the_search_misjudges() {
+    let all = keys("osm-like", 200_000);
+    let mut o = TuneOptions::new(profile("custom:1:100"));
+    o.top_k = 1;
+    o.max_layers = 1;
+    o.families = vec![Family::GBand];
+    for tuner in [
+        Tuner::new(&all, 255, 4096, 4096).unwrap(),
+        Tuner::new(&all, 255, 4096, 4096).unwrap().lean(),
+    ] {
+        let t = tuner.tune(&o).unwrap();
+        let cheapest = t.fixed.iter().map(|f| f.cost_ns).min_by(f64::total_cmp).unwrap();
+        let worst = t.fixed.iter().map(|f| f.cost_ns).max_by(f64::total_cmp).unwrap();
+        assert!(cheapest < worst);
+        assert_eq!(t.source, "fixed");
+        assert!(
+            t.cost_ns < t.search_cost_ns,
+            "{} vs {}",
+            t.cost_ns,
+            t.search_cost_ns
+        );
+        assert_eq!(t.cost_ns.to_bits(), cheapest.to_bits());
+        let best = t.best_fixed().unwrap();
+        assert_eq!(t.layers.len(), best.layers);
+        assert!(t.layers.iter().all(|l| l.lambda == best.lambda));
+    }
+}

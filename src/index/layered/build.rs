@@ -4,6 +4,7 @@
 use super::entries::BandEntry;
 use super::keys::Keys;
 use super::layer::{LayerKind, layer_spec};
+use super::spill::{Held, SpillWriter};
 use crate::format::PagedWriter;
 use crate::format::paged::entries_per_page;
 use crate::storage::Directory;
@@ -433,7 +434,7 @@ pub(crate) fn band_of_entries_in(
 /// absolute starts, the first at `a`, increasing); every segment's entry is
 /// made and its keys' errors measured (with the query-time arithmetic, as
 /// [`band_of_entries_in`]) while its part is held, and the entries go to
-/// a [`SpillWriter`](super::SpillWriter) in order (spilled past `spill`
+/// a [`SpillWriter`] in order (spilled past `spill`
 /// bytes). As many parts as threads are fitted at once. The layer is
 /// [`band_layer_in`]'s over the same lines.
 pub(crate) fn band_in_parts(
@@ -441,14 +442,14 @@ pub(crate) fn band_in_parts(
     part: usize,
     lines: &(dyn Fn(usize, &[u64]) -> Vec<SegmentLine> + Sync),
     spill: usize,
-) -> Result<super::HeldLayer> {
+) -> Result<HeldLayer> {
     let kind = LayerKind::Band {
         granule: 1,
         zero_page: 0,
         eps_lo: 0,
         eps_hi: 0,
     };
-    let mut out = super::SpillWriter::new(kind.width(), spill);
+    let mut out = SpillWriter::new(kind.width(), spill);
     use rayon::prelude::*;
     let n = keys.len();
     let max_unit = n as u64;
@@ -506,7 +507,7 @@ pub(crate) fn band_in_parts(
             out.push(&flat)?;
         }
     }
-    Ok(super::HeldLayer {
+    Ok(HeldLayer {
         kind: LayerKind::Band {
             granule: 1,
             zero_page: 0,
@@ -750,6 +751,52 @@ mod tests {
             let starts: Vec<usize> = segs.iter().map(|s| s.start).collect();
             let LayerKind::Band { eps_lo, eps_hi, .. } = band.kind else { panic!("band") };
             prop_assert_eq!((eps_lo, eps_hi), brute_bounds(&keys, &starts, &entries, g, zero_page));
+        }
+    }
+}
+
+/// A built layer whose entries are in memory or spilled.
+#[derive(Debug)]
+pub(crate) struct HeldLayer {
+    /// What the layer is.
+    pub(crate) kind: LayerKind,
+    /// Its entries.
+    pub(crate) held: Held,
+    /// Successor value of its last entry (see [`LayerBuild`]).
+    pub(crate) last_successor: u64,
+}
+
+impl HeldLayer {
+    /// `layer`, its entries moved to a spill when they pass `limit` bytes.
+    pub(crate) fn spilled_past(layer: LayerBuild, limit: usize) -> Result<Self> {
+        if layer.flat.len() <= limit || layer.kind.is_blob() {
+            return Ok(layer.into());
+        }
+        let mut w = SpillWriter::new(layer.kind.width(), limit);
+        w.push(&layer.flat)?;
+        Ok(HeldLayer {
+            kind: layer.kind,
+            held: w.finish()?,
+            last_successor: layer.last_successor,
+        })
+    }
+
+    /// The layer with its entries in memory (read back when spilled).
+    pub(crate) fn into_build(self) -> Result<LayerBuild> {
+        Ok(LayerBuild {
+            kind: self.kind,
+            flat: self.held.into_vec()?,
+            last_successor: self.last_successor,
+        })
+    }
+}
+
+impl From<LayerBuild> for HeldLayer {
+    fn from(l: LayerBuild) -> Self {
+        HeldLayer {
+            kind: l.kind,
+            held: Held::Memory(l.flat),
+            last_successor: l.last_successor,
         }
     }
 }

@@ -35,8 +35,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 pub(crate) use build::{
-    LayerBuild, SegmentLine, band_in_parts, band_layer_in, leco_zone_layer, lines_of, step_layer_of_firsts,
-    write_layer, zone_layer,
+    HeldLayer, LayerBuild, SegmentLine, band_in_parts, band_layer_in, leco_zone_layer, lines_of,
+    step_layer_of_firsts, write_layer, zone_layer,
 };
 pub use compressed::{CprBand, Decoded};
 pub use design::{Design, DesignFn, LayeredKind, StreamDesignFn};
@@ -47,8 +47,8 @@ pub(crate) use layer::{Access, band_range, span_range, step};
 pub use layer::{LayerKind, layer_spec};
 pub(crate) use pgm_design::{compressed_band, first_key_of, page_aware_lines_over};
 pub use resident::{LayerStack, STACK_VERSION};
+pub(crate) use spill::Held;
 pub use spill::Spill;
-pub(crate) use spill::{Held, HeldLayer, SpillWriter};
 pub(crate) use zone_design::{PAGE_BOUND_KINDS, design_from_page_bounds};
 
 use super::{ApproxPos, Cursor, DataRunReader, Fetch, Index, IndexStats, Manifest, Record};

@@ -11,8 +11,6 @@ use std::fs::File;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 
-use super::build::LayerBuild;
-use super::layer::LayerKind;
 use crate::{Error, Result};
 
 /// Bytes of entries a spill reads at once (whole entries).
@@ -157,52 +155,6 @@ impl Held {
         match self {
             Held::Memory(v) => Ok(v),
             Held::Spilled(s) => s.read_all(),
-        }
-    }
-}
-
-/// A built layer whose entries are in memory or spilled.
-#[derive(Debug)]
-pub(crate) struct HeldLayer {
-    /// What the layer is.
-    pub(crate) kind: LayerKind,
-    /// Its entries.
-    pub(crate) held: Held,
-    /// Successor value of its last entry (see [`LayerBuild`]).
-    pub(crate) last_successor: u64,
-}
-
-impl HeldLayer {
-    /// `layer`, its entries moved to a spill when they pass `limit` bytes.
-    pub(crate) fn spilled_past(layer: LayerBuild, limit: usize) -> Result<Self> {
-        if layer.flat.len() <= limit || layer.kind.is_blob() {
-            return Ok(layer.into());
-        }
-        let mut w = SpillWriter::new(layer.kind.width(), limit);
-        w.push(&layer.flat)?;
-        Ok(HeldLayer {
-            kind: layer.kind,
-            held: w.finish()?,
-            last_successor: layer.last_successor,
-        })
-    }
-
-    /// The layer with its entries in memory (read back when spilled).
-    pub(crate) fn into_build(self) -> Result<LayerBuild> {
-        Ok(LayerBuild {
-            kind: self.kind,
-            flat: self.held.into_vec()?,
-            last_successor: self.last_successor,
-        })
-    }
-}
-
-impl From<LayerBuild> for HeldLayer {
-    fn from(l: LayerBuild) -> Self {
-        HeldLayer {
-            kind: l.kind,
-            held: Held::Memory(l.flat),
-            last_successor: l.last_successor,
         }
     }
 }
