@@ -461,19 +461,8 @@ pub(crate) fn band_in_parts(
             .par_iter()
             .map(|&a| {
                 let b = (a + part).min(n);
-                let read: Vec<u64>;
-                let slice = match keys {
-                    Keys::Slice(k) => k.get(a..b).unwrap_or_default(),
-                    _ => {
-                        let mut held = Vec::with_capacity(b - a);
-                        keys.for_each_chunk(a..b, |_, c| {
-                            held.extend_from_slice(c);
-                            Ok(())
-                        })?;
-                        read = held;
-                        &read
-                    }
-                };
+                let held = keys.range_in_memory(a..b)?;
+                let slice: &[u64] = &held;
                 let ls = lines(a, slice);
                 let mut flat = Vec::with_capacity(ls.len() * 24);
                 let (mut lo, mut hi) = (0u64, 0u64);

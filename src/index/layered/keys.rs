@@ -282,6 +282,20 @@ impl<'a> Keys<'a> {
         }
     }
 
+    /// Keys `range` in memory: borrowed from a slice, read from any other
+    /// source (a partition a design works on whole).
+    pub fn range_in_memory(&self, range: Range<usize>) -> Result<Cow<'a, [u64]>> {
+        if let Keys::Slice(k) = *self {
+            return Ok(Cow::Borrowed(k.get(range).unwrap_or_default()));
+        }
+        let mut held = Vec::with_capacity(range.len());
+        self.for_each_chunk(range, |_, c| {
+            held.extend_from_slice(c);
+            Ok(())
+        })?;
+        Ok(Cow::Owned(held))
+    }
+
     /// Calls `f(i, chunk)` for the keys `range` in order, `chunk` holding keys
     /// `i..i + chunk.len()`; stops at the first error `f` or a read returns.
     pub fn for_each_chunk(
