@@ -30,13 +30,18 @@
 //!
 //! Every builder reads the layer below in passes ([`Keys`]): over the data
 //! run a streamed build never holds its keys. Builders with the same
-//! segmentation (`zband` and `cpr` over the data, `gband` and `cpr` above)
-//! or the same pieces (`gstep`, `zone`, `leco`, `leco-d` at one span) share
-//! one pass for it ([`Shared`]). Builders over more than a million
+//! segmentation (`zband` and `cpr` over the data) or the same pieces
+//! (`gstep`, `zone`, `leco`, `leco-d` at one span) share one pass for it
+//! ([`Shared`]); a shared segmentation is written to a spill past the
+//! tuner's limit (`layered::Segs`), so it is held as a few partitions at a
+//! time however many segments it has. Builders over more than a million
 //! positions segment 1M-position partitions in parallel (page-aligned for
 //! zero intervals, each read into memory in turn) and merge the segments;
-//! error bounds are measured once over the merged layer with the query
-//! arithmetic, so the layer is valid whatever the partitioning.
+//! the bands (`gband`, `eband`, `zband`) are fitted and measured one
+//! partition at a time (`layered::band_in_parts`), the compressed band over
+//! the merged segmentation a window of segments at a time, its error
+//! bounds measured with the query arithmetic, so every layer is valid
+//! whatever the partitioning.
 
 use std::sync::Arc;
 
@@ -44,8 +49,8 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::index::layered::{
-    HeldLayer, Keys, LayerBuild, LayerKind, SegmentLine, band_in_parts, band_layer_in, compressed_band,
-    first_key_of, leco_zone_layer, lines_of, page_aware_lines_over, step_layer_of_firsts, zone_layer,
+    HeldLayer, Keys, LayerBuild, LayerKind, PartLines, SegmentLine, Segs, SegsWriter, band_in_parts,
+    compressed_band, leco_zone_layer, lines_of, step_layer_of_firsts, zone_layer,
 };
 use crate::model::Segment;
 use crate::{Error, Result};
@@ -257,7 +262,7 @@ impl Builder {
         self.build_with(
             below,
             page_size,
-            &|need| Ok(Arc::new(prepare(below.keys, need)?)),
+            &|need| Ok(Arc::new(prepare(below.keys, need, usize::MAX)?)),
             usize::MAX,
         )?
         .into_build()
@@ -265,7 +270,7 @@ impl Builder {
 
     /// [`Builder::build`] taking its shared input from `inputs`, so
     /// builders that share one compute it once (`inputs(need)` must return
-    /// [`prepare`]`(below.keys, need)`), and spilling the entries of a step,
+    /// [`prepare`]`(below.keys, need, spill)`), and spilling the entries of a step,
     /// zone or band layer past `spill` bytes to a temporary file (a
     /// `layered::SpillWriter`).
     pub(crate) fn build_with(
@@ -289,33 +294,25 @@ impl Builder {
             None => None,
         };
         let mismatch = || Error::invalid("builder family and parameter disagree");
-        let segs = || match input.as_deref() {
-            Some(Input::Segments(s)) => Ok(s.as_slice()),
-            _ => Err(mismatch()),
-        };
-        let banded = |part: usize, lines: &(dyn Fn(usize, &[u64]) -> Vec<SegmentLine> + Sync)| {
-            band_in_parts(keys, part, lines, spill)
+        let banded = |part: usize, zero_page: u64, lines: &PartLines<'_>| {
+            band_in_parts(keys, part, zero_page, lines, spill)
         };
         let layer = match (self.family, param) {
             // The bands that may be as large as their layer below is fine:
             // fitted in parts into a spill, the partitions those of `segment`.
             (Family::GBand, Param::Eps(e)) => {
-                return banded(PARTITION, &|a, part| {
-                    let mut segs = crate::model::optimal_pla(part, e);
-                    for s in &mut segs {
-                        s.start += a;
-                        s.intercept += a as f64;
-                    }
-                    lines_of(&segs)
+                return banded(PARTITION, 0, &|a, part| {
+                    Ok(lines_of(&shifted(crate::model::optimal_pla(part, e), a)))
                 });
             }
             (Family::EBand, Param::Group(g)) => {
                 let g = to_usize(g)?.max(1);
-                return banded((EQUAL_PART / g).max(1) * g, &|a, part| {
-                    part.chunks(g)
+                return banded((EQUAL_PART / g).max(1) * g, 0, &|a, part| {
+                    Ok(part
+                        .chunks(g)
                         .enumerate()
                         .map(|(t, group)| group_line(a + t * g, group).0)
-                        .collect()
+                        .collect())
                 });
             }
             (Family::GStep | Family::Zone | Family::Leco | Family::LecoD, Param::Span(s)) => {
@@ -340,14 +337,28 @@ impl Builder {
                 }
                 Ok(layer)
             }
-            (Family::ZBand, Param::Eps(e)) => {
-                let segs = segs()?;
-                let lines = page_aware_lines_over(keys, segs, e, pp, f64::INFINITY)?;
-                band_layer_in(keys, &lines, &|i| first_key_of(segs, i), None, 1, pp)
+            // A zero-interval band too, over the partitions of its (shared,
+            // maybe spilled) segmentation, whole pages. Its lines are the
+            // segments': with no page budget a page-aware line keeps its
+            // segment's own.
+            (Family::ZBand, Param::Eps(_)) => {
+                let Some(Input::Segments { segs, firsts }) = input.as_deref() else {
+                    return Err(mismatch());
+                };
+                let part = partition_of_pages(pp);
+                return banded(part, pp, &|a, _| {
+                    let p = a / part;
+                    let from = firsts.get(p).copied().unwrap_or(segs.len());
+                    let to = firsts.get(p + 1).copied().unwrap_or(segs.len());
+                    Ok(lines_of(&segs.range(from..to)?))
+                });
             }
             (Family::Cpr, Param::Eps(e)) => {
+                let Some(Input::Segments { segs, .. }) = input.as_deref() else {
+                    return Err(mismatch());
+                };
                 let zp = if below.is_data { pp } else { 0 };
-                compressed_band(keys, segs()?, e, zp, f64::INFINITY)
+                compressed_band(keys, segs, e, zp, f64::INFINITY)
             }
             _ => Err(mismatch()),
         }?;
@@ -382,16 +393,25 @@ pub enum Shared {
 /// A shared input, computed ([`prepare`]).
 #[derive(Debug)]
 pub(crate) enum Input {
-    /// A segmentation (starts absolute).
-    Segments(Vec<Segment>),
+    /// A segmentation ([`segment_held`]).
+    Segments {
+        /// The segments, spilled when large.
+        segs: Segs,
+        /// The index of each partition's first segment.
+        firsts: Vec<usize>,
+    },
     /// Piece bounds.
     Bounds(Vec<u64>),
 }
 
-/// Computes `need` over `keys` in one pass.
-pub(super) fn prepare(keys: Keys<'_>, need: Shared) -> Result<Input> {
+/// Computes `need` over `keys` in one pass; a segmentation is spilled past
+/// `spill` bytes.
+pub(super) fn prepare(keys: Keys<'_>, need: Shared, spill: usize) -> Result<Input> {
     match need {
-        Shared::Segments { eps, page } => Ok(Input::Segments(segment(keys, eps, page)?)),
+        Shared::Segments { eps, page } => {
+            let (segs, firsts) = segment_held(keys, eps, page, spill)?;
+            Ok(Input::Segments { segs, firsts })
+        }
         Shared::Bounds { span } => Ok(Input::Bounds(keys.page_bounds(to_usize(span)?)?)),
     }
 }
@@ -427,39 +447,69 @@ pub(super) fn granularity_grid(low: u64, high: u64, base: f64) -> Result<Vec<u64
 
 /// Optimal PLA of `keys` (positions = indexes) with error `eps`, with zero
 /// intervals of `page` positions when `page > 0`; partitions of about
-/// [`PARTITION`] positions (whole pages) are segmented in parallel and the
-/// segments merged (starts and intercepts made absolute). A partition of a
-/// data run is read into memory while it is segmented.
-pub(super) fn segment(keys: Keys<'_>, eps: u64, page: u64) -> Result<Vec<Segment>> {
-    let part = match (PARTITION as u64).checked_div(page) {
-        Some(pages) => (pages.max(1) * page) as usize,
-        None => PARTITION,
-    };
+/// [`PARTITION`] positions (whole pages) are segmented in parallel, as many
+/// as threads at once, and the segments (starts and intercepts made
+/// absolute) written in order to a [`SegsWriter`] spilled past `spill`
+/// bytes. A partition of a data run is read into memory while it is
+/// segmented. Returns the segments and the index of each partition's first.
+pub(super) fn segment_held(keys: Keys<'_>, eps: u64, page: u64, spill: usize) -> Result<(Segs, Vec<usize>)> {
+    let part = partition_of_pages(page);
     let n = keys.len();
     let starts: Vec<usize> = (0..n).step_by(part.max(1)).collect();
-    let parts: Vec<Result<Vec<Segment>>> = starts
-        .par_iter()
-        .map(|&a| {
-            let b = (a + part).min(n);
-            let held = keys.range_in_memory(a..b)?;
-            let slice: &[u64] = &held;
-            let mut segs = if page > 0 {
-                crate::model::optimal_pla_zero_interval(slice, eps, page)
-            } else {
-                crate::model::optimal_pla(slice, eps)
-            };
-            for s in &mut segs {
-                s.start += a;
-                s.intercept += a as f64;
-            }
-            Ok(segs)
-        })
-        .collect();
-    let mut out = Vec::new();
-    for p in parts {
-        out.extend(p?);
+    let mut out = SegsWriter::new(spill);
+    let mut firsts = Vec::with_capacity(starts.len());
+    let mut count = 0;
+    for batch in starts.chunks(rayon::current_num_threads().max(1)) {
+        let done: Vec<Result<Vec<Segment>>> = batch
+            .par_iter()
+            .map(|&a| {
+                let b = (a + part).min(n);
+                let held = keys.range_in_memory(a..b)?;
+                let slice: &[u64] = &held;
+                Ok(shifted(
+                    if page > 0 {
+                        crate::model::optimal_pla_zero_interval(slice, eps, page)
+                    } else {
+                        crate::model::optimal_pla(slice, eps)
+                    },
+                    a,
+                ))
+            })
+            .collect();
+        for d in done {
+            let segs = d?;
+            firsts.push(count);
+            count += segs.len();
+            out.push(&segs)?;
+        }
     }
-    Ok(out)
+    Ok((out.finish()?, firsts))
+}
+
+/// [`segment_held`]'s segments in memory.
+#[cfg(test)]
+pub(super) fn segment(keys: Keys<'_>, eps: u64, page: u64) -> Result<Vec<Segment>> {
+    let (segs, _) = segment_held(keys, eps, page, usize::MAX)?;
+    Ok(segs.range(0..segs.len())?.into_owned())
+}
+
+/// The segments of a part of the keys starting at position `a`, made
+/// absolute.
+fn shifted(mut segs: Vec<Segment>, a: usize) -> Vec<Segment> {
+    for s in &mut segs {
+        s.start += a;
+        s.intercept += a as f64;
+    }
+    segs
+}
+
+/// Positions per partition of a segmentation with zero intervals of `page`
+/// positions (0: none): whole pages, about [`PARTITION`].
+fn partition_of_pages(page: u64) -> usize {
+    match (PARTITION as u64).checked_div(page) {
+        Some(pages) => (pages.max(1) * page) as usize,
+        None => PARTITION,
+    }
 }
 
 /// EBand's lines over `keys` in memory or in a data run: groups of `group`
@@ -543,7 +593,7 @@ fn group_line(a: usize, part: &[u64]) -> (SegmentLine, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::layered::LayerKind;
+    use crate::index::layered::{LayerKind, band_layer_in, first_key_of, page_aware_lines_over};
 
     fn outline(keys: &[u64]) -> Outline<'_> {
         Outline {
@@ -645,11 +695,7 @@ mod tests {
             panic!()
         };
         assert!(eps_lo <= 32 && eps_hi <= 32, "{eps_lo} {eps_hi}");
-        let Input::Segments(segs) =
-            prepare(Keys::Slice(&keys), Shared::Segments { eps: 31, page: 0 }).unwrap()
-        else {
-            panic!()
-        };
+        let segs = segment(Keys::Slice(&keys), 31, 0).unwrap();
         assert_eq!(segs.len() as u64, band.count());
         // Partitions cut the segmentation: segments tile the keys in order,
         // each within its error on its own keys, a few more than optimal.
@@ -714,21 +760,38 @@ mod tests {
     /// spill limit.
     #[test]
     fn bands_fitted_in_parts_are_the_bands_of_their_lines() {
-        for n in [2usize, 1000, 3 * PARTITION + 77] {
-            let keys: Vec<u64> = (0..n as u64).map(|i| i * 1_100 + (i * i % 1009)).collect();
+        let near_line = |i: u64| i * 1_100 + (i * i % 1009);
+        // Steps and curves, where zero-interval lines move off their middle.
+        let curved = |i: u64| i * 100 + i * i / 64 + (i / 500) * 70_000 + (i * 7919 % 61);
+        for (n, f) in [
+            (2usize, &near_line as &dyn Fn(u64) -> u64),
+            (1000, &near_line),
+            (3 * PARTITION + 77, &near_line),
+            (3 * PARTITION + 300, &curved),
+        ] {
+            let keys: Vec<u64> = (0..n as u64).map(f).collect();
+            assert!(keys.windows(2).all(|w| w[0] < w[1]));
             let o = outline(&keys);
             for (family, lambda) in [
                 (Family::GBand, 256u64),
                 (Family::GBand, 4096),
                 (Family::EBand, 256),
                 (Family::EBand, 5000),
+                (Family::ZBand, 256),
+                (Family::ZBand, 1024),
             ] {
                 let b = Builder { family, lambda };
                 let Some(p) = b.param(&o, 4096) else {
                     continue;
                 };
                 let k = Keys::Slice(&keys);
+                let pp = o.per_page;
                 let want = match p {
+                    Param::Eps(e) if family == Family::ZBand => {
+                        let segs = segment(k, e, pp).unwrap();
+                        let lines = page_aware_lines_over(k, &segs, e, pp, f64::INFINITY).unwrap();
+                        band_layer_in(k, &lines, &|i| first_key_of(&segs, i), None, 1, pp).unwrap()
+                    }
                     Param::Eps(e) => {
                         let segs = segment(k, e, 0).unwrap();
                         band_layer_in(k, &lines_of(&segs), &|i| first_key_of(&segs, i), None, 1, 0).unwrap()
@@ -742,7 +805,7 @@ mod tests {
                 };
                 for spill in [0, 4096, usize::MAX] {
                     let got = b
-                        .build_with(&o, 4096, &|need| Ok(Arc::new(prepare(k, need)?)), spill)
+                        .build_with(&o, 4096, &|need| Ok(Arc::new(prepare(k, need, spill)?)), spill)
                         .unwrap()
                         .into_build()
                         .unwrap();

@@ -549,7 +549,7 @@ impl<'a> Tuner<'a> {
                     if let Some(x) = cell.borrow().as_ref() {
                         return Ok(x.clone());
                     }
-                    let x = Arc::new(prepare(o.keys, need)?);
+                    let x = Arc::new(prepare(o.keys, need, self.spill)?);
                     *cell.borrow_mut() = Some(x.clone());
                     Ok(x)
                 };
@@ -834,7 +834,7 @@ impl<'a> Tuner<'a> {
             let Some(p) = b.param(&o, self.page_size) else {
                 break;
             };
-            let own = |need| Ok(Arc::new(prepare(top.outline_keys(), need)?));
+            let own = |need| Ok(Arc::new(prepare(top.outline_keys(), need, self.spill)?));
             let Some(next) = self.candidate(Vertex::Layer(&top), b, p, &own)? else {
                 break;
             };

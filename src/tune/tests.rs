@@ -676,7 +676,7 @@ fn every_edge_cost_is_the_replay_of_its_lookups() {
         is_data: true,
     };
     let held = |b: Builder, o: &Outline<'_>, spill: usize| {
-        let inputs = |need| Ok(Arc::new(super::builders::prepare(o.keys, need)?));
+        let inputs = |need| Ok(Arc::new(super::builders::prepare(o.keys, need, usize::MAX)?));
         LayerView::held(b.build_with(o, 4096, &inputs, spill).unwrap(), 4096).unwrap()
     };
     let mut walked = 0;

@@ -427,9 +427,15 @@ pub(crate) fn band_of_entries_in(
     Ok(band_of_bounds(entries, g, zero_page, (eps_lo, eps_hi), max_unit))
 }
 
-/// A band layer over `keys` (granule 1, no zero intervals) fitted part by
+/// The lines of one part of the keys (its first position, its keys), starts
+/// absolute: what [`band_in_parts`] fits.
+pub(crate) type PartLines<'a> = dyn Fn(usize, &[u64]) -> Result<Vec<SegmentLine>> + Sync + 'a;
+
+/// A band layer over `keys` (granule 1, zero intervals of `zero_page`
+/// positions, 0: none) fitted part by
 /// part, so that no more than a few parts' keys and lines are held however
-/// large the layer: the keys are cut into parts of `part` keys, each read
+/// large the layer: the keys are cut into parts of `part` keys (a multiple
+/// of `zero_page`), each read
 /// into memory in turn and fitted by `lines(a, part_keys)` (lines with
 /// absolute starts, the first at `a`, increasing); every segment's entry is
 /// made and its keys' errors measured (with the query-time arithmetic, as
@@ -440,15 +446,21 @@ pub(crate) fn band_of_entries_in(
 pub(crate) fn band_in_parts(
     keys: Keys<'_>,
     part: usize,
-    lines: &(dyn Fn(usize, &[u64]) -> Vec<SegmentLine> + Sync),
+    zero_page: u64,
+    lines: &PartLines<'_>,
     spill: usize,
 ) -> Result<HeldLayer> {
     let kind = LayerKind::Band {
         granule: 1,
-        zero_page: 0,
+        zero_page,
         eps_lo: 0,
         eps_hi: 0,
     };
+    if zero_page > 0 && part as u64 % zero_page != 0 {
+        return Err(Error::invalid(
+            "parts of a zero-interval band must be whole pages",
+        ));
+    }
     let mut out = SpillWriter::new(kind.width(), spill);
     use rayon::prelude::*;
     let n = keys.len();
@@ -463,7 +475,7 @@ pub(crate) fn band_in_parts(
                 let b = (a + part).min(n);
                 let held = keys.range_in_memory(a..b)?;
                 let slice: &[u64] = &held;
-                let ls = lines(a, slice);
+                let ls = lines(a, slice)?;
                 let mut flat = Vec::with_capacity(ls.len() * 24);
                 let (mut lo, mut hi) = (0u64, 0u64);
                 let mut at = a;
@@ -476,10 +488,17 @@ pub(crate) fn band_in_parts(
                             Error::invalid("segments must start at increasing positions inside the keys")
                         })?;
                     let first = seg.first().copied().unwrap_or(0);
-                    let e = band_entry_of(l, first, None, 1, 0, max_unit);
-                    let predictor = e.predictor(band_base(end, 1, 0, max_unit), max_unit);
+                    let e = band_entry_of(l, first, None, 1, zero_page, max_unit);
+                    // The clamp floor: the next segment's base (past the
+                    // last, the end of the keys).
+                    let next = if end < n {
+                        band_base(end, 1, zero_page, max_unit)
+                    } else {
+                        max_unit
+                    };
+                    let predictor = e.predictor(next, max_unit);
                     for (d, &k) in seg.iter().enumerate() {
-                        (lo, hi) = error_at(lo, hi, (l.start + d) as u64, predictor.predict(k), 1, 0);
+                        (lo, hi) = error_at(lo, hi, (l.start + d) as u64, predictor.predict(k), 1, zero_page);
                     }
                     e.write(&mut flat);
                     at = end;
@@ -499,7 +518,7 @@ pub(crate) fn band_in_parts(
     Ok(HeldLayer {
         kind: LayerKind::Band {
             granule: 1,
-            zero_page: 0,
+            zero_page,
             eps_lo: lo,
             eps_hi: hi,
         },

@@ -762,11 +762,18 @@ mod tests {
         );
         // A step over one entry longer than a window reads it in passes
         // (`Win::each`, `Win::get`): the read's error is the pass's, whatever
-        // the step made of the keys it got.
+        // the step made of the keys it got. Only the group of that entry
+        // reads its keys: a window holds its own group's keys only (asking
+        // another group's window for them trips a debug assertion, which
+        // made this test fail now and then in debug builds, when the last
+        // group ran before the long one's error stopped the pass).
         for step in 0..2 {
             let e = Keys::Run(&run)
                 .by_groups(&[0, 10, 4_990], |win, js| {
                     let mut keys = 0usize;
+                    if !js.contains(&1) {
+                        return (js, keys);
+                    }
                     if step == 0 {
                         win.each(10..4_990, |_, c| {
                             keys += c.len();

@@ -34,8 +34,10 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+#[cfg(test)]
+pub(crate) use build::band_layer_in;
 pub(crate) use build::{
-    HeldLayer, LayerBuild, SegmentLine, band_in_parts, band_layer_in, leco_zone_layer, lines_of,
+    HeldLayer, LayerBuild, PartLines, SegmentLine, band_in_parts, leco_zone_layer, lines_of,
     step_layer_of_firsts, write_layer, zone_layer,
 };
 pub use compressed::{CprBand, Decoded};
@@ -45,10 +47,12 @@ pub use keys::Keys;
 pub(crate) use kinds::LAYERED_KINDS;
 pub(crate) use layer::{Access, band_range, span_range, step};
 pub use layer::{LayerKind, layer_spec};
-pub(crate) use pgm_design::{compressed_band, first_key_of, page_aware_lines_over};
+pub(crate) use pgm_design::compressed_band;
+#[cfg(test)]
+pub(crate) use pgm_design::{first_key_of, page_aware_lines_over};
 pub use resident::{LayerStack, STACK_VERSION};
-pub(crate) use spill::Held;
 pub use spill::Spill;
+pub(crate) use spill::{Held, Segs, SegsWriter};
 pub(crate) use zone_design::{PAGE_BOUND_KINDS, design_from_page_bounds};
 
 use super::{ApproxPos, Cursor, DataRunReader, Fetch, Index, IndexStats, Manifest, Record};

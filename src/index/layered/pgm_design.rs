@@ -14,6 +14,7 @@ use super::design::Design;
 use super::keys::{Keys, Win};
 use super::layer::LayerKind;
 use super::segment::SegmentFold;
+use super::spill::Segs;
 use crate::index::{ParamDoc, Params};
 use crate::{Error, Result};
 
@@ -391,17 +392,22 @@ fn rounded_band_within(
 /// read more than `limit` extra pages per lookup.
 fn cpr_band(
     keys: Keys<'_>,
-    segs: &[crate::model::Segment],
+    segs: &Segs,
     tol: Tolerance,
     budget: f64,
     limit: f64,
 ) -> Result<Option<(LayerBuild, LayerBuild, Option<f64>)>> {
     // What the design holds per segment goes as soon as it is used: at 200M
-    // keys (180k segments) these are tens of MB next to a 1 MB model.
-    let ranges: Vec<(f64, f64)> = segs.iter().map(|s| (s.slope_lo, s.slope_hi)).collect();
+    // keys (180k segments) these are tens of MB next to a 1 MB model. A
+    // spilled segmentation is read a group of segments at a time.
+    let mut ranges: Vec<(f64, f64)> = Vec::with_capacity(segs.len());
+    let mut seg_starts: Vec<usize> = Vec::with_capacity(segs.len());
+    segs.for_each(|_, s| {
+        ranges.push((s.slope_lo, s.slope_hi));
+        seg_starts.push(s.start);
+    })?;
     let (table, assign) = crate::model::min_slope_set(&ranges);
     drop(ranges);
-    let seg_starts: Vec<usize> = segs.iter().map(|s| s.start).collect();
     // Each segment's line is its own: found in parallel, in order, with the
     // bounds of its rough separator: `[last key before it + 1, its first
     // key]` (`[0, first]` for the first).
@@ -434,10 +440,11 @@ fn cpr_band(
             },
         }
     };
-    let groups = keys.by_groups(&seg_starts, |win, js| {
+    let groups = keys.by_groups(&seg_starts, |win, js| -> Result<Vec<_>> {
         let mut out = Vec::with_capacity(js.len());
-        for j in js {
-            let (Some(s), Some(&a)) = (segs.get(j), assign.get(j)) else {
+        let group = segs.range(js.clone())?;
+        for (s, j) in group.iter().zip(js) {
+            let Some(&a) = assign.get(j) else {
                 continue;
             };
             let lo = match s.start.checked_sub(1) {
@@ -447,10 +454,16 @@ fn cpr_band(
             let hi = win.get(s.start).unwrap_or(u64::MAX);
             out.push((line(win, s, a), lo, hi));
         }
-        out
+        Ok(out)
     })?;
-    drop((assign, seg_starts));
-    let (mut lines, mut lo, mut hi) = (Vec::new(), Vec::new(), Vec::new());
+    drop(assign);
+    let groups = groups.into_iter().collect::<Result<Vec<_>>>()?;
+    let m = groups.iter().map(Vec::len).sum();
+    let (mut lines, mut lo, mut hi) = (
+        Vec::with_capacity(m),
+        Vec::with_capacity(m),
+        Vec::with_capacity(m),
+    );
     for (l, a, b) in groups.into_iter().flatten() {
         lines.push(l);
         lo.push(a);
@@ -469,9 +482,14 @@ fn cpr_band(
         *l = (*l).max(h.saturating_sub(reach));
     }
     let seps = crate::model::GapArray::encode_bounded(&lo, &hi)?;
-    drop((lo, hi));
+    drop(lo);
     let entry_keys: Vec<u64> = seps.iter().collect();
-    let first_key = |i: usize| first_key_of(segs, i);
+    // A separator's upper bound is its segment's first key.
+    let first_key = |i: usize| {
+        hi.get(seg_starts.partition_point(|&s| s < i))
+            .copied()
+            .unwrap_or(0)
+    };
     let (entries, starts) = band_entries(
         keys.len(),
         &lines,
@@ -480,7 +498,7 @@ fn cpr_band(
         tol.granule,
         tol.zero_page,
     )?;
-    drop((lines, entry_keys));
+    drop((lines, entry_keys, hi, seg_starts));
     // With zero intervals the page budget usually leaves room: intercepts
     // rounded to whole units (a few positions) cost a few bits less each and
     // move predictions by at most half a unit. Keep the coarsest rounding
@@ -849,6 +867,7 @@ fn page_aware_lines(
 
 /// [`page_aware_lines`] over keys in memory or in a data run, a window of
 /// segments at a time (AirTune's zero-interval band over a data run).
+#[cfg(test)]
 pub(crate) fn page_aware_lines_over(
     keys: Keys<'_>,
     segs: &[crate::model::Segment],
@@ -887,7 +906,7 @@ fn page_aware_lines_in(
 /// line may cause before other feasible lines are tried. One blob layer.
 pub(crate) fn compressed_band(
     keys: Keys<'_>,
-    segs: &[crate::model::Segment],
+    segs: &Segs,
     eps: u64,
     zero_page: u64,
     budget: f64,
@@ -1525,8 +1544,10 @@ fn zero_interval_band(
         };
         // Segmented in parallel partitions, the same segments as in one.
         let segs = segment_stream(keys, tol)?;
+        let count = segs.len();
         let built = if compress {
-            cpr_band(keys, &segs, tol, budget, limit)?.map(|(b, blob, extra)| (b, Some(blob), extra))
+            cpr_band(keys, &Segs::Memory(segs), tol, budget, limit)?
+                .map(|(b, blob, extra)| (b, Some(blob), extra))
         } else {
             let lines = page_aware_lines_in(keys, &segs, tol, budget)?;
             let (entries, starts) = band_entries(n, &lines, &|i| first_key_of(&segs, i), None, 1, page)?;
@@ -1540,7 +1561,7 @@ fn zero_interval_band(
             Some(e) => e,
             None => extra_pages(keys, &band, page)?,
         };
-        Ok(Some(((band, blob, segs.len()), extra)))
+        Ok(Some(((band, blob, count), extra)))
     })?;
     Ok(ZeroBand {
         band,

@@ -7,10 +7,13 @@
 //! has no format of its own: its bytes are the layer's entries back to back,
 //! as [`LayerBuild::flat`](super::LayerBuild) holds them.
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::io::Write;
+use std::ops::Range;
 use std::os::unix::fs::FileExt;
 
+use crate::model::Segment;
 use crate::{Error, Result};
 
 /// Bytes of entries a spill reads at once (whole entries).
@@ -159,9 +162,194 @@ impl Held {
     }
 }
 
+/// Bytes of one segment in a spill ([`Segs::Held`]).
+const SEGMENT_BYTES: usize = 56;
+
+/// A segmentation (starts absolute), in memory or as [`Held`] segment
+/// records: what a zero-interval or compressed band starts from, spilled
+/// when it is large (AirTune's finest bands over the data have a segment
+/// per few hundred keys).
+#[derive(Debug)]
+pub(crate) enum Segs {
+    /// Segments in memory.
+    Memory(Vec<Segment>),
+    /// Segment records, `SEGMENT_BYTES` each.
+    Held(Held),
+}
+
+/// A writer of a segmentation's segments in order, spilled past `limit`
+/// bytes.
+#[derive(Debug)]
+pub(crate) struct SegsWriter {
+    out: SpillWriter,
+    buf: Vec<u8>,
+}
+
+impl SegsWriter {
+    /// A writer spilling past `limit` bytes.
+    pub(crate) fn new(limit: usize) -> Self {
+        SegsWriter {
+            out: SpillWriter::new(SEGMENT_BYTES, limit),
+            buf: Vec::new(),
+        }
+    }
+
+    /// Appends segments.
+    pub(crate) fn push(&mut self, segs: &[Segment]) -> Result<()> {
+        self.buf.clear();
+        for s in segs {
+            for v in [
+                s.first_key,
+                s.start as u64,
+                s.len as u64,
+                s.slope.to_bits(),
+                s.intercept.to_bits(),
+                s.slope_lo.to_bits(),
+                s.slope_hi.to_bits(),
+            ] {
+                self.buf.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        self.out.push(&self.buf)
+    }
+
+    /// The segments written.
+    pub(crate) fn finish(self) -> Result<Segs> {
+        Ok(Segs::Held(self.out.finish()?))
+    }
+}
+
+/// The segment of a record of `SEGMENT_BYTES`.
+fn segment_of(b: &[u8]) -> Result<Segment> {
+    let word = |i: usize| -> Result<u64> {
+        b.get(i * 8..i * 8 + 8)
+            .and_then(|w| w.try_into().ok())
+            .map(u64::from_le_bytes)
+            .ok_or_else(|| Error::invalid("segment record"))
+    };
+    let size = |i: usize| -> Result<usize> {
+        usize::try_from(word(i)?).map_err(|_| Error::invalid("segment record"))
+    };
+    Ok(Segment {
+        first_key: word(0)?,
+        start: size(1)?,
+        len: size(2)?,
+        slope: f64::from_bits(word(3)?),
+        intercept: f64::from_bits(word(4)?),
+        slope_lo: f64::from_bits(word(5)?),
+        slope_hi: f64::from_bits(word(6)?),
+    })
+}
+
+impl Segs {
+    /// Number of segments.
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Segs::Memory(v) => v.len(),
+            Segs::Held(Held::Memory(b)) => b.len() / SEGMENT_BYTES,
+            Segs::Held(Held::Spilled(s)) => usize::try_from(s.count()).unwrap_or(usize::MAX),
+        }
+    }
+
+    /// Segments `r` (clipped to the segmentation), in memory.
+    pub(crate) fn range(&self, r: Range<usize>) -> Result<Cow<'_, [Segment]>> {
+        let r = r.start.min(self.len())..r.end.min(self.len());
+        let r = r.start..r.end.max(r.start);
+        match self {
+            Segs::Memory(v) => Ok(Cow::Borrowed(v.get(r).unwrap_or_default())),
+            Segs::Held(Held::Memory(b)) => b
+                .get(r.start * SEGMENT_BYTES..r.end * SEGMENT_BYTES)
+                .unwrap_or_default()
+                .chunks_exact(SEGMENT_BYTES)
+                .map(segment_of)
+                .collect::<Result<Vec<_>>>()
+                .map(Cow::Owned),
+            Segs::Held(Held::Spilled(s)) => {
+                let mut out = Vec::with_capacity(r.len());
+                s.for_each_block_while(r.start as u64, |_, block| {
+                    for rec in block.chunks_exact(SEGMENT_BYTES) {
+                        if out.len() == r.len() {
+                            return Ok(false);
+                        }
+                        out.push(segment_of(rec)?);
+                    }
+                    Ok(out.len() < r.len())
+                })?;
+                Ok(Cow::Owned(out))
+            }
+        }
+    }
+
+    /// `f(j, segment)` for every segment in order.
+    pub(crate) fn for_each(&self, mut f: impl FnMut(usize, &Segment)) -> Result<()> {
+        match self {
+            Segs::Memory(v) => {
+                v.iter().enumerate().for_each(|(j, s)| f(j, s));
+                Ok(())
+            }
+            Segs::Held(Held::Memory(b)) => {
+                for (j, rec) in b.chunks_exact(SEGMENT_BYTES).enumerate() {
+                    f(j, &segment_of(rec)?);
+                }
+                Ok(())
+            }
+            Segs::Held(Held::Spilled(s)) => s.for_each_block_while(0, |j0, block| {
+                for (d, rec) in block.chunks_exact(SEGMENT_BYTES).enumerate() {
+                    f(j0 as usize + d, &segment_of(rec)?);
+                }
+                Ok(true)
+            }),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A segmentation written to a [`SegsWriter`] reads back the same from
+    /// memory and from a spill: every segment in order, every range.
+    #[test]
+    fn spilled_segments_read_back_as_written() {
+        let segs: Vec<Segment> = (0..3_000usize)
+            .map(|j| Segment {
+                first_key: j as u64 * 1_000 + 7,
+                start: j * 40,
+                len: 40,
+                slope: 0.04 + j as f64 * 1e-9,
+                intercept: (j * 40) as f64 + 0.25,
+                slope_lo: if j % 7 == 0 { f64::NEG_INFINITY } else { 0.03 },
+                slope_hi: if j % 7 == 0 { f64::INFINITY } else { 0.05 },
+            })
+            .collect();
+        for limit in [0, SEGMENT_BYTES * 100, usize::MAX] {
+            let mut w = SegsWriter::new(limit);
+            for part in segs.chunks(333) {
+                w.push(part).unwrap();
+            }
+            let held = w.finish().unwrap();
+            assert_eq!(held.len(), segs.len());
+            let mut seen = Vec::new();
+            held.for_each(|j, s| {
+                assert_eq!(j, seen.len());
+                seen.push(*s);
+            })
+            .unwrap();
+            assert_eq!(seen, segs, "spilled past {limit}");
+            for r in [
+                0..3_000,
+                0..1,
+                1_170..1_171,
+                1_100..2_500,
+                2_999..3_000,
+                2_990..3_100,
+                5..5,
+            ] {
+                let want = &segs[r.start.min(3_000)..r.end.min(3_000)];
+                assert_eq!(&held.range(r.clone()).unwrap()[..], want, "{r:?} past {limit}");
+            }
+        }
+    }
 
     fn entries(n: u64) -> Vec<u8> {
         (0..n)

@@ -25,7 +25,7 @@ use super::IndexSpec;
 use super::keymap::{KeyMap, Ordinals};
 use crate::format::bytes::Cursor;
 use crate::index::Params;
-use crate::index::layered::{Design, LAYERED_KINDS, LayerStack, compressed_band};
+use crate::index::layered::{Design, LAYERED_KINDS, LayerStack, Segs, compressed_band};
 use crate::lsm::key;
 use crate::storage::StorageProfile;
 use crate::{Error, Result};
@@ -326,10 +326,11 @@ fn design(spec: &IndexSpec, xs: &[u64]) -> Result<Design> {
             // PGM's optimal segments, stored compressed (Zhang G4): one blob
             // searched by binary search, no recursive layers.
             let segs = crate::model::optimal_pla(xs, eps);
-            let blob = compressed_band(xs.into(), &segs, eps, 0, f64::INFINITY)?;
+            let models = segs.len() as u64;
+            let blob = compressed_band(xs.into(), &Segs::Memory(segs), eps, 0, f64::INFINITY)?;
             Ok(Design {
                 layers: vec![blob],
-                models: Some(segs.len() as u64),
+                models: Some(models),
                 notes: Value::Null,
             })
         }
