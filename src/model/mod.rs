@@ -39,7 +39,7 @@ pub use pla::{
     optimal_pla_points, optimal_pla_zero_interval, segment_part,
 };
 pub(crate) use pla::{InterceptRange, min_slope_set, zero_interval};
-pub use radix_spline::RadixSpline;
+pub use radix_spline::{RadixSpline, SplinePoints};
 
 /// Sorted keys a builder reads in sequential passes: a slice, or keys on
 /// storage that the layer above reads back chunk by chunk (so a builder

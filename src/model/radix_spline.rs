@@ -51,6 +51,52 @@ pub struct RadixSpline {
     err_hi: i64,
 }
 
+/// The knots of a greedy spline corridor: keys (strictly increasing) and
+/// their positions (strictly increasing; first 0, last `n - 1`); empty for
+/// no keys.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SplinePoints {
+    /// The knots' keys.
+    pub keys: Vec<u64>,
+    /// The knots' positions.
+    pub pos: Vec<u64>,
+}
+
+/// The corridor over keys read in one pass, with the number of keys.
+fn corridor_passes(
+    keys: &dyn KeyPasses,
+    interval: impl Fn(usize) -> (i128, i128),
+) -> Result<(usize, SplinePoints)> {
+    let mut c = Corridor::default();
+    let n = keys.pass_all(&mut |i, chunk| {
+        for (j, &k) in chunk.iter().enumerate() {
+            c.push(i + j, k, &interval);
+        }
+    })?;
+    Ok((n, c.finish().into()))
+}
+
+impl From<(Vec<u64>, Vec<u64>)> for SplinePoints {
+    fn from((keys, pos): (Vec<u64>, Vec<u64>)) -> Self {
+        SplinePoints { keys, pos }
+    }
+}
+
+/// The radix bits a RadixSpline over spline keys `points` uses when asked
+/// for `radix_bits` (what [`RadixSpline::radix_bits_used`] reports): at most
+/// [`MAX_RADIX_BITS`], the bits of the keys' range and 16 slots per point.
+pub(crate) fn radix_bits_for(points: &[u64], radix_bits: u32) -> u32 {
+    let (Some(&min), Some(&max)) = (points.first(), points.last()) else {
+        return 0;
+    };
+    // More than 16 slots per spline point buys nothing and would let a
+    // tiny (or corrupt) model allocate a huge table.
+    radix_bits
+        .min(MAX_RADIX_BITS)
+        .min(bits_needed(max - min))
+        .min(bits_needed(points.len() as u64) + 4)
+}
+
 /// First index whose key is not greater than its predecessor, as an error.
 pub(crate) fn check_strictly_increasing(keys: &[u64]) -> Result<()> {
     for (i, w) in keys.windows(2).enumerate() {
@@ -111,19 +157,58 @@ impl RadixSpline {
         })
     }
 
+    /// The spline points of [`RadixSpline::build_passes`] alone, in one
+    /// pass: keys and positions of the knots the greedy corridor lays
+    /// (`eps` around each position). No radix table and no error pass: for
+    /// a caller that measures its own bounds over the points (an on-disk
+    /// band); `radix_bits_for` gives the table's bits.
+    pub fn points_passes(keys: &dyn KeyPasses, eps: u64) -> Result<SplinePoints> {
+        let e = eps as i128;
+        Ok(corridor_passes(keys, |i: usize| (i as i128 - e, i as i128 + e))?.1)
+    }
+
+    /// [`RadixSpline::points_passes`] with zero intervals of `page_items`
+    /// positions (the knots of [`RadixSpline::build_zero_interval_passes`]).
+    pub fn zero_interval_points_passes(
+        keys: &dyn KeyPasses,
+        eps: u64,
+        page_items: u64,
+    ) -> Result<SplinePoints> {
+        Ok(corridor_passes(keys, |i: usize| {
+            super::pla::zero_interval(i as u64, eps, page_items)
+        })?
+        .1)
+    }
+
+    /// [`RadixSpline::points_passes`] and
+    /// [`RadixSpline::zero_interval_points_passes`] at the same `eps`, both
+    /// in one pass (two corridors fed key by key).
+    pub fn points_and_zero_interval_points_passes(
+        keys: &dyn KeyPasses,
+        eps: u64,
+        page_items: u64,
+    ) -> Result<(SplinePoints, SplinePoints)> {
+        let e = eps as i128;
+        let plain = |i: usize| (i as i128 - e, i as i128 + e);
+        let zero = |i: usize| super::pla::zero_interval(i as u64, eps, page_items);
+        let (mut p, mut z) = (Corridor::default(), Corridor::default());
+        keys.pass_all(&mut |i, chunk| {
+            for (j, &k) in chunk.iter().enumerate() {
+                p.push(i + j, k, &plain);
+                z.push(i + j, k, &zero);
+            }
+        })?;
+        Ok((p.finish().into(), z.finish().into()))
+    }
+
     fn passes_with(
         keys: &dyn KeyPasses,
         eps: u64,
         radix_bits: u32,
         interval: impl Fn(usize) -> (i128, i128),
     ) -> Result<Self> {
-        let mut c = Corridor::default();
-        let n = keys.pass_all(&mut |i, chunk| {
-            for (j, &k) in chunk.iter().enumerate() {
-                c.push(i + j, k, &interval);
-            }
-        })?;
-        let mut rs = Self::model(n as u64, eps, radix_bits, c.finish())?;
+        let (n, points) = corridor_passes(keys, interval)?;
+        let mut rs = Self::model(n as u64, eps, radix_bits, (points.keys, points.pos))?;
         let mut m = ErrorMeter::default();
         keys.pass(0..n, &mut |i, chunk| {
             for (j, &k) in chunk.iter().enumerate() {
@@ -168,13 +253,7 @@ impl RadixSpline {
             return;
         };
         let range_bits = bits_needed(max - min);
-        // More than 16 slots per spline point buys nothing and would let a
-        // tiny (or corrupt) model allocate a huge table.
-        let r = self
-            .radix_bits
-            .min(MAX_RADIX_BITS)
-            .min(range_bits)
-            .min(bits_needed(self.keys.len() as u64) + 4);
+        let r = radix_bits_for(&self.keys, self.radix_bits);
         self.shift = range_bits - r;
         let slots = 1usize << r;
         let mut table = Vec::with_capacity(slots + 1);
@@ -841,12 +920,26 @@ mod tests {
             let got = RadixSpline::build_passes(&crate::model::Chunked(&keys), eps, bits).unwrap();
             prop_assert_eq!(want.to_bytes(), got.to_bytes());
             prop_assert_eq!(want.error_bounds(), got.error_bounds());
+            // The points alone (what the layered designs take): the model's
+            // knots, and the radix bits its table uses.
+            let points_of = |rs: &RadixSpline| SplinePoints {
+                keys: rs.spline_keys().to_vec(),
+                pos: rs.spline_positions().to_vec(),
+            };
+            let chunked = crate::model::Chunked(&keys);
+            let plain = RadixSpline::points_passes(&chunked, eps).unwrap();
+            prop_assert_eq!(&plain, &points_of(&want));
+            prop_assert_eq!(radix_bits_for(&plain.keys, bits), want.radix_bits_used());
             for page in [1u64, 7, 255] {
                 let want = RadixSpline::build_zero_interval(&keys, eps, bits, page).unwrap();
-                let got =
-                    RadixSpline::build_zero_interval_passes(&crate::model::Chunked(&keys), eps, bits, page).unwrap();
+                let got = RadixSpline::build_zero_interval_passes(&chunked, eps, bits, page).unwrap();
                 prop_assert_eq!(want.to_bytes(), got.to_bytes());
                 prop_assert_eq!(want.error_bounds(), got.error_bounds());
+                let zero = RadixSpline::zero_interval_points_passes(&chunked, eps, page).unwrap();
+                prop_assert_eq!(&zero, &points_of(&want));
+                let both = RadixSpline::points_and_zero_interval_points_passes(&chunked, eps, page).unwrap();
+                prop_assert_eq!(&both.0, &plain);
+                prop_assert_eq!(&both.1, &zero);
             }
         }
     }

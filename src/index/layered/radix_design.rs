@@ -10,21 +10,24 @@ use super::keys::Keys;
 use super::pgm_design::{extra_pages, widest_window};
 use crate::Result;
 use crate::index::{ParamDoc, Params};
+use crate::model::radix_spline::radix_bits_for;
+use crate::model::{RadixSpline, SplinePoints};
 
-/// The spline of a RadixSpline as band lines: segment `j` interpolates
+/// Lines `range` of a spline as band lines: segment `j` interpolates
 /// between spline points `j` and `j + 1`.
-fn spline_lines(spline: &crate::model::RadixSpline) -> Vec<SegmentLine> {
-    let (keys, pos) = (spline.spline_keys(), spline.spline_positions());
-    keys.iter()
-        .zip(pos)
-        .enumerate()
-        .map(|(j, (&k, &p))| SegmentLine {
-            start: p as usize,
-            slope: match (keys.get(j + 1), pos.get(j + 1)) {
-                (Some(&k2), Some(&p2)) if k2 > k => (p2 - p) as f64 / (k2 - k) as f64,
-                _ => 0.0,
-            },
-            intercept: p as f64,
+fn spline_lines(spline: &SplinePoints, range: std::ops::Range<usize>) -> Vec<SegmentLine> {
+    let (keys, pos) = (&spline.keys, &spline.pos);
+    range
+        .filter_map(|j| {
+            let (&k, &p) = (keys.get(j)?, pos.get(j)?);
+            Some(SegmentLine {
+                start: p as usize,
+                slope: match (keys.get(j + 1), pos.get(j + 1)) {
+                    (Some(&k2), Some(&p2)) if k2 > k => (p2 - p) as f64 / (k2 - k) as f64,
+                    _ => 0.0,
+                },
+                intercept: p as f64,
+            })
         })
         .collect()
 }
@@ -38,41 +41,50 @@ pub(super) const RS_PARAMS: &[ParamDoc] = &[
 /// What [`rmi`] reads.
 pub(super) const RMI_PARAMS: &[ParamDoc] = &[ParamDoc::new("models", "leaf models of the second layer")];
 
-/// RadixSpline over keys in memory or in a data run: the corridor in one
-/// pass (over a run being written: while it is written), the errors and the
-/// band's bounds in passes over the run; with `zero`, the zero-interval
+/// RadixSpline over keys in memory or in a data run: the corridor's points
+/// in one pass (over a run being written: while it is written), the band's
+/// bounds in a pass over the run; with `zero`, the zero-interval
 /// window chosen against plain RadixSpline's measured pages (Zhang G3), each
 /// window tried in passes too.
 fn rs_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool) -> Result<Design> {
     let eps = p.u64("epsilon", 64)?;
     let radix_bits = p.u64("radix_bits", 18)? as u32;
-    let spline = crate::model::RadixSpline::build_passes(&keys, eps, radix_bits)?;
-    if spline.is_empty() {
+    let page = per_page as u64;
+    // The spline's points only: the band measures its own bounds, so the
+    // spline's error pass (a full pass over the run) would be thrown away.
+    // With zero intervals, the first window tried (`eps`, always built:
+    // see `widest_window`) is laid in the same pass.
+    let (spline, mut first_zero) = if zero {
+        let (p, z) = RadixSpline::points_and_zero_interval_points_passes(&keys, eps, page)?;
+        (p, Some(z))
+    } else {
+        (RadixSpline::points_passes(&keys, eps)?, None)
+    };
+    if spline.keys.is_empty() {
         return Ok(Design {
             layers: vec![],
             models: Some(0),
             notes: Value::Null,
         });
     }
-    let band = spline_band(keys, &spline, 0)?;
-    let mut models = spline.num_spline_points() as u64;
-    let radix_bits_used = spline.radix_bits_used();
-    // What is built is held, not what it was built from: the spline's
-    // points go once the band holds them (at 200M keys, 13 MB of a 21 MB
-    // model).
-    drop(spline);
+    let mut models = spline.keys.len() as u64;
+    let radix_bits_used = radix_bits_for(&spline.keys, radix_bits);
+    let band = spline_band(keys, spline, 0)?;
     let mut notes = Value::Null;
     let band = if zero {
         // Zero intervals (Zhang G3 applied to RadixSpline): the widest window
         // whose measured pages stay within plain RadixSpline's at `eps`.
-        let page = per_page as u64;
         let budget = extra_pages(keys, &band, page)? + 0.002;
         drop(band);
         let ((zb, points), w, extra) = widest_window(eps, eps, budget, |w, _| {
-            let z = crate::model::RadixSpline::build_zero_interval_passes(&keys, w, radix_bits, page)?;
-            let zb = spline_band(keys, &z, page)?;
+            let z = match first_zero.take() {
+                Some(z) if w == eps => z,
+                _ => RadixSpline::zero_interval_points_passes(&keys, w, page)?,
+            };
+            let points = z.keys.len() as u64;
+            let zb = spline_band(keys, z, page)?;
             let extra = extra_pages(keys, &zb, page)?;
-            Ok(Some(((zb, z.num_spline_points() as u64), extra)))
+            Ok(Some(((zb, points), extra)))
         })?;
         notes = json!({
             "zero_interval_window": w,
@@ -95,18 +107,34 @@ fn rs_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool) -> Result<
 
 /// The band layer of a spline over its keys, measured in one pass (zero
 /// intervals of `zero_page` positions, or none).
-fn spline_band(keys: Keys<'_>, spline: &crate::model::RadixSpline, zero_page: u64) -> Result<LayerBuild> {
-    let (points, pos) = (spline.spline_keys(), spline.spline_positions());
-    let first_key = |i: usize| {
-        points
-            .get(pos.partition_point(|&p| (p as usize) < i))
-            .map_or(0, |&k| k)
-    };
-    // The lines go before the measuring pass: entries and lines of every
-    // spline point at once would double what the band holds.
-    let (entries, starts) = band_entries(keys.len(), &spline_lines(spline), &first_key, None, 1, zero_page)?;
+///
+/// What is built is held, not what it was built from: the lines are laid
+/// [`LINES_AT_ONCE`] at a time (all of them at once would hold 24 bytes per
+/// spline point next to the entries), and the points go before the
+/// measuring pass (at 200M keys 13 MB, against a model of 21 MB).
+fn spline_band(keys: Keys<'_>, spline: SplinePoints, zero_page: u64) -> Result<LayerBuild> {
+    let m = spline.keys.len();
+    let (mut entries, mut starts) = (Vec::with_capacity(m), Vec::with_capacity(m));
+    {
+        let (points, pos) = (&spline.keys, &spline.pos);
+        let first_key = |i: usize| {
+            points
+                .get(pos.partition_point(|&p| (p as usize) < i))
+                .map_or(0, |&k| k)
+        };
+        for a in (0..m).step_by(LINES_AT_ONCE) {
+            let lines = spline_lines(&spline, a..(a + LINES_AT_ONCE).min(m));
+            let (e, s) = band_entries(keys.len(), &lines, &first_key, None, 1, zero_page)?;
+            entries.extend(e);
+            starts.extend(s);
+        }
+    }
+    drop(spline);
     band_of_entries_in(keys, &starts, &entries, 1, zero_page)
 }
+
+/// Spline lines laid at once by [`spline_band`] (1.5 MiB of lines).
+const LINES_AT_ONCE: usize = 1 << 16;
 
 /// [`rs`] over keys in memory or in a data run (see [`rs_family`]).
 pub(super) fn rs_in(p: &Params, keys: Keys<'_>, per_page: usize, _ps: usize) -> Result<Design> {
