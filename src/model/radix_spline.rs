@@ -62,6 +62,18 @@ pub struct SplinePoints {
     pub pos: Vec<u64>,
 }
 
+/// Position `i` may be interpolated anywhere within `eps` of it.
+fn within(eps: u64) -> impl Fn(usize) -> (i128, i128) {
+    let e = eps as i128;
+    move |i: usize| (i as i128 - e, i as i128 + e)
+}
+
+/// Position `i` may be interpolated anywhere on its page of `page_items`
+/// positions, widened by `eps` (`pla::zero_interval`).
+fn on_page(eps: u64, page_items: u64) -> impl Fn(usize) -> (i128, i128) {
+    move |i: usize| super::pla::zero_interval(i as u64, eps, page_items)
+}
+
 /// The corridor over keys read in one pass, with the number of keys.
 fn corridor_passes(
     keys: &dyn KeyPasses,
@@ -132,7 +144,7 @@ impl RadixSpline {
     /// (an on-disk index measures page-level bounds instead).
     pub fn build_zero_interval(keys: &[u64], eps: u64, radix_bits: u32, page_items: u64) -> Result<Self> {
         check_strictly_increasing(keys)?;
-        let corridor = spline_corridor_with(keys, |i| super::pla::zero_interval(i as u64, eps, page_items));
+        let corridor = spline_corridor_with(keys, on_page(eps, page_items));
         Self::build_from(keys, eps, radix_bits, corridor)
     }
 
@@ -140,8 +152,7 @@ impl RadixSpline {
     /// (from storage: not checked again): one pass lays the corridor, one
     /// measures the errors. The same model as over the keys in memory.
     pub fn build_passes(keys: &dyn KeyPasses, eps: u64, radix_bits: u32) -> Result<Self> {
-        let e = eps as i128;
-        Self::passes_with(keys, eps, radix_bits, |i: usize| (i as i128 - e, i as i128 + e))
+        Self::passes_with(keys, eps, radix_bits, within(eps))
     }
 
     /// [`RadixSpline::build_zero_interval`] over strictly increasing keys
@@ -152,9 +163,7 @@ impl RadixSpline {
         radix_bits: u32,
         page_items: u64,
     ) -> Result<Self> {
-        Self::passes_with(keys, eps, radix_bits, |i: usize| {
-            super::pla::zero_interval(i as u64, eps, page_items)
-        })
+        Self::passes_with(keys, eps, radix_bits, on_page(eps, page_items))
     }
 
     /// The spline points of [`RadixSpline::build_passes`] alone, in one
@@ -163,8 +172,7 @@ impl RadixSpline {
     /// a caller that measures its own bounds over the points (an on-disk
     /// band); `radix_bits_for` gives the table's bits.
     pub fn points_passes(keys: &dyn KeyPasses, eps: u64) -> Result<SplinePoints> {
-        let e = eps as i128;
-        Ok(corridor_passes(keys, |i: usize| (i as i128 - e, i as i128 + e))?.1)
+        Ok(corridor_passes(keys, within(eps))?.1)
     }
 
     /// [`RadixSpline::points_passes`] with zero intervals of `page_items`
@@ -174,10 +182,7 @@ impl RadixSpline {
         eps: u64,
         page_items: u64,
     ) -> Result<SplinePoints> {
-        Ok(corridor_passes(keys, |i: usize| {
-            super::pla::zero_interval(i as u64, eps, page_items)
-        })?
-        .1)
+        Ok(corridor_passes(keys, on_page(eps, page_items))?.1)
     }
 
     /// [`RadixSpline::points_passes`] and
@@ -188,9 +193,7 @@ impl RadixSpline {
         eps: u64,
         page_items: u64,
     ) -> Result<(SplinePoints, SplinePoints)> {
-        let e = eps as i128;
-        let plain = |i: usize| (i as i128 - e, i as i128 + e);
-        let zero = |i: usize| super::pla::zero_interval(i as u64, eps, page_items);
+        let (plain, zero) = (within(eps), on_page(eps, page_items));
         let (mut p, mut z) = (Corridor::default(), Corridor::default());
         keys.pass_all(&mut |i, chunk| {
             for (j, &k) in chunk.iter().enumerate() {
@@ -498,8 +501,7 @@ impl RadixSpline {
 /// interpolating between consecutive points is within `eps` of every key's
 /// position. Always includes the first and last key. Exact arithmetic.
 fn spline_corridor(keys: &[u64], eps: u64) -> (Vec<u64>, Vec<u64>) {
-    let e = eps as i128;
-    spline_corridor_with(keys, |i| (i as i128 - e, i as i128 + e))
+    spline_corridor_with(keys, within(eps))
 }
 
 /// The greedy spline corridor where point `i` may be interpolated anywhere
