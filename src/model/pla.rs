@@ -149,7 +149,10 @@ fn compact<Y>(hull: &mut Vec<P<Y>>, start: usize) -> usize {
 /// State: the lower convex hull of the upper endpoints `(x, hi)`, the upper
 /// convex hull of the lower endpoints `(x, lo)`, and the two extreme feasible
 /// lines (least and greatest slope), each through one upper and one lower
-/// endpoint. O(1) amortised time per point; memory O(hull size).
+/// endpoint. An endpoint no feasible line passes through (outside the wedge
+/// of the two lines when it comes) never joins its hull: the output is the
+/// same, and most points skip the hull maintenance. O(1) amortised time per
+/// point; memory O(hull size).
 ///
 /// The hulls hold `i64` coordinates while every bound pushed lies within
 /// `±(2^62 - 1)` and switch to `i128` (for good, until [`PlaStream::reset`]) at
@@ -506,6 +509,25 @@ struct Hulls<Y: Coord> {
     min_line: (P<Y>, P<Y>),
     /// Greatest-slope feasible line: lower endpoint `.0`, upper endpoint `.1`.
     max_line: (P<Y>, P<Y>),
+    /// Whether every endpoint joins its hull (tests only; the output is the
+    /// same either way). By default an upper endpoint `pu` strictly above
+    /// the greatest-slope line (after the point's update) stays out of the
+    /// upper hull, and a lower endpoint `pl` strictly below the least-slope
+    /// line out of the lower hull. Why that changes nothing: no feasible line
+    /// of the segment passes through such an endpoint, now or later. At the
+    /// newest `x`, every feasible line lies on or below the greatest-slope
+    /// line (which passes through an upper endpoint at or before `x`: a
+    /// feasible line is below it there and rises no faster), and the
+    /// feasible lines only become fewer as points join. The hull of upper
+    /// endpoints serves only to find the tangent of a new least-slope line,
+    /// a feasible line through the hull point of greatest slope towards the
+    /// new lower endpoint; that point lies on a feasible line, so it is one
+    /// kept, and the hull of the kept points (convex, and with the same
+    /// collinear points dropped near the tangent) gives the same point.
+    /// Symmetrically for lower endpoints. On `osm-like` keys this leaves out
+    /// about 9 in 10 upper and 4 in 10 lower endpoints, and their hull
+    /// maintenance: the segmentation runs about 1.8 times as fast.
+    keep_all: bool,
 }
 
 impl<Y: Coord> Hulls<Y> {
@@ -526,6 +548,7 @@ impl<Y: Coord> Hulls<Y> {
             l_start: self.l_start,
             min_line: (p(self.min_line.0), p(self.min_line.1)),
             max_line: (p(self.max_line.0), p(self.max_line.1)),
+            keep_all: self.keep_all,
         }
     }
 
@@ -592,36 +615,44 @@ impl<Y: Coord> Hulls<Y> {
             self.begin(idx, x, lo, hi);
             return Some(seg);
         }
-        if orient(self.min_line.0, self.min_line.1, pl) == Ordering::Greater {
+        let below_min = orient(self.min_line.0, self.min_line.1, pl);
+        let above_max = orient(self.max_line.0, self.max_line.1, pu);
+        if below_min == Ordering::Greater {
             // The least slope rises: tangent from `pl` to the hull of upper
             // endpoints. Hull points left of the tangent are never needed again.
             let (i, t) = tangent(&self.upper, self.u_start, pl, Ordering::Less);
             self.min_line = (t, pl);
             self.u_start = compact(&mut self.upper, i);
         }
-        if orient(self.max_line.0, self.max_line.1, pu) == Ordering::Less {
+        if above_max == Ordering::Less {
             let (i, t) = tangent(&self.lower, self.l_start, pu, Ordering::Greater);
             self.max_line = (t, pu);
             self.l_start = compact(&mut self.lower, i);
         }
         // Keep the hulls convex; their first live point (the extreme line's
-        // anchor) is never removed.
-        while self.upper.len() >= self.u_start + 2 {
-            let [.., a, b] = self.upper[..] else { break };
-            if orient(a, b, pu) == Ordering::Greater {
-                break;
+        // anchor) is never removed. An endpoint strictly outside the wedge
+        // (`pu` above the greatest-slope line, `pl` below the least) is left
+        // out of its hull: see `Hulls::keep_all`.
+        if above_max != Ordering::Greater || self.keep_all {
+            while self.upper.len() >= self.u_start + 2 {
+                let [.., a, b] = self.upper[..] else { break };
+                if orient(a, b, pu) == Ordering::Greater {
+                    break;
+                }
+                self.upper.pop();
             }
-            self.upper.pop();
+            self.upper.push(pu);
         }
-        self.upper.push(pu);
-        while self.lower.len() >= self.l_start + 2 {
-            let [.., a, b] = self.lower[..] else { break };
-            if orient(a, b, pl) == Ordering::Less {
-                break;
+        if below_min != Ordering::Less || self.keep_all {
+            while self.lower.len() >= self.l_start + 2 {
+                let [.., a, b] = self.lower[..] else { break };
+                if orient(a, b, pl) == Ordering::Less {
+                    break;
+                }
+                self.lower.pop();
             }
-            self.lower.pop();
+            self.lower.push(pl);
         }
-        self.lower.push(pl);
         self.len += 1;
         self.last_x = x;
         None
@@ -1816,6 +1847,81 @@ mod tests {
                 let (got, _) = stitched(&pts, &cuts);
                 if let Err(e) = assert_same_segments(&got, &want) {
                     prop_assert!(false, "cuts {:?}: {}", cuts, e);
+                }
+            }
+        }
+    }
+
+    /// The segmentation with every endpoint kept in its hull (the algorithm
+    /// as published), on the exact `i128` path.
+    fn with_full_hulls(points: &[IntervalPoint]) -> Vec<Segment> {
+        let mut h = Hulls::<i128> {
+            keep_all: true,
+            ..Hulls::default()
+        };
+        let mut out = Vec::new();
+        for &(x, lo, hi) in points {
+            let (lo, hi) = normalize(lo, hi);
+            out.extend(h.push(x, lo, hi));
+        }
+        out.extend(h.finish());
+        out
+    }
+
+    #[test]
+    fn hulls_without_outside_endpoints_known_case() {
+        // The wedge closes to the line of slope 0.3 and later lower endpoints
+        // fall on it: they must stay in the hull (the reported intercept
+        // depends on which of them anchors the line).
+        let keys = [
+            0u64, 13, 14, 15, 16, 17, 18, 19, 21, 23, 24, 27, 30, 35, 37, 40, 43, 47, 50, 53, 57, 60, 63, 67,
+            70, 93,
+        ];
+        let pts = plain_points(&keys, 3);
+        assert_same_segments(&optimal_pla(&keys, 3), &with_full_hulls(&pts)).unwrap();
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Leaving the endpoints outside the wedge out of the hulls changes
+        /// nothing: the same segments, lines and slope ranges, bit for bit.
+        /// Plain, zero-interval and general intervals (wide and reversed,
+        /// repeated keys), and collinear runs (ties at the tangents).
+        #[test]
+        fn prop_hulls_without_outside_endpoints_are_exact(
+            keys in adversarial_key_sets(),
+            eps in prop_oneof![0u64..4, 4u64..40],
+            page in 1u64..9,
+            wide in prop::collection::vec((-(1i128 << 70)..(1i128 << 70), -(1i128 << 66)..(1i128 << 66)), 0..60),
+            narrow in prop::collection::vec((0u64..6, -3i128..40, 0i128..5), 0..120),
+            (num, den, jitter) in (1u64..12, 1u64..5, prop::collection::vec(0u64..3, 0..150)),
+        ) {
+            // Keys near a line of rational slope, small eps: the wedge often
+            // closes to one line, and later endpoints lie on it.
+            let mut near_line: Vec<u64> =
+                jitter.iter().enumerate().map(|(i, &j)| i as u64 * num / den + j).collect();
+            near_line.dedup();
+            let general: Vec<IntervalPoint> = keys
+                .iter()
+                .zip(&wide)
+                .map(|(&k, &(c, w))| (k, c - w, c + w))
+                .collect();
+            // Small steps (some zero: a repeated key starts a segment) and
+            // small integer intervals: many collinear endpoints.
+            let mut x = 0u64;
+            let ties: Vec<IntervalPoint> = narrow
+                .iter()
+                .map(|&(dx, y, w)| {
+                    x += dx;
+                    (x, y, y + w)
+                })
+                .collect();
+            let on_line = plain_points(&near_line, eps % 4);
+            for pts in [plain_points(&keys, eps), zero_points(&keys, eps, page), general, ties, on_line] {
+                let got = optimal_pla_points(pts.iter().copied());
+                if let Err(e) = assert_same_segments(&got, &with_full_hulls(&pts)) {
+                    prop_assert!(false, "{}", e);
                 }
             }
         }
