@@ -666,21 +666,41 @@ impl Crossings {
         }
     }
 
+    /// Counts one key by its prediction; whether the count is still below
+    /// the limit.
+    #[inline]
+    fn count(&mut self, prediction: f64) -> bool {
+        let a = floor_i64(prediction).saturating_sub(self.eps);
+        let r = a - self.at.div(a) * self.page;
+        self.extra += (self.whole + i64::from(r >= self.page - self.part)) as u64;
+        self.extra < self.limit
+    }
+
     /// Counts the keys of `chunk` (the next ones); whether the count is
     /// still below the limit.
     fn add(&mut self, chunk: &[u64]) -> bool {
         for &k in chunk {
-            let p = floor_i64(self.intercept + self.slope * k.saturating_sub(self.first) as f64);
-            let a = p.saturating_sub(self.eps);
-            let r = a - self.at.div(a) * self.page;
-            self.extra += (self.whole + i64::from(r >= self.page - self.part)) as u64;
-            if self.extra >= self.limit {
+            if !self.count(self.intercept + self.slope * k.saturating_sub(self.first) as f64) {
                 return false;
             }
         }
         true
     }
+
+    /// [`Crossings::add`] of keys given by their `slope * (key - first)`
+    /// (the same count: the prediction is the same sum).
+    fn add_offsets(&mut self, offsets: &[f64]) {
+        for &m in offsets {
+            if !self.count(self.intercept + m) {
+                return;
+            }
+        }
+    }
 }
+
+/// Keys of a segment whose offsets [`page_aware_line`] computes once for a
+/// slope's intercepts (8 B each, at most 512 KiB).
+const OFFSETS_MAX: usize = 1 << 16;
 
 /// `v.floor() as i64` without a call to `floor` (the float-to-int cast
 /// truncates and saturates; one less below a fractional negative value).
@@ -726,9 +746,13 @@ fn page_aware_line(
     if best_cost as f64 <= budget * seg.len as f64 {
         return best;
     }
-    if keys.held(range.clone()).is_none() {
+    let Some(held) = keys.held(range.clone()) else {
         return lines_in_passes(keys, seg, tol, slopes, best, best_cost);
-    }
+    };
+    // `slope * (key - first)` of every key, computed once for a slope's
+    // intercepts (the same f64 each count would compute), for a segment of
+    // at most `OFFSETS_MAX` keys.
+    let mut offsets: Vec<f64> = Vec::new();
     for &(slope, known) in slopes {
         if !slope.is_finite() || slope < 0.0 {
             continue;
@@ -737,20 +761,33 @@ fn page_aware_line(
         else {
             continue;
         };
+        offsets.clear();
+        if held.len() <= OFFSETS_MAX {
+            offsets.extend(
+                held.iter()
+                    .map(|&k| slope * k.saturating_sub(seg.first_key) as f64),
+            );
+        }
         for f in LINE_GRID {
             let c = lo + f * (hi - lo);
             // Only a line with fewer crossings than the best is kept: stop
             // counting at the best's.
-            let cost = crossings(
-                keys,
-                range.clone(),
-                seg.first_key,
-                slope,
-                c,
-                tol.eps,
-                page,
-                best_cost,
-            );
+            let cost = if offsets.is_empty() {
+                crossings(
+                    keys,
+                    range.clone(),
+                    seg.first_key,
+                    slope,
+                    c,
+                    tol.eps,
+                    page,
+                    best_cost,
+                )
+            } else {
+                let mut count = Crossings::new(seg.first_key, slope, c, tol.eps, page, best_cost);
+                count.add_offsets(&offsets);
+                count.extra
+            };
             if cost < best_cost {
                 best_cost = cost;
                 best = SegmentLine {
