@@ -526,7 +526,8 @@ struct Hulls<Y: Coord> {
     /// collinear points dropped near the tangent) gives the same point.
     /// Symmetrically for lower endpoints. On `osm-like` keys this leaves out
     /// about 9 in 10 upper and 4 in 10 lower endpoints, and their hull
-    /// maintenance: the segmentation runs about 1.8 times as fast.
+    /// maintenance: the segmentation runs about 1.7 times as fast (21.5 →
+    /// 12.9 ns/key, `pla_throughput`).
     keep_all: bool,
 }
 
