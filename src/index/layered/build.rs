@@ -370,7 +370,7 @@ fn error_at(lo: u64, hi: u64, y: u64, p: u64, g: u64, zero_page: u64) -> (u64, u
 
 /// Keys a part of a parallel measuring pass covers at least.
 // Small in unit tests, so that every measuring pass there is cut into parts.
-const MEASURE_PART: usize = if cfg!(test) { 64 } else { 1 << 18 };
+pub(super) const MEASURE_PART: usize = if cfg!(test) { 64 } else { 1 << 18 };
 
 /// A band layer of given entries over keys in memory or in a data run
 /// (entry `j`'s keys start at `starts[j]`), its error bounds measured with

@@ -559,7 +559,7 @@ pub(crate) fn first_key_of(segs: &[crate::model::Segment], i: usize) -> u64 {
 /// Errors a zero-interval band is expected to stay within (window plus a
 /// page, twice, and some): [`measured_band`] counts pages in one pass for
 /// bands that do.
-fn window_reach(eps: u64, page: u64) -> u64 {
+pub(super) fn window_reach(eps: u64, page: u64) -> u64 {
     eps.saturating_add(page).saturating_mul(2).saturating_add(64)
 }
 
@@ -1366,7 +1366,7 @@ fn measured_band(
 
 /// [`measured_band`], or `None` as soon as the keys counted prove the band
 /// reads more than `limit` extra pages per lookup ([`Stop`]).
-fn measured_band_within(
+pub(super) fn measured_band_within(
     keys: Keys<'_>,
     starts: &[usize],
     entries: &[super::entries::BandEntry],
@@ -1389,48 +1389,37 @@ fn measured_band_within(
     if !one_pass(starts, entries, zero_page, page) {
         return separate();
     }
-    let max_unit = n;
     let far_end = n.saturating_sub(1).saturating_sub(reach);
     let stop = Stop::new(n, limit);
+    let band = Measured {
+        starts,
+        entries,
+        zero_page,
+    };
     // A group of entries at a time (each entry's keys in order), in
     // parallel; the tallies add up the same whatever the groups.
     let tally = keys
         .by_groups(starts, |win, js| {
-            let mut t = Tally::new(page);
-            let (mut own, mut at) = (PageDiv::new(zero_page), PageDiv::new(page));
-            let (mut told, mut since) = (0u64, 0usize);
+            let first = starts.get(js.start).copied().unwrap_or(n as usize);
+            let end = starts.get(js.end).copied().unwrap_or(n as usize);
+            let mut m = Meter::at(&band, first, n, page);
+            let mut told = 0u64;
             // Parts after the limit is passed count nothing.
-            let js = if stop.over() { 0..0 } else { js };
-            for j in js {
-                let (Some(e), Some(&start)) = (entries.get(j), starts.get(j)) else {
-                    continue;
-                };
-                if since >= STOP_EVERY {
-                    since = 0;
-                    if stop.report(&t, page, reach, &mut told) {
-                        break;
-                    }
-                }
-                let next_entry = entries.get(j + 1);
-                let end = starts.get(j + 1).copied().unwrap_or(n as usize);
-                since += end.saturating_sub(start);
-                let next = next_entry.map_or(max_unit, |f| f.base);
-                let predictor = e.predictor(next, max_unit);
-                win.each(start..end, |i, chunk| {
-                    for (d, &k) in chunk.iter().enumerate() {
-                        // `extra_pages` routes by entry keys: the same entry,
-                        // or the count is made there.
-                        if e.key > k && j > 0 || next_entry.is_some_and(|f| f.key <= k) {
-                            t.whole = false;
+            if !stop.over() {
+                win.each(first..end, |i, chunk| {
+                    let mut at = i;
+                    for part in chunk.chunks(STOP_EVERY) {
+                        m.add(at, part, reach, far_end);
+                        at += part.len();
+                        if stop.report(&m.t, page, reach, &mut told) {
+                            return false;
                         }
-                        let p = predictor.predict(k);
-                        t.add((i + d) as u64, p, zero_page, &mut own, &mut at, reach, far_end);
                     }
                     true
                 });
             }
-            stop.report(&t, page, reach, &mut told);
-            t
+            stop.report(&m.t, page, reach, &mut told);
+            m.t
         })?
         .into_iter()
         .fold(Tally::new(page), Tally::merge);
@@ -1451,6 +1440,149 @@ fn one_pass(starts: &[usize], entries: &[super::entries::BandEntry], zero_page: 
         && page <= 1 << 16
         && starts.first() == Some(&0)
         && !entries.windows(2).any(|w| matches!(w, [a, b] if a.key > b.key))
+}
+
+/// A band to measure: entry `j` covers the keys from `starts[j]` on, with
+/// zero intervals of `zero_page` positions or none.
+pub(super) struct Measured<'a> {
+    pub starts: &'a [usize],
+    pub entries: &'a [super::entries::BandEntry],
+    pub zero_page: u64,
+}
+
+/// The tally of a band measured in one pass ([`Tally`]), fed its keys in
+/// order from any position on.
+struct Meter<'a> {
+    band: &'a Measured<'a>,
+    /// The entry covering the next key, and its predictor.
+    j: usize,
+    predictor: Option<super::entries::Predictor>,
+    max_unit: u64,
+    own: PageDiv,
+    at: PageDiv,
+    t: Tally,
+}
+
+impl<'a> Meter<'a> {
+    /// A meter whose first key is key `i` of `n` (the band's entries start
+    /// at key 0: [`one_pass`]).
+    fn at(band: &'a Measured<'a>, i: usize, n: u64, page: u64) -> Meter<'a> {
+        let mut m = Meter {
+            band,
+            j: band.starts.partition_point(|&s| s <= i).saturating_sub(1),
+            predictor: None,
+            max_unit: n,
+            own: PageDiv::new(band.zero_page),
+            at: PageDiv::new(page),
+            t: Tally::new(page),
+        };
+        m.predictor = m.predictor_of(m.j);
+        m
+    }
+
+    fn predictor_of(&self, j: usize) -> Option<super::entries::Predictor> {
+        let next = self.band.entries.get(j + 1).map_or(self.max_unit, |f| f.base);
+        self.band.entries.get(j).map(|e| e.predictor(next, self.max_unit))
+    }
+
+    /// Keys `i..i + chunk.len()`, a run of keys of one entry at a time.
+    #[inline]
+    fn add(&mut self, i: usize, chunk: &[u64], reach: u64, far_end: u64) {
+        let Measured {
+            starts,
+            entries,
+            zero_page,
+        } = *self.band;
+        let (mut y, mut rest) = (i, chunk);
+        while !rest.is_empty() {
+            let mut next_start = starts.get(self.j + 1).copied().unwrap_or(usize::MAX);
+            if y >= next_start {
+                while starts.get(self.j + 1).is_some_and(|&s| s <= y) {
+                    self.j += 1;
+                }
+                self.predictor = self.predictor_of(self.j);
+                next_start = starts.get(self.j + 1).copied().unwrap_or(usize::MAX);
+            }
+            let (run, tail) = rest.split_at(rest.len().min(next_start - y));
+            if let (Some(p), Some(e)) = (self.predictor, entries.get(self.j)) {
+                // `extra_pages` routes by entry keys: the same entry, or the
+                // count is made there.
+                let lo_key = if self.j > 0 { e.key } else { 0 };
+                let (has_next, next_key) = entries.get(self.j + 1).map_or((false, 0), |f| (true, f.key));
+                let mut routed = true;
+                for (d, &k) in run.iter().enumerate() {
+                    routed &= (k >= lo_key) & (!has_next | (k < next_key));
+                    self.t.add(
+                        (y + d) as u64,
+                        p.predict(k),
+                        zero_page,
+                        &mut self.own,
+                        &mut self.at,
+                        reach,
+                        far_end,
+                    );
+                }
+                self.t.whole &= routed;
+            }
+            y += run.len();
+            rest = tail;
+        }
+    }
+}
+
+/// [`measured_band`] of several bands over the same keys: in one pass over
+/// them when every band can be measured in one ([`one_pass`]), else each in
+/// passes of its own. The same bands and counts either way.
+pub(super) fn measured_bands(
+    keys: Keys<'_>,
+    bands: &[Measured<'_>],
+    page: u64,
+    reach: u64,
+) -> Result<Vec<(LayerBuild, f64)>> {
+    let trimmed: Vec<Measured<'_>> = bands
+        .iter()
+        .map(|b| {
+            let used = b.starts.len().min(b.entries.len());
+            Measured {
+                starts: b.starts.get(..used).unwrap_or_default(),
+                entries: b.entries.get(..used).unwrap_or_default(),
+                zero_page: b.zero_page,
+            }
+        })
+        .collect();
+    if !trimmed
+        .iter()
+        .all(|b| one_pass(b.starts, b.entries, b.zero_page, page))
+    {
+        return trimmed
+            .iter()
+            .map(|b| measured_band(keys, b.starts, b.entries, b.zero_page, page, reach))
+            .collect();
+    }
+    let n = keys.len() as u64;
+    let far_end = n.saturating_sub(1).saturating_sub(reach);
+    let parts = keys.map_parts(super::build::MEASURE_PART, |range| {
+        let mut meters: Vec<Meter<'_>> = trimmed
+            .iter()
+            .map(|b| Meter::at(b, range.start, n, page))
+            .collect();
+        keys.for_each_chunk(range, |i, chunk| {
+            for m in &mut meters {
+                m.add(i, chunk, reach, far_end);
+            }
+            Ok(())
+        })?;
+        Ok(meters.into_iter().map(|m| m.t).collect::<Vec<_>>())
+    })?;
+    let mut tallies: Vec<Tally> = trimmed.iter().map(|_| Tally::new(page)).collect();
+    for part in parts {
+        tallies = tallies.into_iter().zip(part).map(|(a, b)| a.merge(b)).collect();
+    }
+    tallies
+        .into_iter()
+        .zip(&trimmed)
+        .map(|(t, b)| t.finish(keys, b.entries, b.zero_page, page, reach))
+        .collect()
 }
 
 fn band_entry(e: &[u8]) -> super::entries::BandEntry {
@@ -2412,12 +2544,21 @@ mod tests {
     fn measured_band_matches_separate_passes() {
         use proptest::prelude::*;
         use proptest::test_runner::{Config, TestRunner};
-        let sets: Vec<Vec<u64>> = [("osm-like", 3u64), ("books-like", 5), ("fb-like", 9)]
+        let mut sets: Vec<Vec<u64>> = [("osm-like", 3u64), ("books-like", 5), ("fb-like", 9)]
             .iter()
             .map(|&(d, seed)| crate::data::generate(d.parse().unwrap(), 20_000, seed).unwrap())
             .collect();
+        // Repeated keys: a segment may start inside a run of equal keys,
+        // which `extra_pages` routes to the entry of that key.
+        let repeated: Vec<u64> = sets[0]
+            .iter()
+            .take(6_000)
+            .enumerate()
+            .flat_map(|(i, &k)| std::iter::repeat_n(k, 1 + (i * 7 % 5)))
+            .collect();
+        sets.push(repeated);
         let strat = (
-            0usize..3,
+            0usize..sets.len(),
             prop_oneof![0u64..4, 4u64..80],
             prop_oneof![Just(0u64), Just(64), 1u64..300],
             prop_oneof![Just(None), (1u64..400).prop_map(Some)],
@@ -2456,6 +2597,39 @@ mod tests {
                 prop_assert_eq!(&band.flat, &want.flat);
                 prop_assert_eq!(band.last_successor, want.last_successor);
                 prop_assert_eq!(extra, extra_pages(Keys::Slice(keys), &want, page).unwrap());
+                // Measured together with plain PGM's band at `eps + 3` (in
+                // one pass when both can be), each the same as alone.
+                let plain = crate::model::optimal_pla(keys, eps + 3);
+                let first_plain = |i: usize| first_key_of(&plain, i);
+                let (plain_entries, plain_starts) =
+                    band_entries(keys.len(), &lines_of(&plain), &first_plain, None, 1, 0).unwrap();
+                let bands = [
+                    Measured {
+                        starts: &plain_starts,
+                        entries: &plain_entries,
+                        zero_page: 0,
+                    },
+                    Measured {
+                        starts: &starts,
+                        entries: &entries,
+                        zero_page: zero,
+                    },
+                ];
+                let both = measured_bands(Keys::Slice(keys), &bands, page, reach).unwrap();
+                prop_assert_eq!(both.len(), 2);
+                let want_plain =
+                    band_of_entries_in(Keys::Slice(keys), &plain_starts, &plain_entries, 1, 0).unwrap();
+                for ((b, e), (w, we)) in both.iter().zip([
+                    (
+                        &want_plain,
+                        extra_pages(Keys::Slice(keys), &want_plain, page).unwrap(),
+                    ),
+                    (&want, extra),
+                ]) {
+                    prop_assert_eq!(format!("{:?}", b.kind), format!("{:?}", w.kind));
+                    prop_assert_eq!(&b.flat, &w.flat);
+                    prop_assert_eq!(*e, we);
+                }
                 // With a limit: stopped only over it, else the same band.
                 for f in [0.0, 0.3, 0.9, 0.999, 1.0, 1.5] {
                     let limit = extra * f;

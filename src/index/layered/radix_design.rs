@@ -6,8 +6,9 @@ use serde_json::{Value, json};
 
 use super::build::{LayerBuild, SegmentLine, band_entries, band_of_entries_in, radix_layer, rmi_layers};
 use super::design::Design;
+use super::entries::BandEntry;
 use super::keys::Keys;
-use super::pgm_design::{extra_pages, widest_window};
+use super::pgm_design::{Measured, measured_band_within, measured_bands, widest_window, window_reach};
 use crate::Result;
 use crate::index::{ParamDoc, Params};
 use crate::model::radix_spline::radix_bits_for;
@@ -44,8 +45,9 @@ pub(super) const RMI_PARAMS: &[ParamDoc] = &[ParamDoc::new("models", "leaf model
 /// RadixSpline over keys in memory or in a data run: the corridor's points
 /// in one pass (over a run being written: while it is written), the band's
 /// bounds in a pass over the run; with `zero`, the zero-interval
-/// window chosen against plain RadixSpline's measured pages (Zhang G3), each
-/// window tried in passes too.
+/// window chosen against plain RadixSpline's measured pages (Zhang G3), the
+/// plain band and the first window's measured together in one pass, any
+/// other window tried in passes of its own.
 fn rs_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool) -> Result<Design> {
     let eps = p.u64("epsilon", 64)?;
     let radix_bits = p.u64("radix_bits", 18)? as u32;
@@ -54,7 +56,7 @@ fn rs_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool) -> Result<
     // spline's error pass (a full pass over the run) would be thrown away.
     // With zero intervals, the first window tried (`eps`, always built:
     // see `widest_window`) is laid in the same pass.
-    let (spline, mut first_zero) = if zero {
+    let (spline, first_zero) = if zero {
         let (p, z) = RadixSpline::points_and_zero_interval_points_passes(&keys, eps, page)?;
         (p, Some(z))
     } else {
@@ -67,35 +69,20 @@ fn rs_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool) -> Result<
             notes: Value::Null,
         });
     }
-    let mut models = spline.keys.len() as u64;
+    let plain_points = spline.keys.len() as u64;
     let radix_bits_used = radix_bits_for(&spline.keys, radix_bits);
-    let band = spline_band(keys, spline, 0)?;
-    let mut notes = Value::Null;
-    let band = if zero {
-        // Zero intervals (Zhang G3 applied to RadixSpline): the widest window
-        // whose measured pages stay within plain RadixSpline's at `eps`.
-        let budget = extra_pages(keys, &band, page)? + 0.002;
-        drop(band);
-        let ((zb, points), w, extra) = widest_window(eps, eps, budget, |w, _| {
-            let z = match first_zero.take() {
-                Some(z) if w == eps => z,
-                _ => RadixSpline::zero_interval_points_passes(&keys, w, page)?,
-            };
-            let points = z.keys.len() as u64;
-            let zb = spline_band(keys, z, page)?;
-            let extra = extra_pages(keys, &zb, page)?;
-            Ok(Some(((zb, points), extra)))
-        })?;
-        notes = json!({
-            "zero_interval_window": w,
-            "expected_pages": 1.0 + extra,
-            "page_budget": 1.0 + budget,
-            "rs_points_at_epsilon": models,
-        });
-        models = points;
-        zb
-    } else {
-        band
+    let (band, models, notes) = match first_zero {
+        Some(z) => {
+            let (band, w, extra, budget, points) = zero_interval_band(keys, spline, z, eps, page)?;
+            let notes = json!({
+                "zero_interval_window": w,
+                "expected_pages": 1.0 + extra,
+                "page_budget": 1.0 + budget,
+                "rs_points_at_epsilon": plain_points,
+            });
+            (band, points, notes)
+        }
+        None => (spline_band(keys, spline, 0)?, plain_points, Value::Null),
     };
     let root = radix_layer(&band.keys(), radix_bits_used);
     Ok(Design {
@@ -105,32 +92,90 @@ fn rs_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool) -> Result<
     })
 }
 
+/// Zero intervals (Zhang G3 applied to RadixSpline): the band of the widest
+/// window `w <= eps` whose measured pages per lookup stay within plain
+/// RadixSpline's at `eps` (+ 0.002), with `w`, its extra pages per lookup,
+/// the budget and its spline points. `plain` is plain RadixSpline's spline,
+/// `at_eps` the zero-interval spline of window `eps`, the first one tried
+/// (see [`widest_window`]): both bands are measured, and their pages counted,
+/// in one pass ([`measured_bands`]).
+fn zero_interval_band(
+    keys: Keys<'_>,
+    plain: SplinePoints,
+    at_eps: SplinePoints,
+    eps: u64,
+    page: u64,
+) -> Result<(LayerBuild, u64, f64, f64, u64)> {
+    let reach = window_reach(eps.saturating_mul(2), page);
+    let points_at_eps = at_eps.keys.len() as u64;
+    let (plain_entries, plain_starts) = spline_entries(keys.len(), plain, 0)?;
+    let (zero_entries, zero_starts) = spline_entries(keys.len(), at_eps, page)?;
+    let bands = [
+        Measured {
+            starts: &plain_starts,
+            entries: &plain_entries,
+            zero_page: 0,
+        },
+        Measured {
+            starts: &zero_starts,
+            entries: &zero_entries,
+            zero_page: page,
+        },
+    ];
+    let mut measured = measured_bands(keys, &bands, page, reach)?.into_iter();
+    let (Some((_, plain_extra)), Some((band, extra))) = (measured.next(), measured.next()) else {
+        return Err(crate::Error::invalid("two bands measured, fewer returned"));
+    };
+    drop((plain_entries, plain_starts, zero_entries, zero_starts));
+    let budget = plain_extra + 0.002;
+    let mut at_eps = Some(((band, points_at_eps), extra));
+    let ((band, points), w, extra) = widest_window(eps, eps, budget, |w, limit| {
+        if w == eps
+            && let Some(built) = at_eps.take()
+        {
+            return Ok(Some(built));
+        }
+        let z = RadixSpline::zero_interval_points_passes(&keys, w, page)?;
+        let points = z.keys.len() as u64;
+        let (entries, starts) = spline_entries(keys.len(), z, page)?;
+        Ok(
+            measured_band_within(keys, &starts, &entries, page, page, reach, limit)?
+                .map(|(band, extra)| ((band, points), extra)),
+        )
+    })?;
+    Ok((band, w, extra, budget, points))
+}
+
 /// The band layer of a spline over its keys, measured in one pass (zero
 /// intervals of `zero_page` positions, or none).
+fn spline_band(keys: Keys<'_>, spline: SplinePoints, zero_page: u64) -> Result<LayerBuild> {
+    let (entries, starts) = spline_entries(keys.len(), spline, zero_page)?;
+    band_of_entries_in(keys, &starts, &entries, 1, zero_page)
+}
+
+/// The band entries of a spline over `n` keys and each one's first
+/// position.
 ///
 /// What is built is held, not what it was built from: the lines are laid
 /// [`LINES_AT_ONCE`] at a time (all of them at once would hold 24 bytes per
 /// spline point next to the entries), and the points go before the
 /// measuring pass (at 200M keys 13 MB, against a model of 21 MB).
-fn spline_band(keys: Keys<'_>, spline: SplinePoints, zero_page: u64) -> Result<LayerBuild> {
+fn spline_entries(n: usize, spline: SplinePoints, zero_page: u64) -> Result<(Vec<BandEntry>, Vec<usize>)> {
     let m = spline.keys.len();
     let (mut entries, mut starts) = (Vec::with_capacity(m), Vec::with_capacity(m));
-    {
-        let (points, pos) = (&spline.keys, &spline.pos);
-        let first_key = |i: usize| {
-            points
-                .get(pos.partition_point(|&p| (p as usize) < i))
-                .map_or(0, |&k| k)
-        };
-        for a in (0..m).step_by(LINES_AT_ONCE) {
-            let lines = spline_lines(&spline, a..(a + LINES_AT_ONCE).min(m));
-            let (e, s) = band_entries(keys.len(), &lines, &first_key, None, 1, zero_page)?;
-            entries.extend(e);
-            starts.extend(s);
-        }
+    let (points, pos) = (&spline.keys, &spline.pos);
+    let first_key = |i: usize| {
+        points
+            .get(pos.partition_point(|&p| (p as usize) < i))
+            .map_or(0, |&k| k)
+    };
+    for a in (0..m).step_by(LINES_AT_ONCE) {
+        let lines = spline_lines(&spline, a..(a + LINES_AT_ONCE).min(m));
+        let (e, s) = band_entries(n, &lines, &first_key, None, 1, zero_page)?;
+        entries.extend(e);
+        starts.extend(s);
     }
-    drop(spline);
-    band_of_entries_in(keys, &starts, &entries, 1, zero_page)
+    Ok((entries, starts))
 }
 
 /// Spline lines laid at once by [`spline_band`] (1.5 MiB of lines).
