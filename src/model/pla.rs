@@ -738,8 +738,10 @@ pub fn optimal_pla(keys: &[u64], eps: u64) -> Vec<Segment> {
 /// `page_items == 0` is treated as 1 (which gives `[i - eps, i + eps]`).
 #[inline]
 pub(crate) fn zero_interval(i: u64, eps: u64, page_items: u64) -> (i128, i128) {
-    let p = page_items.max(1) as i128;
-    let page_start = (i as i128 / p) * p;
+    // A u64 division: an i128 one is a library call.
+    let p = page_items.max(1);
+    let page_start = ((i / p) * p) as i128;
+    let p = p as i128;
     (page_start - eps as i128, page_start + p - 1 + eps as i128)
 }
 

@@ -71,7 +71,24 @@ fn within(eps: u64) -> impl Fn(usize) -> (i128, i128) {
 /// Position `i` may be interpolated anywhere on its page of `page_items`
 /// positions, widened by `eps` (`pla::zero_interval`).
 fn on_page(eps: u64, page_items: u64) -> impl Fn(usize) -> (i128, i128) {
-    move |i: usize| super::pla::zero_interval(i as u64, eps, page_items)
+    // The page of the last position asked for, stepped to the next one
+    // without a division (positions come in order; any other divides).
+    let page = page_items.max(1);
+    let start = std::cell::Cell::new(0u64);
+    move |i: usize| {
+        let i = i as u64;
+        let mut s = start.get();
+        if i.wrapping_sub(s) >= page {
+            s = if i.wrapping_sub(s).wrapping_sub(page) < page {
+                s + page
+            } else {
+                i / page * page
+            };
+            start.set(s);
+        }
+        let (s, p, e) = (s as i128, page as i128, eps as i128);
+        (s - e, s + p - 1 + e)
+    }
 }
 
 /// The corridor over keys read in one pass, with the number of keys.
@@ -562,6 +579,7 @@ struct Corridor {
 }
 
 impl Corridor {
+    #[inline(always)]
     fn push(&mut self, i: usize, k: u64, interval: &impl Fn(usize) -> (i128, i128)) {
         if self.prev.is_none() {
             // The first key is the first knot.
@@ -591,35 +609,33 @@ impl Corridor {
         };
         match self.lower {
             _ if i == self.base_idx + 1 => self.lower = Some(widen(s)),
-            Some((lower, upper))
-                if s.cmp_exact(upper) == std::cmp::Ordering::Greater
-                    || s.cmp_exact(lower) == std::cmp::Ordering::Less =>
-            {
-                // The previous point becomes a spline point and the new base.
-                let (prev, pk) = self.prev.unwrap_or((i - 1, k));
-                self.sk.push(pk);
-                self.sp.push(prev as u64);
-                self.base = Pt::new(pk, prev as i128);
-                self.base_idx = prev;
-                self.lower = Some(widen(Slope::between(self.base, p)));
-            }
             Some((lower, upper)) => {
                 let (l, u) = widen(s);
-                let lower = if l.cmp_exact(lower) == std::cmp::Ordering::Greater {
-                    l
-                } else {
-                    lower
-                };
-                let upper = if u.cmp_exact(upper) == std::cmp::Ordering::Less {
-                    u
-                } else {
-                    upper
-                };
-                self.lower = Some((lower, upper));
+                match narrowed(lower, upper, s, l, u) {
+                    Some(c) => self.lower = Some(c),
+                    None => {
+                        // The previous point becomes a spline point and the
+                        // new base.
+                        self.knot_at_prev(i, k);
+                        self.lower = Some(widen(Slope::between(self.base, p)));
+                    }
+                }
             }
             None => self.lower = Some(widen(s)),
         }
         self.prev = Some((i, k));
+    }
+
+    /// The previous key (before key `i`, `k`) as a knot and the new base
+    /// (off the hot path: one key in hundreds).
+    #[cold]
+    #[inline(never)]
+    fn knot_at_prev(&mut self, i: usize, k: u64) {
+        let (prev, pk) = self.prev.unwrap_or((i - 1, k));
+        self.sk.push(pk);
+        self.sp.push(prev as u64);
+        self.base = Pt::new(pk, prev as i128);
+        self.base_idx = prev;
     }
 
     /// The knots: keys and positions (the last key is always one).
@@ -632,6 +648,39 @@ impl Corridor {
         }
         (self.sk, self.sp)
     }
+}
+
+/// The corridor of slopes `[lower, upper]` narrowed by a point whose slope
+/// from the base is `s` and whose interval's ends give the slopes `l <= s <=
+/// u` (over the same denominator as `s`): `[max(lower, l), min(upper, u)]`,
+/// or `None` if `s` lies outside the corridor. Exact, as
+/// [`Slope::cmp_exact`]; when every numerator fits an `i64`, the products of
+/// the corridor's numerators with `s`'s denominator serve two comparisons
+/// each (six products, not eight).
+#[inline(always)]
+fn narrowed(lower: Slope, upper: Slope, s: Slope, l: Slope, u: Slope) -> Option<(Slope, Slope)> {
+    use std::cmp::Ordering::{Greater, Less};
+    let fit = |x: i128| i64::try_from(x).ok();
+    if let (Some(ln), Some(un), Some(sn), Some(lo), Some(hi)) =
+        (fit(lower.num), fit(upper.num), fit(s.num), fit(l.num), fit(u.num))
+    {
+        // |a * b| < 2^63 * 2^64: exact in an i128.
+        let w = |a: i64, b: u64| a as i128 * b as i128;
+        let (xl, xu) = (w(ln, s.den), w(un, s.den));
+        if w(sn, upper.den) > xu || w(sn, lower.den) < xl {
+            return None;
+        }
+        let lower = if w(lo, lower.den) > xl { l } else { lower };
+        let upper = if w(hi, upper.den) < xu { u } else { upper };
+        return Some((lower, upper));
+    }
+    if s.cmp_exact(upper) == Greater || s.cmp_exact(lower) == Less {
+        return None;
+    }
+    Some((
+        if l.cmp_exact(lower) == Greater { l } else { lower },
+        if u.cmp_exact(upper) == Less { u } else { upper },
+    ))
 }
 
 #[cfg(test)]
@@ -944,5 +993,107 @@ mod tests {
                 prop_assert_eq!(&both.1, &zero);
             }
         }
+    }
+
+    proptest! {
+        /// The stepped page of `on_page` is `zero_interval`'s, positions in
+        /// order or not.
+        #[test]
+        fn prop_on_page_steps_as_it_divides(
+            eps in 0u64..100,
+            page in 0u64..300,
+            start in prop_oneof![0usize..1000, Just(usize::MAX - 2000)],
+            jumps in prop::collection::vec(prop_oneof![0usize..3, 0usize..700, Just(usize::MAX)], 1..200),
+        ) {
+            let f = on_page(eps, page);
+            let mut i = start;
+            for j in jumps {
+                i = if j == usize::MAX { i / 2 } else { i.saturating_add(j) };
+                prop_assert_eq!(f(i), super::super::pla::zero_interval(i as u64, eps, page), "at {}", i);
+            }
+        }
+    }
+
+    /// [`narrowed`] by comparisons one at a time (`Slope::cmp_exact`).
+    fn narrowed_reference(
+        lower: Slope,
+        upper: Slope,
+        s: Slope,
+        l: Slope,
+        u: Slope,
+    ) -> Option<(Slope, Slope)> {
+        use std::cmp::Ordering::{Greater, Less};
+        if s.cmp_exact(upper) == Greater || s.cmp_exact(lower) == Less {
+            return None;
+        }
+        let lower = if l.cmp_exact(lower) == Greater { l } else { lower };
+        let upper = if u.cmp_exact(upper) == Less { u } else { upper };
+        Some((lower, upper))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+        /// The shared products decide as the comparisons one at a time:
+        /// numerators small, near and past the `i64` range, denominators up
+        /// to `u64::MAX`, slopes equal to the corridor's ends.
+        #[test]
+        fn prop_narrowed_is_exact(
+            nums in prop::array::uniform5(prop_oneof![
+                -300i128..300,
+                any::<i64>().prop_map(i128::from),
+                (-3i128..3).prop_map(|d| i128::from(i64::MAX) + d),
+                (-3i128..3).prop_map(|d| i128::from(i64::MIN) + d),
+                (-(1i128 << 100))..(1i128 << 100),
+            ]),
+            dens in prop::array::uniform3(prop_oneof![1u64..50, any::<u64>().prop_map(|d| d.max(1)), Just(u64::MAX)]),
+            equal in 0u8..4,
+        ) {
+            let [ln, un, sn, lo, hi] = nums;
+            let lower = Slope { num: ln, den: dens[0] };
+            let upper = Slope { num: un, den: dens[1] };
+            let d = dens[2];
+            // `s` equal to an end of the corridor (same value, other terms).
+            let sn = match equal {
+                1 => ln,
+                2 => un,
+                _ => sn,
+            };
+            let (s, d) = if equal == 3 { (upper, upper.den) } else { (Slope { num: sn, den: d }, d) };
+            let (l, u) = (Slope { num: s.num.min(lo).min(hi), den: d }, Slope { num: s.num.max(lo).max(hi), den: d });
+            prop_assert_eq!(narrowed(lower, upper, s, l, u), narrowed_reference(lower, upper, s, l, u));
+        }
+    }
+
+    /// Speed of the spline corridors of `rs-disk`'s first pass (plain and
+    /// zero-interval, eps 64, pages of 255 keys, fed key by key). Keys from
+    /// the SOSD file `STRATA_PLA_KEYS` (release build:
+    /// `STRATA_PLA_KEYS=osm10m.keys cargo test --release --lib corridor_throughput -- --ignored --nocapture`).
+    #[test]
+    #[ignore = "timing; needs STRATA_PLA_KEYS"]
+    fn corridor_throughput() {
+        let Ok(path) = std::env::var("STRATA_PLA_KEYS") else {
+            return;
+        };
+        let bytes = std::fs::read(path).unwrap();
+        let keys: Vec<u64> = bytes[8..]
+            .chunks_exact(8)
+            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        let n = keys.len() as f64;
+        let mut best = f64::MAX;
+        let mut points = (0, 0);
+        for _ in 0..5 {
+            let t = std::time::Instant::now();
+            let (p, z) =
+                RadixSpline::points_and_zero_interval_points_passes(&keys.as_slice(), 64, 255).unwrap();
+            best = best.min(t.elapsed().as_secs_f64());
+            points = (p.keys.len(), z.keys.len());
+        }
+        println!(
+            "two corridors: {:.1} ns/key, {} and {} points",
+            best * 1e9 / n,
+            points.0,
+            points.1
+        );
     }
 }
