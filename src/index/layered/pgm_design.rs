@@ -1030,7 +1030,7 @@ pub(super) fn extra_pages(keys: Keys<'_>, band: &LayerBuild, page: u64) -> Resul
 /// keys spans `(r + eps_hi) div page - (r - eps_lo) div page` extra pages,
 /// `r = p mod page`: a histogram of `r` gives them all. Predictions within
 /// `reach` of either end are kept as they are and counted exactly.
-struct Tally {
+pub(super) struct Tally {
     /// Largest error below and above (`eps_lo`, `eps_hi`).
     lo: u64,
     hi: u64,
@@ -1102,11 +1102,23 @@ impl Tally {
         reach: u64,
     ) -> Result<(LayerBuild, f64)> {
         let n = keys.len() as u64;
+        let band = self.layer(n, entries, zero_page);
+        match self.counted(n, zero_page, page, reach) {
+            Some(extra) => Ok((band, extra)),
+            None => {
+                let extra = extra_pages(keys, &band, page)?;
+                Ok((band, extra))
+            }
+        }
+    }
+
+    /// The band layer of `entries` over `n` keys with the measured bounds.
+    fn layer(&self, n: u64, entries: &[super::entries::BandEntry], zero_page: u64) -> LayerBuild {
         let mut flat = Vec::with_capacity(entries.len() * 24);
         for e in entries {
             e.write(&mut flat);
         }
-        let band = LayerBuild {
+        LayerBuild {
             kind: LayerKind::Band {
                 granule: 1,
                 zero_page,
@@ -1115,13 +1127,6 @@ impl Tally {
             },
             flat,
             last_successor: n,
-        };
-        match self.counted(n, zero_page, page, reach) {
-            Some(extra) => Ok((band, extra)),
-            None => {
-                let extra = extra_pages(keys, &band, page)?;
-                Ok((band, extra))
-            }
         }
     }
 
@@ -1530,33 +1535,76 @@ impl<'a> Meter<'a> {
     }
 }
 
-/// [`measured_band`] of several bands over the same keys: in one pass over
-/// them when every band can be measured in one ([`one_pass`]), else each in
-/// passes of its own. The same bands and counts either way.
+impl Measured<'_> {
+    /// The entries that have a start (and the starts that have an entry).
+    fn trimmed(&self) -> Measured<'_> {
+        let used = self.starts.len().min(self.entries.len());
+        Measured {
+            starts: self.starts.get(..used).unwrap_or_default(),
+            entries: self.entries.get(..used).unwrap_or_default(),
+            zero_page: self.zero_page,
+        }
+    }
+}
+
+/// What [`measured_bands`] measured of one band: its tally, finished with
+/// the band's entries when the layer is wanted, or (a band not measured in
+/// one pass) the layer and its extra pages per lookup.
+pub(super) enum BandMeasure {
+    Tallied(Tally),
+    Built(LayerBuild, f64),
+}
+
+impl BandMeasure {
+    /// The band's extra pages per lookup (with pages of `page` positions),
+    /// without laying the layer when the tally counts them.
+    pub(super) fn extra(&self, keys: Keys<'_>, band: &Measured<'_>, page: u64, reach: u64) -> Result<f64> {
+        let n = keys.len() as u64;
+        match self {
+            BandMeasure::Built(_, extra) => Ok(*extra),
+            BandMeasure::Tallied(t) => match t.counted(n, band.zero_page, page, reach) {
+                Some(extra) => Ok(extra),
+                None => extra_pages(keys, &t.layer(n, band.trimmed().entries, band.zero_page), page),
+            },
+        }
+    }
+
+    /// The band layer and its extra pages per lookup: [`measured_band`]'s.
+    pub(super) fn finish(
+        self,
+        keys: Keys<'_>,
+        band: &Measured<'_>,
+        page: u64,
+        reach: u64,
+    ) -> Result<(LayerBuild, f64)> {
+        match self {
+            BandMeasure::Built(layer, extra) => Ok((layer, extra)),
+            BandMeasure::Tallied(t) => t.finish(keys, band.trimmed().entries, band.zero_page, page, reach),
+        }
+    }
+}
+
+/// [`measured_band`] of several bands over the same keys, to be finished
+/// band by band ([`BandMeasure`]): in one pass over the keys when every
+/// band can be measured in one ([`one_pass`]), else each in passes of its
+/// own. The same bands and counts either way.
 pub(super) fn measured_bands(
     keys: Keys<'_>,
     bands: &[Measured<'_>],
     page: u64,
     reach: u64,
-) -> Result<Vec<(LayerBuild, f64)>> {
-    let trimmed: Vec<Measured<'_>> = bands
-        .iter()
-        .map(|b| {
-            let used = b.starts.len().min(b.entries.len());
-            Measured {
-                starts: b.starts.get(..used).unwrap_or_default(),
-                entries: b.entries.get(..used).unwrap_or_default(),
-                zero_page: b.zero_page,
-            }
-        })
-        .collect();
+) -> Result<Vec<BandMeasure>> {
+    let trimmed: Vec<Measured<'_>> = bands.iter().map(Measured::trimmed).collect();
     if !trimmed
         .iter()
         .all(|b| one_pass(b.starts, b.entries, b.zero_page, page))
     {
         return trimmed
             .iter()
-            .map(|b| measured_band(keys, b.starts, b.entries, b.zero_page, page, reach))
+            .map(|b| {
+                let (layer, extra) = measured_band(keys, b.starts, b.entries, b.zero_page, page, reach)?;
+                Ok(BandMeasure::Built(layer, extra))
+            })
             .collect();
     }
     let n = keys.len() as u64;
@@ -1578,11 +1626,7 @@ pub(super) fn measured_bands(
     for part in parts {
         tallies = tallies.into_iter().zip(part).map(|(a, b)| a.merge(b)).collect();
     }
-    tallies
-        .into_iter()
-        .zip(&trimmed)
-        .map(|(t, b)| t.finish(keys, b.entries, b.zero_page, page, reach))
-        .collect()
+    Ok(tallies.into_iter().map(BandMeasure::Tallied).collect())
 }
 
 fn band_entry(e: &[u8]) -> super::entries::BandEntry {
@@ -2619,7 +2663,14 @@ mod tests {
                 prop_assert_eq!(both.len(), 2);
                 let want_plain =
                     band_of_entries_in(Keys::Slice(keys), &plain_starts, &plain_entries, 1, 0).unwrap();
-                for ((b, e), (w, we)) in both.iter().zip([
+                let mut finished = Vec::new();
+                for (m, band) in both.into_iter().zip(&bands) {
+                    let alone = m.extra(Keys::Slice(keys), band, page, reach).unwrap();
+                    let (b, e) = m.finish(Keys::Slice(keys), band, page, reach).unwrap();
+                    prop_assert_eq!(alone, e);
+                    finished.push((b, e));
+                }
+                for ((b, e), (w, we)) in finished.iter().zip([
                     (
                         &want_plain,
                         extra_pages(Keys::Slice(keys), &want_plain, page).unwrap(),

@@ -123,10 +123,21 @@ fn zero_interval_band(
         },
     ];
     let mut measured = measured_bands(keys, &bands, page, reach)?.into_iter();
-    let (Some((_, plain_extra)), Some((band, extra))) = (measured.next(), measured.next()) else {
+    let (Some(plain), Some(zero)) = (measured.next(), measured.next()) else {
         return Err(crate::Error::invalid("two bands measured, fewer returned"));
     };
-    drop((plain_entries, plain_starts, zero_entries, zero_starts));
+    // Plain RadixSpline's pages only (its layer is not laid), then the
+    // zero-interval layer, once the plain entries are gone.
+    let [plain_band, _] = &bands;
+    let plain_extra = plain.extra(keys, plain_band, page, reach)?;
+    drop((plain_entries, plain_starts));
+    let zero_band = Measured {
+        starts: &zero_starts,
+        entries: &zero_entries,
+        zero_page: page,
+    };
+    let (band, extra) = zero.finish(keys, &zero_band, page, reach)?;
+    drop((zero_entries, zero_starts));
     let budget = plain_extra + 0.002;
     let mut at_eps = Some(((band, points_at_eps), extra));
     let ((band, points), w, extra) = widest_window(eps, eps, budget, |w, limit| {
