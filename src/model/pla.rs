@@ -246,6 +246,14 @@ impl PlaStream {
                 return h.push(x, lo as i64, hi as i64);
             }
         }
+        self.push_other(x, lo, hi)
+    }
+
+    /// [`PlaStream::push`] of anything but an ordered interval within
+    /// `±(2^62 - 1)` on `i64` hulls.
+    #[cold]
+    #[inline(never)]
+    fn push_other(&mut self, x: u64, lo: i128, hi: i128) -> Option<Segment> {
         let (lo, hi) = normalize(lo, hi);
         match &mut self.core {
             Core::Narrow(h) if fits_narrow(lo) && fits_narrow(hi) => h.push(x, lo as i64, hi as i64),
@@ -582,7 +590,7 @@ impl<Y: Coord> Hulls<Y> {
 
     /// Adds a point with `lo <= hi` (and `|lo|, |hi|` within the limit of
     /// `Y`); returns the finished segment if the point starts a new one.
-    #[inline]
+    #[inline(always)]
     fn push(&mut self, x: u64, lo: Y, hi: Y) -> Option<Segment> {
         let idx = self.next;
         self.next += 1;
@@ -591,9 +599,7 @@ impl<Y: Coord> Hulls<Y> {
             return None;
         }
         if x <= self.last_x {
-            let seg = self.segment();
-            self.begin(idx, x, lo, hi);
-            return Some(seg);
+            return Some(self.restart(idx, x, lo, hi));
         }
         let pu = P::new(x, hi);
         let pl = P::new(x, lo);
@@ -612,9 +618,7 @@ impl<Y: Coord> Hulls<Y> {
         if orient(self.min_line.0, self.min_line.1, pu) == Ordering::Less
             || orient(self.max_line.0, self.max_line.1, pl) == Ordering::Greater
         {
-            let seg = self.segment();
-            self.begin(idx, x, lo, hi);
-            return Some(seg);
+            return Some(self.restart(idx, x, lo, hi));
         }
         let below_min = orient(self.min_line.0, self.min_line.1, pl);
         let above_max = orient(self.max_line.0, self.max_line.1, pu);
@@ -657,6 +661,16 @@ impl<Y: Coord> Hulls<Y> {
         self.len += 1;
         self.last_x = x;
         None
+    }
+
+    /// The segment under construction, finished, and a new one begun at
+    /// the point (off the hot path: one point in hundreds).
+    #[cold]
+    #[inline(never)]
+    fn restart(&mut self, idx: usize, x: u64, lo: Y, hi: Y) -> Segment {
+        let seg = self.segment();
+        self.begin(idx, x, lo, hi);
+        seg
     }
 
     fn finish(&mut self) -> Option<Segment> {
