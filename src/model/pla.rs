@@ -1782,11 +1782,7 @@ mod tests {
         let Ok(path) = std::env::var("STRATA_PLA_KEYS") else {
             return;
         };
-        let bytes = std::fs::read(path).unwrap();
-        let keys: Vec<u64> = bytes[8..]
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
-            .collect();
+        let keys = crate::format::sosd::read_keys(std::path::Path::new(&path), Default::default()).unwrap();
         let n = keys.len() as f64;
         let eps = 64u64;
         let granule = std::hint::black_box(1u64);

@@ -1074,11 +1074,7 @@ mod tests {
         let Ok(path) = std::env::var("STRATA_PLA_KEYS") else {
             return;
         };
-        let bytes = std::fs::read(path).unwrap();
-        let keys: Vec<u64> = bytes[8..]
-            .chunks_exact(8)
-            .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
-            .collect();
+        let keys = crate::format::sosd::read_keys(std::path::Path::new(&path), Default::default()).unwrap();
         let n = keys.len() as f64;
         let mut best = f64::MAX;
         let mut points = (0, 0);
