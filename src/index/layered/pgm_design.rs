@@ -1449,6 +1449,7 @@ fn one_pass(starts: &[usize], entries: &[super::entries::BandEntry], zero_page: 
 
 /// A band to measure: entry `j` covers the keys from `starts[j]` on, with
 /// zero intervals of `zero_page` positions or none.
+#[derive(Clone, Copy)]
 pub(super) struct Measured<'a> {
     pub starts: &'a [usize],
     pub entries: &'a [super::entries::BandEntry],

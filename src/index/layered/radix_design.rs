@@ -110,32 +110,24 @@ fn zero_interval_band(
     let points_at_eps = at_eps.keys.len() as u64;
     let (plain_entries, plain_starts) = spline_entries(keys.len(), plain, 0)?;
     let (zero_entries, zero_starts) = spline_entries(keys.len(), at_eps, page)?;
-    let bands = [
-        Measured {
-            starts: &plain_starts,
-            entries: &plain_entries,
-            zero_page: 0,
-        },
-        Measured {
-            starts: &zero_starts,
-            entries: &zero_entries,
-            zero_page: page,
-        },
-    ];
-    let mut measured = measured_bands(keys, &bands, page, reach)?.into_iter();
-    let (Some(plain), Some(zero)) = (measured.next(), measured.next()) else {
-        return Err(crate::Error::invalid("two bands measured, fewer returned"));
+    let plain_band = Measured {
+        starts: &plain_starts,
+        entries: &plain_entries,
+        zero_page: 0,
     };
-    // Plain RadixSpline's pages only (its layer is not laid), then the
-    // zero-interval layer, once the plain entries are gone.
-    let [plain_band, _] = &bands;
-    let plain_extra = plain.extra(keys, plain_band, page, reach)?;
-    drop((plain_entries, plain_starts));
     let zero_band = Measured {
         starts: &zero_starts,
         entries: &zero_entries,
         zero_page: page,
     };
+    let mut measured = measured_bands(keys, &[plain_band, zero_band], page, reach)?.into_iter();
+    let (Some(plain), Some(zero)) = (measured.next(), measured.next()) else {
+        return Err(crate::Error::invalid("two bands measured, fewer returned"));
+    };
+    // Plain RadixSpline's pages only (its layer is not laid), then the
+    // zero-interval layer, once the plain entries are gone.
+    let plain_extra = plain.extra(keys, &plain_band, page, reach)?;
+    drop((plain_entries, plain_starts));
     let (band, extra) = zero.finish(keys, &zero_band, page, reach)?;
     drop((zero_entries, zero_starts));
     let budget = plain_extra + 0.002;
