@@ -231,6 +231,77 @@ impl Predictor {
     fn exact(&self, x: u64) -> u64 {
         self.e.predict(x, self.next_base, self.max_unit)
     }
+
+    /// This predictor in `f64` lanes ([`LanePredictor`]), if its base and
+    /// bounds are small enough for them (below 2^50).
+    pub fn lanes(&self) -> Option<LanePredictor> {
+        let base = self.base?;
+        let small = |v: u64| v < 1 << 50;
+        (small(base.unsigned_abs()) && small(self.hi)).then_some(LanePredictor {
+            key: self.e.key,
+            slope16: self.slope16,
+            base: base as f64,
+            lo: self.lo as f64,
+            hi: self.hi as f64,
+        })
+    }
+}
+
+/// `1.5 · 2^52`: `(x + ROUNDER) - ROUNDER` is `x` rounded to the nearest
+/// integer, exactly, for `|x| < 2^51`.
+const ROUNDER: f64 = 6_755_399_441_055_744.0;
+
+/// `x.floor()` for `|x| < 2^51`, without a branch or a call (`floor` is a
+/// library call on x86-64's baseline, and a vector lane has no branch): `x`
+/// rounded to the nearest integer, less one if that lies above `x`.
+#[inline(always)]
+pub(super) fn floor_lane(x: f64) -> f64 {
+    let t = round_lane(x);
+    t - if t > x { 1.0 } else { 0.0 }
+}
+
+/// `x` rounded to the nearest integer (ties to even), for `|x| < 2^51`.
+#[inline(always)]
+pub(super) fn round_lane(x: f64) -> f64 {
+    (x + ROUNDER) - ROUNDER
+}
+
+/// [`Predictor::predict`] in `f64` arithmetic without a branch or an
+/// integer conversion, so that many keys are predicted in vector lanes (a
+/// build's passes): the same prediction, as an integer-valued `f64`, for
+/// every key whose offset `slope · 16 · d` lies below 2^51.
+///
+/// - `d = key - e.key` (saturating) converts to the same `f64` from `u64`
+///   as from `i64`, and the product is the same;
+/// - the step, `t` truncated for `t > 0` (else 0), is `floor(t)`, exact;
+/// - `base · 16 + off + 8` (below 2^50 in magnitude, [`Predictor::lanes`])
+///   plus the step is an integer below 2^52, exact, and `>> 4` is the
+///   floor of a sixteenth of it (scaling by a power of two is exact);
+/// - a negative result becomes 0 before the clamp to `[lo, hi]`, `lo >= 0`:
+///   the same as the larger of it and `lo`.
+#[derive(Debug, Clone, Copy)]
+pub struct LanePredictor {
+    key: u64,
+    slope16: f64,
+    base: f64,
+    lo: f64,
+    hi: f64,
+}
+
+impl LanePredictor {
+    /// [`Predictor::predict`] of `x`, and whether it is that (else the
+    /// value is meaningless and `predict` must be asked).
+    #[inline(always)]
+    pub fn predict(&self, x: u64) -> (f64, bool) {
+        const TWO_51: f64 = 2_251_799_813_685_248.0;
+        let d = x.saturating_sub(self.key) as f64;
+        let t = self.slope16 * d;
+        // NaN fails the comparison, as does a `d` beyond `i64`.
+        let exact = t < TWO_51 && d < TWO_51 * 2048.0;
+        let step = floor_lane(if t > 0.0 && exact { t } else { 0.0 });
+        let p = floor_lane((self.base + step) * 0.0625);
+        (p.max(self.lo).min(self.hi), exact)
+    }
 }
 
 // `Predictor::predict` divides by the scale with a shift.
@@ -267,6 +338,14 @@ mod tests {
         ]
     }
 
+    /// Whether the lanes' prediction of `x` is `want`, where they predict.
+    fn lane_agrees(p: &Predictor, x: u64, want: u64) -> bool {
+        match p.lanes().map(|l| l.predict(x)) {
+            Some((v, true)) => v == want as f64,
+            _ => true,
+        }
+    }
+
     /// Products at and around 2^63 and 2^64 (where the signed conversion
     /// stops), sums at the edge of `i64`, clamps at both ends.
     #[test]
@@ -285,11 +364,9 @@ mod tests {
                                 base,
                             };
                             let p = e.predictor(u64::MAX, max_unit);
-                            assert_eq!(
-                                p.predict(x),
-                                e.predict(x, u64::MAX, max_unit),
-                                "{e:?} x {x} max {max_unit}"
-                            );
+                            let want = e.predict(x, u64::MAX, max_unit);
+                            assert_eq!(p.predict(x), want, "{e:?} x {x} max {max_unit}");
+                            assert!(lane_agrees(&p, x, want), "lanes: {e:?} x {x} max {max_unit}");
                             cases += 1;
                         }
                     }
@@ -318,7 +395,49 @@ mod tests {
             let e = BandEntry { key, slope, off, base };
             let p = e.predictor(next_base, max_unit);
             for x in xs.into_iter().chain(near.into_iter().map(|d| key.saturating_add(d))) {
-                prop_assert_eq!(p.predict(x), e.predict(x, next_base, max_unit), "x = {}", x);
+                let want = e.predict(x, next_base, max_unit);
+                prop_assert_eq!(p.predict(x), want, "x = {}", x);
+                prop_assert!(lane_agrees(&p, x, want), "lanes, x = {}", x);
+            }
+        }
+
+        /// The lanes predict as `predict` wherever they say they do, and
+        /// they do for offsets below 2^51 (bases, units below 2^50),
+        /// including offsets around 2^51 and predictions clamped at both
+        /// ends.
+        #[test]
+        fn lanes_predict_as_predict(
+            key in prop_oneof![0u64..1_000, 0u64..1 << 50, any::<u64>()],
+            slope in slope(),
+            off in prop_oneof![any::<i32>(), -64i32..64],
+            base in prop_oneof![0u64..1_000, 0u64..1 << 46],
+            next_base in prop_oneof![0u64..1_000, 0u64..1 << 46, any::<u64>()],
+            max_unit in prop_oneof![0u64..1 << 46, Just((1 << 50) - 1), any::<u64>()],
+            ds in proptest::collection::vec(prop_oneof![0u64..1 << 20, 0u64..1 << 50, any::<u64>()], 1..16),
+        ) {
+            let e = BandEntry { key, slope, off, base };
+            let p = e.predictor(next_base, max_unit);
+            let lanes = p.lanes();
+            let sum = i128::from(base) * 16 + i128::from(off) + 8;
+            let hi = next_base.min(max_unit).max(base.min(max_unit));
+            prop_assert_eq!(lanes.is_some(), sum.unsigned_abs() < 1 << 50 && hi < 1 << 50);
+            // Offsets at 2^51 and just below, where they stop being exact.
+            let edge = if slope > 0.0 && slope.is_finite() {
+                let d = (2_251_799_813_685_248.0 / (f64::from(slope) * 16.0)) as u64;
+                vec![d.saturating_sub(1), d, d.saturating_add(1)]
+            } else {
+                vec![]
+            };
+            for d in ds.into_iter().chain(edge) {
+                let x = key.saturating_add(d);
+                let want = e.predict(x, next_base, max_unit);
+                if let Some((v, exact)) = lanes.map(|l| l.predict(x)) {
+                    let t = f64::from(slope) * 16.0 * x.saturating_sub(key) as f64;
+                    prop_assert_eq!(exact, t < 2_251_799_813_685_248.0 && ((x - key) as f64) < 4_611_686_018_427_387_904.0);
+                    if exact {
+                        prop_assert_eq!(v, want as f64, "x = {}", x);
+                    }
+                }
             }
         }
     }

@@ -11,6 +11,7 @@ use super::build::{
 };
 use super::compressed::CprBand;
 use super::design::Design;
+use super::entries::{floor_lane, round_lane};
 use super::keys::{Keys, Win};
 use super::layer::LayerKind;
 use super::segment::SegmentFold;
@@ -176,27 +177,45 @@ fn rounding_rank(
     let (mut worst, mut extra) = (0u64, 0u64);
     let (mut own, mut up, mut down) = (PageDiv::new(page), PageDiv::new(page), PageDiv::new(page));
     let e = e.predictor(next, max_unit);
+    let lanes = RankLanes::new(&e, page, tol.eps, cap);
+    let mut over = false;
+    let mut buf = [0u64; RANK_BLOCK];
     let mut beaten = false;
+    // The rank only grows along the keys: checked after each block, it is
+    // beaten at a block's end exactly if it was beaten within the block.
     win.each(start..end, |at, chunk| {
-        for (d, &k) in chunk.iter().enumerate() {
-            let i = at + d;
-            let p = e.predict(k);
-            if let Some(v) = preds.as_mut() {
-                v.push(p);
+        for (b, block) in chunk.chunks(RANK_BLOCK).enumerate() {
+            let i0 = at + b * RANK_BLOCK;
+            let counted = lanes.and_then(|l| l.block_dispatched(block, i0, &mut buf));
+            if let Some((o, x)) = counted {
+                over |= o;
+                extra += x;
+                if let Some(v) = preds.as_mut() {
+                    v.extend_from_slice(buf.get(..block.len()).unwrap_or_default());
+                }
+            } else {
+                for (d, &k) in block.iter().enumerate() {
+                    let i = i0 + d;
+                    let p = e.predict(k);
+                    if let Some(v) = preds.as_mut() {
+                        v.push(p);
+                    }
+                    let first = own.div_u(i as u64) * page;
+                    worst = worst
+                        .max(first.saturating_sub(p))
+                        .max(p.saturating_sub(first + page - 1));
+                    extra += up.div_u(p + tol.eps) - down.div_u(p.saturating_sub(tol.eps));
+                }
             }
-            let first = own.div_u(i as u64) * page;
-            worst = worst
-                .max(first.saturating_sub(p))
-                .max(p.saturating_sub(first + page - 1));
-            extra += up.div_u(p + tol.eps) - down.div_u(p.saturating_sub(tol.eps));
-            if beat.is_some_and(|b| (worst > cap, extra, dist) >= b) {
+            over |= worst > cap;
+            if beat.is_some_and(|b| (over, extra, dist) >= b) {
                 beaten = true;
                 return false;
             }
         }
         true
     });
-    (!beaten).then_some((worst > cap, extra, dist))
+    (!beaten).then_some((over, extra, dist))
 }
 
 /// Entries with every offset rounded down or up to a multiple of `unit`,
@@ -667,18 +686,109 @@ struct FastCount {
     threshold: f64,
 }
 
-/// `1.5 · 2^52`: `(x + ROUNDER) - ROUNDER` is `x` rounded to the nearest
-/// integer, exactly, for `|x| < 2^51`.
-const ROUNDER: f64 = 6_755_399_441_055_744.0;
+/// `a.rem_euclid(page)` of an integer `a`, `|a| < 2^51`, `page >= 1`
+/// below 2^40 with `inv_page = 1 / page`, without a division: `q`, `a /
+/// page` rounded to the nearest integer, is the floor of `a / page` or one
+/// more (the product is off by far less than half), so `a - q · page` is
+/// the remainder or the remainder less `page` (all integers below 2^53).
+#[inline(always)]
+fn mod_lane(a: f64, page: f64, inv_page: f64) -> f64 {
+    let q = round_lane(a * inv_page);
+    let r = a - q * page;
+    if r < 0.0 { r + page } else { r }
+}
+
+/// `a.div_euclid(page)` of an integer `a`, as [`mod_lane`] finds it.
+#[inline(always)]
+fn div_lane(a: f64, page: f64, inv_page: f64) -> f64 {
+    let q = round_lane(a * inv_page);
+    q - if a - q * page < 0.0 { 1.0 } else { 0.0 }
+}
+
+/// `2^52`: `(v + TWO_52).to_bits() - TWO_52.to_bits()` is the integer `v`,
+/// `0 <= v < 2^52`, as a `u64` (a vector lane has no such conversion).
+const TWO_52: f64 = 4_503_599_627_370_496.0;
+
+/// Keys [`rounding_rank`] counts in lanes between two checks of its rank.
+const RANK_BLOCK: usize = 256;
+
+/// [`rounding_rank`]'s count of a block of keys in `f64` lanes
+/// ([`super::entries::LanePredictor`], [`div_lane`], [`mod_lane`]): every
+/// value is an integer below 2^51, exact. The window `[p - eps, p + eps]`
+/// of a prediction `p >= eps` spans `whole` extra pages, one more if `(p -
+/// eps) mod page >= threshold` ([`Crossings`]).
+#[derive(Clone, Copy)]
+struct RankLanes {
+    pred: super::entries::LanePredictor,
+    page: f64,
+    inv_page: f64,
+    eps: f64,
+    cap: f64,
+    whole: u64,
+    threshold: f64,
+}
+
+impl RankLanes {
+    /// Lanes for `e` with windows of `eps` around zero intervals of `page`
+    /// positions and a cap of `cap` on the error, if their values fit.
+    fn new(e: &super::entries::Predictor, page: u64, eps: u64, cap: u64) -> Option<RankLanes> {
+        let pred = e.lanes()?;
+        let fits = (1..1 << 40).contains(&page) && eps < 1 << 40 && cap < 1 << 50;
+        fits.then(|| RankLanes {
+            pred,
+            page: page as f64,
+            inv_page: 1.0 / page as f64,
+            eps: eps as f64,
+            cap: cap as f64,
+            whole: 2 * eps / page,
+            threshold: (page - 2 * eps % page) as f64,
+        })
+    }
+
+    /// Whether a prediction of the keys `keys` (positions from `i0` on)
+    /// lies more than `cap` from its key's page, and their extra pages,
+    /// their predictions left in `out`; `None` if a key does not fit the
+    /// lanes (or is predicted below `eps`).
+    #[inline(always)]
+    fn block(self, keys: &[u64], i0: usize, out: &mut [u64]) -> Option<(bool, u64)> {
+        let (mut fits, mut over, mut hits) = (i0 < 1 << 50, false, 0u64);
+        let (page, inv) = (self.page, self.inv_page);
+        let i0 = i0 as f64;
+        for (d, (&k, o)) in keys.iter().zip(out.iter_mut()).enumerate() {
+            let (p, exact) = self.pred.predict(k);
+            fits &= exact & (p >= self.eps);
+            let first = div_lane(i0 + d as f64, page, inv) * page;
+            over |= (first - p > self.cap) | (p - (first + page - 1.0) > self.cap);
+            hits += u64::from(mod_lane(p - self.eps, page, inv) >= self.threshold);
+            *o = (p + TWO_52).to_bits().wrapping_sub(TWO_52.to_bits());
+        }
+        fits.then_some((over, self.whole * keys.len() as u64 + hits))
+    }
+
+    /// [`RankLanes::block`], in AVX2's four lanes where the processor has
+    /// them.
+    fn block_dispatched(self, keys: &[u64], i0: usize, out: &mut [u64]) -> Option<(bool, u64)> {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the processor has AVX2 (checked just above).
+            return unsafe { self.block_avx2(keys, i0, out) };
+        }
+        self.block(keys, i0, out)
+    }
+
+    /// [`RankLanes::block`] compiled for AVX2 (the same arithmetic).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn block_avx2(self, keys: &[u64], i0: usize, out: &mut [u64]) -> Option<(bool, u64)> {
+        self.block(keys, i0, out)
+    }
+}
 
 impl FastCount {
     /// Keys whose window `[p - eps, p + eps]` crosses one boundary more than
     /// `whole`: `r = (floor(p) - eps) mod page` at least `page - part`, for
     /// `p = intercept + m` over `ms`. Every `|p|` must lie below
-    /// [`FAST_RANGE`]. Exact: `floor(p)` is `p` rounded to the nearest
-    /// integer, less one if that lies above `p`; `q`, `a / page` rounded to
-    /// the nearest integer, is within one of the floor, so `a - q · page`
-    /// is `r` or `r - page` (all integers below 2^53). `None` if a
+    /// [`FAST_RANGE`] ([`floor_lane`], [`mod_lane`]); `None` if a
     /// prediction lies out of that range (or is NaN).
     #[inline(always)]
     fn hits(self, intercept: f64, ms: impl Iterator<Item = f64>) -> Option<u64> {
@@ -687,11 +797,7 @@ impl FastCount {
         for m in ms {
             let p = intercept + m;
             inside &= p.abs() < FAST_RANGE;
-            let t = (p + ROUNDER) - ROUNDER;
-            let a = t - if t > p { 1.0 } else { 0.0 } - self.eps;
-            let q = (a * self.inv_page + ROUNDER) - ROUNDER;
-            let r = a - q * self.page;
-            let r = if r < 0.0 { r + self.page } else { r };
+            let r = mod_lane(floor_lane(p) - self.eps, self.page, self.inv_page);
             hits += u64::from(r >= self.threshold);
         }
         inside.then_some(hits)
@@ -3030,6 +3136,48 @@ mod tests {
                         1 => e.off = e.off.saturating_add(jitter),
                         2 => e.off = e.off.div_euclid(unit) * unit + unit / 2,
                         _ => {}
+                    }
+                }
+                // Each entry's rank, counted in lanes where they fit, as the
+                // plain per-key definition counts it, and stopped by it.
+                let cap = eps + (unit as u64).div_ceil(32);
+                let n = keys.len();
+                for j in (0..entries.len()).step_by(7) {
+                    for (off, dist) in [(entries[j].off, 0), (entries[j].off.saturating_add(unit), 3)] {
+                        let e = super::super::entries::BandEntry { off, ..entries[j] };
+                        let next = entries.get(j + 1).map_or(n as u64, |f| f.base);
+                        let pg = page.max(1);
+                        let (mut worst, mut extra, mut want_preds) = (0u64, 0u64, Vec::new());
+                        let end = starts.get(j + 1).copied().unwrap_or(n);
+                        for (i, &k) in keys.iter().enumerate().take(end).skip(starts[j]) {
+                            let p = e.predict(k, next, n as u64);
+                            want_preds.push(p);
+                            let first = i as u64 / pg * pg;
+                            worst = worst
+                                .max(first.saturating_sub(p))
+                                .max(p.saturating_sub(first + pg - 1));
+                            extra += (p + eps) / pg - p.saturating_sub(eps) / pg;
+                        }
+                        let want = (worst > cap, extra, dist);
+                        let rank = |beat: Option<Rank>, preds: Option<&mut Vec<u64>>| {
+                            rounding_rank(
+                                Win::all(keys),
+                                &starts,
+                                &entries,
+                                j,
+                                off,
+                                dist,
+                                beat,
+                                tol,
+                                cap,
+                                preds,
+                            )
+                        };
+                        let mut preds = Vec::new();
+                        prop_assert_eq!(rank(None, Some(&mut preds)), Some(want));
+                        prop_assert_eq!(&preds, &want_preds);
+                        prop_assert_eq!(rank(Some(want), None), None);
+                        prop_assert_eq!(rank(Some((want.0, want.1 + 1, dist)), None), Some(want));
                     }
                 }
                 let (q, band, extra) =
