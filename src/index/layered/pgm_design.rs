@@ -705,6 +705,45 @@ fn div_lane(a: f64, page: f64, inv_page: f64) -> f64 {
     q - if a - q * page < 0.0 { 1.0 } else { 0.0 }
 }
 
+impl FastCount {
+    /// Keys whose window `[p - eps, p + eps]` crosses one boundary more than
+    /// `whole`: `r = (floor(p) - eps) mod page` at least `page - part`, for
+    /// `p = intercept + m` over `ms`. Every `|p|` must lie below
+    /// [`FAST_RANGE`] ([`floor_lane`], [`mod_lane`]); `None` if a
+    /// prediction lies out of that range (or is NaN).
+    #[inline(always)]
+    fn hits(self, intercept: f64, ms: impl Iterator<Item = f64>) -> Option<u64> {
+        let mut hits = 0u64;
+        let mut inside = true;
+        for m in ms {
+            let p = intercept + m;
+            inside &= p.abs() < FAST_RANGE;
+            let r = mod_lane(floor_lane(p) - self.eps, self.page, self.inv_page);
+            hits += u64::from(r >= self.threshold);
+        }
+        inside.then_some(hits)
+    }
+
+    /// [`FastCount::hits`] of `block`'s predictions `intercept + m(x)`, in
+    /// AVX2's four lanes where the processor has them.
+    fn block_hits<T: Copy>(self, intercept: f64, block: &[T], m: impl Fn(T) -> f64 + Copy) -> Option<u64> {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the processor has AVX2 (checked just above).
+            return unsafe { self.hits_avx2(intercept, block, m) };
+        }
+        self.hits(intercept, block.iter().map(|&x| m(x)))
+    }
+
+    /// [`FastCount::hits`] compiled for AVX2 (the same arithmetic: no
+    /// operation is fused or reordered).
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn hits_avx2<T: Copy>(self, intercept: f64, block: &[T], m: impl Fn(T) -> f64 + Copy) -> Option<u64> {
+        self.hits(intercept, block.iter().map(|&x| m(x)))
+    }
+}
+
 /// `2^52`: `(v + TWO_52).to_bits() - TWO_52.to_bits()` is the integer `v`,
 /// `0 <= v < 2^52`, as a `u64` (a vector lane has no such conversion).
 const TWO_52: f64 = 4_503_599_627_370_496.0;
@@ -781,45 +820,6 @@ impl RankLanes {
     #[target_feature(enable = "avx2")]
     fn block_avx2(self, keys: &[u64], i0: usize, out: &mut [u64]) -> Option<(bool, u64)> {
         self.block(keys, i0, out)
-    }
-}
-
-impl FastCount {
-    /// Keys whose window `[p - eps, p + eps]` crosses one boundary more than
-    /// `whole`: `r = (floor(p) - eps) mod page` at least `page - part`, for
-    /// `p = intercept + m` over `ms`. Every `|p|` must lie below
-    /// [`FAST_RANGE`] ([`floor_lane`], [`mod_lane`]); `None` if a
-    /// prediction lies out of that range (or is NaN).
-    #[inline(always)]
-    fn hits(self, intercept: f64, ms: impl Iterator<Item = f64>) -> Option<u64> {
-        let mut hits = 0u64;
-        let mut inside = true;
-        for m in ms {
-            let p = intercept + m;
-            inside &= p.abs() < FAST_RANGE;
-            let r = mod_lane(floor_lane(p) - self.eps, self.page, self.inv_page);
-            hits += u64::from(r >= self.threshold);
-        }
-        inside.then_some(hits)
-    }
-
-    /// [`FastCount::hits`] of `block`'s predictions `intercept + m(x)`, in
-    /// AVX2's four lanes where the processor has them.
-    fn block_hits<T: Copy>(self, intercept: f64, block: &[T], m: impl Fn(T) -> f64 + Copy) -> Option<u64> {
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the processor has AVX2 (checked just above).
-            return unsafe { self.hits_avx2(intercept, block, m) };
-        }
-        self.hits(intercept, block.iter().map(|&x| m(x)))
-    }
-
-    /// [`FastCount::hits`] compiled for AVX2 (the same arithmetic: no
-    /// operation is fused or reordered).
-    #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
-    fn hits_avx2<T: Copy>(self, intercept: f64, block: &[T], m: impl Fn(T) -> f64 + Copy) -> Option<u64> {
-        self.hits(intercept, block.iter().map(|&x| m(x)))
     }
 }
 
