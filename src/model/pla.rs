@@ -11,6 +11,9 @@
 //!   segmentation of the PGM-index (O'Rourke's algorithm). Each segment is
 //!   extended while *some* line passes through every interval of it, so the
 //!   number of segments is the minimum possible. O(1) amortised per point.
+//! - [`PlaStream::push_run`]: a run of points sharing one interval (a
+//!   page's keys under zero intervals) in O(log run) steps, the same
+//!   segments.
 //! - [`segment_part`] and [`PlaStitcher`]: the same segmentation made of
 //!   partitions segmented independently (in parallel, by the caller) and
 //!   stitched into exactly the sequential output.
@@ -38,6 +41,44 @@ use super::exact::{Coord, P, Slope, Y64_LIMIT, clamp_y, orient};
 /// `[lo, hi]` its prediction must fall in. Intervals with `lo > hi` are
 /// swapped; coordinates are clamped to `±2^120`.
 pub type IntervalPoint = (u64, i128, i128);
+
+/// A run of points sharing one interval: keys `xs` (input indices
+/// consecutive) and the interval `[lo, hi]` of each, as an [`IntervalPoint`]
+/// (zero intervals give every key of a page the same one). Fed to a
+/// [`PlaStream`] with [`PlaStream::push_run`].
+pub type IntervalRun<'a> = (&'a [u64], i128, i128);
+
+/// What a segmentation is fed, one item at a time: an [`IntervalPoint`] or
+/// an [`IntervalRun`] (see [`segment_part`], [`PlaStitcher::stitch`]).
+pub trait PlaInput {
+    /// Points in the item.
+    fn points(&self) -> usize;
+    /// Pushes the item's points into `stream`, handing every segment they
+    /// finish to `out`, in order.
+    fn feed(self, stream: &mut PlaStream, out: &mut impl FnMut(Segment));
+}
+
+impl PlaInput for IntervalPoint {
+    fn points(&self) -> usize {
+        1
+    }
+    #[inline]
+    fn feed(self, stream: &mut PlaStream, out: &mut impl FnMut(Segment)) {
+        if let Some(s) = stream.push(self.0, self.1, self.2) {
+            out(s);
+        }
+    }
+}
+
+impl PlaInput for IntervalRun<'_> {
+    fn points(&self) -> usize {
+        self.0.len()
+    }
+    #[inline]
+    fn feed(self, stream: &mut PlaStream, out: &mut impl FnMut(Segment)) {
+        stream.push_run(self.0, self.1, self.2, out);
+    }
+}
 
 /// Relative tolerance of a segment's `f64` prediction: for every point of a
 /// segment, `predict(x)` lies in `[lo - tol, hi + tol]` with
@@ -267,6 +308,47 @@ impl PlaStream {
         }
     }
 
+    /// Pushes the points `(x, lo, hi)` of every `x` of `xs` (the next input
+    /// indices, in order), handing each segment they finish to `out` (at
+    /// most two: one ended by the first point, one inside the run). The same
+    /// segments, hull widths and state as pushing them one by one.
+    ///
+    /// Strictly increasing keys of one interval take O(log |xs|) steps, not
+    /// O(|xs|): a line within `[lo, hi]` at the run's first and last key
+    /// stays within it at every key between (a linear function on an
+    /// interval takes its extremes at the ends), so the feasible lines of a
+    /// segment holding the run's first and `j`-th key are those of one
+    /// holding every key up to the `j`-th. Only those two keys are pushed;
+    /// the points between are counted. The keys after the first that join
+    /// its segment are a prefix (a later key only narrows the lines), found
+    /// by bisection with the stream's own admission test (the wedge of the
+    /// extreme lines after the first key); the next key begins a segment,
+    /// which the rest of the run joins whole (a horizontal line fits points
+    /// of one interval). The lines of the extreme slopes are the same lines
+    /// as one by one; only the hull points that represent them could be
+    /// others on the same line.
+    pub fn push_run(&mut self, xs: &[u64], lo: i128, hi: i128, out: &mut impl FnMut(Segment)) {
+        if xs.len() < 3 || !xs.is_sorted_by(|a, b| a < b) {
+            for &x in xs {
+                if let Some(s) = self.push(x, lo, hi) {
+                    out(s);
+                }
+            }
+            return;
+        }
+        let (lo, hi) = normalize(lo, hi);
+        let narrow = fits_narrow(lo) && fits_narrow(hi);
+        if let Core::Narrow(h) = &self.core
+            && !narrow
+        {
+            self.core = Core::Wide(h.convert(i128::from));
+        }
+        match &mut self.core {
+            Core::Narrow(h) => h.push_run(xs, lo as i64, hi as i64, out),
+            Core::Wide(h) => h.push_run(xs, lo, hi, out),
+        }
+    }
+
     /// Finishes the current segment, if any. A point pushed afterwards starts
     /// a new segment; input indices keep counting (see [`PlaStream::reset`]).
     pub fn finish(&mut self) -> Option<Segment> {
@@ -310,14 +392,13 @@ impl PlaPart {
 /// partitions are independent, so they can be segmented in parallel.
 pub fn segment_part<I>(start: usize, points: I) -> PlaPart
 where
-    I: IntoIterator<Item = IntervalPoint>,
+    I: IntoIterator,
+    I::Item: PlaInput,
 {
     let mut tail = PlaStream::starting_at(start);
     let mut segments = Vec::new();
-    for (x, lo, hi) in points {
-        if let Some(s) = tail.push(x, lo, hi) {
-            segments.push(s);
-        }
+    for item in points {
+        item.feed(&mut tail, &mut |s| segments.push(s));
     }
     PlaPart {
         start,
@@ -375,7 +456,8 @@ impl PlaStitcher {
     /// adopted).
     pub fn stitch<I>(&mut self, part: PlaPart, points: I) -> crate::Result<()>
     where
-        I: IntoIterator<Item = IntervalPoint>,
+        I: IntoIterator,
+        I::Item: PlaInput,
     {
         let at = self.state.next_index();
         if part.start != at {
@@ -394,23 +476,28 @@ impl PlaStitcher {
         let mut k = 0usize;
         let mut converged = self.state.pending() == 0;
         if !converged {
-            for (x, lo, hi) in points {
-                let idx = self.state.next_index();
-                self.repushed += 1;
-                let Some(seg) = self.state.push(x, lo, hi) else {
-                    continue;
-                };
-                self.out.push(seg);
-                // The stream began a segment at `idx`: did the partition's run?
-                while segments.get(k).is_some_and(|s| s.start < idx) {
-                    k += 1;
-                }
-                let coincides = match segments.get(k) {
-                    Some(s) => s.start == idx,
-                    None => tail.pending_start() == Some(idx),
-                };
-                if coincides {
-                    converged = true;
+            for item in points {
+                self.repushed += item.points();
+                let out = &mut self.out;
+                item.feed(&mut self.state, &mut |seg| {
+                    // Segments after convergence (later in the same run) are
+                    // the partition's, adopted below.
+                    if converged {
+                        return;
+                    }
+                    // The stream began a segment where `seg` ends: did the
+                    // partition's run?
+                    let idx = seg.end();
+                    out.push(seg);
+                    while segments.get(k).is_some_and(|s| s.start < idx) {
+                        k += 1;
+                    }
+                    converged = match segments.get(k) {
+                        Some(s) => s.start == idx,
+                        None => tail.pending_start() == Some(idx),
+                    };
+                });
+                if converged {
                     break;
                 }
             }
@@ -663,6 +750,60 @@ impl<Y: Coord> Hulls<Y> {
         None
     }
 
+    /// Whether the point `(x, lo, hi)` would join the segment (`push`'s
+    /// test, without the push).
+    #[inline]
+    fn admits(&self, x: u64, lo: Y, hi: Y) -> bool {
+        match self.len {
+            0 => true,
+            1 => x > self.last_x,
+            _ => {
+                x > self.last_x
+                    && orient(self.min_line.0, self.min_line.1, P::new(x, hi)) != Ordering::Less
+                    && orient(self.max_line.0, self.max_line.1, P::new(x, lo)) != Ordering::Greater
+            }
+        }
+    }
+
+    /// [`PlaStream::push_run`] of strictly increasing keys `xs` (at least
+    /// 3) and `lo <= hi` within the limit of `Y`.
+    fn push_run(&mut self, xs: &[u64], lo: Y, hi: Y, out: &mut impl FnMut(Segment)) {
+        let [first, rest @ ..] = xs else { return };
+        if let Some(s) = self.push(*first, lo, hi) {
+            out(s);
+        }
+        // `rest` is not empty: `xs` has at least 3 keys.
+        let last = rest.last().copied().unwrap_or(*first);
+        if self.admits(last, lo, hi) {
+            self.join(rest, lo, hi, out);
+            return;
+        }
+        // The keys that join `first`'s segment: a prefix of `rest`, not all.
+        let m = rest.partition_point(|&x| self.admits(x, lo, hi));
+        let (joined, begins) = rest.split_at(m);
+        self.join(joined, lo, hi, out);
+        // `begins[0]` is refused (so it begins a segment), every later key
+        // joins that one.
+        self.join(begins.get(..1).unwrap_or_default(), lo, hi, out);
+        self.join(begins.get(1..).unwrap_or_default(), lo, hi, out);
+    }
+
+    /// Pushes `xs` (strictly increasing, one interval), each of which
+    /// `admits` (or refuses: only a lone key) in the state before the call:
+    /// the last key pushed, the others counted (see
+    /// [`PlaStream::push_run`]).
+    fn join(&mut self, xs: &[u64], lo: Y, hi: Y, out: &mut impl FnMut(Segment)) {
+        let Some((&last, between)) = xs.split_last() else {
+            return;
+        };
+        self.next += between.len();
+        match self.push(last, lo, hi) {
+            None => self.len += between.len(),
+            // Only a lone key is refused (`between` is then empty).
+            Some(s) => out(s),
+        }
+    }
+
     /// The segment under construction, finished, and a new one begun at
     /// the point (off the hot path: one point in hundreds).
     #[cold]
@@ -763,15 +904,20 @@ pub(crate) fn zero_interval(i: u64, eps: u64, page_items: u64) -> (i128, i128) {
 /// key `i` may be predicted anywhere on its page, widened by `eps`
 /// (see `zero_interval`). Fetching the pages of `[pred - eps, pred + eps]`
 /// then always includes the key's page. The fewest segments possible. O(n).
+///
+/// Every key of a page has the same interval: each page is pushed as one
+/// run ([`PlaStream::push_run`]), O(log page_items) steps for a page of
+/// strictly increasing keys.
 pub fn optimal_pla_zero_interval(keys: &[u64], eps: u64, page_items: u64) -> Vec<Segment> {
-    let bound = keys.len() as i128 + page_items.max(1) as i128 + eps as i128;
-    segment_bounded(
-        bound,
-        keys.iter().enumerate().map(|(i, &k)| {
-            let (lo, hi) = zero_interval(i as u64, eps, page_items);
-            (k, lo, hi)
-        }),
-    )
+    let per = usize::try_from(page_items.max(1)).unwrap_or(usize::MAX);
+    let mut s = PlaStream::new();
+    let mut out = Vec::new();
+    for (p, xs) in keys.chunks(per).enumerate() {
+        let (lo, hi) = zero_interval(p.saturating_mul(per) as u64, eps, page_items);
+        s.push_run(xs, lo, hi, &mut |seg| out.push(seg));
+    }
+    out.extend(s.finish());
+    out
 }
 
 /// The FITing-tree shrinking-cone segmentation over general interval points.
@@ -1832,6 +1978,18 @@ mod tests {
             st.finish().len()
         });
         assert_eq!((old, new), (new, parts));
+        // Zero intervals of 255-key pages (16-byte records in 4 KiB pages).
+        let zero_pts = time("zero intervals, point by point", &|| {
+            optimal_pla_points(keys.iter().enumerate().map(|(i, &k)| {
+                let (lo, hi) = zero_interval(i as u64, eps, 255);
+                (k, lo, hi)
+            }))
+            .len()
+        });
+        let zero_runs = time("zero intervals, a run per page", &|| {
+            optimal_pla_zero_interval(&keys, eps, 255).len()
+        });
+        assert_eq!(zero_pts, zero_runs);
     }
 
     proptest! {
@@ -1860,6 +2018,122 @@ mod tests {
                 let (got, _) = stitched(&pts, &cuts);
                 if let Err(e) = assert_same_segments(&got, &want) {
                     prop_assert!(false, "cuts {:?}: {}", cuts, e);
+                }
+            }
+        }
+    }
+
+    /// The ranges `0..len` is cut into at `cuts` (sorted; clamped).
+    fn cut_ranges(len: usize, cuts: &[usize]) -> Vec<(usize, usize)> {
+        let mut out = Vec::new();
+        let mut b = 0;
+        for &c in cuts.iter().chain([&len]) {
+            let c = c.clamp(b, len);
+            out.push((b, c));
+            b = c;
+        }
+        out
+    }
+
+    /// Points whose intervals come in runs: `runs` gives each run's length
+    /// and interval `(centre, half width)`.
+    fn run_points(keys: &[u64], runs: &[(usize, i128, i128)]) -> Vec<IntervalPoint> {
+        let mut out = Vec::new();
+        let mut it = keys.iter();
+        for &(len, c, w) in runs.iter().cycle().take(keys.len().max(1)) {
+            for &k in it.by_ref().take(len.max(1)) {
+                out.push((k, c - w, c + w));
+            }
+        }
+        out
+    }
+
+    /// Pushes `points` as runs: maximal runs of one interval between the
+    /// cuts, each fed whole with [`PlaStream::push_run`].
+    fn pushed_as_runs(keys: &[u64], points: &[IntervalPoint], cuts: &[usize]) -> Vec<Segment> {
+        let mut s = PlaStream::new();
+        let mut out = Vec::new();
+        for (b, c) in cut_ranges(points.len(), cuts) {
+            let mut i = b;
+            while i < c {
+                let (_, lo, hi) = points[i];
+                let mut j = i + 1;
+                while j < c && (points[j].1, points[j].2) == (lo, hi) {
+                    j += 1;
+                }
+                s.push_run(&keys[i..j], lo, hi, &mut |seg| out.push(seg));
+                i = j;
+            }
+        }
+        out.extend(s.finish());
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Runs of one interval pushed whole give exactly the segments of
+        /// their points pushed one by one: zero intervals of any page and
+        /// window, runs of general and wide intervals (beyond the `i64`
+        /// hulls), equal keys and cuts anywhere, and partitions of runs
+        /// stitched.
+        #[test]
+        fn prop_runs_equal_points(
+            keys in adversarial_key_sets(),
+            dup in prop::collection::vec(0usize..200, 0..6),
+            eps in prop_oneof![0u64..4, 4u64..40, Just(1u64 << 62)],
+            page in 1u64..40,
+            runs in prop::collection::vec(
+                (1usize..30, -(1i128 << 64)..(1i128 << 64), prop_oneof![0i128..8, 0i128..(1i128 << 66)]),
+                1..12,
+            ),
+            cuts in prop::collection::vec(0usize..220, 0..8),
+        ) {
+            let mut keys = keys;
+            for d in dup {
+                if let Some(&k) = keys.get(d) {
+                    keys.insert(d, k);
+                }
+            }
+            let mut cuts = cuts;
+            cuts.sort_unstable();
+            for pts in [zero_points(&keys, eps, page), run_points(&keys, &runs)] {
+                let want = optimal_pla_points(pts.iter().copied());
+                for cut in [&[][..], &cuts[..]] {
+                    let got = pushed_as_runs(&keys, &pts, cut);
+                    if let Err(e) = assert_same_segments(&got, &want) {
+                        prop_assert!(false, "cuts {:?}: {}", cut, e);
+                    }
+                }
+                // Partitions at the cuts, each fed as runs, stitched.
+                let mut st = PlaStitcher::new();
+                for (b, c) in cut_ranges(pts.len(), &cuts) {
+                    let items = |b: usize, c: usize| {
+                        let mut v: Vec<IntervalRun<'_>> = Vec::new();
+                        let mut i = b;
+                        while i < c {
+                            let (lo, hi) = (pts[i].1, pts[i].2);
+                            let mut j = i + 1;
+                            while j < c && (pts[j].1, pts[j].2) == (lo, hi) {
+                                j += 1;
+                            }
+                            v.push((&keys[i..j], lo, hi));
+                            i = j;
+                        }
+                        v
+                    };
+                    let part = segment_part(b, items(b, c));
+                    prop_assert_eq!((part.start(), part.end()), (b, c));
+                    st.stitch(part, items(b, c)).unwrap();
+                }
+                if let Err(e) = assert_same_segments(&st.finish(), &want) {
+                    prop_assert!(false, "stitched at {:?}: {}", cuts, e);
+                }
+            }
+            if eps < 1 << 62 {
+                let want = optimal_pla_points(zero_points(&keys, eps, page));
+                if let Err(e) = assert_same_segments(&optimal_pla_zero_interval(&keys, eps, page), &want) {
+                    prop_assert!(false, "optimal_pla_zero_interval: {}", e);
                 }
             }
         }

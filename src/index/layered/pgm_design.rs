@@ -66,6 +66,18 @@ impl Tolerance {
         }
     }
 
+    /// One past the last key from `i` on whose interval is key `i`'s: the
+    /// end of its page with zero intervals, of its granule otherwise.
+    fn run_end(&self, i: usize) -> usize {
+        let run = if self.zero_page > 0 {
+            self.zero_page
+        } else {
+            self.granule.max(1)
+        };
+        let run = usize::try_from(run).unwrap_or(usize::MAX);
+        (i / run).saturating_add(1).saturating_mul(run)
+    }
+
     /// The feasible intercepts of lines of `slope` anchored at `first` over
     /// the keys `range` (as [`crate::model::InterceptRange`] over
     /// [`Tolerance::points`]). With zero intervals, every key of a page has
@@ -130,6 +142,21 @@ impl Tolerance {
             let (lo, hi) = self.interval(i);
             (k, lo, hi)
         })
+    }
+}
+
+/// Zero intervals give a page's keys one interval, and a granule of `g`
+/// records its `g` keys one: those come in runs.
+impl super::segment::Intervals for Tolerance {
+    #[inline]
+    fn interval(&self, i: usize) -> (i128, i128) {
+        Tolerance::interval(self, i)
+    }
+    fn runs(&self) -> bool {
+        self.zero_page > 1 || (self.zero_page == 0 && self.granule > 1)
+    }
+    fn run_end(&self, i: usize) -> usize {
+        Tolerance::run_end(self, i)
     }
 }
 
@@ -2301,7 +2328,7 @@ fn segment_stream_folded<M: SegmentFold>(
         let e = i128::from(tol.eps);
         super::segment::optimal_segments_folded(keys, move |i| (i as i128 - e, i as i128 + e), fold)
     } else {
-        super::segment::optimal_segments_folded(keys, move |i| tol.interval(i), fold)
+        super::segment::optimal_segments_folded(keys, tol, fold)
     }
 }
 
@@ -2313,7 +2340,7 @@ fn segment_stream(keys: Keys<'_>, tol: Tolerance) -> Result<Vec<crate::model::Se
         let e = i128::from(tol.eps);
         super::segment::optimal_segments(keys, move |i| (i as i128 - e, i as i128 + e))
     } else {
-        super::segment::optimal_segments(keys, move |i| tol.interval(i))
+        super::segment::optimal_segments(keys, tol)
     }
 }
 

@@ -25,7 +25,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use rayon::prelude::*;
 
 use super::keys::Keys;
-use crate::model::{IntervalPoint, PlaPart, PlaStitcher, PlaStream, Segment, segment_part};
+use crate::model::{IntervalPoint, IntervalRun, PlaPart, PlaStitcher, PlaStream, Segment, segment_part};
 use crate::{Error, Result};
 
 /// Keys per partition segmented on a worker (4 MiB of keys).
@@ -61,6 +61,32 @@ pub(super) trait SegmentFold: Sync {
     fn merge(&self, a: Self::Acc, b: Self::Acc) -> Self::Acc;
 }
 
+/// The interval of every key of a segmentation: key `i`'s prediction must
+/// fall in `interval(i)`. A closure of the index is one, each key its own
+/// run; intervals that come in runs (zero intervals: a page's keys share
+/// one) say where each run ends, and a run is pushed whole
+/// ([`PlaStream::push_run`]: O(log run) steps, the same segments).
+pub(super) trait Intervals: Sync {
+    /// Key `i`'s interval `(lo, hi)`.
+    fn interval(&self, i: usize) -> (i128, i128);
+    /// Whether the intervals come in runs ([`Intervals::run_end`]).
+    fn runs(&self) -> bool {
+        false
+    }
+    /// One past the last key, from `i` on, whose interval is key `i`'s (at
+    /// least `i + 1`).
+    fn run_end(&self, i: usize) -> usize {
+        i + 1
+    }
+}
+
+impl<F: Fn(usize) -> (i128, i128) + Sync> Intervals for F {
+    #[inline]
+    fn interval(&self, i: usize) -> (i128, i128) {
+        self(i)
+    }
+}
+
 /// The fold that does nothing (a segmentation alone).
 struct NoFold;
 
@@ -78,7 +104,7 @@ impl SegmentFold for NoFold {
 /// whatever the threads. O(n) work, spread over the rayon pool's threads.
 pub(super) fn optimal_segments<F>(keys: Keys<'_>, interval: F) -> Result<Vec<Segment>>
 where
-    F: Fn(usize) -> (i128, i128) + Sync,
+    F: Intervals,
 {
     Ok(optimal_segments_with(keys, &interval, &NoFold, true, PART_KEYS, PARTS_IN_FLIGHT)?.0)
 }
@@ -96,7 +122,7 @@ pub(super) fn optimal_segments_folded<F, M>(
     fold: &M,
 ) -> Result<(Vec<Segment>, M::Acc)>
 where
-    F: Fn(usize) -> (i128, i128) + Sync,
+    F: Intervals,
     M: SegmentFold,
 {
     let (segs, _, acc) = optimal_segments_with(keys, &interval, fold, true, PART_KEYS, PARTS_IN_FLIGHT)?;
@@ -108,7 +134,7 @@ where
 /// while its keys are, not until the pass ends).
 pub(super) fn fold_segments<F, M>(keys: Keys<'_>, interval: F, fold: &M) -> Result<(usize, M::Acc)>
 where
-    F: Fn(usize) -> (i128, i128) + Sync,
+    F: Intervals,
     M: SegmentFold,
 {
     let (_, count, acc) = optimal_segments_with(keys, &interval, fold, false, PART_KEYS, PARTS_IN_FLIGHT)?;
@@ -127,7 +153,7 @@ fn optimal_segments_with<F, M>(
     in_flight: usize,
 ) -> Result<(Vec<Segment>, usize, M::Acc)>
 where
-    F: Fn(usize) -> (i128, i128) + Sync,
+    F: Intervals,
     M: SegmentFold,
 {
     let part_keys = part_keys.max(1);
@@ -139,11 +165,11 @@ where
         let parts: Vec<PlaPart> = all
             .par_chunks(part_keys)
             .enumerate()
-            .map(|(p, c)| segment_part(p * part_keys, points(p * part_keys, c, interval)))
+            .map(|(p, c)| part_of(p * part_keys, c, interval))
             .collect();
         let mut st = PlaStitcher::new();
         for (p, (part, c)) in parts.into_iter().zip(all.chunks(part_keys)).enumerate() {
-            st.stitch(part, points(p * part_keys, c, interval))?;
+            stitch(&mut st, part, p * part_keys, c, interval)?;
         }
         let segs = st.finish();
         // Every key is at hand: the segments in parallel groups.
@@ -235,7 +261,7 @@ fn sequential<F, M>(
     hold: usize,
 ) -> Result<(Vec<Segment>, usize, usize, M::Acc, Vec<Segment>)>
 where
-    F: Fn(usize) -> (i128, i128) + Sync,
+    F: Intervals,
     M: SegmentFold,
 {
     let mut pla = PlaStream::new();
@@ -269,19 +295,30 @@ where
     keys.for_each_all(|i, c| {
         // The open segment's first key in this chunk.
         let mut from = 0usize;
-        for (j, &k) in c.iter().enumerate() {
-            let (lo, hi) = interval(i + j);
-            if let Some(s) = pla.push(k, lo, hi) {
-                finished(
-                    s,
-                    false,
-                    &own,
-                    own_start,
-                    outgrown,
-                    c.get(from..j).unwrap_or_default(),
-                );
-                own.clear();
-                (own_start, outgrown, from) = (i + j, false, j);
+        // A segment finished: the next begins at its end, key `j` of `c`.
+        let mut on_segment = |s: Segment| {
+            let j = s.end().saturating_sub(i).min(c.len());
+            finished(
+                s,
+                false,
+                &own,
+                own_start,
+                outgrown,
+                c.get(from..j).unwrap_or_default(),
+            );
+            own.clear();
+            (own_start, outgrown, from) = (i + j, false, j);
+        };
+        if interval.runs() {
+            for (xs, lo, hi) in runs(i, c, interval) {
+                pla.push_run(xs, lo, hi, &mut on_segment);
+            }
+        } else {
+            for (j, &k) in c.iter().enumerate() {
+                let (lo, hi) = interval.interval(i + j);
+                if let Some(s) = pla.push(k, lo, hi) {
+                    on_segment(s);
+                }
             }
         }
         if M::KEYS && !outgrown {
@@ -371,12 +408,62 @@ impl<A> Held<A> {
 /// The points of `keys`, the first of which is key `start` of the input.
 fn points<'a, F>(start: usize, keys: &'a [u64], interval: &'a F) -> impl Iterator<Item = IntervalPoint> + 'a
 where
-    F: Fn(usize) -> (i128, i128),
+    F: Intervals,
 {
     keys.iter().enumerate().map(move |(j, &k)| {
-        let (lo, hi) = interval(start + j);
+        let (lo, hi) = interval.interval(start + j);
         (k, lo, hi)
     })
+}
+
+/// The runs of `keys` (key `start` of the input first) with their intervals
+/// ([`Intervals::run_end`]), cut at the end of `keys`.
+fn runs<'a, F>(start: usize, keys: &'a [u64], interval: &'a F) -> impl Iterator<Item = IntervalRun<'a>> + 'a
+where
+    F: Intervals,
+{
+    let mut j = 0usize;
+    std::iter::from_fn(move || {
+        if j >= keys.len() {
+            return None;
+        }
+        let i = start + j;
+        let end = interval
+            .run_end(i)
+            .saturating_sub(start)
+            .max(j + 1)
+            .min(keys.len());
+        let xs = keys.get(j..end)?;
+        let (lo, hi) = interval.interval(i);
+        j = end;
+        Some((xs, lo, hi))
+    })
+}
+
+/// [`segment_part`] of `keys`, key `start` of the input first, by runs
+/// when the intervals come in runs.
+fn part_of<F: Intervals>(start: usize, keys: &[u64], interval: &F) -> PlaPart {
+    if interval.runs() {
+        segment_part(start, runs(start, keys, interval))
+    } else {
+        segment_part(start, points(start, keys, interval))
+    }
+}
+
+/// [`PlaStitcher::stitch`] of the partition `part` of `keys` (key `start`
+/// first), fed as [`part_of`] made it.
+fn stitch<F: Intervals>(
+    st: &mut PlaStitcher,
+    part: PlaPart,
+    start: usize,
+    keys: &[u64],
+    interval: &F,
+) -> Result<()> {
+    if interval.runs() {
+        st.stitch(part, runs(start, keys, interval))
+    } else {
+        st.stitch(part, points(start, keys, interval))
+    }
 }
 
 /// A partition's number, its keys, and its segmentation (`None`: the
@@ -410,7 +497,7 @@ struct Pipeline<'f, F, M: SegmentFold> {
 
 impl<'f, F, M> Pipeline<'f, F, M>
 where
-    F: Fn(usize) -> (i128, i128) + Sync,
+    F: Intervals,
     M: SegmentFold,
 {
     fn run<'s>(&mut self, s: &rayon::Scope<'s>, keys: Keys<'_>) -> Result<()>
@@ -448,7 +535,7 @@ where
         // The last, partial partition: segmented here, meanwhile the
         // workers finish theirs.
         if !buf.is_empty() {
-            let part = segment_part(buf_start, points(buf_start, &buf, self.interval));
+            let part = part_of(buf_start, &buf, self.interval);
             self.done.insert(self.spawned, (buf, part));
             self.spawned += 1;
         }
@@ -466,10 +553,7 @@ where
         let (no, tx, interval) = (self.spawned, self.tx.clone(), self.interval);
         self.spawned += 1;
         s.spawn(move |_| {
-            let part = catch_unwind(AssertUnwindSafe(|| {
-                segment_part(start, points(start, &keys, interval))
-            }))
-            .ok();
+            let part = catch_unwind(AssertUnwindSafe(|| part_of(start, &keys, interval))).ok();
             // The receiver lives until every partition is stitched.
             let _ = tx.send((no, keys, part));
         });
@@ -498,7 +582,7 @@ where
         }
         while let Some((keys, part)) = self.done.remove(&self.stitched) {
             let start = part.start();
-            self.stitcher.stitch(part, points(start, &keys, self.interval))?;
+            stitch(&mut self.stitcher, part, start, &keys, self.interval)?;
             self.stitched += 1;
             let free = if M::KEYS {
                 self.held.parts.push_back((start, keys));
@@ -567,7 +651,43 @@ mod tests {
     /// sequential segmentation.
     fn check(keys: &[u64], eps: i128, threads: usize, part_keys: usize, in_flight: usize) {
         let interval = move |i: usize| (i as i128 - eps, i as i128 + eps);
-        let want = crate::model::optimal_pla_points(points(0, keys, &interval));
+        check_with(keys, &interval, threads, part_keys, in_flight);
+        // Zero intervals (runs of a page's keys), pages of 3 and 64 keys.
+        for page in [3, 64] {
+            let paged = Paged { eps, page };
+            check_with(keys, &paged, threads, part_keys, in_flight);
+        }
+    }
+
+    /// Zero intervals of `page` keys widened by `eps`, in runs.
+    struct Paged {
+        eps: i128,
+        page: usize,
+    }
+
+    impl Intervals for Paged {
+        fn interval(&self, i: usize) -> (i128, i128) {
+            let first = (i / self.page * self.page) as i128;
+            (first - self.eps, first + self.page as i128 - 1 + self.eps)
+        }
+        fn runs(&self) -> bool {
+            true
+        }
+        fn run_end(&self, i: usize) -> usize {
+            (i / self.page + 1) * self.page
+        }
+    }
+
+    /// [`check`] of the intervals `interval`, against the points pushed one
+    /// by one.
+    fn check_with<I: Intervals>(
+        keys: &[u64],
+        interval: &I,
+        threads: usize,
+        part_keys: usize,
+        in_flight: usize,
+    ) {
+        let want = crate::model::optimal_pla_points(points(0, keys, interval));
         let dir = MemDirectory::new();
         DataRun::write_ranked(&dir, "r", keys, 4096).unwrap();
         let run = DataRun::open(dir.open_read("r").unwrap()).unwrap();
@@ -579,7 +699,7 @@ mod tests {
         pool(threads).install(|| {
             let seg = |k: Keys<'_>| {
                 let (segs, _, digest) =
-                    optimal_segments_with(k, &interval, &fold, true, part_keys, in_flight).unwrap();
+                    optimal_segments_with(k, interval, &fold, true, part_keys, in_flight).unwrap();
                 let source = match k {
                     Keys::Slice(_) => "slice",
                     Keys::Run(_) => "run",
@@ -593,13 +713,13 @@ mod tests {
                     keys.len()
                 );
                 assert_eq!(
-                    optimal_segments_with(k, &interval, &NoFold, true, part_keys, in_flight)
+                    optimal_segments_with(k, interval, &NoFold, true, part_keys, in_flight)
                         .unwrap()
                         .0,
                     segs
                 );
                 let (none, count, forgetful) =
-                    optimal_segments_with(k, &interval, &fold, false, part_keys, in_flight).unwrap();
+                    optimal_segments_with(k, interval, &fold, false, part_keys, in_flight).unwrap();
                 assert!(none.is_empty());
                 assert_eq!(
                     (count, forgetful),
