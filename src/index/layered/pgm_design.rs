@@ -1940,14 +1940,17 @@ struct ZeroBand {
 /// budget is plain PGM's pages + `slack` and windows up to `2 eps` are
 /// tried. Returns the band, its segments and the window chosen.
 ///
-/// `plain_segs` is plain PGM's segmentation at `eps` (dropped once it has
-/// set the budget), `plain_tally` its pages tallied in the segmentation
-/// pass ([`TallyFold`]; else they are measured in a pass of their own). Every step reads the
-/// keys in passes ([`Keys::by_groups`], [`Keys::map_parts`]): over a data
-/// run, a window of keys per thread at a time.
+/// `plain` is plain PGM's segmentation at `eps` (dropped once it has set
+/// the budget), or its pages tallied in the segmentation pass
+/// ([`TallyFold`]; else they are measured in a pass of their own);
+/// `at_eps` the zero-interval segmentation at window `eps` if that pass made
+/// it too (else it is made when window `eps` is tried). Every step reads
+/// the keys in passes ([`Keys::by_groups`], [`Keys::map_parts`]): over a
+/// data run, a window of keys per thread at a time.
 fn zero_interval_band(
     keys: Keys<'_>,
     plain: Plain,
+    mut at_eps: Option<Vec<crate::model::Segment>>,
     eps: u64,
     per_page: usize,
     compress: bool,
@@ -1988,8 +1991,11 @@ fn zero_interval_band(
             granule: 1,
             zero_page: page,
         };
-        // Segmented in parallel partitions, the same segments as in one.
-        let segs = segment_stream(keys, tol)?;
+        // Window `eps` segmented in the first pass, if it was.
+        let segs = match at_eps.take() {
+            Some(segs) if w == eps => segs,
+            _ => segment_stream(keys, tol)?,
+        };
         let count = segs.len();
         let built = if compress {
             cpr_band(keys, &Segs::Memory(segs), tol, budget, limit)?
@@ -2189,9 +2195,16 @@ fn pgm_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool, compress:
                 reach: window_reach(eps.saturating_mul(2), page),
             };
             let e = i128::from(eps);
-            let (count, tally) =
-                super::segment::fold_segments(keys, move |i| (i as i128 - e, i as i128 + e), &fold)?;
-            First::Tallied(count, tally)
+            // The zero intervals' first window, `epsilon`, does not depend on
+            // the budget: segmented in the same pass (a run per page).
+            let zero = Tolerance::items(eps, page);
+            let (count, tally, at_eps) = super::segment::fold_segments_beside(
+                keys,
+                move |i| (i as i128 - e, i as i128 + e),
+                &fold,
+                &zero,
+            )?;
+            First::Tallied(count, tally, at_eps)
         }
     } else {
         // The band's error bounds measured in the same pass, segment by
@@ -2210,9 +2223,9 @@ fn pgm_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool, compress:
     let mut notes_out = Value::Null;
     let (bottom, mut models) = match (zero, first) {
         (true, first @ (First::Segments(..) | First::Tallied(..))) => {
-            let plain = match first {
-                First::Tallied(count, tally) => Plain::Tallied(count, tally),
-                First::Segments(segs, _) => Plain::Segments(segs),
+            let (plain, at_eps) = match first {
+                First::Tallied(count, tally, at_eps) => (Plain::Tallied(count, tally), Some(at_eps)),
+                First::Segments(segs, _) => (Plain::Segments(segs), None),
                 First::Samples(_) => return Err(Error::invalid("zero intervals take no samples")),
             };
             let ZeroBand {
@@ -2223,7 +2236,7 @@ fn pgm_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool, compress:
                 extra,
                 budget,
                 plain_segments,
-            } = zero_interval_band(keys, plain, eps, per_page, compress, slack)?;
+            } = zero_interval_band(keys, plain, at_eps, eps, per_page, compress, slack)?;
             let mut notes = json!({
                 "zero_interval_window": window,
                 "expected_pages": 1.0 + extra,
@@ -2296,8 +2309,9 @@ enum First {
     /// they were measured in the same pass.
     Segments(Vec<crate::model::Segment>, Option<(u64, u64)>),
     /// How many segments plain PGM has, and the tally of its pages
-    /// ([`TallyFold`]; the segments are not kept).
-    Tallied(usize, TallyAcc),
+    /// ([`TallyFold`]; the segments are not kept); and the zero-interval
+    /// segmentation at `epsilon`.
+    Tallied(usize, TallyAcc, Vec<crate::model::Segment>),
 }
 
 /// What sets the page budget of the zero intervals: plain PGM's
@@ -2312,7 +2326,7 @@ impl First {
         match self {
             First::Samples(k) => k.is_empty(),
             First::Segments(s, _) => s.is_empty(),
-            First::Tallied(count, _) => *count == 0,
+            First::Tallied(count, ..) => *count == 0,
         }
     }
 }
@@ -3094,13 +3108,20 @@ mod tests {
                     prop_assert_eq!(&got.0.flat, &want.0.flat);
                     prop_assert_eq!(got.0.kind, want.0.kind);
                     prop_assert_eq!(got.1, want.1, "extra pages, page {}, reach {}", page, reach);
-                    // The segments not kept: their number, and the same tally.
+                    // The segments not kept: their number, and the same tally;
+                    // beside them, the zero-interval segmentation at `eps`.
                     let e = i128::from(eps);
                     let interval = move |i: usize| (i as i128 - e, i as i128 + e);
-                    let (count, acc) = pool
-                        .install(|| crate::index::layered::segment::fold_segments(source, interval, &fold))
+                    let zero = Tolerance::items(eps, page);
+                    let (count, acc, beside) = pool
+                        .install(|| {
+                            crate::index::layered::segment::fold_segments_beside(
+                                source, interval, &fold, &zero,
+                            )
+                        })
                         .unwrap();
                     prop_assert_eq!(count, segs.len());
+                    prop_assert_eq!(beside, crate::model::optimal_pla_points(zero.points(keys)));
                     if let Some(extra) = acc.into_tally(n as u64, reach).counted(n as u64, 0, page, reach) {
                         prop_assert_eq!(extra, want.1);
                     }

@@ -106,7 +106,16 @@ pub(super) fn optimal_segments<F>(keys: Keys<'_>, interval: F) -> Result<Vec<Seg
 where
     F: Intervals,
 {
-    Ok(optimal_segments_with(keys, &interval, &NoFold, true, PART_KEYS, PARTS_IN_FLIGHT)?.0)
+    Ok(optimal_segments_with(
+        keys,
+        &interval,
+        &NoFold,
+        true,
+        PART_KEYS,
+        PARTS_IN_FLIGHT,
+        &mut |_, _| {},
+    )?
+    .0)
 }
 
 /// [`optimal_segments`], and `fold` over every segment's keys in the same
@@ -125,25 +134,62 @@ where
     F: Intervals,
     M: SegmentFold,
 {
-    let (segs, _, acc) = optimal_segments_with(keys, &interval, fold, true, PART_KEYS, PARTS_IN_FLIGHT)?;
+    let (segs, _, acc) = optimal_segments_with(
+        keys,
+        &interval,
+        fold,
+        true,
+        PART_KEYS,
+        PARTS_IN_FLIGHT,
+        &mut |_, _| {},
+    )?;
     Ok((segs, acc))
 }
 
-/// [`optimal_segments_folded`] without the segments: how many there are,
-/// and the fold (a measure of a segmentation that is not kept: held only
-/// while its keys are, not until the pass ends).
-pub(super) fn fold_segments<F, M>(keys: Keys<'_>, interval: F, fold: &M) -> Result<(usize, M::Acc)>
+/// [`optimal_segments_folded`] without the segments (a measure of a
+/// segmentation that is not kept: held only while its keys are, not until
+/// the pass ends): how many there are and the fold; and in the same pass
+/// the segmentation of the same keys under `other`, intervals that come in runs (pushed a run at a
+/// time on the pass's own thread: O(log run) per run). The count and fold
+/// of the first, the segments of the second.
+pub(super) fn fold_segments_beside<F, M, G>(
+    keys: Keys<'_>,
+    interval: F,
+    fold: &M,
+    other: &G,
+) -> Result<(usize, M::Acc, Vec<Segment>)>
 where
     F: Intervals,
     M: SegmentFold,
+    G: Intervals,
 {
-    let (_, count, acc) = optimal_segments_with(keys, &interval, fold, false, PART_KEYS, PARTS_IN_FLIGHT)?;
-    Ok((count, acc))
+    let mut pla = PlaStream::new();
+    let mut segs = Vec::new();
+    let mut beside = |i: usize, chunk: &[u64]| {
+        for (xs, lo, hi) in runs(i, chunk, other) {
+            pla.push_run(xs, lo, hi, &mut |s| segs.push(s));
+        }
+    };
+    let (_, count, acc) = optimal_segments_with(
+        keys,
+        &interval,
+        fold,
+        false,
+        PART_KEYS,
+        PARTS_IN_FLIGHT,
+        &mut beside,
+    )?;
+    segs.extend(pla.finish());
+    Ok((count, acc, segs))
 }
 
-/// [`optimal_segments_folded`] (with `keep`; else [`fold_segments`]: no
+/// [`optimal_segments_folded`] (with `keep`; else [`fold_segments_beside`]: no
 /// segments, their number) with partitions of `part_keys` keys and at most
-/// `in_flight` of them unstitched (both at least 1).
+/// `in_flight` of them unstitched (both at least 1); `beside(i, chunk)`
+/// sees every key of the pass once, in order, on the pass's thread.
+/// Intervals in runs are segmented on that thread too: a run costs a few
+/// steps, less than handing its keys to a worker.
+#[allow(clippy::too_many_arguments)]
 fn optimal_segments_with<F, M>(
     keys: Keys<'_>,
     interval: &F,
@@ -151,6 +197,7 @@ fn optimal_segments_with<F, M>(
     keep: bool,
     part_keys: usize,
     in_flight: usize,
+    beside: &mut (dyn FnMut(usize, &[u64]) + Send),
 ) -> Result<(Vec<Segment>, usize, M::Acc)>
 where
     F: Intervals,
@@ -159,9 +206,10 @@ where
     let part_keys = part_keys.max(1);
     // The segments (if kept), how many, the keys, the fold, and the
     // segments whose keys were let go before they finished.
-    let (segs, count, n, acc, later) = if rayon::current_num_threads() <= 1 {
-        sequential(keys, interval, fold, keep, 2 * part_keys)?
+    let (segs, count, n, acc, later) = if rayon::current_num_threads() <= 1 || interval.runs() {
+        sequential(keys, interval, fold, keep, 2 * part_keys, beside)?
     } else if let Keys::Slice(all) = keys {
+        beside(0, all);
         let parts: Vec<PlaPart> = all
             .par_chunks(part_keys)
             .enumerate()
@@ -213,7 +261,7 @@ where
             tx,
             rx,
         };
-        rayon::scope(|s| pipeline.run(s, keys))?;
+        rayon::scope(|s| pipeline.run(s, keys, beside))?;
         let Pipeline {
             stitcher,
             mut held,
@@ -259,6 +307,7 @@ fn sequential<F, M>(
     fold: &M,
     keep: bool,
     hold: usize,
+    beside: &mut (dyn FnMut(usize, &[u64]) + Send),
 ) -> Result<(Vec<Segment>, usize, usize, M::Acc, Vec<Segment>)>
 where
     F: Intervals,
@@ -293,6 +342,7 @@ where
             }
         };
     keys.for_each_all(|i, c| {
+        beside(i, c);
         // The open segment's first key in this chunk.
         let mut from = 0usize;
         // A segment finished: the next begins at its end, key `j` of `c`.
@@ -500,13 +550,19 @@ where
     F: Intervals,
     M: SegmentFold,
 {
-    fn run<'s>(&mut self, s: &rayon::Scope<'s>, keys: Keys<'_>) -> Result<()>
+    fn run<'s>(
+        &mut self,
+        s: &rayon::Scope<'s>,
+        keys: Keys<'_>,
+        beside: &mut (dyn FnMut(usize, &[u64]) + Send),
+    ) -> Result<()>
     where
         'f: 's,
     {
         let mut buf: Vec<u64> = Vec::with_capacity(self.part_keys);
         let mut buf_start = 0usize;
         keys.for_each_all(|i, chunk| {
+            beside(i, chunk);
             let mut pos = i;
             let mut rest = chunk;
             while !rest.is_empty() {
@@ -699,7 +755,8 @@ mod tests {
         pool(threads).install(|| {
             let seg = |k: Keys<'_>| {
                 let (segs, _, digest) =
-                    optimal_segments_with(k, interval, &fold, true, part_keys, in_flight).unwrap();
+                    optimal_segments_with(k, interval, &fold, true, part_keys, in_flight, &mut |_, _| {})
+                        .unwrap();
                 let source = match k {
                     Keys::Slice(_) => "slice",
                     Keys::Run(_) => "run",
@@ -713,13 +770,14 @@ mod tests {
                     keys.len()
                 );
                 assert_eq!(
-                    optimal_segments_with(k, interval, &NoFold, true, part_keys, in_flight)
+                    optimal_segments_with(k, interval, &NoFold, true, part_keys, in_flight, &mut |_, _| {})
                         .unwrap()
                         .0,
                     segs
                 );
                 let (none, count, forgetful) =
-                    optimal_segments_with(k, interval, &fold, false, part_keys, in_flight).unwrap();
+                    optimal_segments_with(k, interval, &fold, false, part_keys, in_flight, &mut |_, _| {})
+                        .unwrap();
                 assert!(none.is_empty());
                 assert_eq!(
                     (count, forgetful),
@@ -835,6 +893,7 @@ mod tests {
                     true,
                     4,
                     2,
+                    &mut |_, _| {},
                 )
             })
             .unwrap_err();
