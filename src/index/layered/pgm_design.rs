@@ -1489,16 +1489,55 @@ struct TallyFold {
 /// unit tests, so that bands off by more than the tail are met there).
 const TAIL: usize = if cfg!(test) { 512 } else { 1 << 12 };
 
+/// The last [`TAIL`] predictions of a [`TallyFold`], a ring once full.
+#[derive(Default)]
+struct Tail {
+    buf: Vec<u64>,
+    /// Once full: the oldest, the next to be replaced.
+    next: usize,
+}
+
+impl Tail {
+    /// Adds `p`; returns the oldest if it made room for it.
+    #[inline]
+    fn push(&mut self, p: u64) -> Option<u64> {
+        if self.buf.len() < TAIL {
+            self.buf.push(p);
+            return None;
+        }
+        let old = self.buf.get_mut(self.next).map(|o| std::mem::replace(o, p));
+        self.next = (self.next + 1) % TAIL;
+        old
+    }
+
+    /// The predictions held, oldest first.
+    fn in_order(self) -> impl DoubleEndedIterator<Item = u64> {
+        let Tail { mut buf, next } = self;
+        let oldest = next.min(buf.len());
+        buf.rotate_left(oldest);
+        buf.into_iter()
+    }
+}
+
 /// What a [`TallyFold`] adds up.
 struct TallyAcc {
     t: Tally,
     /// The last predictions that went to the histogram, in key order.
-    tail: std::collections::VecDeque<u64>,
+    tail: Tail,
     /// The largest of the others.
     gone: Option<u64>,
 }
 
 impl TallyAcc {
+    /// Keeps prediction `p` in the tail (the oldest, if it makes room, to
+    /// `gone`).
+    #[inline]
+    fn keep(&mut self, p: u64) {
+        if let Some(old) = self.tail.push(p) {
+            self.gone = self.gone.max(Some(old));
+        }
+    }
+
     /// The tally of `n` keys.
     fn into_tally(self, n: u64, reach: u64) -> Tally {
         let TallyAcc { mut t, tail, gone } = self;
@@ -1507,7 +1546,7 @@ impl TallyAcc {
             t.whole = false;
         }
         let page = t.hist.len() as u64;
-        for p in tail.into_iter().filter(|&p| p > far_end) {
+        for p in tail.in_order().filter(|&p| p > far_end) {
             if let Some(h) = p.checked_rem(page).and_then(|r| t.hist.get_mut(r as usize)) {
                 *h = h.saturating_sub(1);
             }
@@ -1527,7 +1566,7 @@ impl super::segment::SegmentFold for TallyFold {
     fn empty(&self) -> TallyAcc {
         TallyAcc {
             t: Tally::new(self.page),
-            tail: std::collections::VecDeque::new(),
+            tail: Tail::default(),
             gone: None,
         }
     }
@@ -1555,26 +1594,25 @@ impl super::segment::SegmentFold for TallyFold {
             acc.t
                 .add((first + d) as u64, p, 0, &mut own, &mut at, self.reach, u64::MAX);
             if p >= self.reach {
-                if acc.tail.len() == TAIL {
-                    acc.gone = acc.gone.max(acc.tail.pop_front());
-                }
-                acc.tail.push_back(p);
+                acc.keep(p);
             }
         }
     }
 
     fn merge(&self, a: TallyAcc, b: TallyAcc) -> TallyAcc {
         // `a` covers the keys before `b`'s: `b`'s tail stays the tail.
-        let TallyAcc { t, mut tail, gone } = a;
+        let TallyAcc { t, tail, gone } = a;
         let mut gone = gone.max(b.gone);
-        let mut merged = b.tail;
-        while merged.len() < TAIL {
-            match tail.pop_back() {
-                Some(p) => merged.push_front(p),
-                None => break,
-            }
+        let mut merged = Tail::default();
+        let mut a_tail = tail.in_order();
+        let b_tail: Vec<u64> = b.tail.in_order().collect();
+        let room = TAIL.saturating_sub(b_tail.len());
+        let mut kept: Vec<u64> = a_tail.by_ref().rev().take(room).collect();
+        kept.reverse();
+        gone = gone.max(a_tail.max());
+        for p in kept.into_iter().chain(b_tail) {
+            merged.push(p);
         }
-        gone = gone.max(tail.into_iter().max());
         TallyAcc {
             t: t.merge(b.t),
             tail: merged,
@@ -2578,6 +2616,38 @@ mod tests {
                 v.dedup();
                 v
             })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(64))]
+
+            /// The tail of a [`TallyFold`] keeps the last [`TAIL`] predictions in
+            /// order and the largest of the others, however the keys are split
+            /// into accumulators merged in order.
+            #[test]
+            fn tally_tails_merge_in_order(
+                preds in proptest::collection::vec(any::<u64>(), 0..3 * TAIL),
+                cuts in proptest::collection::vec(0usize..3 * TAIL, 0..6),
+            ) {
+                use crate::index::layered::segment::SegmentFold;
+                let fold = TallyFold { page: 8, reach: 0 };
+                let mut cuts = cuts;
+                cuts.sort_unstable();
+                let mut acc = fold.empty();
+                let mut b = 0;
+                for &c in cuts.iter().chain([&preds.len()]) {
+                    let c = c.clamp(b, preds.len());
+                    let mut part = fold.empty();
+                    for &p in &preds[b..c] {
+                        part.keep(p);
+                    }
+                    acc = fold.merge(acc, part);
+                    b = c;
+                }
+                let split = preds.len().saturating_sub(TAIL);
+                prop_assert_eq!(acc.gone, preds[..split].iter().copied().max());
+                prop_assert_eq!(acc.tail.in_order().collect::<Vec<_>>(), preds[split..].to_vec());
+            }
         }
 
         proptest! {
