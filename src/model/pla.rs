@@ -311,7 +311,8 @@ impl PlaStream {
     /// Pushes the points `(x, lo, hi)` of every `x` of `xs` (the next input
     /// indices, in order), handing each segment they finish to `out` (at
     /// most two: one ended by the first point, one inside the run). The same
-    /// segments, hull widths and state as pushing them one by one.
+    /// segments as pushing them one by one (every field; `prop_runs_equal_points`
+    /// compares floats by their bits), at the same hull width.
     ///
     /// Strictly increasing keys of one interval take O(log |xs|) steps, not
     /// O(|xs|): a line within `[lo, hi]` at the run's first and last key

@@ -1704,6 +1704,111 @@ pub(super) fn measured_band_within(
     tally.finish(keys, entries, zero_page, page, reach).map(Some)
 }
 
+/// [`page_aware_lines_in`] and then [`measured_band_within`] of the band of
+/// its lines (zero intervals of `page` positions, item predictions), in one
+/// pass over the keys instead of two: each window of segments gets its
+/// lines, and their entries ([`band_entry_of`], which reads only the
+/// segment's own line and start) are measured from the same window. A
+/// [`Meter`] reads only a key's own entry and the next entry's key and
+/// clamp floor, which follow from the next segment's first key and start
+/// alone, so a window's meter is given its own entries and that one. The
+/// same lines, layer and count as the two passes (or `None`, over the
+/// limit, as they would stop); falls back to them where the measure would
+/// not be made in one pass ([`one_pass`]).
+fn lines_measured_within(
+    keys: Keys<'_>,
+    segs: &[crate::model::Segment],
+    tol: Tolerance,
+    budget: f64,
+    reach: u64,
+    limit: f64,
+) -> Result<Option<(LayerBuild, f64)>> {
+    let page = tol.zero_page;
+    let n = keys.len();
+    let separate = || -> Result<Option<(LayerBuild, f64)>> {
+        let lines = page_aware_lines_in(keys, segs, tol, budget)?;
+        let (entries, starts) = band_entries(n, &lines, &|i| first_key_of(segs, i), None, 1, page)?;
+        measured_band_within(keys, &starts, &entries, page, page, reach, limit)
+    };
+    let starts: Vec<usize> = segs.iter().map(|s| s.start).collect();
+    let increasing = !segs
+        .windows(2)
+        .any(|w| matches!(w, [a, b] if a.first_key > b.first_key));
+    let ends_inside = segs.last().is_none_or(|s| s.start < n);
+    if tol.granule != 1
+        || page == 0
+        || page > 1 << 16
+        || starts.first() != Some(&0)
+        || !increasing
+        || !ends_inside
+    {
+        return separate();
+    }
+    let max_unit = n as u64;
+    let entry = |line: &SegmentLine, s: &crate::model::Segment| {
+        super::build::band_entry_of(line, s.first_key, None, 1, page, max_unit)
+    };
+    let far_end = max_unit.saturating_sub(1).saturating_sub(reach);
+    let stop = Stop::new(max_unit, limit);
+    let groups = keys.by_groups(&starts, |win, js| {
+        let group = segs.get(js.clone()).unwrap_or_default();
+        let lines: Vec<SegmentLine> = group
+            .iter()
+            .map(|s| page_aware_line(win, s, tol, &slope_grid(s), budget))
+            .collect();
+        if stop.over() {
+            return (lines, Tally::new(page));
+        }
+        // The window's entries and the next segment's (its key and clamp
+        // floor: its line is never used here).
+        let mut entries: Vec<super::entries::BandEntry> =
+            lines.iter().zip(group).map(|(l, s)| entry(l, s)).collect();
+        let mut local: Vec<usize> = group.iter().map(|s| s.start).collect();
+        if let Some(next) = segs.get(js.end) {
+            let line = SegmentLine {
+                start: next.start,
+                slope: next.slope,
+                intercept: next.intercept,
+            };
+            entries.push(entry(&line, next));
+            local.push(next.start);
+        }
+        let band = Measured {
+            starts: &local,
+            entries: &entries,
+            zero_page: page,
+        };
+        let first = local.first().copied().unwrap_or(n);
+        let end = segs.get(js.end).map_or(n, |s| s.start);
+        let mut m = Meter::at(&band, first, max_unit, page);
+        let mut told = 0u64;
+        win.each(first..end, |i, chunk| {
+            let mut at = i;
+            for part in chunk.chunks(STOP_EVERY) {
+                m.add(at, part, reach, far_end);
+                at += part.len();
+                if stop.report(&m.t, page, reach, &mut told) {
+                    return false;
+                }
+            }
+            true
+        });
+        stop.report(&m.t, page, reach, &mut told);
+        (lines, m.t)
+    })?;
+    if stop.over() {
+        return Ok(None);
+    }
+    let mut lines = Vec::with_capacity(segs.len());
+    let mut tally = Tally::new(page);
+    for (l, t) in groups {
+        lines.extend(l);
+        tally = tally.merge(t);
+    }
+    let (entries, _) = band_entries(n, &lines, &|i| first_key_of(segs, i), None, 1, page)?;
+    tally.finish(keys, &entries, page, page, reach).map(Some)
+}
+
 /// Whether [`measured_band`] can measure `entries` in one pass.
 fn one_pass(starts: &[usize], entries: &[super::entries::BandEntry], zero_page: u64, page: u64) -> bool {
     // Keys before the first start belong to no entry when measuring and to
@@ -2039,9 +2144,7 @@ fn zero_interval_band(
             cpr_band(keys, &Segs::Memory(segs), tol, budget, limit)?
                 .map(|(b, blob, extra)| (b, Some(blob), extra))
         } else {
-            let lines = page_aware_lines_in(keys, &segs, tol, budget)?;
-            let (entries, starts) = band_entries(n, &lines, &|i| first_key_of(&segs, i), None, 1, page)?;
-            measured_band_within(keys, &starts, &entries, page, page, reach, limit)?
+            lines_measured_within(keys, &segs, tol, budget, reach, limit)?
                 .map(|(band, extra)| (band, None, Some(extra)))
         };
         let Some((band, blob, extra)) = built else {
@@ -3115,6 +3218,69 @@ mod tests {
             long > 100 && moved > 10,
             "{long} long segments, {moved} lines moved"
         );
+    }
+
+    /// `lines_measured_within` gives the lines, layer and count (or the
+    /// stop) of `page_aware_lines_in` followed by `measured_band_within`:
+    /// zero intervals of any page, windows, budgets and limits, keys in
+    /// memory and in a run, 1–3 threads.
+    #[test]
+    fn fused_lines_and_measure_match_two_passes() {
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+        let mut sets: Vec<Vec<u64>> = [("osm-like", 5u64), ("books-like", 7), ("fb-like", 9)]
+            .iter()
+            .map(|&(d, seed)| crate::data::generate(d.parse().unwrap(), 20_000, seed).unwrap())
+            .collect();
+        let mut line: Vec<u64> = (0..6_000u64).map(|i| i * 10).collect();
+        line.extend((0..40u64).map(|i| 1 << 40 | i));
+        sets.push(line);
+        let runs = runs_of(&sets);
+        let strat = (
+            0usize..sets.len(),
+            prop_oneof![0u64..4, 4u64..80],
+            prop_oneof![2u64..300, Just(100), Just(255)],
+            1usize..4,
+            prop_oneof![Just(0.0f64), 0.0f64..1.0, Just(f64::INFINITY)],
+            prop_oneof![Just(f64::INFINITY), 0.0f64..0.6],
+        );
+        let mut runner = TestRunner::new(Config::with_cases(48));
+        runner
+            .run(&strat, |(set, eps, page, threads, budget, limit)| {
+                let keys = &sets[set];
+                let n = keys.len();
+                let reach = window_reach(eps.saturating_mul(2), page);
+                let pool = rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .build()
+                    .unwrap();
+                let tol = Tolerance::items(eps, page);
+                let segs = crate::model::optimal_pla_points(tol.points(keys));
+                for source in [Keys::Slice(keys), Keys::Run(&runs[set])] {
+                    let want = pool
+                        .install(|| -> Result<Option<(LayerBuild, f64)>> {
+                            let lines = page_aware_lines_in(source, &segs, tol, budget)?;
+                            let (entries, starts) =
+                                band_entries(n, &lines, &|i| first_key_of(&segs, i), None, 1, page)?;
+                            measured_band_within(source, &starts, &entries, page, page, reach, limit)
+                        })
+                        .unwrap();
+                    let got = pool
+                        .install(|| lines_measured_within(source, &segs, tol, budget, reach, limit))
+                        .unwrap();
+                    match (got, want) {
+                        (None, None) => {}
+                        (Some((g, ge)), Some((w, we))) => {
+                            prop_assert_eq!(&g.flat, &w.flat);
+                            prop_assert_eq!(g.kind, w.kind);
+                            prop_assert_eq!(ge, we);
+                        }
+                        (g, w) => prop_assert!(false, "stopped {} vs {}", g.is_none(), w.is_none()),
+                    }
+                }
+                Ok(())
+            })
+            .unwrap();
     }
 
     /// The one-pass `rounded_band` rounds as `rounded_offsets` and measures
