@@ -3220,6 +3220,20 @@ mod tests {
         );
     }
 
+    /// 20,000 keys of each `(dataset, seed)`, and a long line (one
+    /// segment) ending in a jump: predictions past the far end far from the
+    /// last keys.
+    fn measure_sets(of: &[(&str, u64)]) -> Vec<Vec<u64>> {
+        let mut sets: Vec<Vec<u64>> = of
+            .iter()
+            .map(|&(d, seed)| crate::data::generate(d.parse().unwrap(), 20_000, seed).unwrap())
+            .collect();
+        let mut line: Vec<u64> = (0..6_000u64).map(|i| i * 10).collect();
+        line.extend((0..40u64).map(|i| 1 << 40 | i));
+        sets.push(line);
+        sets
+    }
+
     /// `lines_measured_within` gives the lines, layer and count (or the
     /// stop) of `page_aware_lines_in` followed by `measured_band_within`:
     /// zero intervals of any page, windows, budgets and limits, keys in
@@ -3228,13 +3242,7 @@ mod tests {
     fn fused_lines_and_measure_match_two_passes() {
         use proptest::prelude::*;
         use proptest::test_runner::{Config, TestRunner};
-        let mut sets: Vec<Vec<u64>> = [("osm-like", 5u64), ("books-like", 7), ("fb-like", 9)]
-            .iter()
-            .map(|&(d, seed)| crate::data::generate(d.parse().unwrap(), 20_000, seed).unwrap())
-            .collect();
-        let mut line: Vec<u64> = (0..6_000u64).map(|i| i * 10).collect();
-        line.extend((0..40u64).map(|i| 1 << 40 | i));
-        sets.push(line);
+        let sets = measure_sets(&[("osm-like", 5), ("books-like", 7), ("fb-like", 9)]);
         let runs = runs_of(&sets);
         let strat = (
             0usize..sets.len(),
@@ -3291,15 +3299,7 @@ mod tests {
     fn folded_measures_match_separate_passes() {
         use proptest::prelude::*;
         use proptest::test_runner::{Config, TestRunner};
-        let mut sets: Vec<Vec<u64>> = [("osm-like", 4u64), ("wiki-like", 6), ("fb-like", 8)]
-            .iter()
-            .map(|&(d, seed)| crate::data::generate(d.parse().unwrap(), 20_000, seed).unwrap())
-            .collect();
-        // A long line (one segment) ending in a jump: predictions past the
-        // far end far from the last keys.
-        let mut line: Vec<u64> = (0..6_000u64).map(|i| i * 10).collect();
-        line.extend((0..40u64).map(|i| 1 << 40 | i));
-        sets.push(line);
+        let sets = measure_sets(&[("osm-like", 4), ("wiki-like", 6), ("fb-like", 8)]);
         let runs = runs_of(&sets);
         // Pages that divide the numbers of keys too: windows past the last
         // key then reach a page of their own unless cut at the end.
