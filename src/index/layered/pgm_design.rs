@@ -1664,7 +1664,6 @@ pub(super) fn measured_band_within(
     if !one_pass(starts, entries, zero_page, page) {
         return separate();
     }
-    let far_end = n.saturating_sub(1).saturating_sub(reach);
     let stop = Stop::new(n, limit);
     let band = Measured {
         starts,
@@ -1677,24 +1676,11 @@ pub(super) fn measured_band_within(
         .by_groups(starts, |win, js| {
             let first = starts.get(js.start).copied().unwrap_or(n as usize);
             let end = starts.get(js.end).copied().unwrap_or(n as usize);
-            let mut m = Meter::at(&band, first, n, page);
-            let mut told = 0u64;
             // Parts after the limit is passed count nothing.
-            if !stop.over() {
-                win.each(first..end, |i, chunk| {
-                    let mut at = i;
-                    for part in chunk.chunks(STOP_EVERY) {
-                        m.add(at, part, reach, far_end);
-                        at += part.len();
-                        if stop.report(&m.t, page, reach, &mut told) {
-                            return false;
-                        }
-                    }
-                    true
-                });
+            if stop.over() {
+                return Tally::new(page);
             }
-            stop.report(&m.t, page, reach, &mut told);
-            m.t
+            metered(&band, win, first..end, n, page, reach, &stop)
         })?
         .into_iter()
         .fold(Tally::new(page), Tally::merge);
@@ -1702,6 +1688,36 @@ pub(super) fn measured_band_within(
         return Ok(None);
     }
     tally.finish(keys, entries, zero_page, page, reach).map(Some)
+}
+
+/// The tally of the keys `range` of `win` (of `n`) as `band` predicts
+/// them, reported to `stop` every [`STOP_EVERY`] keys; the count ends once
+/// `stop` is over its limit.
+fn metered(
+    band: &Measured<'_>,
+    win: Win<'_>,
+    range: std::ops::Range<usize>,
+    n: u64,
+    page: u64,
+    reach: u64,
+    stop: &Stop,
+) -> Tally {
+    let far_end = n.saturating_sub(1).saturating_sub(reach);
+    let mut m = Meter::at(band, range.start, n, page);
+    let mut told = 0u64;
+    win.each(range, |i, chunk| {
+        let mut at = i;
+        for part in chunk.chunks(STOP_EVERY) {
+            m.add(at, part, reach, far_end);
+            at += part.len();
+            if stop.report(&m.t, page, reach, &mut told) {
+                return false;
+            }
+        }
+        true
+    });
+    stop.report(&m.t, page, reach, &mut told);
+    m.t
 }
 
 /// [`page_aware_lines_in`] and then [`measured_band_within`] of the band of
@@ -1748,7 +1764,6 @@ fn lines_measured_within(
     let entry = |line: &SegmentLine, s: &crate::model::Segment| {
         super::build::band_entry_of(line, s.first_key, None, 1, page, max_unit)
     };
-    let far_end = max_unit.saturating_sub(1).saturating_sub(reach);
     let stop = Stop::new(max_unit, limit);
     let groups = keys.by_groups(&starts, |win, js| {
         let group = segs.get(js.clone()).unwrap_or_default();
@@ -1780,21 +1795,10 @@ fn lines_measured_within(
         };
         let first = local.first().copied().unwrap_or(n);
         let end = segs.get(js.end).map_or(n, |s| s.start);
-        let mut m = Meter::at(&band, first, max_unit, page);
-        let mut told = 0u64;
-        win.each(first..end, |i, chunk| {
-            let mut at = i;
-            for part in chunk.chunks(STOP_EVERY) {
-                m.add(at, part, reach, far_end);
-                at += part.len();
-                if stop.report(&m.t, page, reach, &mut told) {
-                    return false;
-                }
-            }
-            true
-        });
-        stop.report(&m.t, page, reach, &mut told);
-        (lines, m.t)
+        (
+            lines,
+            metered(&band, win, first..end, max_unit, page, reach, &stop),
+        )
     })?;
     if stop.over() {
         return Ok(None);
