@@ -35,8 +35,8 @@ pub use leco::LecoArray;
 #[cfg(test)]
 pub(crate) use pla::intercept_range;
 pub use pla::{
-    ConeStream, IntervalPoint, IntervalRun, PlaInput, PlaPart, PlaStitcher, PlaStream, Segment, greedy_cone,
-    optimal_pla, optimal_pla_points, optimal_pla_zero_interval, segment_part,
+    ConeStream, IntervalPoint, IntervalRun, IntervalSteps, PlaInput, PlaPart, PlaStitcher, PlaStream,
+    Segment, greedy_cone, optimal_pla, optimal_pla_points, optimal_pla_zero_interval, segment_part,
 };
 pub(crate) use pla::{InterceptRange, min_slope_set, zero_interval};
 pub use radix_spline::{RadixSpline, SplinePoints};

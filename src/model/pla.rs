@@ -48,8 +48,22 @@ pub type IntervalPoint = (u64, i128, i128);
 /// [`PlaStream`] with [`PlaStream::push_run`].
 pub type IntervalRun<'a> = (&'a [u64], i128, i128);
 
-/// What a segmentation is fed, one item at a time: an [`IntervalPoint`] or
-/// an [`IntervalRun`] (see [`segment_part`], [`PlaStitcher::stitch`]).
+/// Points whose intervals step by one position from key to key: key
+/// `xs[j]` with `[lo + j, hi + j]` (PGM's `[i - eps, i + eps]`; input indices
+/// consecutive). Fed to a [`PlaStream`] with [`PlaStream::push_steps`].
+#[derive(Debug, Clone, Copy)]
+pub struct IntervalSteps<'a> {
+    /// The keys.
+    pub xs: &'a [u64],
+    /// The first key's interval.
+    pub lo: i128,
+    /// The first key's interval's upper end.
+    pub hi: i128,
+}
+
+/// What a segmentation is fed, one item at a time: an [`IntervalPoint`], an
+/// [`IntervalRun`] or [`IntervalSteps`] (see [`segment_part`],
+/// [`PlaStitcher::stitch`]).
 pub trait PlaInput {
     /// Points in the item.
     fn points(&self) -> usize;
@@ -67,6 +81,16 @@ impl PlaInput for IntervalPoint {
         if let Some(s) = stream.push(self.0, self.1, self.2) {
             out(s);
         }
+    }
+}
+
+impl PlaInput for IntervalSteps<'_> {
+    fn points(&self) -> usize {
+        self.xs.len()
+    }
+    #[inline]
+    fn feed(self, stream: &mut PlaStream, out: &mut impl FnMut(Segment)) {
+        stream.push_steps(self.xs, self.lo, self.hi, out);
     }
 }
 
@@ -350,6 +374,34 @@ impl PlaStream {
         }
     }
 
+    /// Pushes the points `(xs[j], lo + j, hi + j)` (the next input indices,
+    /// in order: intervals that step by one position from key to key, as
+    /// PGM's `[i - eps, i + eps]` do), handing each segment they finish to
+    /// `out`. The same segments as pushing them one by one (every field).
+    ///
+    /// Most of these points leave the state as it is: their lower endpoint
+    /// lies strictly below both extreme lines and their upper endpoint
+    /// strictly above both (about 4 in 10 on `osm-like` keys with `eps`
+    /// 64), so the point is admitted, moves neither line and joins neither
+    /// hull (see `Hulls::keep_all`). Such points are recognised in `f64`
+    /// with a margin far above its rounding error ([`Hulls::inner_prefix`])
+    /// and only counted; every other point is pushed with the exact test.
+    pub fn push_steps(&mut self, xs: &[u64], lo: i128, hi: i128, out: &mut impl FnMut(Segment)) {
+        let steps = xs.len() as i128;
+        let narrow = lo <= hi && fits_narrow(lo) && fits_narrow(hi.saturating_add(steps));
+        match &mut self.core {
+            Core::Narrow(h) if narrow => h.push_steps(xs, lo as i64, hi as i64, out),
+            _ => {
+                for (j, &x) in xs.iter().enumerate() {
+                    let d = j as i128;
+                    if let Some(s) = self.push(x, lo + d, hi + d) {
+                        out(s);
+                    }
+                }
+            }
+        }
+    }
+
     /// Finishes the current segment, if any. A point pushed afterwards starts
     /// a new segment; input indices keep counting (see [`PlaStream::reset`]).
     pub fn finish(&mut self) -> Option<Segment> {
@@ -554,33 +606,6 @@ impl PlaStitcher {
     }
 }
 
-/// Segments points whose bounds all lie within `±bound`, with `i64` hulls
-/// when `bound < 2^62` (faster) and `i128` hulls otherwise.
-fn segment_bounded(bound: i128, points: impl Iterator<Item = IntervalPoint>) -> Vec<Segment> {
-    fn run<Y: Coord>(points: impl Iterator<Item = IntervalPoint>, conv: impl Fn(i128) -> Y) -> Vec<Segment> {
-        let mut h = Hulls::<Y>::default();
-        let mut out = Vec::new();
-        for (x, lo, hi) in points {
-            if let Some(seg) = h.push(x, conv(lo), conv(hi)) {
-                out.push(seg);
-            }
-        }
-        out.extend(h.finish());
-        out
-    }
-    if bound <= Y64_LIMIT {
-        run(points, |v| v as i64)
-    } else {
-        run(
-            points.map(|(x, lo, hi)| {
-                let (lo, hi) = normalize(lo, hi);
-                (x, lo, hi)
-            }),
-            |v| v,
-        )
-    }
-}
-
 /// The hull state of [`PlaStream`], generic over the y coordinate type (`i64`
 /// when all bounds are within `±(2^62 - 1)`, else `i128`).
 #[derive(Debug, Clone, Default)]
@@ -625,6 +650,10 @@ struct Hulls<Y: Coord> {
     /// maintenance: the segmentation runs about 1.7 times as fast (21.5 →
     /// 12.9 ns/key, `pla_throughput`).
     keep_all: bool,
+    /// Whether the last point pushed past the first two of its segment
+    /// changed nothing but the counts (see [`Hulls::inner_prefix`]): the
+    /// next few likely do not either.
+    quiet: bool,
 }
 
 impl<Y: Coord> Hulls<Y> {
@@ -646,6 +675,7 @@ impl<Y: Coord> Hulls<Y> {
             min_line: (p(self.min_line.0), p(self.min_line.1)),
             max_line: (p(self.max_line.0), p(self.max_line.1)),
             keep_all: self.keep_all,
+            quiet: self.quiet,
         }
     }
 
@@ -710,6 +740,7 @@ impl<Y: Coord> Hulls<Y> {
         }
         let below_min = orient(self.min_line.0, self.min_line.1, pl);
         let above_max = orient(self.max_line.0, self.max_line.1, pu);
+        self.quiet = below_min == Ordering::Less && above_max == Ordering::Greater;
         if below_min == Ordering::Greater {
             // The least slope rises: tangent from `pl` to the hull of upper
             // endpoints. Hull points left of the tangent are never needed again.
@@ -855,6 +886,97 @@ impl<Y: Coord> Hulls<Y> {
     }
 }
 
+/// Points [`Hulls::inner_prefix`] looks at per call, at most.
+const INNER_BLOCK: usize = 32;
+
+/// Relative margin of [`Hulls::inner_prefix`]'s `f64` test: `2^-48`, far
+/// above the few units of `2^-53` its arithmetic can be off by.
+const INNER_MARGIN: f64 = 1.0 / (1u64 << 48) as f64;
+
+impl Hulls<i64> {
+    /// [`PlaStream::push_steps`] on `i64` hulls: `lo + xs.len()` and `hi +
+    /// xs.len()` lie within the limit, `lo <= hi`.
+    fn push_steps(&mut self, xs: &[u64], lo: i64, hi: i64, out: &mut impl FnMut(Segment)) {
+        let mut j = 0usize;
+        self.quiet = false;
+        while let Some(&x) = xs.get(j) {
+            if self.quiet && self.len >= 2 && !self.keep_all {
+                let d = j as i64;
+                let k = self.inner_prefix(xs.get(j..).unwrap_or_default(), lo + d, hi + d);
+                if k > 0 {
+                    // Admitted, no line moved, no hull changed: counted.
+                    self.len += k;
+                    self.next += k;
+                    self.last_x = xs.get(j + k - 1).copied().unwrap_or(self.last_x);
+                    j += k;
+                    if j == xs.len() {
+                        break;
+                    }
+                }
+            }
+            let d = j as i64;
+            self.quiet = false;
+            if let Some(s) = self.push(xs.get(j).copied().unwrap_or(x), lo + d, hi + d) {
+                out(s);
+            }
+            j += 1;
+        }
+    }
+
+    /// How many of the points `(xs[j], lo + j, hi + j)` from the first on
+    /// (at most [`INNER_BLOCK`]) would change nothing but the counts when
+    /// pushed: keys strictly increasing from the last one, each lower
+    /// endpoint strictly below both extreme lines and each upper endpoint
+    /// strictly above both. Then `push` admits the point (its upper endpoint
+    /// is above the least-slope line, its lower below the greatest), moves
+    /// neither line (`below_min` is `Less`, `above_max` `Greater`) and puts
+    /// neither endpoint in a hull. Requires `len >= 2` (both lines set).
+    ///
+    /// The test is made in `f64`: a line through `a` and `b` (`a.x < b.x`,
+    /// both before the point) has the value `v = a.y + s · (x - a.x)` at `x`,
+    /// `s = (b.y - a.y) / (b.x - a.x)`. Each of the conversions, the quotient,
+    /// the product and the sum rounds once (relative error `2^-53` each), so
+    /// the computed `v` is within `8 · 2^-53 · (|a.y| + |s · (x - a.x)|)` of
+    /// the line's exact value and the computed `lo` within `2^-53 · |lo|`
+    /// of the exact one; a lower endpoint is taken to be strictly below only
+    /// when it lies below by more than `2^-48 · (|a.y| + |s · (x - a.x)| +
+    /// |lo| + 1)`, far more than both errors together (and symmetrically
+    /// above). A point the test does not take is pushed exactly.
+    #[inline]
+    fn inner_prefix(&self, xs: &[u64], lo: i64, hi: i64) -> usize {
+        let line = |(a, b): (P<i64>, P<i64>)| {
+            let run = b.x.wrapping_sub(a.x) as f64;
+            let rise = b.y.wrapping_sub(a.y) as f64;
+            (a.x, a.y as f64, rise / run)
+        };
+        let (x1, y1, s1) = line(self.min_line);
+        let (x2, y2, s2) = line(self.max_line);
+        if !(s1.is_finite() && s2.is_finite()) {
+            return 0;
+        }
+        let mut prev = self.last_x;
+        let mut k = 0usize;
+        for (j, &x) in xs.iter().take(INNER_BLOCK).enumerate() {
+            if x <= prev {
+                break;
+            }
+            let (l, h) = ((lo + j as i64) as f64, (hi + j as i64) as f64);
+            let t1 = s1 * x.wrapping_sub(x1) as f64;
+            let t2 = s2 * x.wrapping_sub(x2) as f64;
+            let (v1, v2) = (y1 + t1, y2 + t2);
+            let m1 = (y1.abs() + t1.abs() + l.abs().max(h.abs()) + 1.0) * INNER_MARGIN;
+            let m2 = (y2.abs() + t2.abs() + l.abs().max(h.abs()) + 1.0) * INNER_MARGIN;
+            let inner = l < v1 - m1 && l < v2 - m2 && h > v1 + m1 && h > v2 + m2;
+            if !inner {
+                break;
+            }
+            prev = x;
+            k += 1;
+        }
+        k
+    }
+}
+
 /// Optimal PLA over general interval points (upper layers, LeCo, zone maps).
 ///
 /// Returns the minimum number of segments such that each segment's line
@@ -877,15 +999,15 @@ where
 
 /// Optimal PLA of sorted keys with error bound `eps`: key `i` must be
 /// predicted within `[i - eps, i + eps]`. The fewest segments possible
-/// (PGM-index). O(n) time; keys must be strictly increasing.
+/// (PGM-index). O(n) time; keys must be strictly increasing. The
+/// intervals step by one position: pushed with [`PlaStream::push_steps`].
 pub fn optimal_pla(keys: &[u64], eps: u64) -> Vec<Segment> {
-    let e = eps as i128;
-    segment_bounded(
-        keys.len() as i128 + e,
-        keys.iter()
-            .enumerate()
-            .map(|(i, &k)| (k, i as i128 - e, i as i128 + e)),
-    )
+    let e = i128::from(eps);
+    let mut s = PlaStream::new();
+    let mut out = Vec::new();
+    s.push_steps(keys, -e, e, &mut |seg| out.push(seg));
+    out.extend(s.finish());
+    out
 }
 
 /// The interval of item `i` under disk-based zero intervals (Zhang §6.1): the
@@ -1970,6 +2092,16 @@ mod tests {
                 .enumerate()
                 .map(move |(j, &k)| (k, (start + j) as i128 - e, (start + j) as i128 + e))
         }
+        let steps = time("PlaStream::push_steps, inner points counted", &|| {
+            let mut s = PlaStream::new();
+            let mut c = 0;
+            for (p, ch) in keys.chunks(1 << 16).enumerate() {
+                let i = (p << 16) as i128;
+                s.push_steps(ch, i - eps as i128, i + eps as i128, &mut |_| c += 1);
+            }
+            c + usize::from(s.finish().is_some())
+        });
+        assert_eq!(new, steps);
         let parts = time("1M-key partitions segmented and stitched (one thread)", &|| {
             let mut st = PlaStitcher::new();
             for (p, c) in keys.chunks(1 << 20).enumerate() {
@@ -2136,6 +2268,104 @@ mod tests {
                 if let Err(e) = assert_same_segments(&optimal_pla_zero_interval(&keys, eps, page), &want) {
                     prop_assert!(false, "optimal_pla_zero_interval: {}", e);
                 }
+            }
+        }
+    }
+
+    /// A stream's hulls, lines and counts (not its `quiet` hint).
+    fn hull_state(s: &PlaStream) -> String {
+        let mut s = s.clone();
+        match &mut s.core {
+            Core::Narrow(h) => h.quiet = false,
+            Core::Wide(h) => h.quiet = false,
+        }
+        format!("{:?}", s.core)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        /// Keys pushed a chunk at a time with intervals that step
+        /// ([`PlaStream::push_steps`], points that change nothing counted)
+        /// give exactly the segments of their points pushed one by one:
+        /// every field, floats by their bits; windows from 0 to beyond the
+        /// `i64` hulls, positions near the hulls' limit, equal keys, cuts
+        /// anywhere, and partitions fed as steps and stitched.
+        #[test]
+        fn prop_steps_equal_points(
+            keys in adversarial_key_sets(),
+            dense in (any::<u64>(), 1u64..1000, 0usize..600, 0u64..4),
+            walk in prop::collection::vec(1u64..4, 0..400),
+            dup in prop::collection::vec(0usize..600, 0..4),
+            base in prop_oneof![
+                -100i128..100,
+                ((1i128 << 62) - 2000)..(1i128 << 62),
+                (-(1i128 << 62))..(-(1i128 << 62) + 2000),
+            ],
+            eps in prop_oneof![0i128..4, 4i128..300, Just(1i128 << 40), Just(1i128 << 62)],
+            cuts in prop::collection::vec(0usize..620, 0..8),
+        ) {
+            // Dense keys (many points change nothing) or adversarial ones.
+            // Jitter 0: collinear points (endpoints on the extreme lines).
+            let (from, step, len, jitter) = dense;
+            // Or a walk of small steps (many collinear endpoints).
+            let mut keys = if !walk.is_empty() && len % 2 == 0 {
+                walk.iter().scan(from >> 1, |k, &d| {
+                    *k += d;
+                    Some(*k)
+                }).collect()
+            } else if len > 0 {
+                (0..len as u64)
+                    .map(|i| from.saturating_add(i * step + (i * i * jitter) % step))
+                    .collect()
+            } else {
+                keys
+            };
+            keys.dedup();
+            for d in dup {
+                if let Some(&k) = keys.get(d) {
+                    keys.insert(d, k);
+                }
+            }
+            let mut cuts = cuts;
+            cuts.sort_unstable();
+            let pts: Vec<IntervalPoint> = keys
+                .iter()
+                .enumerate()
+                .map(|(j, &k)| (k, base + j as i128 - eps, base + j as i128 + eps))
+                .collect();
+            let want = optimal_pla_points(pts.iter().copied());
+            let mut s = PlaStream::new();
+            let mut one = PlaStream::new();
+            let mut got = Vec::new();
+            for (b, c) in cut_ranges(keys.len(), &cuts) {
+                s.push_steps(&keys[b..c], pts.get(b).map_or(0, |p| p.1), pts.get(b).map_or(0, |p| p.2), &mut |seg| got.push(seg));
+                // The very state of points pushed one by one: the points
+                // counted changed nothing else.
+                for &(x, lo, hi) in &pts[b..c] {
+                    one.push(x, lo, hi);
+                }
+                prop_assert_eq!(hull_state(&s), hull_state(&one));
+            }
+            got.extend(s.finish());
+            if let Err(e) = assert_same_segments(&got, &want) {
+                prop_assert!(false, "cuts {:?}: {}", cuts, e);
+            }
+            let items = |b: usize, c: usize| {
+                (b..c).step_by(7).map(|i| IntervalSteps {
+                    xs: &keys[i..(i + 7).min(c)],
+                    lo: pts[i].1,
+                    hi: pts[i].2,
+                }).collect::<Vec<_>>()
+            };
+            let mut st = PlaStitcher::new();
+            for (b, c) in cut_ranges(keys.len(), &cuts) {
+                let part = segment_part(b, items(b, c));
+                prop_assert_eq!((part.start(), part.end()), (b, c));
+                st.stitch(part, items(b, c)).unwrap();
+            }
+            if let Err(e) = assert_same_segments(&st.finish(), &want) {
+                prop_assert!(false, "stitched at {:?}: {}", cuts, e);
             }
         }
     }

@@ -158,6 +158,9 @@ impl super::segment::Intervals for Tolerance {
     fn run_end(&self, i: usize) -> usize {
         Tolerance::run_end(self, i)
     }
+    fn steps(&self) -> bool {
+        self.zero_page == 0 && self.granule == 1
+    }
 }
 
 /// Intercept roundings tried for compressed zero-interval bands, coarsest
@@ -2339,16 +2342,10 @@ fn pgm_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool, compress:
                 page,
                 reach: window_reach(eps.saturating_mul(2), page),
             };
-            let e = i128::from(eps);
             // The zero intervals' first window, `epsilon`, does not depend on
             // the budget: segmented in the same pass (a run per page).
             let zero = Tolerance::items(eps, page);
-            let (count, tally, at_eps) = super::segment::fold_segments_beside(
-                keys,
-                move |i| (i as i128 - e, i as i128 + e),
-                &fold,
-                &zero,
-            )?;
+            let (count, tally, at_eps) = super::segment::fold_segments_beside(keys, tol, &fold, &zero)?;
             First::Tallied(count, tally, at_eps)
         }
     } else {

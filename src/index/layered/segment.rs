@@ -25,7 +25,9 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, TryRecvError};
 use rayon::prelude::*;
 
 use super::keys::Keys;
-use crate::model::{IntervalPoint, IntervalRun, PlaPart, PlaStitcher, PlaStream, Segment, segment_part};
+use crate::model::{
+    IntervalPoint, IntervalRun, IntervalSteps, PlaPart, PlaStitcher, PlaStream, Segment, segment_part,
+};
 use crate::{Error, Result};
 
 /// Keys per partition segmented on a worker (4 MiB of keys).
@@ -77,6 +79,12 @@ pub(super) trait Intervals: Sync {
     /// least `i + 1`).
     fn run_end(&self, i: usize) -> usize {
         i + 1
+    }
+    /// Whether key `i + 1`'s interval is key `i`'s moved up by one, for
+    /// every `i` (PGM's `[i - eps, i + eps]`): the keys are then pushed a
+    /// chunk at a time ([`PlaStream::push_steps`], the same segments).
+    fn steps(&self) -> bool {
+        false
     }
 }
 
@@ -363,6 +371,9 @@ where
             for (xs, lo, hi) in runs(i, c, interval) {
                 pla.push_run(xs, lo, hi, &mut on_segment);
             }
+        } else if interval.steps() {
+            let (lo, hi) = interval.interval(i);
+            pla.push_steps(c, lo, hi, &mut on_segment);
         } else {
             for (j, &k) in c.iter().enumerate() {
                 let (lo, hi) = interval.interval(i + j);
@@ -466,6 +477,27 @@ where
     })
 }
 
+/// Keys a stitcher is fed at a time as [`IntervalSteps`]: it checks whether
+/// the segmentations met between items, and pushes the rest of an item
+/// after they did.
+const STEP_ITEM: usize = 256;
+
+/// `keys` (key `start` of the input first) as [`IntervalSteps`] of
+/// [`STEP_ITEM`] keys, for intervals that step ([`Intervals::steps`]).
+fn steps<'a, F>(
+    start: usize,
+    keys: &'a [u64],
+    interval: &'a F,
+) -> impl Iterator<Item = IntervalSteps<'a>> + 'a
+where
+    F: Intervals,
+{
+    keys.chunks(STEP_ITEM).enumerate().map(move |(c, xs)| {
+        let (lo, hi) = interval.interval(start + c * STEP_ITEM);
+        IntervalSteps { xs, lo, hi }
+    })
+}
+
 /// The runs of `keys` (key `start` of the input first) with their intervals
 /// ([`Intervals::run_end`]), cut at the end of `keys`.
 fn runs<'a, F>(start: usize, keys: &'a [u64], interval: &'a F) -> impl Iterator<Item = IntervalRun<'a>> + 'a
@@ -495,6 +527,8 @@ where
 fn part_of<F: Intervals>(start: usize, keys: &[u64], interval: &F) -> PlaPart {
     if interval.runs() {
         segment_part(start, runs(start, keys, interval))
+    } else if interval.steps() {
+        segment_part(start, steps(start, keys, interval))
     } else {
         segment_part(start, points(start, keys, interval))
     }
@@ -511,6 +545,8 @@ fn stitch<F: Intervals>(
 ) -> Result<()> {
     if interval.runs() {
         st.stitch(part, runs(start, keys, interval))
+    } else if interval.steps() {
+        st.stitch(part, steps(start, keys, interval))
     } else {
         st.stitch(part, points(start, keys, interval))
     }
@@ -708,10 +744,24 @@ mod tests {
     fn check(keys: &[u64], eps: i128, threads: usize, part_keys: usize, in_flight: usize) {
         let interval = move |i: usize| (i as i128 - eps, i as i128 + eps);
         check_with(keys, &interval, threads, part_keys, in_flight);
+        // The same intervals said to step: pushed a chunk at a time.
+        check_with(keys, &Stepped(eps), threads, part_keys, in_flight);
         // Zero intervals (runs of a page's keys), pages of 3 and 64 keys.
         for page in [3, 64] {
             let paged = Paged { eps, page };
             check_with(keys, &paged, threads, part_keys, in_flight);
+        }
+    }
+
+    /// PGM's intervals `[i - eps, i + eps]`, which step by one.
+    struct Stepped(i128);
+
+    impl Intervals for Stepped {
+        fn interval(&self, i: usize) -> (i128, i128) {
+            (i as i128 - self.0, i as i128 + self.0)
+        }
+        fn steps(&self) -> bool {
+            true
         }
     }
 
