@@ -384,7 +384,7 @@ impl PlaStream {
     /// strictly above both (about 4 in 10 on `osm-like` keys with `eps`
     /// 64), so the point is admitted, moves neither line and joins neither
     /// hull (see `Hulls::keep_all`). Such points are recognised in `f64`
-    /// with a margin far above its rounding error ([`Hulls::inner_prefix`])
+    /// with a margin far above its rounding error (`Hulls::inner_prefix`)
     /// and only counted; every other point is pushed with the exact test.
     pub fn push_steps(&mut self, xs: &[u64], lo: i128, hi: i128, out: &mut impl FnMut(Segment)) {
         let steps = xs.len() as i128;
