@@ -478,6 +478,17 @@ impl<'a> Win<'a> {
         }
     }
 
+    /// Keys `base..base + keys.len()` of an input whose length is not known
+    /// yet (a pass still under way): the window's end stands for it.
+    pub fn held_at(base: usize, keys: &'a [u64]) -> Win<'a> {
+        Win {
+            base,
+            keys,
+            n: base + keys.len(),
+            src: None,
+        }
+    }
+
     /// Number of keys in all (not in the window).
     pub fn n(&self) -> usize {
         self.n
@@ -568,45 +579,59 @@ impl<'a> Keys<'a> {
         // would keep them all).
         groups
             .into_par_iter()
-            .map_init(Vec::new, |buf: &mut Vec<u64>, js| match keys {
-                Keys::Slice(all) => Ok(f(Win::all(all), js)),
-                _ => {
-                    let lo = starts.get(js.start).copied().unwrap_or(n).saturating_sub(1);
-                    let hi = end_of(js.end.saturating_sub(1)).max(lo);
-                    if hi - lo > WINDOW_KEYS + 1 {
-                        // One entry longer than a window: read in passes.
-                        let failed = Mutex::new(None);
-                        let win = Win {
-                            base: lo,
-                            keys: &[],
-                            n,
-                            src: Some((keys, &failed)),
-                        };
-                        let out = f(win, js);
-                        return match failed.into_inner() {
-                            Ok(None) => Ok(out),
-                            Ok(Some(e)) => Err(e),
-                            Err(_) => Err(Error::invalid("a design step panicked")),
-                        };
-                    }
-                    buf.clear();
-                    buf.reserve(hi - lo);
-                    keys.for_each_chunk(lo..hi, |_, c| {
-                        buf.extend_from_slice(c);
-                        Ok(())
-                    })?;
-                    Ok(f(
-                        Win {
-                            base: lo,
-                            keys: buf.as_slice(),
-                            n,
-                            src: None,
-                        },
-                        js,
-                    ))
-                }
+            .map_init(Vec::new, |buf: &mut Vec<u64>, js| {
+                let lo = starts.get(js.start).copied().unwrap_or(n).saturating_sub(1);
+                let hi = end_of(js.end.saturating_sub(1)).max(lo);
+                keys.in_window(lo..hi, buf, |win| f(win, js))
             })
             .collect()
+    }
+
+    /// `f(win)` with `win` holding the keys `r` (settled keys): all keys
+    /// for keys in memory; else `r` read into `buf`, or, for more keys than
+    /// a window, read from the run as `f` asks for them ([`Win::each`]).
+    fn in_window<T>(&self, r: Range<usize>, buf: &mut Vec<u64>, f: impl FnOnce(Win<'_>) -> T) -> Result<T> {
+        let n = self.len();
+        let (lo, hi) = (r.start, r.end.max(r.start));
+        match *self {
+            Keys::Slice(all) => Ok(f(Win::all(all))),
+            keys if hi - lo > WINDOW_KEYS + 1 => {
+                // One entry longer than a window: read in passes.
+                let failed = Mutex::new(None);
+                let win = Win {
+                    base: lo,
+                    keys: &[],
+                    n,
+                    src: Some((keys, &failed)),
+                };
+                let out = f(win);
+                match failed.into_inner() {
+                    Ok(None) => Ok(out),
+                    Ok(Some(e)) => Err(e),
+                    Err(_) => Err(Error::invalid("a design step panicked")),
+                }
+            }
+            keys => {
+                buf.clear();
+                buf.reserve(hi - lo);
+                keys.for_each_chunk(lo..hi, |_, c| {
+                    buf.extend_from_slice(c);
+                    Ok(())
+                })?;
+                Ok(f(Win {
+                    base: lo,
+                    keys: buf.as_slice(),
+                    n,
+                    src: None,
+                }))
+            }
+        }
+    }
+
+    /// `f(win)` with `win` holding the keys `r` (see `in_window`), the keys
+    /// settled first.
+    pub fn window<T>(&self, r: Range<usize>, f: impl FnOnce(Win<'_>) -> T) -> Result<T> {
+        self.settled()?.in_window(r, &mut Vec::new(), f)
     }
 }
 

@@ -14,10 +14,12 @@ use super::design::Design;
 use super::entries::{floor_lane, round_lane};
 use super::keys::{Keys, Win};
 use super::layer::LayerKind;
-use super::segment::SegmentFold;
+use super::segment::{RunSegmenter, SegmentFold};
 use super::spill::Segs;
 use crate::index::{ParamDoc, Params};
 use crate::{Error, Result};
+
+mod ahead;
 
 /// The prediction granularity (Zhang G2): `item` (1), `page` (records per
 /// page) or a number of records (mini-page).
@@ -482,11 +484,7 @@ fn cpr_band(
                     }
                 }
             }
-            None => SegmentLine {
-                start: s.start,
-                slope: s.slope,
-                intercept: s.intercept,
-            },
+            None => middle_line(s),
         }
     };
     let groups = keys.by_groups(&seg_starts, |win, js| -> Result<Vec<_>> {
@@ -961,28 +959,56 @@ fn page_aware_line(
     slopes: &[(f64, Option<(f64, f64)>)],
     budget: f64,
 ) -> SegmentLine {
-    let page = tol.zero_page.max(1);
-    let mut best = SegmentLine {
+    let middle = middle_line(seg);
+    let cost = middle_cost(keys, seg, tol);
+    if cost as f64 <= budget * seg.len as f64 {
+        return middle;
+    }
+    better_line(keys, seg, tol, slopes, cost).unwrap_or(middle)
+}
+
+/// A segment's own line (the middle of its feasible ones).
+fn middle_line(seg: &crate::model::Segment) -> SegmentLine {
+    SegmentLine {
         start: seg.start,
         slope: seg.slope,
         intercept: seg.intercept,
-    };
-    let range = seg.start..seg.end();
-    let mut best_cost = crossings(
+    }
+}
+
+/// The crossings of a segment's own line ([`page_aware_line`]'s middle
+/// line), counted whole.
+fn middle_cost(keys: Win<'_>, seg: &crate::model::Segment, tol: Tolerance) -> u64 {
+    crossings(
         keys,
-        range.clone(),
+        seg.start..seg.end(),
         seg.first_key,
         seg.slope,
         seg.intercept,
         tol.eps,
-        page,
+        tol.zero_page.max(1),
         u64::MAX,
-    );
-    if best_cost as f64 <= budget * seg.len as f64 {
-        return best;
-    }
+    )
+}
+
+/// [`page_aware_line`]'s search after the middle line, which crosses
+/// `middle_cost` page boundaries: the line of the grid with the fewest
+/// crossings, if one has fewer than the middle line (the first such in
+/// the grid's order). It does not depend on the budget, only whether the
+/// search is made does.
+fn better_line(
+    keys: Win<'_>,
+    seg: &crate::model::Segment,
+    tol: Tolerance,
+    slopes: &[(f64, Option<(f64, f64)>)],
+    middle_cost: u64,
+) -> Option<SegmentLine> {
+    let page = tol.zero_page.max(1);
+    let mut best = None;
+    let mut best_cost = middle_cost;
+    let range = seg.start..seg.end();
     let Some(held) = keys.held(range.clone()) else {
-        return lines_in_passes(keys, seg, tol, slopes, best, best_cost);
+        return lines_in_passes(keys, seg, tol, slopes, best_cost);
     };
     // `slope * (key - first)` of every key, computed once for a slope's
     // intercepts (the same f64 each count would compute), for a segment of
@@ -1025,11 +1051,11 @@ fn page_aware_line(
             };
             if cost < best_cost {
                 best_cost = cost;
-                best = SegmentLine {
+                best = Some(SegmentLine {
                     start: seg.start,
                     slope,
                     intercept: c,
-                };
+                });
                 if best_cost == 0 {
                     return best;
                 }
@@ -1039,8 +1065,7 @@ fn page_aware_line(
     best
 }
 
-/// The search of [`page_aware_line`] after its middle line (`best`, with
-/// `best_cost` crossings), over a segment longer than a window, whose keys
+/// [`better_line`] (after a middle line with `best_cost` crossings) over a segment longer than a window, whose keys
 /// are read in passes: the feasible intercepts of every slope in one pass
 /// and the crossings of every line of the grid in another, instead of a pass
 /// for each. The same line as the search one line at a time: each count
@@ -1052,9 +1077,9 @@ fn lines_in_passes(
     seg: &crate::model::Segment,
     tol: Tolerance,
     slopes: &[(f64, Option<(f64, f64)>)],
-    mut best: SegmentLine,
     mut best_cost: u64,
-) -> SegmentLine {
+) -> Option<SegmentLine> {
+    let mut best = None;
     let page = tol.zero_page.max(1);
     let range = seg.start..seg.end();
     let usable = || slopes.iter().filter(|(s, _)| s.is_finite() && *s >= 0.0);
@@ -1090,11 +1115,11 @@ fn lines_in_passes(
     for (&(slope, intercept), count) in lines.iter().zip(&counts) {
         if count.extra < best_cost {
             best_cost = count.extra;
-            best = SegmentLine {
+            best = Some(SegmentLine {
                 start: seg.start,
                 slope,
                 intercept,
-            };
+            });
             if best_cost == 0 {
                 break;
             }
@@ -1486,7 +1511,38 @@ impl Stop {
 struct TallyFold {
     page: u64,
     reach: u64,
+    /// Where the pass's extra pages per key so far are published (as `f64`
+    /// bits; NaN before the first report) for work that guesses the budget
+    /// ([`ahead::Ahead`]: a guess only spares work, it decides nothing).
+    guess: Guess,
 }
+
+/// An `f64` shared between threads: a [`TallyFold`]'s running figure.
+#[derive(Clone)]
+struct Guess(std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+impl Default for Guess {
+    fn default() -> Self {
+        Guess(std::sync::Arc::new(std::sync::atomic::AtomicU64::new(
+            f64::NAN.to_bits(),
+        )))
+    }
+}
+
+impl Guess {
+    fn set(&self, v: f64) {
+        self.0.store(v.to_bits(), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The figure, if one was published.
+    fn get(&self) -> Option<f64> {
+        let v = f64::from_bits(self.0.load(std::sync::atomic::Ordering::Relaxed));
+        (!v.is_nan()).then_some(v)
+    }
+}
+
+/// Keys a [`TallyFold`] accumulator adds between two reports to its guess.
+const GUESS_EVERY: u64 = 1 << 18;
 
 /// Predictions a [`TallyFold`] keeps from the end of the keys (a few in
 /// unit tests, so that bands off by more than the tail are met there).
@@ -1529,6 +1585,9 @@ struct TallyAcc {
     tail: Tail,
     /// The largest of the others.
     gone: Option<u64>,
+    /// Keys added, and how many when the guess is reported next.
+    keys: u64,
+    report_at: u64,
 }
 
 impl TallyAcc {
@@ -1543,7 +1602,9 @@ impl TallyAcc {
 
     /// The tally of `n` keys.
     fn into_tally(self, n: u64, reach: u64) -> Tally {
-        let TallyAcc { mut t, tail, gone } = self;
+        let TallyAcc {
+            mut t, tail, gone, ..
+        } = self;
         let far_end = n.saturating_sub(1).saturating_sub(reach);
         if gone.is_some_and(|g| g > far_end) {
             t.whole = false;
@@ -1571,6 +1632,8 @@ impl super::segment::SegmentFold for TallyFold {
             t: Tally::new(self.page),
             tail: Tail::default(),
             gone: None,
+            keys: 0,
+            report_at: GUESS_EVERY,
         }
     }
 
@@ -1581,11 +1644,7 @@ impl super::segment::SegmentFold for TallyFold {
         } else {
             (u64::MAX, seg.end() as u64)
         };
-        let line = SegmentLine {
-            start: seg.start,
-            slope: seg.slope,
-            intercept: seg.intercept,
-        };
+        let line = middle_line(seg);
         let e =
             super::build::band_entry_of(&line, seg.first_key, None, 1, 0, max_unit).predictor(next, max_unit);
         let mut at = PageDiv::new(self.page);
@@ -1600,11 +1659,23 @@ impl super::segment::SegmentFold for TallyFold {
                 acc.keep(p);
             }
         }
+        acc.keys += keys.len() as u64;
+        if acc.keys >= acc.report_at {
+            acc.report_at = acc.keys + GUESS_EVERY;
+            self.guess
+                .set(acc.t.hist_pages(self.page) as f64 / acc.keys as f64);
+        }
     }
 
     fn merge(&self, a: TallyAcc, b: TallyAcc) -> TallyAcc {
         // `a` covers the keys before `b`'s: `b`'s tail stays the tail.
-        let TallyAcc { t, tail, gone } = a;
+        let TallyAcc {
+            t,
+            tail,
+            gone,
+            keys,
+            report_at,
+        } = a;
         let mut gone = gone.max(b.gone);
         let mut merged = Tail::default();
         let mut a_tail = tail.in_order();
@@ -1620,6 +1691,8 @@ impl super::segment::SegmentFold for TallyFold {
             t: t.merge(b.t),
             tail: merged,
             gone,
+            keys: keys + b.keys,
+            report_at: report_at.max(b.report_at),
         }
     }
 }
@@ -1783,12 +1856,7 @@ fn lines_measured_within(
             lines.iter().zip(group).map(|(l, s)| entry(l, s)).collect();
         let mut local: Vec<usize> = group.iter().map(|s| s.start).collect();
         if let Some(next) = segs.get(js.end) {
-            let line = SegmentLine {
-                start: next.start,
-                slope: next.slope,
-                intercept: next.intercept,
-            };
-            entries.push(entry(&line, next));
+            entries.push(entry(&middle_line(next), next));
             local.push(next.start);
         }
         let band = Measured {
@@ -1855,6 +1923,11 @@ impl<'a> Meter<'a> {
     /// A meter whose first key is key `i` of `n` (the band's entries start
     /// at key 0: [`one_pass`]).
     fn at(band: &'a Measured<'a>, i: usize, n: u64, page: u64) -> Meter<'a> {
+        Meter::with_tally(band, i, n, page, Tally::new(page))
+    }
+
+    /// [`Meter::at`] adding to the tally `t`.
+    fn with_tally(band: &'a Measured<'a>, i: usize, n: u64, page: u64, t: Tally) -> Meter<'a> {
         let mut m = Meter {
             band,
             j: band.starts.partition_point(|&s| s <= i).saturating_sub(1),
@@ -1862,7 +1935,7 @@ impl<'a> Meter<'a> {
             max_unit: n,
             own: PageDiv::new(band.zero_page),
             at: PageDiv::new(page),
-            t: Tally::new(page),
+            t,
         };
         m.predictor = m.predictor_of(m.j);
         m
@@ -2072,6 +2145,10 @@ pub(super) fn widest_window<T>(
     }
 }
 
+/// The zero intervals' page budget beyond plain PGM's measured pages when
+/// `page_slack` is not given (measurement slack).
+const SLACK: f64 = 0.002;
+
 /// What [`zero_interval_band`] built and measured.
 struct ZeroBand {
     band: LayerBuild,
@@ -2100,7 +2177,7 @@ struct ZeroBand {
 fn zero_interval_band(
     keys: Keys<'_>,
     plain: Plain,
-    mut at_eps: Option<Vec<crate::model::Segment>>,
+    mut at_eps: Option<AtEps>,
     eps: u64,
     per_page: usize,
     compress: bool,
@@ -2129,7 +2206,7 @@ fn zero_interval_band(
         },
         Plain::Segments(segs) => (segs.len(), measure(&segs)?),
     };
-    let budget = extra + slack.unwrap_or(0.002);
+    let budget = extra + slack.unwrap_or(SLACK);
     let max_window = if slack.is_some() {
         eps.saturating_mul(2)
     } else {
@@ -2141,9 +2218,18 @@ fn zero_interval_band(
             granule: 1,
             zero_page: page,
         };
-        // Window `eps` segmented in the first pass, if it was.
+        // Window `eps` segmented in the first pass, if it was, and (without
+        // compression) lined and measured.
         let segs = match at_eps.take() {
-            Some(segs) if w == eps => segs,
+            Some(AtEps::Ahead(mut a)) if w == eps => {
+                if !compress && a.resolves() {
+                    let count = a.segments().len();
+                    let (band, extra) = a.resolve(keys, budget)?;
+                    return Ok(Some(((band, None, count), extra)));
+                }
+                a.segments().to_vec()
+            }
+            Some(AtEps::Segments(segs)) if w == eps => segs,
             _ => segment_stream(keys, tol)?,
         };
         let count = segs.len();
@@ -2341,12 +2427,28 @@ fn pgm_family(p: &Params, keys: Keys<'_>, per_page: usize, zero: bool, compress:
             let fold = TallyFold {
                 page,
                 reach: window_reach(eps.saturating_mul(2), page),
+                guess: Guess::default(),
             };
             // The zero intervals' first window, `epsilon`, does not depend on
-            // the budget: segmented in the same pass (a run per page).
-            let zero = Tolerance::items(eps, page);
-            let (count, tally, at_eps) = super::segment::fold_segments_beside(keys, tol, &fold, &zero)?;
-            First::Tallied(count, tally, at_eps)
+            // the budget: segmented in the same pass (a run per page); for
+            // `pgm-disk`, its lines and measure too, for any budget
+            // (`ahead`). `pgm-disk-cpr`'s lines share slopes chosen over
+            // all segments: they wait.
+            if compress {
+                let mut segmenter = RunSegmenter::new(Tolerance::items(eps, page));
+                let mut segs = Vec::new();
+                let (count, tally) = super::segment::fold_segments_beside(keys, tol, &fold, &mut |i, c| {
+                    segmenter.push(i, c, &mut |s| segs.push(s))
+                })?;
+                segs.extend(segmenter.finish());
+                First::Tallied(count, tally, AtEps::Segments(segs))
+            } else {
+                let mut lines =
+                    ahead::Ahead::new(eps, page, fold.reach, slack.unwrap_or(SLACK), fold.guess.clone());
+                let (count, tally) =
+                    super::segment::fold_segments_beside(keys, tol, &fold, &mut |i, c| lines.push(i, c))?;
+                First::Tallied(count, tally, AtEps::Ahead(Box::new(lines)))
+            }
         }
     } else {
         // The band's error bounds measured in the same pass, segment by
@@ -2453,7 +2555,15 @@ enum First {
     /// How many segments plain PGM has, and the tally of its pages
     /// ([`TallyFold`]; the segments are not kept); and the zero-interval
     /// segmentation at `epsilon`.
-    Tallied(usize, TallyAcc, Vec<crate::model::Segment>),
+    Tallied(usize, TallyAcc, AtEps),
+}
+
+/// The zero-interval segmentation at window `epsilon` the first pass made:
+/// its segments, or (`pgm-disk`) those with their lines and measure for
+/// any budget ([`ahead::Ahead`]).
+enum AtEps {
+    Segments(Vec<crate::model::Segment>),
+    Ahead(Box<ahead::Ahead>),
 }
 
 /// What sets the page budget of the zero intervals: plain PGM's
@@ -2734,7 +2844,11 @@ mod tests {
                 cuts in proptest::collection::vec(0usize..3 * TAIL, 0..6),
             ) {
                 use crate::index::layered::segment::SegmentFold;
-                let fold = TallyFold { page: 8, reach: 0 };
+                let fold = TallyFold {
+                    page: 8,
+                    reach: 0,
+                    guess: Guess::default(),
+                };
                 let mut cuts = cuts;
                 cuts.sort_unstable();
                 let mut acc = fold.empty();
@@ -3235,6 +3349,25 @@ mod tests {
         sets
     }
 
+    /// What a test of zero-interval lines over `keys` needs: the reach of
+    /// a measure, a pool of `threads`, the intervals (window `eps`, pages
+    /// of `page`) and their segmentation.
+    fn zero_case(
+        keys: &[u64],
+        eps: u64,
+        page: u64,
+        threads: usize,
+    ) -> (u64, rayon::ThreadPool, Tolerance, Vec<crate::model::Segment>) {
+        let reach = window_reach(eps.saturating_mul(2), page);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        let tol = Tolerance::items(eps, page);
+        let segs = crate::model::optimal_pla_points(tol.points(keys));
+        (reach, pool, tol, segs)
+    }
+
     /// `lines_measured_within` gives the lines, layer and count (or the
     /// stop) of `page_aware_lines_in` followed by `measured_band_within`:
     /// zero intervals of any page, windows, budgets and limits, keys in
@@ -3258,13 +3391,7 @@ mod tests {
             .run(&strat, |(set, eps, page, threads, budget, limit)| {
                 let keys = &sets[set];
                 let n = keys.len();
-                let reach = window_reach(eps.saturating_mul(2), page);
-                let pool = rayon::ThreadPoolBuilder::new()
-                    .num_threads(threads)
-                    .build()
-                    .unwrap();
-                let tol = Tolerance::items(eps, page);
-                let segs = crate::model::optimal_pla_points(tol.points(keys));
+                let (reach, pool, tol, segs) = zero_case(keys, eps, page, threads);
                 for source in [Keys::Slice(keys), Keys::Run(&runs[set])] {
                     let want = pool
                         .install(|| -> Result<Option<(LayerBuild, f64)>> {
@@ -3289,6 +3416,95 @@ mod tests {
                 }
                 Ok(())
             })
+            .unwrap();
+    }
+
+    /// The zero-interval band `ahead::Ahead` lines and meters during the
+    /// first pass, before the budget is known, is `lines_measured_within`'s
+    /// over the same segments once it is, bit for bit (layer, bounds, extra
+    /// pages): budgets anywhere, also exactly at a segment's crossings per
+    /// key and its bucket's edges, guesses of the budget missing, right or
+    /// wrong, floors up to the budget, keys fed in any chunks, segments
+    /// longer than what the pass holds, keys in memory and in a run, 1–3
+    /// threads.
+    #[test]
+    fn lines_ahead_equal_lines_after_the_budget() {
+        use proptest::prelude::*;
+        use proptest::test_runner::{Config, TestRunner};
+        let mut sets = measure_sets(&[("osm-like", 5), ("books-like", 7), ("fb-like", 9)]);
+        // Dense stretches between jumps, and a set whose first segment
+        // holds most of the keys.
+        sets.push((0..9_000u64).map(|i| i * 2 + (i / 500) * 1_000_000).collect());
+        sets.push(
+            (0..8_000u64)
+                .map(|i| if i < 7_000 { i * 3 } else { (1 << 50) | (i * i) })
+                .collect(),
+        );
+        let runs = runs_of(&sets);
+        let strat = (
+            (
+                0usize..sets.len(),
+                prop_oneof![1u64..8, 8u64..80],
+                prop_oneof![2u64..300, Just(255)],
+            ),
+            (
+                1usize..4,
+                prop_oneof![Just(usize::MAX), 30usize..3_000],
+                1usize..5_000,
+            ),
+            (0usize..4, 0.0f64..1.0, any::<usize>(), 0.0f64..1.0),
+            (0usize..4, 0.0f64..1.5),
+        );
+        let mut runner = TestRunner::new(Config::with_cases(256));
+        runner
+            .run(
+                &strat,
+                |((set, eps, page), (threads, hold, chunk), (how, x, pick, u), (guessed, g))| {
+                    let keys = &sets[set];
+                    let (reach, pool, tol, segs) = zero_case(keys, eps, page, threads);
+                    let budget = match how {
+                        0 => x,
+                        1 => {
+                            // Exactly a segment's crossings per key.
+                            let s = &segs[pick % segs.len()];
+                            middle_cost(Win::all(keys), s, tol) as f64 / s.len as f64
+                        }
+                        2 => 0.0,
+                        _ => f64::INFINITY,
+                    };
+                    let floor = if budget.is_finite() { budget * u } else { u };
+                    let guess = Guess::default();
+                    match guessed {
+                        0 => {}
+                        1 => guess.set((budget - floor).max(0.0)),
+                        _ => guess.set(g),
+                    }
+                    for source in [Keys::Slice(keys), Keys::Run(&runs[set])] {
+                        let want = pool
+                            .install(|| {
+                                lines_measured_within(source, &segs, tol, budget, reach, f64::INFINITY)
+                            })
+                            .unwrap()
+                            .unwrap();
+                        let (got, got_segs) = pool
+                            .install(|| -> Result<_> {
+                                let mut a =
+                                    ahead::Ahead::holding(eps, page, reach, floor, hold, guess.clone());
+                                for (c, part) in keys.chunks(chunk).enumerate() {
+                                    a.push(c * chunk, part);
+                                }
+                                let got_segs = a.segments().to_vec();
+                                Ok((a.resolve(source, budget)?, got_segs))
+                            })
+                            .unwrap();
+                        prop_assert_eq!(&got_segs, &segs);
+                        prop_assert_eq!(&got.0.flat, &want.0.flat);
+                        prop_assert_eq!(got.0.kind, want.0.kind);
+                        prop_assert_eq!(got.1.to_bits(), want.1.to_bits());
+                    }
+                    Ok(())
+                },
+            )
             .unwrap();
     }
 
@@ -3333,7 +3549,11 @@ mod tests {
                     let (entries, starts) =
                         band_entries(n, &lines_of(&segs), &first_key, None, 1, 0).unwrap();
                     let want = measured_band(source, &starts, &entries, 0, page, reach).unwrap();
-                    let fold = TallyFold { page, reach };
+                    let fold = TallyFold {
+                        page,
+                        reach,
+                        guess: Guess::default(),
+                    };
                     let (got_segs, acc) = pool
                         .install(|| segment_stream_folded(source, tol, &fold))
                         .unwrap();
@@ -3351,10 +3571,17 @@ mod tests {
                     let interval = move |i: usize| (i as i128 - e, i as i128 + e);
                     let zero = Tolerance::items(eps, page);
                     let (count, acc, beside) = pool
-                        .install(|| {
-                            crate::index::layered::segment::fold_segments_beside(
-                                source, interval, &fold, &zero,
-                            )
+                        .install(|| -> Result<_> {
+                            let mut other = RunSegmenter::new(zero);
+                            let mut beside = Vec::new();
+                            let (count, acc) = crate::index::layered::segment::fold_segments_beside(
+                                source,
+                                interval,
+                                &fold,
+                                &mut |i, c| other.push(i, c, &mut |s| beside.push(s)),
+                            )?;
+                            beside.extend(other.finish());
+                            Ok((count, acc, beside))
                         })
                         .unwrap();
                     prop_assert_eq!(count, segs.len());

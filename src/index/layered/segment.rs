@@ -156,39 +156,52 @@ where
 
 /// [`optimal_segments_folded`] without the segments (a measure of a
 /// segmentation that is not kept: held only while its keys are, not until
-/// the pass ends): how many there are and the fold; and in the same pass
-/// the segmentation of the same keys under `other`, intervals that come in runs (pushed a run at a
-/// time on the pass's own thread: O(log run) per run). The count and fold
-/// of the first, the segments of the second.
-pub(super) fn fold_segments_beside<F, M, G>(
+/// the pass ends): how many there are and the fold; `beside(i, chunk)` sees
+/// every key of the pass once, in order, on the pass's own thread (another
+/// segmentation of the same keys in the same pass: [`RunSegmenter`]).
+pub(super) fn fold_segments_beside<F, M>(
     keys: Keys<'_>,
     interval: F,
     fold: &M,
-    other: &G,
-) -> Result<(usize, M::Acc, Vec<Segment>)>
+    beside: &mut (dyn FnMut(usize, &[u64]) + Send),
+) -> Result<(usize, M::Acc)>
 where
     F: Intervals,
     M: SegmentFold,
-    G: Intervals,
 {
-    let mut pla = PlaStream::new();
-    let mut segs = Vec::new();
-    let mut beside = |i: usize, chunk: &[u64]| {
-        for (xs, lo, hi) in runs(i, chunk, other) {
-            pla.push_run(xs, lo, hi, &mut |s| segs.push(s));
+    let (_, count, acc) =
+        optimal_segments_with(keys, &interval, fold, false, PART_KEYS, PARTS_IN_FLIGHT, beside)?;
+    Ok((count, acc))
+}
+
+/// The optimal segmentation of keys fed a chunk at a time, in order, under
+/// intervals that come in runs (each run pushed whole: O(log run) steps,
+/// cheap enough for a pass's own thread beside its other work).
+pub(super) struct RunSegmenter<G> {
+    pla: PlaStream,
+    intervals: G,
+}
+
+impl<G: Intervals> RunSegmenter<G> {
+    pub(super) fn new(intervals: G) -> Self {
+        RunSegmenter {
+            pla: PlaStream::new(),
+            intervals,
         }
-    };
-    let (_, count, acc) = optimal_segments_with(
-        keys,
-        &interval,
-        fold,
-        false,
-        PART_KEYS,
-        PARTS_IN_FLIGHT,
-        &mut beside,
-    )?;
-    segs.extend(pla.finish());
-    Ok((count, acc, segs))
+    }
+
+    /// Keys `i..i + chunk.len()` (the next ones); `out` gets each segment
+    /// they finish.
+    pub(super) fn push(&mut self, i: usize, chunk: &[u64], out: &mut impl FnMut(Segment)) {
+        for (xs, lo, hi) in runs(i, chunk, &self.intervals) {
+            self.pla.push_run(xs, lo, hi, out);
+        }
+    }
+
+    /// The last segment, once every key was pushed.
+    pub(super) fn finish(mut self) -> Option<Segment> {
+        self.pla.finish()
+    }
 }
 
 /// [`optimal_segments_folded`] (with `keep`; else [`fold_segments_beside`]: no
@@ -704,22 +717,28 @@ where
     /// runs on one) it runs queued partitions itself while it waits, so a
     /// pool whose other threads are busy still makes progress.
     fn wait(&self) -> Result<Done> {
-        let gone = || Error::invalid("a key partition's worker is gone");
-        loop {
-            match self.rx.try_recv() {
-                Ok(d) => return Ok(d),
-                Err(TryRecvError::Disconnected) => return Err(gone()),
-                Err(TryRecvError::Empty) => {}
-            }
-            match rayon::yield_now() {
-                Some(rayon::Yield::Executed) => {}
-                None => return self.rx.recv().map_err(|_| gone()),
-                Some(_) => match self.rx.recv_timeout(Duration::from_millis(1)) {
-                    Ok(d) => return Ok(d),
-                    Err(RecvTimeoutError::Timeout) => {}
-                    Err(RecvTimeoutError::Disconnected) => return Err(gone()),
-                },
-            }
+        recv_helping(&self.rx).ok_or_else(|| Error::invalid("a key partition's worker is gone"))
+    }
+}
+
+/// The next message on `rx`, waiting for it; a thread of the rayon pool
+/// runs the pool's pending work meanwhile (the message may come from work
+/// only it would run). `None` once every sender is gone.
+pub(super) fn recv_helping<T>(rx: &Receiver<T>) -> Option<T> {
+    loop {
+        match rx.try_recv() {
+            Ok(d) => return Some(d),
+            Err(TryRecvError::Disconnected) => return None,
+            Err(TryRecvError::Empty) => {}
+        }
+        match rayon::yield_now() {
+            Some(rayon::Yield::Executed) => {}
+            None => return rx.recv().ok(),
+            Some(_) => match rx.recv_timeout(Duration::from_millis(1)) {
+                Ok(d) => return Some(d),
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return None,
+            },
         }
     }
 }
